@@ -1,0 +1,1 @@
+"""perfctl's agent side: run control, counter backends, machine inventory, the measurement loop."""

@@ -1,0 +1,232 @@
+"""Machine inventory: what the machine is and every setting that changes what its counters say.
+
+Recorded with every set of samples. ``checks()`` explains each item the way ``pyperf system show`` does:
+the fact, why it matters for the counters, and the command that changes it.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import hashlib
+import os
+import platform
+import re
+import socket
+import struct
+from dataclasses import dataclass
+
+from perfctl.agent import tracefs
+from perfctl.agent.perf_event import make_attr, perf_event_open
+
+INVENTORY_VERSION = 1
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _cpuinfo() -> dict:
+    text = _read("/proc/cpuinfo") or ""
+    first = text.split("\n\n", 1)[0]
+    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+
+    def number(key: str, base: int = 10) -> int | None:
+        try:
+            return int(fields[key], base)
+        except (KeyError, ValueError):
+            return None
+
+    return {
+        "vendor": fields.get("vendor_id", platform.machine()),
+        "model_name": fields.get("model name", ""),
+        "family": number("cpu family"),
+        "model": number("model"),
+        "stepping": number("stepping"),
+        "microcode": fields.get("microcode"),
+        "logical_cpus": os.cpu_count(),
+        "hypervisor": "hypervisor" in fields.get("flags", "").split(),
+    }
+
+
+def _kernel_config() -> dict[str, str]:
+    release = platform.release()
+    text = _read(f"/boot/config-{release}")
+    if text is None:
+        try:
+            with gzip.open("/proc/config.gz", "rt") as f:
+                text = f.read()
+        except OSError:
+            text = ""
+    return dict(re.findall(r"^(CONFIG_[A-Z0-9_]+)=(.*)$", text, re.M))
+
+
+def _cmdline_value(cmdline: str, key: str) -> str | None:
+    match = re.search(rf"(?:^|\s){re.escape(key)}=(\S+)", cmdline)
+    return match.group(1) if match else None
+
+
+def _tick_mode(config: dict[str, str], cmdline: str) -> str:
+    if _cmdline_value(cmdline, "nohz_full"):
+        return "nohz_full"
+    if config.get("CONFIG_NO_HZ_FULL") == "y":
+        return "NO_HZ_FULL kernel (no nohz_full CPUs)"
+    if config.get("CONFIG_NO_HZ_IDLE") == "y" or config.get("CONFIG_NO_HZ") == "y":
+        return "NO_HZ_IDLE"
+    if config.get("CONFIG_HZ_PERIODIC") == "y":
+        return "periodic"
+    return "unknown"
+
+
+def probe_pmu(cpu: dict) -> tuple[bool, str]:
+    """Whether a hardware PMU counts instructions for this process, and why not."""
+    try:
+        fd = perf_event_open(make_attr(0, 1, "user", inherit=False, enable_on_exec=False), 0)
+    except OSError as err:
+        name = errno.errorcode.get(err.errno, str(err.errno))
+        if err.errno == errno.ENOENT:
+            if not os.path.isdir("/sys/bus/event_source/devices/cpu"):
+                why = "the kernel registered no CPU PMU"
+                if cpu.get("hypervisor"):
+                    why += " (virtual machine: the hypervisor does not expose a PMU)"
+                return False, f"{why}; perf_event_open(instructions) -> {name}"
+            return False, f"perf_event_open(instructions) -> {name}"
+        return False, f"perf_event_open(instructions) -> {name}: {os.strerror(err.errno)}"
+    os.close(fd)
+    return True, "perf_event_open(instructions) succeeded"
+
+
+def _governors() -> list[str]:
+    base = "/sys/devices/system/cpu"
+    found = set()
+    for entry in sorted(os.listdir(base)):
+        if re.fullmatch(r"cpu\d+", entry):
+            value = _read(f"{base}/{entry}/cpufreq/scaling_governor")
+            if value:
+                found.add(value)
+    return sorted(found)
+
+
+def _turbo() -> str | None:
+    no_turbo = _read("/sys/devices/system/cpu/intel_pstate/no_turbo")
+    if no_turbo is not None:
+        return "off" if no_turbo == "1" else "on"
+    boost = _read("/sys/devices/system/cpu/cpufreq/boost")
+    if boost is not None:
+        return "on" if boost == "1" else "off"
+    return None
+
+
+def machine_id() -> str:
+    ident = _read("/etc/machine-id") or socket.gethostname()
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def collect() -> dict:
+    """The inventory as a plain dict (JSON-ready); the same keys are documented in docs/inventory.md."""
+    cpu = _cpuinfo()
+    config = _kernel_config()
+    cmdline = _read("/proc/cmdline") or ""
+    pmu_present, pmu_reason = probe_pmu(cpu)
+    events, tracefs_state = tracefs.events_dir()
+    hz = config.get("CONFIG_HZ")
+    return {
+        "type": "machine",
+        "inventory_version": INVENTORY_VERSION,
+        "machine_id": machine_id(),
+        "hostname": socket.gethostname(),
+        "arch": platform.machine(),
+        "cpu": cpu,
+        "kernel": {"release": platform.release(), "version": platform.version()},
+        "hz": int(hz) if hz and hz.isdigit() else None,
+        "tick_mode": _tick_mode(config, cmdline),
+        "nohz_full_cpus": _cmdline_value(cmdline, "nohz_full"),
+        "isolated_cpus": _read("/sys/devices/system/cpu/isolated") or "",
+        "pmu": {"present": pmu_present, "reason": pmu_reason},
+        "perf_event_paranoid": _int_or_none(_read("/proc/sys/kernel/perf_event_paranoid")),
+        "aslr": _int_or_none(_read("/proc/sys/kernel/randomize_va_space")),
+        "governors": _governors(),
+        "turbo": _turbo(),
+        "smt": _read("/sys/devices/system/cpu/smt/control"),
+        "smt_active": _read("/sys/devices/system/cpu/smt/active") == "1",
+        "nmi_watchdog": _int_or_none(_read("/proc/sys/kernel/nmi_watchdog")),
+        "tracefs": {"available": events is not None, "state": tracefs_state},
+        "euid": os.geteuid(),
+        "pointer_bits": struct.calcsize("P") * 8,
+    }
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One inventory item as `perfctl info` shows it."""
+
+    item: str
+    value: str
+    meaning: str
+    fix: str | None = None
+
+
+def checks(inv: dict) -> list[Check]:
+    """Each item with what it means for the counters and, where it hurts, the command that fixes it."""
+    cpu = inv["cpu"]
+    out = [
+        Check("cpu", f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} stepping {cpu['stepping']} "
+              f"({cpu['model_name']})", "errata (fldcw, AMD 17h erratum 1291) are keyed by vendor/family/model"),
+        Check("microcode", str(cpu["microcode"]), "a microcode update can change counter behaviour; audits re-run"),
+        Check("kernel", inv["kernel"]["release"], "interrupt and fault handling (and their counter artifacts) "
+              "depend on the kernel"),
+    ]
+    hz = inv["hz"]
+    out.append(Check("HZ", str(hz) if hz else "unknown",
+                     "timer interrupts arrive about HZ times per CPU-second; each can add one retired "
+                     "user instruction"))
+    tick = inv["tick_mode"]
+    out.append(Check("tick mode", tick, "nohz_full CPUs take almost no timer interrupts while one task runs",
+                     None if tick == "nohz_full" else "boot with nohz_full=CPUS for interrupt-free runs"))
+    pmu = inv["pmu"]
+    out.append(Check("PMU", "present" if pmu["present"] else "absent", pmu["reason"] + (
+        "" if pmu["present"] else "; instructions and cycles are reported unsupported, software events and "
+        "tracepoints still count"), None if pmu["present"] else "run on bare metal or enable vPMU passthrough"))
+    paranoid = inv["perf_event_paranoid"]
+    out.append(Check("perf_event_paranoid", str(paranoid),
+                     "above 1, unprivileged users count only user-mode software events and no tracepoints",
+                     None if inv["euid"] == 0 or (paranoid is not None and paranoid <= 1)
+                     else "sysctl kernel.perf_event_paranoid=1, or run as root"))
+    aslr = inv["aslr"]
+    out.append(Check("ASLR (system)", {0: "off", 1: "partial", 2: "full"}.get(aslr, str(aslr)),
+                     "perfctl turns ASLR off for each benchmark only (personality ADDR_NO_RANDOMIZE); "
+                     "the system setting is left alone"))
+    governors = ", ".join(inv["governors"]) or "not exposed"
+    out.append(Check("governor", governors, "frequency scaling changes cycles per second, not instructions",
+                     "cpupower frequency-set -g performance"
+                     if inv["governors"] and inv["governors"] != ["performance"] else None))
+    turbo = inv["turbo"]
+    out.append(Check("turbo", turbo or "not exposed", "turbo makes time and cycles/second vary with temperature",
+                     "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo" if turbo == "on" else None))
+    out.append(Check("SMT", f"{inv['smt'] or 'not exposed'} (active: {inv['smt_active']})",
+                     "a sibling thread shares the core and perturbs cycles and time",
+                     "echo off > /sys/devices/system/cpu/smt/control" if inv["smt_active"] else None))
+    nmi = inv["nmi_watchdog"]
+    out.append(Check("NMI watchdog", {0: "off", 1: "on"}.get(nmi, str(nmi)),
+                     "the watchdog holds one hardware counter, leaving fewer before multiplexing starts",
+                     "sysctl kernel.nmi_watchdog=0" if nmi == 1 else None))
+    out.append(Check("isolated CPUs", inv["isolated_cpus"] or "none",
+                     "an isolated CPU (isolcpus=) runs only what is pinned to it: pin benchmarks there with --pin",
+                     None if inv["isolated_cpus"] else "boot with isolcpus=CPUS nohz_full=CPUS"))
+    tracing = inv["tracefs"]
+    out.append(Check("tracefs", "available" if tracing["available"] else "unavailable", tracing["state"] + (
+        "" if tracing["available"] else "; timer and device interrupt counts are reported unsupported"),
+        None if tracing["available"] else "mount -t tracefs nodev /sys/kernel/tracing (as root)"))
+    return out

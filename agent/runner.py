@@ -1,0 +1,313 @@
+"""Controlled runs: the exec gate, ASLR, environment size, pinning, user, stdin, timeout.
+
+The benchmark is started as ``sh -c 'read _ || exit 125; exec "$@" </dev/null' perfctl-gate CMD...`` with
+its stdin on a pipe (../shared/notes/counter-artifacts.md, section 4). The gate blocks in ``read`` while
+the backend attaches counters to its pid (``enable_on_exec`` makes them start at the benchmark's own exec)
+and pins it; a newline releases it. No ``os.fork()`` and no ``preexec_fn``: subprocess's C child code does
+setsid and the user switch, so this is safe in a process that holds gRPC threads. If perfctl dies before
+releasing the gate, ``read`` sees EOF and the gate exits 125 without running anything unmeasured.
+
+ASLR is turned off for the benchmark only: personality(ADDR_NO_RANDOMIZE) is set on the calling thread just
+for the spawn (personality is per task and inherited across fork and exec) and restored at once, so
+perfctl itself keeps its randomized layout and the system setting is untouched.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+GATE_SCRIPT = 'read _ || exit 125; exec "$@" </dev/null'
+GATE_NAME = "perfctl-gate"
+ADDR_NO_RANDOMIZE = 0x0040000
+ENV_PAD_VARIABLE = "PERFCTL_ENV_PAD"
+# Default size of the benchmark's environment block, in bytes (sum of len("NAME=value") + 1 per variable).
+# Large enough for a typical login or CI environment, small enough to cost nothing; see docs/stat.md.
+DEFAULT_ENV_SIZE = 4096
+CLEAN_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "TERM", "TZ")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class RunError(Exception):
+    """A run cannot be started as asked (bad command, bad option); the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """How every run of a benchmark is controlled; the same object for all runs of a measurement."""
+
+    env: tuple[tuple[str, str], ...]
+    env_bytes: int
+    cwd: str
+    aslr_off: bool = True
+    pin_cpu: int | None = None
+    user: str | None = None
+    timeout_s: float | None = None
+    show_output: bool = False
+
+    @property
+    def user_name(self) -> str:
+        return self.user or pwd.getpwuid(os.geteuid()).pw_name
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How a run ended. ``wall_ns`` runs from the gate's release to the exit being observed."""
+
+    start_time_ns: int
+    wall_ns: int
+    exit_status: int | None
+    signal: int | None
+    timed_out: bool
+    max_rss_kib: int | None
+    stderr_tail: str | None
+
+    @property
+    def outcome(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        if self.signal is not None:
+            return "signal"
+        return "ok" if self.exit_status == 0 else "failed"
+
+
+def env_block_size(env: dict[str, str]) -> int:
+    """Bytes the kernel copies for this environment: each ``NAME=value`` plus its terminating NUL."""
+    return sum(len(k.encode()) + len(v.encode()) + 2 for k, v in env.items())
+
+
+def normalized_environment(base: dict[str, str], size: int, cwd: str) -> dict[str, str]:
+    """``base`` plus PWD, padded with PERFCTL_ENV_PAD to exactly ``size`` bytes.
+
+    PWD is set explicitly because sh adds it when missing, which would make the size depend on the
+    directory. A fixed-size environment keeps the benchmark's stack at the same address run to run
+    (Weaver & McKee, ../shared/seeds/003_7d2f7057436bc279.txt, padded theirs to 422 bytes).
+    """
+    env = {k: v for k, v in base.items() if k != ENV_PAD_VARIABLE}
+    env["PWD"] = cwd
+    used = env_block_size(env) + len(ENV_PAD_VARIABLE) + 2
+    if used > size:
+        raise RunError(f"the environment needs {used} bytes, more than --env-size {size}; "
+                       "raise --env-size or use --clean-env")
+    env[ENV_PAD_VARIABLE] = "x" * (size - used)
+    return env
+
+
+def resolve_command(argv0: str, path: str | None) -> str:
+    """Absolute path of the benchmark's executable, or a RunError saying why there is none."""
+    if "/" in argv0:
+        candidate = os.path.abspath(argv0)
+        if not os.path.exists(candidate):
+            raise RunError(f"command not found: {argv0}")
+    else:
+        found = shutil.which(argv0, path=path)
+        if found is None:
+            raise RunError(f"command not found in PATH: {argv0}")
+        candidate = os.path.abspath(found)
+    if os.path.isdir(candidate):
+        raise RunError(f"not an executable file (a directory): {argv0}")
+    if not os.access(candidate, os.X_OK):
+        raise RunError(f"not executable (no execute permission): {argv0}")
+    return candidate
+
+
+def make_control(*, env_size: int = DEFAULT_ENV_SIZE, clean_env: bool = False, aslr_off: bool = True,
+                 pin_cpu: int | None = None, user: str | None = None, timeout_s: float | None = None,
+                 show_output: bool = False, cwd: str | None = None,
+                 base_env: dict[str, str] | None = None) -> RunControl:
+    """Validate options once, at the boundary, and build the RunControl every run will use."""
+    cwd = cwd or os.getcwd()
+    base = dict(os.environ if base_env is None else base_env)
+    if clean_env:
+        base = {k: v for k, v in base.items() if k in CLEAN_ENV_KEEP}
+        base["LANG"] = "C"
+    if user is not None:
+        if os.geteuid() != 0:
+            raise RunError("--user needs root: the counters are opened by perfctl, the benchmark runs as the user")
+        try:
+            entry = pwd.getpwnam(user)
+        except KeyError:
+            raise RunError(f"unknown user: {user}") from None
+        base.update(HOME=entry.pw_dir, USER=entry.pw_name, LOGNAME=entry.pw_name)
+    if pin_cpu is not None and pin_cpu not in os.sched_getaffinity(0):
+        raise RunError(f"--pin {pin_cpu}: not a CPU this process may use "
+                       f"(allowed: {', '.join(map(str, sorted(os.sched_getaffinity(0))))})")
+    if timeout_s is not None and not timeout_s > 0:
+        raise RunError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    if not 0 < env_size <= 1 << 20:
+        raise RunError(f"--env-size must be between 1 and 1048576 bytes, got {env_size}")
+    env = normalized_environment(base, env_size, cwd)
+    return RunControl(env=tuple(env.items()), env_bytes=env_block_size(env), cwd=cwd, aslr_off=aslr_off,
+                      pin_cpu=pin_cpu, user=user, timeout_s=timeout_s, show_output=show_output)
+
+
+class Runner:
+    """Starts gated benchmark processes; owns the files they share (stderr capture, /dev/null)."""
+
+    def __init__(self) -> None:
+        self._stderr = tempfile.TemporaryFile(prefix="perfctl-stderr-")
+        self._sh = shutil.which("sh") or "/bin/sh"
+
+    def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None) -> "GatedProcess":
+        """Start ``argv`` blocked in the exec gate. ``gate_target`` replaces argv as what the gate execs
+        (the perf-stat backend execs ``perf stat ... -- argv``)."""
+        self._stderr.seek(0)
+        self._stderr.truncate()
+        return GatedProcess(self._sh, gate_target or argv, control, None if control.show_output else self._stderr)
+
+    def close(self) -> None:
+        self._stderr.close()
+
+
+def _set_personality(persona: int) -> int:
+    return _libc.personality(ctypes.c_ulong(persona))
+
+
+class GatedProcess:
+    """One benchmark process, blocked in the gate until :meth:`release_and_wait`."""
+
+    def __init__(self, sh: str, argv: list[str], control: RunControl, stderr_file) -> None:
+        self._control = control
+        self._stderr_file = stderr_file
+        self._reaped = False
+        read_end, self._gate = os.pipe()
+        user_args = {}
+        if control.user is not None:
+            entry = pwd.getpwnam(control.user)
+            user_args = dict(user=entry.pw_uid, group=entry.pw_gid,
+                             extra_groups=os.getgrouplist(entry.pw_name, entry.pw_gid))
+        previous = _set_personality(0xFFFFFFFF)
+        if control.aslr_off:
+            _set_personality(previous | ADDR_NO_RANDOMIZE)
+        try:
+            self._popen = subprocess.Popen(
+                [sh, "-c", GATE_SCRIPT, GATE_NAME, *argv], stdin=read_end,
+                stdout=None if control.show_output else subprocess.DEVNULL,
+                stderr=None if stderr_file is None else stderr_file,
+                env=dict(control.env), cwd=control.cwd, start_new_session=True, close_fds=True, **user_args)
+        except OSError as err:
+            os.close(self._gate)
+            raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
+        finally:
+            if control.aslr_off:
+                _set_personality(previous)
+            os.close(read_end)
+        self.pid = self._popen.pid
+        self._pidfd = os.pidfd_open(self.pid)
+        if control.pin_cpu is not None:
+            os.sched_setaffinity(self.pid, {control.pin_cpu})
+
+    def release_and_wait(self) -> Exit:
+        """Let the gate exec the benchmark; wait for the exit or the timeout (which kills the whole tree)."""
+        start_time_ns = time.time_ns()
+        start = time.perf_counter_ns()
+        os.write(self._gate, b"\n")
+        os.close(self._gate)
+        self._gate = -1
+        poller = select.poll()
+        poller.register(self._pidfd, select.POLLIN)
+        timeout_ms = None if self._control.timeout_s is None else int(self._control.timeout_s * 1000)
+        timed_out = not poller.poll(timeout_ms)
+        wall_ns = time.perf_counter_ns() - start
+        if timed_out:
+            kill_tree(self.pid)
+        _, status, rusage = os.wait4(self.pid, 0)
+        self._reaped = True
+        self._popen.returncode = os.waitstatus_to_exitcode(status)
+        self._kill_leftovers()
+        exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        return Exit(start_time_ns=start_time_ns, wall_ns=wall_ns, exit_status=exit_status,
+                    signal=None if timed_out else signal_number, timed_out=timed_out,
+                    max_rss_kib=rusage.ru_maxrss, stderr_tail=self._stderr_tail())
+
+    def _kill_leftovers(self) -> None:
+        # Processes the benchmark left behind in its process group would run into the next measurement.
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _stderr_tail(self) -> str | None:
+        if self._stderr_file is None:
+            return None
+        size = os.fstat(self._stderr_file.fileno()).st_size
+        if size == 0:
+            return None
+        self._stderr_file.seek(max(0, size - 4096))
+        lines = [line.strip() for line in self._stderr_file.read().decode(errors="replace").splitlines()]
+        lines = [line for line in lines if line]
+        return lines[-1][:500] if lines else None
+
+    def kill(self) -> None:
+        """Kill and reap the process tree if it is still there (an error or an interrupt before the exit)."""
+        if self._gate != -1:
+            os.close(self._gate)
+            self._gate = -1
+        if not self._reaped:
+            kill_tree(self.pid)
+            os.waitpid(self.pid, 0)
+            self._popen.returncode = -signal.SIGKILL
+            self._reaped = True
+        if self._pidfd != -1:
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid``, from /proc (they may have left its session or process group)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process, every descendant, and its process group: a timeout leaves nothing running.
+
+    The tree is frozen with SIGSTOP first, rescanning until it stops growing, so a forking benchmark
+    cannot outrun the kill.
+    """
+    stopped: set[int] = set()
+    for _ in range(10):
+        tree = {pid, *descendants(pid)}
+        if tree <= stopped:
+            break
+        for target in tree - stopped:
+            _signal(target, signal.SIGSTOP)
+        stopped |= tree
+    for target in stopped:
+        _signal(target, signal.SIGKILL)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,116 @@
+"""A measurement: warmups then N runs of one benchmark with one backend, each run yielding a Sample.
+
+Samples are yielded as each run ends, so the caller can write them at once and nothing measured is lost
+when the measurement is interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from perfctl.agent.events import EventSpec
+from perfctl.agent.runner import Exit, RunControl, Runner, RunError, resolve_command
+from perfctl.model import Benchmark, Environment, Reading, Sample
+
+_MAX_HASHED_INPUT = 256 << 20
+
+
+class Backend(Protocol):
+    """What every counter backend offers; one module per backend implements it."""
+
+    name: str
+
+    def support(self) -> dict[str, str | None]: ...
+
+    def measure(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]: ...
+
+    def close(self) -> None: ...
+
+
+def make_backend(name: str, specs: list[EventSpec], inventory: dict) -> Backend:
+    """The backend registry: the only place that maps a --backend name to its module."""
+    if name == "perf_event":
+        from perfctl.agent.perf_event import PerfEventBackend
+
+        return PerfEventBackend(specs, inventory)
+    if name == "perf-stat":
+        from perfctl.agent.perf_stat import PerfStatBackend
+
+        return PerfStatBackend(specs, inventory)
+    raise RunError(f"unknown backend {name!r} (available: perf_event, perf-stat)")
+
+
+BACKEND_NAMES = ("perf_event", "perf-stat")
+
+
+def _sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def input_digest(args: list[str], cwd: str) -> str:
+    """Digest of the benchmark's input: its arguments, and the content of those that name regular files.
+
+    stdin is always /dev/null, so arguments and the files they name are the input a run can see.
+    """
+    digest = hashlib.sha256()
+    for arg in args:
+        digest.update(arg.encode(errors="surrogateescape") + b"\0")
+        path = os.path.join(cwd, arg)
+        try:
+            if os.path.isfile(path) and os.path.getsize(path) <= _MAX_HASHED_INPUT:
+                digest.update(_sha256_file(path).encode())
+        except OSError:
+            continue
+    return digest.hexdigest()
+
+
+def identify(argv: list[str], control: RunControl, name: str | None = None) -> tuple[list[str], Benchmark]:
+    """Resolve the command (a RunError if it cannot run) and name the benchmark."""
+    path = dict(control.env).get("PATH")
+    executable = resolve_command(argv[0], path)
+    try:
+        exe_digest = _sha256_file(executable)
+    except OSError as err:
+        raise RunError(f"cannot read {executable}: {err.strerror}") from None
+    bench = Benchmark(name=name or os.path.basename(argv[0]), argv=tuple(argv), executable=executable,
+                      executable_sha256=exe_digest, input_digest=input_digest(argv[1:], control.cwd))
+    return [executable, *argv[1:]], bench
+
+
+@dataclass(frozen=True)
+class Plan:
+    argv: list[str]
+    runs: int
+    warmups: int
+    control: RunControl
+    name: str | None = None
+    job_id: str | None = None
+
+
+def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str) -> Iterator[Sample]:
+    """Yield one Sample per run: ``plan.warmups`` flagged warmups, then ``plan.runs`` measured runs."""
+    if plan.runs < 1:
+        raise RunError(f"the number of runs must be at least 1, got {plan.runs}")
+    if plan.warmups < 0:
+        raise RunError(f"the number of warmup runs cannot be negative, got {plan.warmups}")
+    resolved, bench = identify(plan.argv, plan.control, plan.name)
+    control = plan.control
+    environment = Environment(aslr_off=control.aslr_off, env_bytes=control.env_bytes, pinned_cpu=control.pin_cpu,
+                              user=control.user_name, cwd=control.cwd)
+    for index in range(plan.warmups + plan.runs):
+        exit_, readings = backend.measure(runner, resolved, control)
+        yield Sample(
+            uuid=str(uuid.uuid4()), machine_id=machine_id, benchmark=bench, job_id=plan.job_id,
+            run_index=index, warmup=index < plan.warmups, start_time_ns=exit_.start_time_ns,
+            wall_ns=exit_.wall_ns, outcome=exit_.outcome, exit_status=exit_.exit_status, signal=exit_.signal,
+            environment=environment, readings=tuple(readings), backends=(backend.name,),
+            stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None, max_rss_kib=exit_.max_rss_kib)

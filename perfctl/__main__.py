@@ -1,0 +1,5 @@
+import sys
+
+from perfctl.cli import main
+
+sys.exit(main())

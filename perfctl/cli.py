@@ -1,0 +1,219 @@
+"""The `perfctl` command: argument parsing and wiring only; the work lives in agent/ and analysis/.
+
+Exit codes (docs/stat.md): 0 every measured run exited 0; 1 some run failed, died of a signal or timed
+out (all recorded); 2 bad usage or input (nothing was run, or nothing more); 130 interrupted (every
+finished run is written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from rich.console import Console
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not a usage dump
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"cannot be negative, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 1e7:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from perfctl.agent.runner import DEFAULT_ENV_SIZE
+    from perfctl.agent.session import BACKEND_NAMES
+
+    parser = _Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    stat = sub.add_parser("stat", help="run a command N times and count events per run",
+                          description="Run CMD N times under controlled conditions and count events per run.")
+    stat.add_argument("-r", "--repeat", type=_positive_int, default=10, metavar="N", help="measured runs (default 10)")
+    stat.add_argument("--warmup", type=_non_negative_int, default=0, metavar="K",
+                      help="warmup runs before the measured ones, recorded and flagged")
+    stat.add_argument("-e", "--events", action="append", metavar="EVENTS",
+                      help="comma-separated perf-style event names (default: the full default set)")
+    stat.add_argument("--backend", choices=BACKEND_NAMES, default="perf_event")
+    stat.add_argument("--pin", type=_non_negative_int, metavar="CPU", help="pin the benchmark to this CPU")
+    stat.add_argument("--timeout", type=_seconds, metavar="S", help="kill a run's whole process tree after S s")
+    stat.add_argument("--user", metavar="USER", help="run the benchmark as USER (counters stay perfctl's)")
+    stat.add_argument("--env-size", type=_positive_int, default=DEFAULT_ENV_SIZE, metavar="BYTES",
+                      help=f"pad the benchmark's environment to exactly BYTES (default {DEFAULT_ENV_SIZE})")
+    stat.add_argument("--clean-env", action="store_true", help="pass only PATH, HOME, USER, LOGNAME, TERM, TZ, LANG=C")
+    stat.add_argument("--keep-aslr", action="store_true", help="leave address-space randomization on")
+    stat.add_argument("--name", help="benchmark name (default: the command's basename)")
+    stat.add_argument("--show-output", action="store_true", help="let the benchmark write to the terminal")
+    out = stat.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
+    out.add_argument("--csv", action="store_true", help="per-run CSV on stdout (summary on stderr)")
+    stat.add_argument("-o", "--output", metavar="FILE", help="append JSON Lines samples to FILE")
+    stat.add_argument("--no-progress", action="store_true", help="no progress bar")
+    stat.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
+
+    info = sub.add_parser("info", help="the machine inventory and what each item means for the counters")
+    info.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console(stderr=True, highlight=False)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "stat":
+            return _stat(args)
+        if args.command == "info":
+            return _info(args)
+    except UsageError as err:
+        console.print(f"perfctl: {err}" if not str(err).startswith("perfctl") else str(err), markup=False)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("perfctl: interrupted", markup=False)
+        return EXIT_INTERRUPTED
+    return EXIT_USAGE
+
+
+def _info(args) -> int:
+    from perfctl.agent import inventory
+
+    inv = inventory.collect()
+    if args.json:
+        print(json.dumps(inv, indent=2))
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table(title=f"{inv['hostname']} (machine id {inv['machine_id']})", title_justify="left")
+    for column in ("item", "value", "what it means for the counters", "to change it"):
+        table.add_column(column, overflow="fold")
+    for check in inventory.checks(inv):
+        table.add_row(check.item, check.value, check.meaning, check.fix or "")
+    _console().print(table)
+    return EXIT_OK
+
+
+def _stat(args) -> int:
+    from perfctl.agent import inventory, session
+    from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
+    from perfctl.agent.runner import RunError, Runner, make_control
+    from perfctl.formats.csv import CsvWriter
+    from perfctl.formats.jsonl import JsonlWriter
+    from perfctl.stat_report import StatSummary, render
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
+    try:
+        specs = parse_events(args.events or list(DEFAULT_EVENTS))
+        control = make_control(env_size=args.env_size, clean_env=args.clean_env, aslr_off=not args.keep_aslr,
+                               pin_cpu=args.pin, user=args.user, timeout_s=args.timeout,
+                               show_output=args.show_output)
+        plan = session.Plan(argv=cmd, runs=args.repeat, warmups=args.warmup, control=control, name=args.name)
+        session.identify(plan.argv, control, plan.name)  # bad commands fail here, before any file is touched
+    except (UnknownEvent, RunError) as err:
+        raise UsageError(f"perfctl stat: {err}") from None
+
+    machine_readable = args.json or args.csv
+    summary_console = _console(stderr=machine_readable)
+    writers = []
+    output = None
+    if args.output:
+        try:
+            output = open(args.output, "a", encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"perfctl stat: cannot write {args.output}: {err.strerror}") from None
+        writers.append(JsonlWriter(output))
+    if args.json:
+        writers.append(JsonlWriter(sys.stdout))
+    elif args.csv:
+        writers.append(CsvWriter(sys.stdout))
+
+    inv = inventory.collect()
+    try:
+        backend = session.make_backend(args.backend, specs, inv)
+    except RunError as err:
+        raise UsageError(f"perfctl stat: {err}") from None
+    runner = Runner()
+    summary = StatSummary()
+    total = args.warmup + args.repeat
+    progress = _progress(total, args.no_progress or not sys.stderr.isatty())
+    interrupted = False
+    try:
+        for writer in writers:
+            writer.write_machine(inv)
+        with progress:
+            task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
+            for sample in session.run(plan, backend, runner, inv["machine_id"]):
+                for writer in writers:
+                    writer.write_sample(sample)
+                summary.add(sample)
+                progress.advance(task)
+    except KeyboardInterrupt:
+        interrupted = True
+    except RunError as err:
+        raise UsageError(f"perfctl stat: {err}") from None
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise UsageError("perfctl stat: output pipe closed; measurement stopped") from None
+    finally:
+        backend.close()
+        runner.close()
+        if output is not None:
+            output.close()
+
+    title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
+        f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {backend.name})"
+    render(summary, summary_console, title)
+    if interrupted:
+        where = f"; samples are in {args.output}" if args.output else ""
+        Console(stderr=True).print(f"perfctl: interrupted after {summary.runs} measured runs{where}", markup=False)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if summary.all_ok else EXIT_RUN_FAILED
+
+
+def _console(stderr: bool = False) -> Console:
+    """Wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 150)
+
+
+def _progress(total: int, disabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=Console(stderr=True), transient=True, disable=disabled)

@@ -1,0 +1,122 @@
+"""The common model shared by agent, server and CLI: a Sample is one run, a Reading one counter of it.
+
+Field meanings are documented in docs/samples.md; the JSON Lines file format is these dataclasses'
+``to_dict()`` with a ``type`` tag per line ("machine" or "sample"). Raw values are never overwritten:
+derived numbers (``scaled``, ``corrected``) sit beside them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+READING_STATUSES = ("ok", "unsupported", "multiplexed", "error")
+OUTCOMES = ("ok", "failed", "signal", "timeout")
+
+
+@dataclass(frozen=True)
+class Reading:
+    event: str
+    backend: str
+    scope: str
+    status: str
+    unit: str = "count"
+    value: int | None = None
+    time_enabled: int | None = None
+    time_running: int | None = None
+    scaled: float | None = None
+    reason: str | None = None
+    source: str | None = None
+    corrected: float | None = None
+    correction_model: str | None = None
+    audit_id: str | None = None
+
+    @property
+    def usable_value(self) -> float | None:
+        """The value a summary may use: the raw count when fully counted, else None (never a silent scale)."""
+        return self.value if self.status == "ok" else None
+
+    @property
+    def label(self) -> str:
+        return reading_label(self)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    argv: tuple[str, ...]
+    executable: str
+    executable_sha256: str
+    input_digest: str
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What was controlled for this run (the environment fingerprint of DESIGN.md)."""
+
+    aslr_off: bool
+    env_bytes: int
+    pinned_cpu: int | None
+    user: str
+    cwd: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    uuid: str
+    machine_id: str
+    benchmark: Benchmark
+    run_index: int
+    warmup: bool
+    start_time_ns: int
+    wall_ns: int
+    outcome: str
+    exit_status: int | None
+    signal: int | None
+    environment: Environment
+    readings: tuple[Reading, ...]
+    backends: tuple[str, ...]
+    job_id: str | None = None
+    stderr_tail: str | None = None
+    max_rss_kib: int | None = None
+    schema_version: int = SCHEMA_VERSION
+    extra: dict = field(default_factory=dict)
+
+    def reading(self, label: str) -> Reading | None:
+        for reading in self.readings:
+            if reading.label == label:
+                return reading
+        return None
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["benchmark"]["argv"] = list(self.benchmark.argv)
+        out["readings"] = [_compact(dataclasses.asdict(r)) for r in self.readings]
+        out["backends"] = list(self.backends)
+        return {"type": "sample", **out}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Sample":
+        data = {k: v for k, v in data.items() if k != "type"}
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"unsupported schema_version {data.get('schema_version')!r}")
+        bench = data.pop("benchmark")
+        env = data.pop("environment")
+        readings = tuple(Reading(**r) for r in data.pop("readings"))
+        return cls(benchmark=Benchmark(**{**bench, "argv": tuple(bench["argv"])}), environment=Environment(**env),
+                   readings=readings, backends=tuple(data.pop("backends")), **data)
+
+
+def reading_label(reading: Reading) -> str:
+    """How a reading is named in tables and lookups: event plus :u/:k for scoped events."""
+    if reading.scope == "user":
+        return reading.event + ":u"
+    if reading.scope == "kernel":
+        return reading.event + ":k"
+    return reading.event
+
+
+def _compact(d: dict) -> dict:
+    """Drop None fields from a reading: files stay small, and absence reads as 'not applicable'."""
+    return {k: v for k, v in d.items() if v is not None}
