@@ -145,6 +145,9 @@ def parse_event(text: str) -> EventSpec:
     match = _RAW.match(base)
     if match:
         return EventSpec(base, "raw", scope or "user", config=int(match.group(1), 16))
+    group = raw_text.split(":", 1)[0]
+    if _ALIASES.get(group, group) in known_names() or _RAW.match(group):
+        raise UnknownEvent(f"event {text!r}: unknown modifier (use :u, :k or :uk)")
     if _TRACEPOINT.match(raw_text):
         return EventSpec(raw_text, "tracepoint", "all", tracepoints=(raw_text,))
     raise UnknownEvent(
@@ -176,6 +179,14 @@ def parse_events(texts: list[str] | tuple[str, ...]) -> list[EventSpec]:
 
 def _split_list(text: str) -> list[str]:
     return [part for part in (p.strip() for p in text.split(",")) if part]
+
+
+def missing_tracepoints(specs: list[EventSpec], available) -> list[str]:
+    """Tracepoints named literally (``group:name``) that ``available(tp)`` says this kernel lacks.
+
+    perfctl's own interrupt events are not listed: they fall back, or are reported unsupported.
+    """
+    return [s.name for s in specs if s.kind == "tracepoint" and s.tracepoints == (s.name,) and not available(s.name)]
 
 
 def known_names() -> set[str]:

@@ -93,7 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    console = Console(stderr=True, highlight=False)
     try:
         args = build_parser().parse_args(argv)
         if args.command == "stat":
@@ -101,10 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "info":
             return _info(args)
     except UsageError as err:
-        console.print(f"perfctl: {err}" if not str(err).startswith("perfctl") else str(err), markup=False)
+        _say(str(err) if str(err).startswith("perfctl") else f"perfctl: {err}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        console.print("perfctl: interrupted", markup=False)
+        _say("perfctl: interrupted")
         return EXIT_INTERRUPTED
     return EXIT_USAGE
 
@@ -140,6 +139,7 @@ def _stat(args) -> int:
         raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
     try:
         specs = parse_events(args.events or list(DEFAULT_EVENTS))
+        _check_tracepoints(specs)
         control = make_control(env_size=args.env_size, clean_env=args.clean_env, aslr_off=not args.keep_aslr,
                                pin_cpu=args.pin, user=args.user, timeout_s=args.timeout,
                                show_output=args.show_output)
@@ -201,15 +201,33 @@ def _stat(args) -> int:
     render(summary, summary_console, title)
     if interrupted:
         where = f"; samples are in {args.output}" if args.output else ""
-        Console(stderr=True).print(f"perfctl: interrupted after {summary.runs} measured runs{where}", markup=False)
+        _say(f"perfctl: interrupted after {summary.runs} measured runs{where}")
         return EXIT_INTERRUPTED
     return EXIT_OK if summary.all_ok else EXIT_RUN_FAILED
+
+
+def _say(line: str) -> None:
+    """One unwrapped line on stderr: messages a user (or a script) must be able to grep."""
+    print(line.replace("\n", " "), file=sys.stderr, flush=True)
 
 
 def _console(stderr: bool = False) -> Console:
     """Wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 150)
+
+
+def _check_tracepoints(specs) -> None:
+    """A misspelt tracepoint is a usage error, not an 'unsupported' row (when tracefs can tell)."""
+    from perfctl.agent import tracefs
+    from perfctl.agent.events import UnknownEvent, missing_tracepoints
+
+    events, _ = tracefs.events_dir()
+    if events is None:
+        return
+    missing = missing_tracepoints(specs, lambda tp: os.path.isdir(os.path.join(events, *tp.split(":", 1))))
+    if missing:
+        raise UnknownEvent(f"unknown tracepoint {missing[0]} (not in {events})")
 
 
 def _progress(total: int, disabled: bool):

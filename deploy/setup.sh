@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up perfctl on a fresh Debian 12 machine, as root: the Debian packages it measures with, a virtual
+# environment in .venv with perfctl and its test tools, and the example benchmarks in examples/bin/.
+# Idempotent: a second run installs nothing new.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: missing Debian packages (${missing[*]}); run this script as root" >&2
+        exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+make -s -C examples

@@ -1,0 +1,84 @@
+"""Shared fixtures: the example programs built from examples/, probes that decide what this machine can
+count, and a way to run the real `perfctl` command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfctl.agent import inventory, tracefs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def programs(tmp_path_factory) -> Path:
+    """examples/*.c compiled into a fresh directory (independent of deploy/setup.sh's build)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.fail("no C compiler: deploy/setup.sh installs gcc")
+    out = tmp_path_factory.mktemp("programs")
+    os.chmod(out, 0o755)
+    for source in (ROOT / "examples").glob("*.c"):
+        subprocess.run([cc, "-O2", "-o", str(out / source.stem), str(source)], check=True)
+    return out
+
+
+def tracepoint_reason() -> str | None:
+    """Why tracepoint counters cannot open here, or None when they can."""
+    events, state = tracefs.events_dir()
+    if events is None:
+        return state
+    if os.geteuid() != 0 and open("/proc/sys/kernel/perf_event_paranoid").read().strip() not in ("-1", "0"):
+        return "tracepoint counters need root or perf_event_paranoid <= 0"
+    return None
+
+
+def pmu_reason() -> str | None:
+    present, reason = inventory.probe_pmu(inventory._cpuinfo())
+    return None if present else reason
+
+
+needs_tracepoints = pytest.mark.skipif(tracepoint_reason() is not None, reason=f"probe: {tracepoint_reason()}")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0 (run-as-user needs root)")
+needs_pmu = pytest.mark.skipif(pmu_reason() is not None, reason=f"probe: {pmu_reason()}")
+needs_no_pmu = pytest.mark.skipif(pmu_reason() is None, reason="probe: this machine has a PMU")
+
+
+def perfctl(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    """Run the real command line, as a user would."""
+    return subprocess.run([sys.executable, "-m", "perfctl", *args], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+_INVENTORY = None
+
+
+def measure(argv, events, runs=1, backend="perf_event", warmups=0, **control):
+    """Measure through the library API with real counters; returns the Samples."""
+    from perfctl.agent import session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner, make_control
+
+    global _INVENTORY
+    _INVENTORY = _INVENTORY or inventory.collect()
+    counters = session.make_backend(backend, parse_events(events), _INVENTORY)
+    runner = Runner()
+    try:
+        plan = session.Plan([str(a) for a in argv], runs, warmups, make_control(**control))
+        return list(session.run(plan, counters, runner, _INVENTORY["machine_id"]))
+    finally:
+        counters.close()
+        runner.close()
+
+
+def value(sample, label):
+    reading = sample.reading(label)
+    assert reading is not None, f"no reading {label}"
+    assert reading.status == "ok", f"{label}: {reading.status} ({reading.reason})"
+    return reading.value

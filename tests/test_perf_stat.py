@@ -1,0 +1,69 @@
+"""The perf-stat backend agrees with the perf_event backend on the same workloads (docs/backends.md gives
+the tolerances and why they are what they are)."""
+
+import shutil
+
+import pytest
+
+from perfctl.agent.perf_stat import parse_csv
+from conftest import measure, needs_tracepoints, value
+
+pytestmark = pytest.mark.skipif(shutil.which("perf") is None, reason="probe: perf(1) not on PATH (linux-perf)")
+
+SOFTWARE = ["page-faults", "minor-faults", "major-faults", "context-switches", "cpu-migrations", "task-clock"]
+
+
+def _both(argv, events, runs=3, **control):
+    return (measure(argv, events, runs=runs, **control),
+            measure(argv, events, runs=runs, backend="perf-stat", **control))
+
+
+def _median(samples, label):
+    values = sorted(value(s, label) for s in samples)
+    return values[len(values) // 2]
+
+
+@pytest.mark.parametrize("workload", [["/bin/true"], ["pagetouch", "4000"], ["spin", "0.3"]])
+def test_software_events_agree(programs, workload):
+    argv = [programs / workload[0], *workload[1:]] if workload[0] != "/bin/true" else workload
+    ours, perfs = _both(argv, SOFTWARE)
+    for label in ("page-faults", "minor-faults"):
+        # Both count from the benchmark's exec: the same faults to within 2% (or 3, for tiny counts).
+        assert abs(_median(ours, label) - _median(perfs, label)) <= max(3, 0.02 * _median(ours, label)), label
+    assert abs(_median(ours, "context-switches") - _median(perfs, "context-switches")) <= 5
+    # perf prints task-clock in msec with two decimals; the scheduler jitters by tens of µs.
+    ours_clock, perf_clock = _median(ours, "task-clock"), _median(perfs, "task-clock")
+    assert abs(ours_clock - perf_clock) <= max(0.3e6, 0.15 * ours_clock)
+    assert all(s.backends == ("perf-stat",) and s.readings[0].backend == "perf-stat" for s in perfs)
+
+
+@needs_tracepoints
+def test_timer_interrupts_agree(programs):
+    ours, perfs = _both([programs / "spin", "0.5"], ["timer-interrupts", "task-clock"], runs=2)
+    a, b = _median(ours, "timer-interrupts"), _median(perfs, "timer-interrupts")
+    assert abs(a - b) <= max(5, 0.2 * a), (a, b)
+
+
+def test_exit_status_and_signals_come_through_perf():
+    failed = measure(["/bin/sh", "-c", "exit 3"], ["page-faults"], backend="perf-stat")[0]
+    assert (failed.outcome, failed.exit_status) == ("failed", 3)
+    crashed = measure(["/bin/sh", "-c", "kill -SEGV $$"], ["page-faults"], backend="perf-stat")[0]
+    assert (crashed.outcome, crashed.signal) == ("signal", 11)
+
+
+def test_unsupported_events_carry_perfs_verdict_and_the_reason():
+    sample = measure(["/bin/true"], ["instructions", "page-faults"], backend="perf-stat")[0]
+    reading = sample.reading("instructions:u")
+    if reading.status == "ok":
+        pytest.skip("probe: this machine has a PMU, instructions count")
+    assert reading.status == "unsupported" and reading.value is None and "<not supported>" in reading.reason
+    assert value(sample, "page-faults") > 0
+
+
+def test_parse_csv_reads_perf_61_lines():
+    text = ("# started on Thu Nov 26 01:14:18 2026\n\n<not supported>,,instructions:u,0,100.00,,\n"
+            "62,,page-faults,659320,100.00,94.036,K/sec\n0.66,msec,task-clock,659320,100.00,0.407,CPUs utilized\n")
+    rows = parse_csv(text)
+    assert rows["page-faults"] == ("62", "", "659320", "100.00")
+    assert rows["task-clock"][:2] == ("0.66", "msec")
+    assert rows["instructions:u"][0] == "<not supported>"
