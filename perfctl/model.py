@@ -8,6 +8,7 @@ derived numbers (``scaled``, ``corrected``) sit beside them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 SCHEMA_VERSION = 1
@@ -90,11 +91,17 @@ class Sample:
         return None
 
     def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out["benchmark"]["argv"] = list(self.benchmark.argv)
-        out["readings"] = [_compact(dataclasses.asdict(r)) for r in self.readings]
+        # By hand rather than dataclasses.asdict: asdict deep-copies every value and cost more per run
+        # than the counters themselves (bench/stat_rate.py).
+        out = {"type": "sample"}
+        for name in _SAMPLE_FIELDS:
+            out[name] = getattr(self, name)
+        out["benchmark"] = {**_shallow(self.benchmark), "argv": list(self.benchmark.argv)}
+        out["environment"] = _shallow(self.environment)
+        out["readings"] = [_compact(_shallow(r)) for r in self.readings]
         out["backends"] = list(self.backends)
-        return {"type": "sample", **out}
+        out["extra"] = dict(self.extra)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "Sample":
@@ -115,6 +122,19 @@ def reading_label(reading: Reading) -> str:
     if reading.scope == "kernel":
         return reading.event + ":k"
     return reading.event
+
+
+@functools.cache
+def _field_names(cls) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _shallow(obj) -> dict:
+    return {name: getattr(obj, name) for name in _field_names(type(obj))}
+
+
+_SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample)
+                       if f.name not in ("benchmark", "environment", "readings", "backends", "extra"))
 
 
 def _compact(d: dict) -> dict:

@@ -30,7 +30,8 @@ def test_software_events_agree(programs, workload):
     for label in ("page-faults", "minor-faults"):
         # Both count from the benchmark's exec: the same faults to within 2% (or 3, for tiny counts).
         assert abs(_median(ours, label) - _median(perfs, label)) <= max(3, 0.02 * _median(ours, label)), label
-    assert abs(_median(ours, "context-switches") - _median(perfs, "context-switches")) <= 5
+    # Context switches are preemptions by whatever else runs: they agree only as well as the load allows.
+    assert abs(_median(ours, "context-switches") - _median(perfs, "context-switches")) <= 12
     # perf prints task-clock in msec with two decimals; the scheduler jitters by tens of µs.
     ours_clock, perf_clock = _median(ours, "task-clock"), _median(perfs, "task-clock")
     assert abs(ours_clock - perf_clock) <= max(0.3e6, 0.15 * ours_clock)
