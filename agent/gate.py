@@ -32,11 +32,14 @@ def _trusted(path: str) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
+def sh_gate() -> tuple[str, ...]:
+    return (shutil.which("sh") or "/bin/sh", "-c", SH_GATE_SCRIPT, "perfctl-gate")
+
+
 @functools.lru_cache(maxsize=1)
 def gate_command() -> tuple[tuple[str, ...], str]:
     """(argv prefix that gates a command, how it was obtained); the command's argv follows the prefix."""
-    sh = shutil.which("sh") or "/bin/sh"
-    fallback = (sh, "-c", SH_GATE_SCRIPT, "perfctl-gate")
+    fallback = sh_gate()
     try:
         with open(SOURCE, "rb") as f:
             digest = hashlib.sha256(f.read() + " ".join(CFLAGS).encode()).hexdigest()[:16]

@@ -160,9 +160,9 @@ def make_control(*, env_size: int = DEFAULT_ENV_SIZE, clean_env: bool = False, a
 class Runner:
     """Starts gated benchmark processes; owns the files they share (stderr capture, /dev/null)."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate_prefix: tuple[str, ...] | None = None) -> None:
         self._stderr = tempfile.TemporaryFile(prefix="perfctl-stderr-")
-        self._gate, _ = gate.gate_command()
+        self._gate = gate_prefix or gate.gate_command()[0]
         self._persona = _Persona()
 
     def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None) -> "GatedProcess":

@@ -22,3 +22,5 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 make -s -C examples
+# Build the static exec gate now (perfctl would build it on first use) and show the machine once.
+.venv/bin/perfctl info >/dev/null

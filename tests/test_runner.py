@@ -2,6 +2,7 @@
 timeouts, crashes and leftovers."""
 
 import os
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -120,3 +121,37 @@ def test_warmups_are_recorded_and_flagged():
     assert [(s.run_index, s.warmup) for s in samples] == [(0, True), (1, False), (2, False)]
     assert len({s.uuid for s in samples}) == 3
     assert len({s.benchmark for s in samples}) == 1
+
+
+def _gates():
+    from perfctl.agent import gate
+
+    built, how = gate.gate_command()
+    assert how.startswith("static gate"), how  # setup installs gcc, so the static gate must build
+    return {"static": built, "sh": gate.sh_gate()}
+
+
+@pytest.mark.parametrize("name", ["static", "sh"])
+def test_gate_exits_125_without_running_anything_when_never_released(tmp_path, name):
+    marker = tmp_path / "ran"
+    result = subprocess.run([*_gates()[name], "/bin/touch", str(marker)], stdin=subprocess.DEVNULL)
+    assert result.returncode == 125 and not marker.exists()
+
+
+def test_static_and_sh_gates_count_the_same(programs):
+    from perfctl.agent import inventory, session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner
+
+    inv = inventory.collect()
+    counts = {}
+    for name, prefix in _gates().items():
+        backend = session.make_backend("perf_event", parse_events(["page-faults"]), inv)
+        runner = Runner(prefix)
+        try:
+            plan = session.Plan([str(programs / "pagetouch"), "500"], 3, 0, make_control())
+            counts[name] = {value(s, "page-faults") for s in session.run(plan, backend, runner, "test")}
+        finally:
+            backend.close()
+            runner.close()
+    assert counts["static"] == counts["sh"] and len(counts["static"]) == 1, counts
