@@ -31,9 +31,10 @@ from perfctl.agent import gate
 
 ADDR_NO_RANDOMIZE = 0x0040000
 ENV_PAD_VARIABLE = "PERFCTL_ENV_PAD"
-# Default size of the benchmark's environment block, in bytes (sum of len("NAME=value") + 1 per variable).
-# Large enough for a typical login or CI environment, small enough to cost nothing; see docs/stat.md.
-DEFAULT_ENV_SIZE = 4096
+# Without --env-size the environment block (sum of len("NAME=value") + 1 per variable) is padded to the
+# smallest multiple of ENV_SIZE_STEP that holds it: 4096 for a typical login shell, 8192 for a CI job's.
+# The size is fixed for the whole measurement and recorded in every sample; see docs/stat.md.
+ENV_SIZE_STEP = 4096
 CLEAN_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "TERM", "TZ")
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -127,7 +128,7 @@ def resolve_command(argv0: str, path: str | None) -> str:
     return candidate
 
 
-def make_control(*, env_size: int = DEFAULT_ENV_SIZE, clean_env: bool = False, aslr_off: bool = True,
+def make_control(*, env_size: int | None = None, clean_env: bool = False, aslr_off: bool = True,
                  pin_cpu: int | None = None, user: str | None = None, timeout_s: float | None = None,
                  show_output: bool = False, cwd: str | None = None,
                  base_env: dict[str, str] | None = None) -> RunControl:
@@ -150,6 +151,9 @@ def make_control(*, env_size: int = DEFAULT_ENV_SIZE, clean_env: bool = False, a
                        f"(allowed: {', '.join(map(str, sorted(os.sched_getaffinity(0))))})")
     if timeout_s is not None and not timeout_s > 0:
         raise RunError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    if env_size is None:
+        needed = env_block_size({**base, "PWD": cwd}) + len(ENV_PAD_VARIABLE) + 2
+        env_size = -(-needed // ENV_SIZE_STEP) * ENV_SIZE_STEP
     if not 0 < env_size <= 1 << 20:
         raise RunError(f"--env-size must be between 1 and 1048576 bytes, got {env_size}")
     env = normalized_environment(base, env_size, cwd)

@@ -57,7 +57,7 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from perfctl.agent.runner import DEFAULT_ENV_SIZE
+    from perfctl.agent.runner import ENV_SIZE_STEP
     from perfctl.agent.session import BACKEND_NAMES
 
     parser = _Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
@@ -74,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     stat.add_argument("--pin", type=_non_negative_int, metavar="CPU", help="pin the benchmark to this CPU")
     stat.add_argument("--timeout", type=_seconds, metavar="S", help="kill a run's whole process tree after S s")
     stat.add_argument("--user", metavar="USER", help="run the benchmark as USER (counters stay perfctl's)")
-    stat.add_argument("--env-size", type=_positive_int, default=DEFAULT_ENV_SIZE, metavar="BYTES",
-                      help=f"pad the benchmark's environment to exactly BYTES (default {DEFAULT_ENV_SIZE})")
+    stat.add_argument("--env-size", type=_positive_int, metavar="BYTES",
+                      help="pad the benchmark's environment to exactly BYTES (default: the smallest multiple of "
+                           f"{ENV_SIZE_STEP} that holds it)")
     stat.add_argument("--clean-env", action="store_true", help="pass only PATH, HOME, USER, LOGNAME, TERM, TZ, LANG=C")
     stat.add_argument("--keep-aslr", action="store_true", help="leave address-space randomization on")
     stat.add_argument("--name", help="benchmark name (default: the command's basename)")

@@ -155,3 +155,9 @@ def test_static_and_sh_gates_count_the_same(programs):
             backend.close()
             runner.close()
     assert counts["static"] == counts["sh"] and len(counts["static"]) == 1, counts
+
+
+def test_default_environment_size_is_the_next_multiple_of_4096():
+    small = make_control(base_env={"A": "1"})
+    big = make_control(base_env={"BIG": "x" * 5000})
+    assert small.env_bytes == 4096 and big.env_bytes == 8192
