@@ -125,6 +125,14 @@ def resolve_command(argv0: str, path: str | None) -> str:
         raise RunError(f"not an executable file (a directory): {argv0}")
     if not os.access(candidate, os.X_OK):
         raise RunError(f"not executable (no execute permission): {argv0}")
+    try:
+        with open(candidate, "rb") as f:
+            magic = f.read(4)
+    except OSError as err:
+        raise RunError(f"cannot read {argv0}: {err.strerror}") from None
+    if magic != b"\x7fELF" and not magic.startswith(b"#!"):
+        # execve(2) would fail with ENOEXEC in every run.
+        raise RunError(f"not an ELF executable or a script starting with #!: {argv0}")
     return candidate
 
 

@@ -24,7 +24,9 @@ def programs(tmp_path_factory) -> Path:
         pytest.fail("no C compiler: deploy/setup.sh installs gcc")
     out = tmp_path_factory.mktemp("programs")
     os.chmod(out, 0o755)
-    for source in (ROOT / "examples").glob("*.c"):
+    sources = sorted((ROOT / "examples").glob("*.c"))
+    assert sources, f"no example sources in {ROOT / 'examples'}"
+    for source in sources:
         subprocess.run([cc, "-O2", "-o", str(out / source.stem), str(source)], check=True)
     return out
 

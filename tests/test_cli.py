@@ -126,3 +126,11 @@ def test_samples_are_on_disk_while_the_measurement_runs(tmp_path):
         proc.kill()
         proc.wait()
     assert os.path.getsize(out) > 0
+
+
+def test_file_the_kernel_cannot_exec_is_refused(tmp_path):
+    script = tmp_path / "bench"
+    script.write_text("echo no shebang\n")
+    script.chmod(0o755)
+    assert "not an ELF executable" in _one_line(perfctl("stat", "--", str(script)))
+

@@ -88,3 +88,32 @@ def test_multiplexed_counts_keep_raw_and_flag_the_scaled_estimate():
     assert never.status == "error" and "never enabled" in never.reason
     full = reading_from_counts(opener, "perf_event", 7, enabled=10, running=10)
     assert full.status == "ok" and full.scaled is None and full.usable_value == 7
+
+
+UNPRIVILEGED = """
+import json, os, resource, sys  # resource: imported lazily by wait4, from a dir nobody may not read
+sys.path.insert(0, sys.argv[1])
+from conftest import measure
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)  # nobody, for good
+sample = measure(["/bin/true"], ["page-faults", "page-faults:u"])[0]
+print(json.dumps([[r.event, r.scope, r.status, r.reason, r.value] for r in sample.readings]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0, cannot switch to an unprivileged euid")
+def test_unprivileged_caller_gets_eacces_with_the_paranoid_level_and_the_run_goes_on(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+    if paranoid < 2:
+        pytest.skip(f"probe: perf_event_paranoid={paranoid} lets unprivileged callers count kernel events")
+    os.chmod(tmp_path, 0o777)
+    result = subprocess.run([sys.executable, "-c", UNPRIVILEGED, os.path.dirname(__file__)], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (_, _, both, reason, none), (_, _, user, _, count) = json.loads(result.stdout)
+    assert both == "unsupported" and none is None
+    assert "EACCES" in reason and f"perf_event_paranoid={paranoid}" in reason
+    assert user == "ok" and count > 0
