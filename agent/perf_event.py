@@ -184,6 +184,11 @@ class PerfEventBackend:
             os.close(fd)
         return opener
 
+    @property
+    def openers(self) -> list[Opener]:
+        """Each requested event as resolved and probed on this machine, in request order."""
+        return list(self._openers)
+
     def support(self) -> dict[str, str | None]:
         """Label -> None when countable here, else the reason it is not."""
         return {o.spec.label: o.unsupported for o in self._openers}

@@ -62,7 +62,7 @@ class PerfStatBackend:
             raise RunError("--backend perf-stat needs perf(1): apt-get install linux-perf")
         # The kernel-side probe gives the reasons perf(1) does not print, and keeps tracepoints registered.
         self._probe = PerfEventBackend(specs, inventory)
-        self._openers = self._probe._openers
+        self._openers = self._probe.openers
         self._names = [perf_event_name(o) for o in self._openers]
         fd, self._output = tempfile.mkstemp(prefix="perfctl-perf-stat-", suffix=".csv")
         os.close(fd)

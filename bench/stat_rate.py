@@ -46,7 +46,7 @@ def perf_events() -> list[str]:
     """The default set as perf(1) spells it, minus what this machine cannot count at all."""
     backend = PerfEventBackend(parse_events(list(DEFAULT_EVENTS)), inventory.collect())
     try:
-        names = [perf_event_name(o) for o in backend._openers]
+        names = [perf_event_name(o) for o in backend.openers]
     finally:
         backend.close()
     return [n for n in names if n]

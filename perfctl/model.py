@@ -34,11 +34,6 @@ class Reading:
     audit_id: str | None = None
 
     @property
-    def usable_value(self) -> float | None:
-        """The value a summary may use: the raw count when fully counted, else None (never a silent scale)."""
-        return self.value if self.status == "ok" else None
-
-    @property
     def label(self) -> str:
         return reading_label(self)
 
@@ -111,6 +106,11 @@ class Sample:
         bench = data.pop("benchmark")
         env = data.pop("environment")
         readings = tuple(Reading(**r) for r in data.pop("readings"))
+        for reading in readings:
+            if reading.status not in READING_STATUSES:
+                raise ValueError(f"reading {reading.event!r} has unknown status {reading.status!r}")
+        if data.get("outcome") not in OUTCOMES:
+            raise ValueError(f"unknown outcome {data.get('outcome')!r}")
         return cls(benchmark=Benchmark(**{**bench, "argv": tuple(bench["argv"])}), environment=Environment(**env),
                    readings=readings, backends=tuple(data.pop("backends")), **data)
 

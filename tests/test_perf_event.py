@@ -83,11 +83,10 @@ def test_multiplexed_counts_keep_raw_and_flag_the_scaled_estimate():
     reading = reading_from_counts(opener, "perf_event", 1000, enabled=400, running=100)
     assert (reading.status, reading.value, reading.time_enabled, reading.time_running) == ("multiplexed", 1000, 400, 100)
     assert reading.scaled == pytest.approx(4000)
-    assert reading.usable_value is None
     never = reading_from_counts(opener, "perf_event", 0, enabled=0, running=0)
     assert never.status == "error" and "never enabled" in never.reason
     full = reading_from_counts(opener, "perf_event", 7, enabled=10, running=10)
-    assert full.status == "ok" and full.scaled is None and full.usable_value == 7
+    assert full.status == "ok" and full.scaled is None and full.value == 7
 
 
 UNPRIVILEGED = """
