@@ -4,8 +4,9 @@ The benchmark is started through an exec gate (agent/gate.c, or ``sh -c 'read _ 
 </dev/null' perfctl-gate CMD...`` where no compiler could build it) with its stdin on a pipe
 (../shared/notes/counter-artifacts.md, section 4). The gate blocks in ``read`` while
 the backend attaches counters to its pid (``enable_on_exec`` makes them start at the benchmark's own exec)
-and pins it; a newline releases it. No ``os.fork()`` and no ``preexec_fn``: subprocess's C child code does
-setsid and the user switch, so this is safe in a process that holds gRPC threads. If perfctl dies before
+and pins it; a newline releases it. No ``os.fork()`` and no ``preexec_fn``: the gate is started with
+posix_spawn, or subprocess's C child code where a user switch or another directory is needed, so no Python
+runs between fork and exec and this is safe in a process that holds gRPC threads. If perfctl dies before
 releasing the gate, the gate's read sees EOF and the gate exits 125 without running anything unmeasured.
 
 ASLR is turned off for the benchmark only: personality(ADDR_NO_RANDOMIZE) is set on the spawning thread
