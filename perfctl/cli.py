@@ -211,10 +211,18 @@ def _say(line: str) -> None:
     print(line.replace("\n", " "), file=sys.stderr, flush=True)
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """A reader that stopped early (`| head`) loses the rest of the table, nothing else: rich's default
+        would exit 1, which here means "a run failed", so the exit code keeps describing the measurement."""
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
+
+
 def _console(stderr: bool = False) -> Console:
     """Wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 150)
+    return _Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 150)
 
 
 def _check_tracepoints(specs) -> None:

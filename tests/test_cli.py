@@ -134,3 +134,12 @@ def test_file_the_kernel_cannot_exec_is_refused(tmp_path):
     script.chmod(0o755)
     assert "not an ELF executable" in _one_line(perfctl("stat", "--", str(script)))
 
+
+
+def test_reader_closing_the_pipe_early_does_not_change_the_exit_code(tmp_path):
+    out = tmp_path / "s.jsonl"
+    for _ in range(5):  # the race between `head` exiting and the table being written varies run to run
+        result = subprocess.run(f"{sys.executable} -m perfctl stat -r 20 -o {out} -- /bin/true | head -c 10; "
+                                "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True,
+                                text=True)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
