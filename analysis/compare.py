@@ -1,0 +1,269 @@
+"""One comparison of A (the initial machine or build) with B (the candidate), benchmark by benchmark and
+overall, composed from the Speedup-Test, SPARC and SPA. Pure: samples in, a frozen Comparison out.
+
+Conventions, stated in every output: the metric is a cost (time, instructions, cycles: lower is better);
+the speedup ratio is A/B (above 1: B is faster), SPARC's S = X/Y and the Speedup-Test's med(X)/med(Y) with
+X = A, Y = B. The Speedup-Test protocols are one-sided for a speedup; perfctl runs them both ways, each at
+alpha/2, so "B faster" and "B slower" together keep the risk at alpha. Every family of tests (SPARC's;
+each Speedup-Test protocol's) is corrected over all benchmarks and metrics of the comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfctl.analysis import spa
+from perfctl.analysis.multiple import adjust
+from perfctl.analysis.sparc import OverallTest, Relevance, SparcDecision, sparc_suite, sparc_tests
+from perfctl.analysis.speedup_test import (MeanTestResult, MedianTestResult, ObservedSpeedups, OverallSpeedup,
+                                           ProportionInterval, Verdict, benchmarks_needed, mean_test, median_test,
+                                           observed_speedups, overall_speedup, proportion_interval)
+
+FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"
+
+
+@dataclass(frozen=True)
+class Parameters:
+    alpha: float = 0.05
+    confidence: float = 0.95
+    proportion: float = 0.5
+    margin: float = 0.05
+    paired: bool = False
+    correction: str = "holm"
+    precision: float = 0.05
+    seed: int = 0
+
+    def validate(self) -> None:
+        for name in ("alpha", "confidence", "proportion", "margin", "precision"):
+            value = getattr(self, name)
+            if not 0 < value < 1:
+                raise ValueError(f"{name}: must be strictly between 0 and 1, got {value}")
+        if self.correction not in ("holm", "bonferroni", "bh"):
+            raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
+
+
+@dataclass(frozen=True)
+class ProtocolOutcome:
+    """A Speedup-Test protocol run both ways: ``verdict`` is one of B faster, B slower, not significant,
+    cannot conclude; ``pvalue`` is the two-way p-value 2 min(p_faster, p_slower) before correction and
+    ``adjusted`` after."""
+
+    verdict: str
+    pvalue: float | None
+    adjusted: float | None
+    faster: MeanTestResult | MedianTestResult
+    slower: MeanTestResult | MedianTestResult
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class BenchmarkComparison:
+    benchmark: str
+    metric: str
+    n_a: int
+    n_b: int
+    median_a: float | None
+    median_b: float | None
+    speedups: ObservedSpeedups | None = None
+    sparc: SparcDecision | None = None
+    mean_protocol: ProtocolOutcome | None = None
+    median_protocol: ProtocolOutcome | None = None
+    p_a_greater_b: float | None = None
+    spa_a: spa.ValueInterval | None = None
+    spa_b: spa.ValueInterval | None = None
+    speedup_spa: spa.ValueInterval | None = None
+    pairing: str | None = None
+    cannot_conclude: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        """SPARC's relevance, or why nothing could be concluded."""
+        if self.cannot_conclude:
+            return CANNOT_CONCLUDE
+        return self.sparc.relevance.value
+
+    @property
+    def relevant_slowdown(self) -> bool:
+        return (self.sparc is not None and self.sparc.relevance is Relevance.RELEVANT
+                and self.sparc.tests.ratio < 1)
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    metric: str
+    benchmarks: int
+    speedup_mean: OverallSpeedup | None
+    speedup_median: OverallSpeedup | None
+    accelerated: ProportionInterval | None
+    accelerated_exact: ProportionInterval | None
+    benchmarks_needed: int | None
+    sparc_overall: OverallTest | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    benchmarks: tuple[BenchmarkComparison, ...]
+    summaries: tuple[MetricSummary, ...]
+    parameters: Parameters
+    only_a: tuple[str, ...] = ()
+    only_b: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def relevant_slowdowns(self) -> tuple[BenchmarkComparison, ...]:
+        return tuple(b for b in self.benchmarks if b.relevant_slowdown)
+
+
+def _both_ways(test, x, y, alpha: float):
+    """Run a one-sided Speedup-Test protocol for a speedup (A > B) and for a slowdown, each at alpha/2."""
+    faster = test(x, y, alpha / 2)
+    slower = test(y, x, alpha / 2)
+    if faster.verdict is Verdict.CANNOT_CONCLUDE:
+        return faster, slower, None, faster.reason
+    pvalue = min(1.0, 2 * min(faster.pvalue, slower.pvalue))
+    return faster, slower, pvalue, None
+
+
+def _decide(faster, slower, adjusted: float | None, alpha: float, reason: str | None) -> str:
+    if reason is not None or adjusted is None:
+        return CANNOT_CONCLUDE
+    if adjusted > alpha:
+        return NOT_SIGNIFICANT
+    return FASTER if faster.pvalue <= slower.pvalue else SLOWER
+
+
+def _cannot(name: str, metric: str, x: np.ndarray, y: np.ndarray, reason: str, notes) -> BenchmarkComparison:
+    return BenchmarkComparison(name, metric, int(x.size), int(y.size),
+                               float(np.median(x)) if x.size else None, float(np.median(y)) if y.size else None,
+                               cannot_conclude=reason, warnings=tuple(notes))
+
+
+def _precheck(x: np.ndarray, y: np.ndarray, paired: bool) -> str | None:
+    if x.size == 0 or y.size == 0:
+        return f"no runs on {'A' if x.size == 0 else 'B'}"
+    if x.size < 2 or y.size < 2:
+        return f"one run on a side cannot show a difference (A has {x.size}, B has {y.size})"
+    if np.any(~np.isfinite(x)) or np.any(~np.isfinite(y)):
+        return "non-finite values"
+    if np.any(x <= 0) or np.any(y <= 0):
+        return "values <= 0: the speed ratio is undefined"
+    if paired and x.size != y.size:
+        return f"--paired needs as many runs on each side (A has {x.size}, B has {y.size})"
+    return None
+
+
+def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, str], Sequence[float]],
+            parameters: Parameters = Parameters(), notes: Mapping[tuple[str, str], Sequence[str]] | None = None,
+            only_a: Sequence[str] = (), only_b: Sequence[str] = ()) -> Comparison:
+    """Compare samples keyed by (benchmark, metric); both mappings must have the same keys.
+
+    ``notes`` carries the data's own warnings per key (multiplexed counters, mixed backends...) into the
+    result. Benchmarks present on one side only are passed as ``only_a``/``only_b`` and listed.
+    """
+    parameters.validate()
+    notes = notes or {}
+    if set(a) != set(b):
+        raise ValueError("a, b: the same (benchmark, metric) keys on both sides")
+    keys = sorted(a)
+    p = parameters
+    prepared: list[BenchmarkComparison | dict] = []
+    tests, groups = [], []
+    for name, metric in keys:
+        x = np.asarray(a[name, metric], dtype=float)
+        y = np.asarray(b[name, metric], dtype=float)
+        key_notes = list(notes.get((name, metric), ()))
+        reason = _precheck(x, y, p.paired)
+        if reason is not None:
+            prepared.append(_cannot(name, metric, x, y, reason, key_notes))
+            continue
+        test = sparc_tests(x, y, p.margin, paired=p.paired, confidence=p.confidence)
+        tests.append(test)
+        groups.append(metric)
+        prepared.append({"name": name, "metric": metric, "x": x, "y": y, "notes": key_notes})
+
+    suite = sparc_suite(tests, groups, p.alpha, p.correction)
+    decisions = iter(suite.decisions)
+    mean_raw, median_raw, staged = [], [], []
+    for item in prepared:
+        if isinstance(item, BenchmarkComparison):
+            staged.append(item)
+            continue
+        x, y = item["x"], item["y"]
+        mean_parts = _both_ways(mean_test, x, y, p.alpha)
+        median_parts = _both_ways(median_test, x, y, p.alpha)
+        mean_raw.append(mean_parts[2])
+        median_raw.append(median_parts[2])
+        staged.append({**item, "sparc": next(decisions), "mean": mean_parts, "median": median_parts})
+
+    mean_adjusted = _adjust_present(mean_raw, p.correction)
+    median_adjusted = _adjust_present(median_raw, p.correction)
+    results = []
+    index = 0
+    for item in staged:
+        if isinstance(item, BenchmarkComparison):
+            results.append(item)
+            continue
+        results.append(_finish(item, mean_adjusted[index], median_adjusted[index], p))
+        index += 1
+    summaries = tuple(_summarize(metric, [r for r in results if r.metric == metric], a, b, suite.overall.get(metric), p)
+                      for metric in dict.fromkeys(m for _, m in keys))
+    return Comparison(tuple(results), summaries, p, tuple(only_a), tuple(only_b))
+
+
+def _adjust_present(raw: list[float | None], method: str) -> list[float | None]:
+    present = [v for v in raw if v is not None]
+    adjusted = iter(adjust(present, method) if present else [])
+    return [None if v is None else float(next(adjusted)) for v in raw]
+
+
+def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> BenchmarkComparison:
+    x, y = item["x"], item["y"]
+    warnings = list(item["notes"])
+    mean_faster, mean_slower, mean_p, mean_reason = item["mean"]
+    median_faster, median_slower, median_p, median_reason = item["median"]
+    mean = ProtocolOutcome(_decide(mean_faster, mean_slower, mean_adjusted, p.alpha, mean_reason), mean_p,
+                           mean_adjusted, mean_faster, mean_slower, mean_reason)
+    median = ProtocolOutcome(_decide(median_faster, median_slower, median_adjusted, p.alpha, median_reason),
+                             median_p, median_adjusted, median_faster, median_slower, median_reason)
+    if median_faster.location_model_rejected:
+        warnings.append("KS rejects the location-shift model: the rank tests' risk level is approximate")
+    if mean_faster.risk_approximate or mean_slower.risk_approximate:
+        warnings.append("large samples not shown normal: the t-test's risk level is approximate")
+    spa_a = spa.value_interval(x, p.proportion, p.confidence)
+    spa_b = spa.value_interval(y, p.proportion, p.confidence)
+    ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
+    speedup = spa.value_interval(ratios, p.proportion, p.confidence)
+    needed = spa_a.runs_needed
+    if min(x.size, y.size) < needed:
+        warnings.append(f"few runs ({x.size} and {y.size}): SPA bounds at proportion {p.proportion} and "
+                        f"confidence {p.confidence} need at least {needed} per side")
+    return BenchmarkComparison(
+        item["name"], item["metric"], int(x.size), int(y.size), float(np.median(x)), float(np.median(y)),
+        speedups=observed_speedups(x, y), sparc=item["sparc"], mean_protocol=mean, median_protocol=median,
+        p_a_greater_b=median_faster.p_x_greater_y, spa_a=spa_a, spa_b=spa_b, speedup_spa=speedup, pairing=pairing,
+        warnings=tuple(warnings))
+
+
+def _summarize(metric: str, rows: list[BenchmarkComparison], a, b, overall: OverallTest | None,
+               p: Parameters) -> MetricSummary:
+    judged = [r for r in rows if r.cannot_conclude is None]
+    if not judged:
+        return MetricSummary(metric, len(rows), None, None, None, None, None, overall)
+    xs = [np.asarray(a[r.benchmark, metric], dtype=float) for r in judged]
+    ys = [np.asarray(b[r.benchmark, metric], dtype=float) for r in judged]
+    accelerated = sum(r.median_protocol.verdict == FASTER for r in judged)
+    wilson = proportion_interval(accelerated, len(judged), p.confidence, "wilson-cc")
+    exact = proportion_interval(accelerated, len(judged), p.confidence, "clopper-pearson")
+    needed = benchmarks_needed(wilson.proportion, p.precision, p.confidence)
+    return MetricSummary(metric, len(rows), overall_speedup(xs, ys, function="mean"),
+                         overall_speedup(xs, ys, function="median"), wilson, exact, needed, overall)
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """JSON has no NaN: renderers use this for every float they emit."""
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value

@@ -1,0 +1,253 @@
+"""The Speedup-Test (Touati, Worms, Briais, CCPE 2013; ../shared/seeds/004_90ddb49e43171cfa.txt).
+
+X are the initial runs (machine A, old build), Y the candidate's; a speedup means Y is faster. The mean
+protocol (Figure 1) and the median protocol (Figure 2) decide whether an observed speedup is statistically
+significant at risk alpha, or say "cannot conclude" where the paper does; the overall speedup and gain
+(Eq. 1-2) and the proportion of accelerated benchmarks with its confidence interval (section 4) summarize a
+suite.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+from perfctl.analysis.rank_tests import mann_whitney
+
+LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
+
+
+class Verdict(enum.Enum):
+    SPEEDUP = "speedup"
+    NOT_SIGNIFICANT = "not significant"
+    CANNOT_CONCLUDE = "cannot conclude"
+
+
+def _sample(name: str, values, minimum: int = 1) -> np.ndarray:
+    data = np.asarray(values, dtype=float)
+    if data.ndim != 1 or data.size < minimum:
+        raise ValueError(f"{name}: need a 1-D sample of at least {minimum} value(s)")
+    if not np.all(np.isfinite(data)):
+        raise ValueError(f"{name}: all values must be finite")
+    return data
+
+
+@dataclass(frozen=True)
+class ObservedSpeedups:
+    """min(X)/min(Y), mean(X)/mean(Y), med(X)/med(Y): above 1, Y is faster (section 2)."""
+
+    min: float
+    mean: float
+    median: float
+
+
+def observed_speedups(x, y) -> ObservedSpeedups:
+    x, y = _sample("x", x), _sample("y", y)
+    if np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("x, y: speedups need positive values")
+    return ObservedSpeedups(float(x.min() / y.min()), float(x.mean() / y.mean()),
+                            float(np.median(x) / np.median(y)))
+
+
+@dataclass(frozen=True)
+class MeanTestResult:
+    """The mean protocol's path and outcome.
+
+    ``test`` is "student" or "welch" (None when the protocol stopped before a t-test); ``pvalue`` is the
+    one-sided p-value of H0: mu_X <= mu_Y. ``risk_approximate`` is set for large samples that were not
+    shown normal: the t-test is admitted but its risk level is not exact (section 3.1.4, case 1).
+    """
+
+    verdict: Verdict
+    alpha: float
+    pvalue: float | None = None
+    test: str | None = None
+    normality_pvalues: tuple[float, float] | None = None
+    variance_pvalue: float | None = None
+    risk_approximate: bool = False
+    reason: str | None = None
+
+
+def _shapiro(data: np.ndarray) -> float | None:
+    if data.size < 3 or np.ptp(data) == 0:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns above 5000 values; the p-value is still usable
+        return float(stats.shapiro(data).pvalue)
+
+
+def mean_test(x, y, alpha: float = 0.05) -> MeanTestResult:
+    """Is mu_X > mu_Y (Y faster on average) at risk alpha? Figure 1 of the Speedup-Test.
+
+    Small samples (n <= 30 or m <= 30) must each pass Shapiro-Wilk at alpha, else "cannot conclude"; then
+    Fisher's F-test picks Student's (equal variances) or Welch's one-sided unpaired t-test. Large samples
+    go to the F-test and t-test directly, with the risk flagged approximate when normality is rejected.
+    """
+    x, y = _sample("x", x), _sample("y", y)
+    n, m = x.size, y.size
+    if n < 2 or m < 2:
+        return MeanTestResult(Verdict.CANNOT_CONCLUDE, alpha, reason=f"a t-test needs 2 runs per side (have {n}, {m})")
+    var_x, var_y = float(x.var(ddof=1)), float(y.var(ddof=1))
+    if var_x == 0 and var_y == 0:
+        return MeanTestResult(Verdict.CANNOT_CONCLUDE, alpha,
+                              reason="no variation on either side: the t-test is undefined (see the median protocol)")
+    normality = (_shapiro(x), _shapiro(y))
+    small = n <= LARGE_SAMPLE or m <= LARGE_SAMPLE
+    shown_normal = all(p is not None and p > alpha for p in normality)
+    normality_pvalues = None if None in normality else normality
+    if small and not shown_normal:
+        which = "X" if normality[0] is None or normality[0] <= alpha else "Y"
+        return MeanTestResult(Verdict.CANNOT_CONCLUDE, alpha, normality_pvalues=normality_pvalues,
+                              reason=f"small sample and {which} is not shown normal (Shapiro-Wilk at {alpha})")
+    if var_x > 0 and var_y > 0:
+        f = var_x / var_y
+        variance_p = float(2 * min(stats.f.cdf(f, n - 1, m - 1), stats.f.sf(f, n - 1, m - 1)))
+    else:
+        variance_p = 0.0
+    equal_variances = variance_p > alpha
+    if equal_variances:
+        pooled = ((n - 1) * var_x + (m - 1) * var_y) / (n + m - 2)
+        se = math.sqrt(pooled * (1 / n + 1 / m))
+        dof = n + m - 2
+    else:
+        se = math.sqrt(var_x / n + var_y / m)
+        dof = (var_x / n + var_y / m) ** 2 / ((var_x / n) ** 2 / (n - 1) + (var_y / m) ** 2 / (m - 1))
+    t = (x.mean() - y.mean()) / se
+    pvalue = float(special.stdtr(dof, -t))
+    return MeanTestResult(Verdict.SPEEDUP if pvalue <= alpha else Verdict.NOT_SIGNIFICANT, alpha, pvalue,
+                          "student" if equal_variances else "welch", normality_pvalues, variance_p,
+                          risk_approximate=not small and not shown_normal)
+
+
+@dataclass(frozen=True)
+class MedianTestResult:
+    """The median protocol's outcome. ``pvalue``: one-sided Wilcoxon-Mann-Whitney of H0: F_X >= F_Y.
+    ``p_x_greater_y`` = U/(nm), the estimate of P[X > Y] (a random run of Y beats one of X).
+    ``location_model_rejected``: the KS test of the median-centred samples rejected the location-shift
+    model, so the risk level is not guaranteed (section 3.2.1)."""
+
+    verdict: Verdict
+    alpha: float
+    pvalue: float | None
+    p_x_greater_y: float
+    ks_pvalue: float | None
+    location_model_rejected: bool
+    method: str
+    reason: str | None = None
+
+
+def median_test(x, y, alpha: float = 0.05) -> MedianTestResult:
+    """Is med(X) > med(Y) and P[X > Y] > 1/2 at risk alpha? Figure 2 of the Speedup-Test."""
+    x, y = _sample("x", x), _sample("y", y)
+    wmw = mann_whitney(x, y, alternative="greater")
+    p_greater = wmw.statistic / (x.size * y.size)
+    ks_p = None
+    if x.size >= 2 and y.size >= 2:
+        ks_p = float(stats.ks_2samp(x - np.median(x), y - np.median(y)).pvalue)
+    rejected = ks_p is not None and ks_p <= alpha
+    if x.size < 2 or y.size < 2:
+        return MedianTestResult(Verdict.CANNOT_CONCLUDE, alpha, wmw.pvalue, p_greater, ks_p, False, wmw.method,
+                                reason=f"one run on a side cannot show a difference (have {x.size}, {y.size})")
+    verdict = Verdict.SPEEDUP if wmw.pvalue <= alpha else Verdict.NOT_SIGNIFICANT
+    return MedianTestResult(verdict, alpha, wmw.pvalue, p_greater, ks_p, rejected, wmw.method)
+
+
+@dataclass(frozen=True)
+class OverallSpeedup:
+    """Eq. 1-2 over a suite: S = sum W ET(X_j) / sum W ET(Y_j), G = 1 - 1/S, ET the chosen summary."""
+
+    speedup: float
+    gain: float
+    function: str
+    benchmarks: int
+
+
+_SUMMARIES = {"mean": np.mean, "median": np.median, "min": np.min}
+
+
+def overall_speedup(xs, ys, weights=None, function: str = "median") -> OverallSpeedup:
+    """Weighted overall speedup and gain; ``xs``/``ys`` are per-benchmark samples, ``weights`` default 1."""
+    if function not in _SUMMARIES:
+        raise ValueError(f"function: one of {sorted(_SUMMARIES)}, got {function!r}")
+    if len(xs) != len(ys) or not xs:
+        raise ValueError("xs, ys: need the same non-zero number of benchmarks")
+    w = np.ones(len(xs)) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != (len(xs),) or np.any(w < 0) or not np.any(w > 0):
+        raise ValueError("weights: one non-negative weight per benchmark, not all zero")
+    summarize = _SUMMARIES[function]
+    initial = float(np.dot(w, [summarize(_sample("xs", x)) for x in xs]))
+    candidate = float(np.dot(w, [summarize(_sample("ys", y)) for y in ys]))
+    speedup = initial / candidate
+    return OverallSpeedup(speedup, 1 - 1 / speedup, function, len(xs))
+
+
+@dataclass(frozen=True)
+class ProportionInterval:
+    """Confidence interval of the proportion p of benchmarks accelerated, from a of b (section 4)."""
+
+    accelerated: int
+    benchmarks: int
+    proportion: float
+    low: float
+    high: float
+    confidence: float
+    method: str
+    warnings: tuple[str, ...]
+
+
+def proportion_interval(accelerated: int, benchmarks: int, confidence: float = 0.95,
+                        method: str = "wilson-cc") -> ProportionInterval:
+    """``wilson-cc``: the Wilson score interval with Yates' continuity correction exactly as R's
+    ``prop.test(a, b, conf.level = C)`` computes it (correction min(0.5, |a - b/2|)); the paper's Example 1
+    gives [0.4027157, 0.7184049] for 17 of 30 at 90%. ``clopper-pearson``: the exact binomial interval.
+
+    >>> r = proportion_interval(17, 30, 0.90)
+    >>> round(r.low, 7), round(r.high, 7)
+    (0.4027157, 0.7184049)
+    """
+    if benchmarks < 1 or not 0 <= accelerated <= benchmarks:
+        raise ValueError(f"accelerated, benchmarks: need 0 <= a <= b and b >= 1, got {accelerated}, {benchmarks}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: must be strictly between 0 and 1, got {confidence}")
+    a, b = accelerated, benchmarks
+    estimate = a / b
+    if method == "wilson-cc":
+        yates = min(0.5, abs(a - b * 0.5))
+        z = float(special.ndtri((1 + confidence) / 2))
+        z22n = z * z / (2 * b)
+        centre = estimate + yates / b
+        high = 1.0 if centre >= 1 else (centre + z22n + z * math.sqrt(centre * (1 - centre) / b + z22n / (2 * b))) / (
+            1 + 2 * z22n)
+        centre = estimate - yates / b
+        low = 0.0 if centre <= 0 else (centre + z22n - z * math.sqrt(centre * (1 - centre) / b + z22n / (2 * b))) / (
+            1 + 2 * z22n)
+    elif method == "clopper-pearson":
+        tail = (1 - confidence) / 2
+        low = 0.0 if a == 0 else float(special.betaincinv(a, b - a + 1, tail))
+        high = 1.0 if a == b else float(special.betaincinv(a + 1, b - a, 1 - tail))
+    else:
+        raise ValueError(f"method: 'wilson-cc' or 'clopper-pearson', got {method!r}")
+    notes = ["valid only if the benchmarks were selected at random from a large representative set"]
+    if a - a * a / b <= 5:
+        notes.append(f"a - a^2/b = {a - a * a / b:.2f} <= 5: the normal approximation behind the interval is "
+                     "inaccurate (the Clopper-Pearson interval does not need it)")
+    return ProportionInterval(a, b, estimate, max(0.0, low), min(1.0, high), confidence, method, tuple(notes))
+
+
+def benchmarks_needed(proportion: float, precision: float, confidence: float = 0.95) -> int:
+    """Fewest random benchmarks for an interval of half-width r: b >= z^2 C(1 - C) / r^2 (section 4).
+
+    >>> benchmarks_needed(17 / 30, 0.05, 0.95)
+    378
+    """
+    if not 0 < precision < 1:
+        raise ValueError(f"precision: must be strictly between 0 and 1, got {precision}")
+    if not 0 <= proportion <= 1:
+        raise ValueError(f"proportion: must be in [0, 1], got {proportion}")
+    z = float(special.ndtri((1 + confidence) / 2))
+    return max(1, math.ceil(z * z * proportion * (1 - proportion) / precision**2 - 1e-9))
