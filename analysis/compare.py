@@ -230,6 +230,8 @@ def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> Benchm
                            mean_adjusted, mean_faster, mean_slower, mean_reason)
     median = ProtocolOutcome(_decide(median_faster, median_slower, median_adjusted, p.alpha, median_reason),
                              median_p, median_adjusted, median_faster, median_slower, median_reason)
+    if mean_reason:
+        warnings.append(f"mean protocol: {mean_reason}")
     if median_faster.location_model_rejected:
         warnings.append("KS rejects the location-shift model: the rank tests' risk level is approximate")
     if mean_faster.risk_approximate or mean_slower.risk_approximate:

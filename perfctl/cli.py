@@ -15,6 +15,7 @@ import sys
 from rich.console import Console
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 3, 4
 
 
 class UsageError(Exception):
@@ -43,6 +44,16 @@ def _int_at_least(minimum: int):
 
 
 _positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -87,6 +98,28 @@ def build_parser() -> argparse.ArgumentParser:
     stat.add_argument("--no-progress", action="store_true", help="no progress bar")
     stat.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
 
+    compare = sub.add_parser("compare", help="compare two sample files benchmark by benchmark",
+                             description="Is B faster, slower or equivalent to A? Per benchmark and overall, "
+                                         "with SPARC, the Speedup-Test and SPA (docs/statistics.md).")
+    compare.add_argument("a", metavar="A", help="baseline samples (perfctl JSONL, hyperfine/pyperf JSON, perf stat CSV)")
+    compare.add_argument("b", metavar="B", help="candidate samples, same format")
+    compare.add_argument("--input-format", choices=("perfctl", "hyperfine", "pyperf", "perf-stat"),
+                         help="skip format detection")
+    compare.add_argument("--metric", action="append", metavar="METRIC",
+                         help="metric(s) to compare (default: instructions, else cycles, else task-clock, else wall-time)")
+    compare.add_argument("--alpha", type=_probability, default=0.05, help="family-wise risk (default 0.05)")
+    compare.add_argument("--confidence", type=_probability, default=0.95, help="confidence of intervals (0.95)")
+    compare.add_argument("--proportion", type=_probability, default=0.5,
+                         help="SPA: the value that a proportion F of runs stay at or under (default 0.5)")
+    compare.add_argument("--margin", type=_probability, default=0.05,
+                         help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent (0.05)")
+    compare.add_argument("--paired", action="store_true", help="runs were taken in rounds: pair them by index")
+    compare.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm")
+    compare.add_argument("--precision", type=_probability, default=0.05,
+                         help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
+    compare.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the SPA speedup pairing")
+    compare.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
+
     info = sub.add_parser("info", help="the machine inventory and what each item means for the counters")
     info.add_argument("--json", action="store_true")
     return parser
@@ -99,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             return _stat(args)
         if args.command == "info":
             return _info(args)
+        if args.command == "compare":
+            return _compare(args)
     except UsageError as err:
         _say(str(err) if str(err).startswith("perfctl") else f"perfctl: {err}")
         return EXIT_USAGE
@@ -106,6 +141,43 @@ def main(argv: list[str] | None = None) -> int:
         _say("perfctl: interrupted")
         return EXIT_INTERRUPTED
     return EXIT_USAGE
+
+
+def _compare(args) -> int:
+    from perfctl import compare_report
+    from perfctl.analysis.compare import CANNOT_CONCLUDE, Parameters, compare
+    from perfctl.formats import DatasetError, read_dataset
+    from perfctl.pairing import PairingError, pair
+
+    metrics = [m.strip() for text in (args.metric or []) for m in text.split(",") if m.strip()] or None
+    try:
+        a = read_dataset(args.a, args.input_format)
+        b = read_dataset(args.b, args.input_format)
+        paired = pair(a, b, metrics)
+    except (DatasetError, PairingError) as err:
+        raise UsageError(f"perfctl compare: {err}") from None
+    parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
+                            margin=args.margin, paired=args.paired, correction=args.correction,
+                            precision=args.precision, seed=args.seed)
+    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
+    context = {"a": args.a, "b": args.b, "format": a.format, "metrics": paired.metrics,
+               "metric_choice": paired.metric_choice, "renamed": paired.renamed}
+    if args.format == "json":
+        print(compare_report.to_json(result, context))
+    elif args.format == "csv":
+        print(compare_report.to_csv(result), end="")
+    elif args.format == "markdown":
+        print(compare_report.to_markdown(result, context), end="")
+    else:
+        console = _console()
+        compare_report.render_table(result, context, console)
+        for note in a.notes + b.notes:
+            console.print(f"note: {note}", markup=False, highlight=False)
+    if result.relevant_slowdowns:
+        return EXIT_RELEVANT_SLOWDOWN
+    if all(r.verdict == CANNOT_CONCLUDE for r in result.benchmarks):
+        return EXIT_NOTHING_JUDGED
+    return EXIT_OK
 
 
 def _info(args) -> int:

@@ -54,3 +54,52 @@ def read(path: str) -> Iterator[dict | Sample]:
                     raise ValueError(f"unknown record type {kind!r}")
             except (ValueError, TypeError, KeyError) as err:
                 raise SampleFileError(f"{path}:{number}: not a perfctl sample line: {err}") from None
+
+
+def read_dataset(path: str):
+    """perfctl JSON Lines as a Dataset: measured runs that ended ok, one value per reading label, plus
+    wall-time; warmups and failed runs are left out and counted in the notes."""
+    from perfctl.formats import WALL_TIME, Dataset, DatasetError
+
+    dataset = Dataset(path, "perfctl")
+    excluded: dict[str, dict[str, int]] = {}
+    executables: dict[str, set[str]] = {}
+    try:
+        records = list(read(path))
+    except SampleFileError as err:
+        raise DatasetError(str(err)) from None
+    for record in records:
+        if isinstance(record, dict):
+            dataset.machine = dataset.machine or record
+            continue
+        name = record.benchmark.name
+        executables.setdefault(name, set()).add(record.benchmark.executable_sha256)
+        if record.warmup or record.outcome != "ok":
+            reason = "warmup" if record.warmup else record.outcome
+            counts = excluded.setdefault(name, {})
+            counts[reason] = counts.get(reason, 0) + 1
+            continue
+        bench = dataset.benchmark(name)
+        bench.add(WALL_TIME, record.wall_ns, "ns", "perfctl")
+        for reading in record.readings:
+            label = reading.label
+            if reading.status == "ok":
+                bench.add(label, reading.value, reading.unit, reading.backend)
+            elif reading.status == "multiplexed" and reading.scaled is not None:
+                bench.add(label, reading.scaled, reading.unit, reading.backend)
+                bench.note(label, "multiplexed counter: scaled estimates in some runs")
+            elif reading.status == "unsupported":
+                bench.note(label, f"unsupported: {reading.reason}")
+            else:
+                bench.note(label, f"counter error in some runs: {reading.reason}")
+    for name, counts in excluded.items():
+        left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+        dataset.notes.append(f"{name}: left out {left_out} runs")
+    for name, digests in executables.items():
+        if len(digests) > 1 and name in dataset.benchmarks:
+            dataset.notes.append(f"{name}: {len(digests)} different executables under one name")
+    for bench in dataset.benchmarks.values():
+        for metric, backends in bench.backends.items():
+            if len(backends) > 1:
+                bench.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
+    return dataset

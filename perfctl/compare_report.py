@@ -1,0 +1,199 @@
+"""Renderers of a Comparison: table (rich), json, csv, markdown. They compute nothing (analysis/ does).
+
+``rows()`` is the one flat view of the per-benchmark results; csv, markdown and the table are that view
+in three shapes, json adds the overall summaries and every parameter.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from rich.console import Console
+from rich.table import Table
+
+from perfctl.analysis.compare import Comparison, finite_or_none
+
+ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
+              "ratio_high", "verdict", "difference_p_adjusted", "equivalence_p_adjusted", "mean_protocol",
+              "median_protocol", "p_a_greater_b", "spa_a_low", "spa_a_high", "spa_b_low", "spa_b_high",
+              "speedup_spa_low", "speedup_spa_high", "warnings")
+
+
+def rows(comparison: Comparison) -> list[dict]:
+    out = []
+    for r in comparison.benchmarks:
+        tests = r.sparc.tests if r.sparc else None
+        out.append({
+            "benchmark": r.benchmark, "metric": r.metric, "n_a": r.n_a, "n_b": r.n_b,
+            "median_a": r.median_a, "median_b": r.median_b,
+            "ratio_a_over_b": tests.ratio if tests else None,
+            "ratio_low": tests.ratio_low if tests else None, "ratio_high": tests.ratio_high if tests else None,
+            "verdict": r.verdict,
+            "difference_p_adjusted": r.sparc.difference_adjusted if r.sparc else None,
+            "equivalence_p_adjusted": r.sparc.equivalence_adjusted if r.sparc else None,
+            "mean_protocol": r.mean_protocol.verdict if r.mean_protocol else None,
+            "median_protocol": r.median_protocol.verdict if r.median_protocol else None,
+            "p_a_greater_b": r.p_a_greater_b,
+            "spa_a_low": r.spa_a.low if r.spa_a else None, "spa_a_high": r.spa_a.high if r.spa_a else None,
+            "spa_b_low": r.spa_b.low if r.spa_b else None, "spa_b_high": r.spa_b.high if r.spa_b else None,
+            "speedup_spa_low": r.speedup_spa.low if r.speedup_spa else None,
+            "speedup_spa_high": r.speedup_spa.high if r.speedup_spa else None,
+            "warnings": "; ".join(([f"cannot conclude: {r.cannot_conclude}"] if r.cannot_conclude else [])
+                                  + list(r.warnings)),
+        })
+    return out
+
+
+def statement(comparison: Comparison, context: dict) -> list[str]:
+    """The lines that say what was compared and how: shown above every table, and in the JSON."""
+    p = comparison.parameters
+    lines = [f"A = {context['a']}  B = {context['b']}  ({context['format']})",
+             f"metric: {context['metric_choice']}; ratio = A/B, above 1 means B is faster (lower {', '.join(context['metrics'])} is better)",
+             f"alpha {p.alpha} ({p.correction} over all tests of the comparison), confidence {p.confidence}, "
+             f"equivalence margin [{1 - p.margin:g}, {1 + p.margin:g}], SPA proportion {p.proportion}, "
+             f"{'paired (runs matched by index)' if p.paired else 'unpaired runs'}"]
+    if context.get("renamed"):
+        lines.append(context["renamed"])
+    return lines
+
+
+def _interval(low, high, digits: int = 4) -> str:
+    def fmt(value):
+        return "…" if value is None else _number(value, digits)
+    return f"[{fmt(low)}, {fmt(high)}]"
+
+
+def _number(value, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 1e5 or (value != 0 and abs(value) < 1e-3):
+        return f"{value:.{digits}g}"
+    return f"{value:.{digits}g}"
+
+
+def render_table(comparison: Comparison, context: dict, console: Console) -> None:
+    for line in statement(comparison, context):
+        console.print(line, markup=False, highlight=False)
+    table = Table(title_justify="left")
+    for column in ("benchmark", "metric", "n A/B", "median A", "median B", "A/B [CI]", "SPARC", "mean",
+                   "median", "P[A>B]", f"SPA v{comparison.parameters.proportion:g} A", "SPA B"):
+        table.add_column(column, overflow="fold")
+    for row in rows(comparison):
+        table.add_row(row["benchmark"], row["metric"], f"{row['n_a']}/{row['n_b']}", _number(row["median_a"]),
+                      _number(row["median_b"]),
+                      "-" if row["ratio_a_over_b"] is None else
+                      f"{row['ratio_a_over_b']:.4f} {_interval(row['ratio_low'], row['ratio_high'])}",
+                      row["verdict"], row["mean_protocol"] or "-", row["median_protocol"] or "-",
+                      _number(row["p_a_greater_b"], 3),
+                      "-" if row["spa_a_low"] is None and row["spa_a_high"] is None
+                      else _interval(row["spa_a_low"], row["spa_a_high"]),
+                      "-" if row["spa_b_low"] is None and row["spa_b_high"] is None
+                      else _interval(row["spa_b_low"], row["spa_b_high"]))
+    console.print(table)
+    for row in rows(comparison):
+        if row["warnings"]:
+            console.print(f"  {row['benchmark']} ({row['metric']}): {row['warnings']}", markup=False, highlight=False)
+    for summary in comparison.summaries:
+        console.print(f"overall, {summary.metric}:", markup=False, highlight=False)
+        if summary.speedup_median is None:
+            console.print("  no benchmark could be judged", markup=False, highlight=False)
+            continue
+        console.print(f"  speedup of medians {summary.speedup_median.speedup:.4f} (gain {summary.speedup_median.gain:+.2%}), "
+                      f"of means {summary.speedup_mean.speedup:.4f} (gain {summary.speedup_mean.gain:+.2%}) over "
+                      f"{summary.speedup_median.benchmarks} benchmarks (Speedup-Test Eq. 1-2, equal weights)",
+                      markup=False, highlight=False)
+        acc, exact = summary.accelerated, summary.accelerated_exact
+        console.print(f"  B faster (median protocol) on {acc.accelerated} of {acc.benchmarks}: proportion "
+                      f"{acc.proportion:.3f}, {acc.confidence:.0%} CI {_interval(acc.low, acc.high, 3)} (Wilson, "
+                      f"continuity-corrected) / {_interval(exact.low, exact.high, 3)} (Clopper-Pearson); "
+                      f"{summary.benchmarks_needed} benchmarks for ±{comparison.parameters.precision}",
+                      markup=False, highlight=False)
+        for note in acc.warnings:
+            console.print(f"  note: {note}", markup=False, highlight=False)
+        overall = summary.sparc_overall
+        if overall is not None:
+            if overall.pvalue is None:
+                text = overall.reason
+            else:
+                text = (f"Wilcoxon signed-rank over {overall.benchmarks_used} benchmarks' median ratios "
+                        f"({overall.set_aside} set aside as equivalent or trivial): p = {overall.pvalue:.4g} at "
+                        f"alpha {overall.alpha:.4g}: " + (f"B {overall.direction} overall" if overall.rejected
+                                                          else "no overall difference shown"))
+            console.print(f"  SPARC overall: {text}", markup=False, highlight=False)
+    if comparison.only_a or comparison.only_b:
+        console.print(f"only in A: {', '.join(comparison.only_a) or '-'}; only in B: {', '.join(comparison.only_b) or '-'}",
+                      markup=False, highlight=False)
+
+
+def _clean(value):
+    if isinstance(value, float):
+        return finite_or_none(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_json(comparison: Comparison, context: dict) -> str:
+    summaries = []
+    for s in comparison.summaries:
+        entry = {"metric": s.metric, "benchmarks": s.benchmarks}
+        if s.speedup_median is not None:
+            entry.update(
+                speedup_median=s.speedup_median.speedup, gain_median=s.speedup_median.gain,
+                speedup_mean=s.speedup_mean.speedup, gain_mean=s.speedup_mean.gain,
+                accelerated=s.accelerated.accelerated, judged=s.accelerated.benchmarks,
+                accelerated_proportion=s.accelerated.proportion,
+                accelerated_ci_wilson_cc=[s.accelerated.low, s.accelerated.high],
+                accelerated_ci_clopper_pearson=[s.accelerated_exact.low, s.accelerated_exact.high],
+                accelerated_notes=list(s.accelerated.warnings), benchmarks_needed=s.benchmarks_needed)
+        if s.sparc_overall is not None:
+            o = s.sparc_overall
+            entry["sparc_overall"] = {"pvalue": o.pvalue, "alpha": o.alpha, "rejected": o.rejected,
+                                      "direction": o.direction, "benchmarks_used": o.benchmarks_used,
+                                      "set_aside": o.set_aside, "reason": o.reason}
+        summaries.append(entry)
+    p = comparison.parameters
+    document = {
+        "a": context["a"], "b": context["b"], "format": context["format"], "metrics": list(context["metrics"]),
+        "metric_choice": context["metric_choice"], "ratio": "A/B (above 1: B faster)",
+        "parameters": {"alpha": p.alpha, "confidence": p.confidence, "proportion": p.proportion,
+                       "margin": p.margin, "paired": p.paired, "correction": p.correction,
+                       "precision": p.precision, "seed": p.seed},
+        "statement": statement(comparison, context),
+        "benchmarks": rows(comparison), "overall": summaries,
+        "only_a": list(comparison.only_a), "only_b": list(comparison.only_b),
+        "relevant_slowdowns": [r.benchmark for r in comparison.relevant_slowdowns],
+    }
+    return json.dumps(_clean(document), indent=2)
+
+
+def to_csv(comparison: Comparison) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=ROW_FIELDS)
+    writer.writeheader()
+    for row in rows(comparison):
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def to_markdown(comparison: Comparison, context: dict) -> str:
+    lines = [f"> {line}" for line in statement(comparison, context)] + [""]
+    lines.append("| benchmark | metric | n A/B | median A | median B | A/B [CI] | SPARC | mean | median | P[A>B] |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows(comparison):
+        ratio = "-" if row["ratio_a_over_b"] is None else \
+            f"{row['ratio_a_over_b']:.4f} {_interval(row['ratio_low'], row['ratio_high'])}"
+        lines.append(f"| {row['benchmark']} | {row['metric']} | {row['n_a']}/{row['n_b']} | {_number(row['median_a'])} "
+                     f"| {_number(row['median_b'])} | {ratio} | {row['verdict']} | {row['mean_protocol'] or '-'} | "
+                     f"{row['median_protocol'] or '-'} | {_number(row['p_a_greater_b'], 3)} |")
+    for summary in comparison.summaries:
+        if summary.speedup_median is not None:
+            lines.append("")
+            lines.append(f"Overall ({summary.metric}): speedup of medians {summary.speedup_median.speedup:.4f}, "
+                         f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
+    return "\n".join(lines) + "\n"

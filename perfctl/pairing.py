@@ -1,0 +1,96 @@
+"""From two Datasets to the samples a comparison needs: which benchmarks match, which metric, what to warn.
+
+The metric default (stated in every output): instructions where both sides have it, else cycles, else
+task-clock, else wall time. A metric name matches a reading label exactly, or with perf's ``:u`` suffix
+(``instructions`` matches ``instructions:u``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perfctl.formats import Dataset
+
+DEFAULT_METRICS = ("instructions", "cycles", "task-clock", "wall-time")
+
+
+class PairingError(ValueError):
+    """The two files cannot be compared; one line for the user."""
+
+
+@dataclass(frozen=True)
+class Paired:
+    a: dict[tuple[str, str], list[float]]
+    b: dict[tuple[str, str], list[float]]
+    notes: dict[tuple[str, str], list[str]]
+    metrics: tuple[str, ...]
+    metric_choice: str
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    renamed: str | None
+    units: dict[str, str]
+
+
+def _resolve(dataset: Dataset, names: list[str], metric: str) -> str | None:
+    """The label under which ``metric`` appears in all of ``names`` of this dataset, if any."""
+    for label in (metric, f"{metric}:u"):
+        if all(dataset.benchmarks[n].metrics.get(label) for n in names):
+            return label
+    return None
+
+
+def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None) -> Paired:
+    if a.format != b.format:
+        raise PairingError(f"{a.path} is {a.format} and {b.path} is {b.format}: compare files written by the "
+                           "same tool (their metrics and units differ)")
+    names_a, names_b = set(a.benchmarks), set(b.benchmarks)
+    renamed = None
+    common = sorted(names_a & names_b)
+    mapping = {name: name for name in common}
+    if not common and len(names_a) == 1 and len(names_b) == 1:
+        (name_a,), (name_b,) = names_a, names_b
+        mapping = {name_a: name_b}
+        renamed = f"one benchmark per file: comparing {name_a!r} (A) with {name_b!r} (B)"
+    if not mapping:
+        raise PairingError(f"no benchmark in common between {a.path} ({', '.join(sorted(names_a))}) and "
+                           f"{b.path} ({', '.join(sorted(names_b))})")
+    only_a = tuple(sorted(names_a - set(mapping)))
+    only_b = tuple(sorted(names_b - set(mapping.values())))
+    chosen, choice = _choose_metrics(a, b, mapping, metrics)
+    paired_a, paired_b, notes, units = {}, {}, {}, {}
+    for name_a, name_b in mapping.items():
+        for metric in chosen:
+            label_a = _resolve(a, [name_a], metric)
+            label_b = _resolve(b, [name_b], metric)
+            key = (name_a, metric)
+            paired_a[key] = list(a.benchmarks[name_a].metrics.get(label_a, [])) if label_a else []
+            paired_b[key] = list(b.benchmarks[name_b].metrics.get(label_b, [])) if label_b else []
+            key_notes = []
+            for side, dataset, name, label in (("A", a, name_a, label_a), ("B", b, name_b, label_b)):
+                bench = dataset.benchmarks[name]
+                for note in bench.notes.get(label or metric, []) + bench.notes.get(f"{metric}:u", []):
+                    key_notes.append(f"{side}: {note}")
+                if label:
+                    units[metric] = bench.units.get(label, units.get(metric, ""))
+            notes[key] = list(dict.fromkeys(key_notes))
+    return Paired(paired_a, paired_b, notes, tuple(chosen), choice, only_a, only_b, renamed, units)
+
+
+def _choose_metrics(a: Dataset, b: Dataset, mapping: dict[str, str], metrics: list[str] | None):
+    if metrics:
+        for metric in metrics:
+            if not any(_resolve(a, [n], metric) for n in mapping) or \
+                    not any(_resolve(b, [n], metric) for n in mapping.values()):
+                available = sorted({m for n in mapping for m in a.benchmarks[n].metrics} &
+                                   {m for n in mapping.values() for m in b.benchmarks[n].metrics})
+                raise PairingError(f"metric {metric!r} is not measured on both sides "
+                                   f"(both have: {', '.join(available) or 'nothing in common'})")
+        return list(metrics), f"metric{'s' if len(metrics) > 1 else ''} chosen with --metric"
+    skipped = []
+    for metric in DEFAULT_METRICS:
+        if _resolve(a, list(mapping), metric) and _resolve(b, list(mapping.values()), metric):
+            why = f"; {', '.join(skipped)} not measured on both sides" if skipped else ""
+            return [metric], f"default metric {metric}{why}"
+        skipped.append(metric)
+    raise PairingError("none of instructions, cycles, task-clock, wall-time is measured for every common "
+                       "benchmark on both sides; name one with --metric")
