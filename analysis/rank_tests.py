@@ -24,6 +24,9 @@ ALTERNATIVES = ("two-sided", "greater", "less")
 # approximation is within ~1e-3 of the exact p-value and costs nothing.
 EXACT_MAX_SIGNED = 25
 EXACT_MAX_RANK_SUM = 20
+# Interval bounds come from the exact null distribution up to this size (cached, a few ms to build):
+# the normal approximation's critical ranks are slightly anti-conservative at n = m = 22.
+EXACT_MAX_INTERVAL = 50
 EXACT = "exact"
 NORMAL = "normal approximation with continuity correction"
 
@@ -47,11 +50,19 @@ def _check_alternative(alternative: str) -> None:
         raise ValueError(f"alternative: must be one of {ALTERNATIVES}, got {alternative!r}")
 
 
+TIE_TOLERANCE = 1e-12
+
+
 def _rank(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Average ranks (1-based) and the sizes of tie groups."""
+    """Average ranks (1-based) and the sizes of tie groups.
+
+    Values within a relative 1e-12 of each other are ties: a ratio test compares x with c*y, and
+    c*(v/c) is not always v in floating point, which would break real ties at random.
+    """
     order = np.argsort(values, kind="mergesort")
     sorted_values = values[order]
-    boundaries = np.flatnonzero(np.diff(sorted_values)) + 1
+    gaps = np.diff(sorted_values)
+    boundaries = np.flatnonzero(gaps > TIE_TOLERANCE * np.maximum(np.abs(sorted_values[1:]), np.abs(sorted_values[:-1]))) + 1
     starts = np.concatenate(([0], boundaries))
     ends = np.concatenate((boundaries, [len(values)]))
     average = (starts + ends + 1) / 2.0
@@ -205,7 +216,7 @@ def hodges_lehmann_shift(x, y, confidence: float = 0.95) -> ShiftEstimate:
     differences = (x[:, None] - y[None, :]).ravel()
     estimate = float(np.median(differences))
     tail = (1 - confidence) / 2
-    pmf = _rank_sum_pmf(n, m) if n <= EXACT_MAX_RANK_SUM and m <= EXACT_MAX_RANK_SUM else None
+    pmf = _rank_sum_pmf(n, m) if n <= EXACT_MAX_INTERVAL and m <= EXACT_MAX_INTERVAL else None
     k = _critical_rank(pmf, n * m / 2, math.sqrt(n * m * (n + m + 1) / 12), tail)
     low, high = _order_statistic_bounds(differences, min(k, (n * m + 1) // 2))
     return ShiftEstimate(estimate, low, high, confidence)
@@ -220,7 +231,7 @@ def hodges_lehmann_center(d, confidence: float = 0.95) -> ShiftEstimate:
     walsh = (d[i] + d[j]) / 2
     estimate = float(np.median(walsh))
     tail = (1 - confidence) / 2
-    pmf = _signed_rank_pmf(n) if n <= EXACT_MAX_SIGNED else None
+    pmf = _signed_rank_pmf(n) if n <= EXACT_MAX_INTERVAL else None
     count = len(walsh)
     k = _critical_rank(pmf, count / 2, math.sqrt(n * (n + 1) * (2 * n + 1) / 24), tail)
     low, high = _order_statistic_bounds(walsh, min(k, (count + 1) // 2))

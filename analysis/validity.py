@@ -1,0 +1,178 @@
+"""Validity of perfctl's intervals and tests by simulation (the SPA paper's Figures 6 and 8, extended).
+
+Repeated samples are drawn from known populations; for each interval perfctl prints, the error probability
+(the truth outside the interval) and the mean width are estimated, and for each test the rate of rejections
+when its null hypothesis holds (type-I error). BCa bootstrap and z-score intervals are computed beside
+perfctl's for contrast. Used by the fast check in tests/ and the full report of bench/coverage.py.
+
+Populations: normal, log-normal, bimodal mixture, heavy-tailed (log-Student t with 3 d.o.f.), discrete with
+many ties (100 + Poisson(2)), and the real ferret runtimes of ../shared/data (resampled: the population is
+their empirical distribution). All are positive so that speed ratios are defined.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from perfctl.analysis import spa
+from perfctl.analysis.rank_tests import hodges_lehmann_shift, mann_whitney
+from perfctl.analysis.speedup_test import mean_test, median_test
+
+Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Population:
+    name: str
+    draw: Sampler
+
+    def quantile(self, proportion: float, rng: np.random.Generator, size: int = 2_000_000) -> float:
+        """v with P[X <= v] >= F, smallest such (exact for discrete populations up to sampling of a huge draw)."""
+        return float(np.quantile(self.draw(rng, (size,)), proportion, method="inverted_cdf"))
+
+
+def populations(ferret: np.ndarray | None = None) -> list[Population]:
+    pops = [
+        Population("normal", lambda rng, shape: rng.normal(100.0, 5.0, shape)),
+        Population("log-normal", lambda rng, shape: 100.0 * rng.lognormal(0.0, 0.3, shape)),
+        Population("bimodal", lambda rng, shape: np.where(rng.random(shape) < 0.6, rng.normal(100.0, 2.0, shape),
+                                                          rng.normal(112.0, 2.0, shape))),
+        Population("heavy-tailed", lambda rng, shape: 100.0 * np.exp(0.05 * rng.standard_t(3, shape))),
+        Population("discrete-ties", lambda rng, shape: 100.0 + rng.poisson(2.0, shape)),
+    ]
+    if ferret is not None:
+        values = np.asarray(ferret, dtype=float)
+        pops.append(Population("ferret", lambda rng, shape: rng.choice(values, shape)))
+    return pops
+
+
+@dataclass(frozen=True)
+class IntervalCheck:
+    population: str
+    method: str
+    error: float
+    mean_relative_width: float
+    failures: int
+    trials: int
+
+
+@dataclass(frozen=True)
+class TestCheck:
+    population: str
+    test: str
+    rejection_rate: float
+    trials: int
+
+
+def _width(low: np.ndarray, high: np.ndarray, truth: float) -> float:
+    finite = np.isfinite(low) & np.isfinite(high)
+    return float(np.mean((high[finite] - low[finite]) / abs(truth))) if finite.any() else math.nan
+
+
+def spa_interval_check(pop: Population, proportion: float, confidence: float, n: int, trials: int,
+                       rng: np.random.Generator, per_bound: bool = False) -> IntervalCheck:
+    """Error of ``spa.value_interval`` (unbounded sides count as covering, as the interval then says so)."""
+    truth = pop.quantile(proportion, rng)
+    samples = np.sort(pop.draw(rng, (trials, n)), axis=1)
+    template = spa.value_interval(samples[0], proportion, confidence, per_bound=per_bound)
+    bound_conf = template.bound_confidence
+    low_rank, high_rank = spa._bound_ranks(n, proportion, bound_conf)
+    low = samples[:, low_rank - 1] if low_rank else np.full(trials, -np.inf)
+    high = samples[:, high_rank - 1] if high_rank else np.full(trials, np.inf)
+    missed = (truth < low) | (truth > high)
+    label = f"SPA v{proportion:g}" + (" (per-bound C, as the paper)" if per_bound else "")
+    return IntervalCheck(pop.name, label, float(missed.mean()), _width(low, high, truth), int(missed.sum()), trials)
+
+
+def bca_interval_check(pop: Population, proportion: float, confidence: float, n: int, trials: int,
+                       rng: np.random.Generator) -> IntervalCheck:
+    """BCa bootstrap interval of the quantile; a trial where BCa cannot produce one counts as a failure."""
+    truth = pop.quantile(proportion, rng)
+    missed = 0
+    lows, highs = [], []
+    for _ in range(trials):
+        sample = pop.draw(rng, (n,))
+        try:
+            result = stats.bootstrap((sample,), lambda s, axis: np.quantile(s, proportion, axis=axis),
+                                     confidence_level=confidence, method="BCa", n_resamples=999, rng=rng)
+            low, high = result.confidence_interval
+        except Exception:  # noqa: BLE001 - scipy raises or warns on degenerate resamples; that is a failure here
+            low = high = math.nan
+        if not (np.isfinite(low) and np.isfinite(high)) or not low <= truth <= high:
+            missed += 1
+        lows.append(low)
+        highs.append(high)
+    return IntervalCheck(pop.name, f"BCa bootstrap v{proportion:g}", missed / trials,
+                         _width(np.asarray(lows), np.asarray(highs), truth), missed, trials)
+
+
+def zscore_interval_check(pop: Population, proportion: float, confidence: float, n: int, trials: int,
+                          rng: np.random.Generator) -> IntervalCheck:
+    """Normal-theory interval of the quantile: mean + z_F s, half-width z s sqrt(1/n + z_F^2/(2n))."""
+    truth = pop.quantile(proportion, rng)
+    samples = pop.draw(rng, (trials, n))
+    mean, sd = samples.mean(axis=1), samples.std(axis=1, ddof=1)
+    z_f = stats.norm.ppf(proportion)
+    z = stats.norm.ppf((1 + confidence) / 2)
+    centre = mean + z_f * sd
+    half = z * sd * np.sqrt(1 / n + z_f**2 / (2 * n))
+    low, high = centre - half, centre + half
+    missed = (truth < low) | (truth > high)
+    return IntervalCheck(pop.name, f"z-score v{proportion:g}", float(missed.mean()), _width(low, high, truth),
+                         int(missed.sum()), trials)
+
+
+def ratio_interval_check(pop: Population, confidence: float, n: int, trials: int, rng: np.random.Generator,
+                         scale: float = 1.1) -> IntervalCheck:
+    """Hodges-Lehmann ratio interval (compare's A/B [CI]) with B = A's population scaled by ``scale``:
+    the true ratio is 1/scale."""
+    truth = 1 / scale
+    missed = 0
+    lows, highs = [], []
+    for _ in range(trials):
+        x = np.log(pop.draw(rng, (n,)))
+        y = np.log(scale * pop.draw(rng, (n,)))
+        est = hodges_lehmann_shift(x, y, confidence)
+        low = math.exp(est.low) if est.low is not None else 0.0
+        high = math.exp(est.high) if est.high is not None else math.inf
+        missed += not low * (1 - 1e-9) <= truth <= high * (1 + 1e-9)  # exp(log) round-off is not a miss
+        lows.append(low)
+        highs.append(high)
+    return IntervalCheck(pop.name, "A/B ratio (Hodges-Lehmann)", missed / trials,
+                         _width(np.asarray(lows), np.asarray(highs), truth), missed, trials)
+
+
+def type_one_checks(pop: Population, alpha: float, delta: float, n: int, trials: int,
+                    rng: np.random.Generator) -> list[TestCheck]:
+    """Rejection rates where each null holds: difference tests with A and B from one population; each
+    equivalence one-sided test at its boundary ratio (B scaled so that A/B = 1 + delta, or 1 - delta)."""
+    counts = {"SPARC difference": 0, "SPARC equivalence, upper (A/B = 1+delta)": 0,
+              "SPARC equivalence, lower (A/B = 1-delta)": 0, "Speedup-Test median protocol": 0,
+              "Speedup-Test mean protocol": 0}
+    for _ in range(trials):
+        x, y = pop.draw(rng, (n,)), pop.draw(rng, (n,))
+        counts["SPARC difference"] += mann_whitney(x, y, "two-sided").pvalue <= alpha
+        y_upper = pop.draw(rng, (n,)) / (1 + delta)
+        counts["SPARC equivalence, upper (A/B = 1+delta)"] += mann_whitney(x, (1 + delta) * y_upper,
+                                                                            "less").pvalue <= alpha
+        y_lower = pop.draw(rng, (n,)) / (1 - delta)
+        counts["SPARC equivalence, lower (A/B = 1-delta)"] += mann_whitney(x, (1 - delta) * y_lower,
+                                                                            "greater").pvalue <= alpha
+        # both directions, each at alpha/2, as perfctl compare runs them
+        median_hits = (median_test(x, y, alpha / 2).verdict.value == "speedup"
+                       or median_test(y, x, alpha / 2).verdict.value == "speedup")
+        mean_hits = (mean_test(x, y, alpha / 2).verdict.value == "speedup"
+                     or mean_test(y, x, alpha / 2).verdict.value == "speedup")
+        counts["Speedup-Test median protocol"] += median_hits
+        counts["Speedup-Test mean protocol"] += mean_hits
+    return [TestCheck(pop.name, name, hits / trials, trials) for name, hits in counts.items()]
+
+
+def tolerance(level: float, trials: int, sigmas: float = 3.0) -> float:
+    """Monte Carlo tolerance: an error rate may exceed ``level`` by this much before it counts as a breach."""
+    return sigmas * math.sqrt(level * (1 - level) / trials)
