@@ -55,8 +55,7 @@ class ProtocolOutcome:
     verdict: str
     pvalue: float | None
     adjusted: float | None
-    faster: MeanTestResult | MedianTestResult
-    slower: MeanTestResult | MedianTestResult
+    result: MeanTestResult | MedianTestResult
     reason: str | None = None
 
 
@@ -120,21 +119,20 @@ class Comparison:
 
 
 def _both_ways(test, x, y, alpha: float):
-    """Run a one-sided Speedup-Test protocol for a speedup (A > B) and for a slowdown, each at alpha/2."""
-    faster = test(x, y, alpha / 2)
-    slower = test(y, x, alpha / 2)
-    if faster.verdict is Verdict.CANNOT_CONCLUDE:
-        return faster, slower, None, faster.reason
-    pvalue = min(1.0, 2 * min(faster.pvalue, slower.pvalue))
-    return faster, slower, pvalue, None
+    """A one-sided Speedup-Test protocol asked for a speedup (A > B) and for a slowdown, each at alpha/2:
+    one run of the protocol gives both one-sided p-values. Returns (result, two-way p, reason)."""
+    result = test(x, y, alpha / 2)
+    if result.verdict is Verdict.CANNOT_CONCLUDE:
+        return result, None, result.reason
+    return result, min(1.0, 2 * min(result.pvalue, result.pvalue_reverse)), None
 
 
-def _decide(faster, slower, adjusted: float | None, alpha: float, reason: str | None) -> str:
+def _decide(result, adjusted: float | None, alpha: float, reason: str | None) -> str:
     if reason is not None or adjusted is None:
         return CANNOT_CONCLUDE
     if adjusted > alpha:
         return NOT_SIGNIFICANT
-    return FASTER if faster.pvalue <= slower.pvalue else SLOWER
+    return FASTER if result.pvalue <= result.pvalue_reverse else SLOWER
 
 
 def _cannot(name: str, metric: str, x: np.ndarray, y: np.ndarray, reason: str, notes) -> BenchmarkComparison:
@@ -196,8 +194,8 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
         x, y = item["x"], item["y"]
         mean_parts = _both_ways(mean_test, x, y, p.alpha)
         median_parts = _both_ways(median_test, x, y, p.alpha)
-        mean_raw.append(mean_parts[2])
-        median_raw.append(median_parts[2])
+        mean_raw.append(mean_parts[1])
+        median_raw.append(median_parts[1])
         staged.append({**item, "sparc": next(decisions), "mean": mean_parts, "median": median_parts})
 
     mean_adjusted = _adjust_present(mean_raw, p.correction)
@@ -224,17 +222,17 @@ def _adjust_present(raw: list[float | None], method: str) -> list[float | None]:
 def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> BenchmarkComparison:
     x, y = item["x"], item["y"]
     warnings = list(item["notes"])
-    mean_faster, mean_slower, mean_p, mean_reason = item["mean"]
-    median_faster, median_slower, median_p, median_reason = item["median"]
-    mean = ProtocolOutcome(_decide(mean_faster, mean_slower, mean_adjusted, p.alpha, mean_reason), mean_p,
-                           mean_adjusted, mean_faster, mean_slower, mean_reason)
-    median = ProtocolOutcome(_decide(median_faster, median_slower, median_adjusted, p.alpha, median_reason),
-                             median_p, median_adjusted, median_faster, median_slower, median_reason)
+    mean_result, mean_p, mean_reason = item["mean"]
+    median_result, median_p, median_reason = item["median"]
+    mean = ProtocolOutcome(_decide(mean_result, mean_adjusted, p.alpha, mean_reason), mean_p, mean_adjusted,
+                           mean_result, mean_reason)
+    median = ProtocolOutcome(_decide(median_result, median_adjusted, p.alpha, median_reason), median_p,
+                             median_adjusted, median_result, median_reason)
     if mean_reason:
         warnings.append(f"mean protocol: {mean_reason}")
-    if median_faster.location_model_rejected:
+    if median_result.location_model_rejected:
         warnings.append("KS rejects the location-shift model: the rank tests' risk level is approximate")
-    if mean_faster.risk_approximate or mean_slower.risk_approximate:
+    if mean_result.risk_approximate:
         warnings.append("large samples not shown normal: the t-test's risk level is approximate")
     spa_a = spa.value_interval(x, p.proportion, p.confidence)
     spa_b = spa.value_interval(y, p.proportion, p.confidence)
@@ -247,7 +245,7 @@ def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> Benchm
     return BenchmarkComparison(
         item["name"], item["metric"], int(x.size), int(y.size), float(np.median(x)), float(np.median(y)),
         speedups=observed_speedups(x, y), sparc=item["sparc"], mean_protocol=mean, median_protocol=median,
-        p_a_greater_b=median_faster.p_x_greater_y, spa_a=spa_a, spa_b=spa_b, speedup_spa=speedup, pairing=pairing,
+        p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=spa_b, speedup_spa=speedup, pairing=pairing,
         warnings=tuple(warnings))
 
 

@@ -17,6 +17,7 @@ default; ``per_bound=True`` reproduces the paper's construction. bench/coverage.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -148,6 +149,7 @@ class ValueInterval:
     runs_needed: int
 
 
+@functools.lru_cache(maxsize=1024)
 def _bound_ranks(n: int, proportion: float, bound_confidence: float) -> tuple[int | None, int | None]:
     """1-based order-statistic ranks (k_low, k_high) of the bounds of the F-quantile, property "X <= t".
 

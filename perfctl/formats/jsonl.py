@@ -11,7 +11,9 @@ import json
 from collections.abc import Iterator
 from typing import IO
 
-from perfctl.model import Sample
+import orjson
+
+from perfctl.model import OUTCOMES, SCHEMA_VERSION, Sample
 
 
 class SampleFileError(ValueError):
@@ -58,40 +60,52 @@ def read(path: str) -> Iterator[dict | Sample]:
 
 def read_dataset(path: str):
     """perfctl JSON Lines as a Dataset: measured runs that ended ok, one value per reading label, plus
-    wall-time; warmups and failed runs are left out and counted in the notes."""
+    wall-time; warmups and failed runs are left out and counted in the notes.
+
+    Reads the JSON objects directly (orjson) rather than through Sample.from_dict: building 100,000 frozen
+    dataclasses took longer than the whole comparison (bench/compare_speed.py). The fields used are
+    checked here, with the file and line in the message.
+    """
     from perfctl.formats import WALL_TIME, Dataset, DatasetError
 
     dataset = Dataset(path, "perfctl")
     excluded: dict[str, dict[str, int]] = {}
     executables: dict[str, set[str]] = {}
     try:
-        records = list(read(path))
-    except SampleFileError as err:
-        raise DatasetError(str(err)) from None
-    for record in records:
-        if isinstance(record, dict):
-            dataset.machine = dataset.machine or record
-            continue
-        name = record.benchmark.name
-        executables.setdefault(name, set()).add(record.benchmark.executable_sha256)
-        if record.warmup or record.outcome != "ok":
-            reason = "warmup" if record.warmup else record.outcome
-            counts = excluded.setdefault(name, {})
-            counts[reason] = counts.get(reason, 0) + 1
-            continue
-        bench = dataset.benchmark(name)
-        bench.add(WALL_TIME, record.wall_ns, "ns", "perfctl")
-        for reading in record.readings:
-            label = reading.label
-            if reading.status == "ok":
-                bench.add(label, reading.value, reading.unit, reading.backend)
-            elif reading.status == "multiplexed" and reading.scaled is not None:
-                bench.add(label, reading.scaled, reading.unit, reading.backend)
-                bench.note(label, "multiplexed counter: scaled estimates in some runs")
-            elif reading.status == "unsupported":
-                bench.note(label, f"unsupported: {reading.reason}")
-            else:
-                bench.note(label, f"counter error in some runs: {reading.reason}")
+        stream = open(path, "rb")
+    except OSError as err:
+        raise DatasetError(f"{path}: {err.strerror}") from None
+    with stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+                kind = record.get("type")
+                if kind == "machine":
+                    dataset.machine = dataset.machine or record
+                    continue
+                if kind != "sample":
+                    raise ValueError(f"unknown record type {kind!r}")
+                if record.get("schema_version") != SCHEMA_VERSION:
+                    raise ValueError(f"unsupported schema_version {record.get('schema_version')!r}")
+                bench_info = record["benchmark"]
+                name = str(bench_info["name"])
+                executables.setdefault(name, set()).add(bench_info.get("executable_sha256"))
+                outcome = record["outcome"]
+                if outcome not in OUTCOMES:
+                    raise ValueError(f"unknown outcome {outcome!r}")
+                if record["warmup"] or outcome != "ok":
+                    reason = "warmup" if record["warmup"] else outcome
+                    counts = excluded.setdefault(name, {})
+                    counts[reason] = counts.get(reason, 0) + 1
+                    continue
+                bench = dataset.benchmark(name)
+                bench.add(WALL_TIME, _number(record["wall_ns"]), "ns", "perfctl")
+                for reading in record["readings"]:
+                    _add_reading(bench, reading)
+            except (ValueError, TypeError, KeyError, AttributeError, orjson.JSONDecodeError) as err:
+                raise DatasetError(f"{path}:{number}: not a perfctl sample line: {err}") from None
     for name, counts in excluded.items():
         left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
         dataset.notes.append(f"{name}: left out {left_out} runs")
@@ -103,3 +117,29 @@ def read_dataset(path: str):
             if len(backends) > 1:
                 bench.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
     return dataset
+
+
+_SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
+
+
+def _number(value) -> float:
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"non-finite value {value!r}")
+    return number
+
+
+def _add_reading(bench, reading: dict) -> None:
+    label = reading["event"] + _SCOPE_SUFFIX.get(reading.get("scope"), "")
+    status = reading["status"]
+    if status == "ok":
+        bench.add(label, _number(reading["value"]), reading.get("unit", "count"), reading.get("backend"))
+    elif status == "multiplexed" and reading.get("scaled") is not None:
+        bench.add(label, _number(reading["scaled"]), reading.get("unit", "count"), reading.get("backend"))
+        bench.note(label, "multiplexed counter: scaled estimates in some runs")
+    elif status == "unsupported":
+        bench.note(label, f"unsupported: {reading.get('reason')}")
+    elif status == "error":
+        bench.note(label, f"counter error in some runs: {reading.get('reason')}")
+    else:
+        raise ValueError(f"reading {label!r} has unknown status {status!r}")

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Time of `perfctl compare` on 1000 benchmarks x 50 runs per side (target: under 2 s, all tests included).
+
+Writes two perfctl JSON Lines files of synthetic runs (a mix of unchanged, faster and slower benchmarks),
+then times the whole command as a user runs it (start-up, reading, every test, rendering) and the analysis
+alone, and prints the per-benchmark cost.
+
+    python bench/compare_speed.py [--benchmarks 1000] [--runs 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from perfctl.analysis.compare import Parameters, compare
+from perfctl.formats import read_dataset
+from perfctl.pairing import pair
+
+
+def write(path: str, rng: np.random.Generator, benchmarks: int, runs: int, factors: np.ndarray) -> None:
+    with open(path, "w") as f:
+        f.write(json.dumps({"type": "machine", "machine_id": "bench"}) + "\n")
+        for b in range(benchmarks):
+            base = 1e6 * (1 + b % 17)
+            for run, value in enumerate(base * factors[b] * rng.lognormal(0, 0.02, runs)):
+                sample = {"type": "sample", "schema_version": 1, "uuid": f"{b}-{run}-{path[-7]}",
+                          "machine_id": "bench",
+                          "benchmark": {"name": f"bench{b:04d}", "argv": ["x"], "executable": "/x",
+                                        "executable_sha256": "0" * 64, "input_digest": "0" * 64},
+                          "run_index": run, "warmup": False, "start_time_ns": 0, "wall_ns": int(value),
+                          "outcome": "ok", "exit_status": 0, "signal": None,
+                          "environment": {"aslr_off": True, "env_bytes": 4096, "pinned_cpu": None, "user": "root",
+                                          "cwd": "/"},
+                          "readings": [{"event": "task-clock", "backend": "perf_event", "scope": "all",
+                                        "status": "ok", "unit": "ns", "value": int(value)}],
+                          "backends": ["perf_event"], "extra": {}}
+                f.write(json.dumps(sample) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmarks", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=50)
+    args = parser.parse_args()
+    rng = np.random.default_rng(7)
+    factors_b = rng.choice([1.0, 0.9, 1.1, 1.01], size=args.benchmarks)
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = os.path.join(tmp, "a.jsonl"), os.path.join(tmp, "b.jsonl")
+        write(a, rng, args.benchmarks, args.runs, np.ones(args.benchmarks))
+        write(b, rng, args.benchmarks, args.runs, factors_b)
+        start = time.perf_counter()
+        result = subprocess.run([sys.executable, "-m", "perfctl", "compare", a, b, "--format", "json"],
+                                capture_output=True, text=True)
+        whole = time.perf_counter() - start
+        if result.returncode not in (0, 3):
+            sys.exit(f"bench: compare failed: {result.stderr.strip()}")
+        paired = pair(read_dataset(a), read_dataset(b))
+        start = time.perf_counter()
+        comparison = compare(paired.a, paired.b, Parameters(), paired.notes)
+        analysis = time.perf_counter() - start
+    verdicts = {}
+    for row in comparison.benchmarks:
+        verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
+    print(f"{args.benchmarks} benchmarks x {args.runs} runs per side; verdicts: {verdicts}")
+    print(f"perfctl compare (whole command, JSON output): {whole:.2f} s  (target < 2 s)  "
+          f"{'PASS' if whole < 2 else 'FAIL'}")
+    print(f"analysis alone: {analysis:.2f} s, {analysis / args.benchmarks * 1e3:.2f} ms per benchmark")
+
+
+if __name__ == "__main__":
+    main()
