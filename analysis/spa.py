@@ -207,22 +207,26 @@ def threshold_search_interval(sample, proportion: float, confidence: float, gran
     """
     x = np.sort(np.asarray(sample, dtype=float))
     bound_confidence = confidence if per_bound else (1 + confidence) / 2
-    start = float(np.median(x))
+    start = float(np.quantile(x, proportion))  # SPA's initial estimate V0 of the value
 
     def assertion(threshold: float) -> Assertion | None:
         return smc_fixed(x <= threshold, proportion, bound_confidence).assertion
 
-    def scan(step: float, wanted: Assertion, stop: Callable[[float], bool]) -> float | None:
+    def boundary(wanted: Assertion, outward: float) -> float | None:
+        """The grid point closest to the undecided region where ``wanted`` still holds; ``outward`` is
+        the direction (+/- granularity) in which ``wanted`` keeps holding."""
         threshold = start
-        while not stop(threshold):
+        if assertion(threshold) is wanted:
+            while assertion(threshold - outward) is wanted:
+                threshold -= outward
+            return threshold
+        while x[0] - granularity <= threshold <= x[-1] + granularity:
+            threshold += outward
             if assertion(threshold) is wanted:
                 return threshold
-            threshold += step
         return None
 
-    high = scan(granularity, Assertion.POSITIVE, lambda t: t > x[-1] + granularity)
-    low = scan(-granularity, Assertion.NEGATIVE, lambda t: t < x[0] - granularity)
-    return low, high
+    return boundary(Assertion.NEGATIVE, -granularity), boundary(Assertion.POSITIVE, granularity)
 
 
 def pair_runs(x, y, *, seed: int | None = 0, by_index: bool = False) -> tuple[np.ndarray, str]:

@@ -1,0 +1,222 @@
+"""The statistical methods against the numbers printed in their papers, against scipy, and on the ferret
+data (examples/data)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from perfctl.analysis import multiple, spa
+from perfctl.analysis.rank_tests import (hodges_lehmann_center, hodges_lehmann_shift, mann_whitney,
+                                         wilcoxon_signed_rank)
+from perfctl.analysis.sparc import Relevance, overall_test, relevance, sparc_suite, sparc_tests
+from perfctl.analysis.speedup_test import (Verdict, benchmarks_needed, mean_test, median_test, observed_speedups,
+                                           overall_speedup, proportion_interval)
+
+DATA = Path(__file__).resolve().parents[1] / "examples/data"
+SMALL_L2 = np.loadtxt(DATA / "ferret-l2_512kB-simticks.csv", delimiter=",")
+LARGE_L2 = np.loadtxt(DATA / "ferret-l2_3MB-simticks.csv", delimiter=",")
+
+
+# --- SPARC (001_b0b9677f55f20b9d.txt) ---
+
+def test_signed_rank_matches_sparc_table_iv():
+    ratios = 1.2 + np.arange(30) / 100  # 30 pairs, every ratio above 1
+    two_sided = wilcoxon_signed_rank(ratios - 1)
+    assert two_sided.zstatistic == pytest.approx(4.772, abs=5e-4)
+    assert two_sided.pvalue == pytest.approx(1.825e-6, rel=1e-3)
+    one_sided = wilcoxon_signed_rank(ratios - 1, "greater")
+    assert one_sided.pvalue == pytest.approx(9.127e-7, rel=1e-3)
+
+
+def test_overall_test_matches_sparc_table_viii():
+    ariane = [0.491, 1.0, 0.285, 1.0, 1.0, 1.0, 1.0, 1.0]
+    verdicts = [Relevance.RELEVANT, Relevance.TRIVIAL, Relevance.RELEVANT] + [Relevance.TRIVIAL] * 5
+    result = overall_test(ariane, verdicts, 0.10)
+    assert (result.pvalue, result.rejected, result.benchmarks_used, result.set_aside) == (0.5, False, 2, 6)
+    shakti = overall_test([0.432] + [1.0] * 7, [Relevance.RELEVANT] + [Relevance.TRIVIAL] * 7, 0.10)
+    assert shakti.pvalue == 1.0 and not shakti.rejected
+
+
+def test_table_i_relevance():
+    assert relevance(True, True) is Relevance.TRIVIAL
+    assert relevance(True, False) is Relevance.RELEVANT
+    assert relevance(False, True) is Relevance.EQUIVALENCE
+    assert relevance(False, False) is Relevance.INDETERMINATE
+
+
+def test_sparc_verdicts_on_known_situations():
+    rng = np.random.default_rng(5)
+    base = rng.lognormal(np.log(100), 0.01, 40)
+
+    def verdict(x, y, **kw):
+        suite = sparc_suite([sparc_tests(x, y, **kw)], ["t"])
+        return suite.decisions[0].relevance
+
+    assert verdict(base, rng.lognormal(np.log(100), 0.01, 40)) is Relevance.EQUIVALENCE
+    assert verdict(base, rng.lognormal(np.log(80), 0.01, 40)) is Relevance.RELEVANT
+    assert verdict(base, rng.lognormal(np.log(98), 0.002, 40)) is Relevance.TRIVIAL
+    assert verdict(base[:4], rng.lognormal(np.log(103), 0.05, 4)) is Relevance.INDETERMINATE
+    paired = verdict(base, base / 1.5, paired=True)
+    assert paired is Relevance.RELEVANT
+
+
+def test_ratio_estimate_is_the_scale_between_samples():
+    rng = np.random.default_rng(6)
+    x = rng.lognormal(np.log(100), 0.05, 30)
+    tests = sparc_tests(x, x / 1.25)
+    assert tests.ratio == pytest.approx(1.25, rel=1e-9)
+    assert tests.ratio_low < 1.25 < tests.ratio_high or tests.ratio_low == pytest.approx(1.25)
+
+
+def test_rank_tests_agree_with_scipy():
+    rng = np.random.default_rng(7)
+    for n, m in ((8, 11), (15, 12), (40, 33)):
+        x, y = rng.normal(0, 1, n), rng.normal(0.4, 1, m)
+        for alternative in ("two-sided", "less", "greater"):
+            method = "exact" if max(n, m) <= 20 else "asymptotic"
+            assert mann_whitney(x, y, alternative).pvalue == pytest.approx(
+                stats.mannwhitneyu(x, y, alternative=alternative, method=method).pvalue, rel=1e-9)
+    for n in (9, 18, 45):
+        d = rng.normal(0.3, 1, n)
+        for alternative in ("two-sided", "less", "greater"):
+            method = "exact" if n <= 25 else "approx"
+            kwargs = {"correction": True} if method == "approx" else {}
+            assert wilcoxon_signed_rank(d, alternative).pvalue == pytest.approx(
+                stats.wilcoxon(d, alternative=alternative, method=method, **kwargs).pvalue, rel=1e-9)
+
+
+def test_hodges_lehmann_estimates():
+    x = np.array([1.0, 2.0, 4.0])
+    y = np.array([0.5, 1.5])
+    assert hodges_lehmann_shift(x, y).estimate == np.median((x[:, None] - y[None, :]).ravel())
+    d = np.array([1.0, 3.0, 8.0])
+    walsh = [1, 3, 8, 2, 4.5, 5.5]
+    assert hodges_lehmann_center(d).estimate == np.median(walsh)
+    assert hodges_lehmann_center(d, 0.95).low is None  # 3 values cannot bound a 95% interval
+
+
+# --- Speedup-Test (004_90ddb49e43171cfa.txt) ---
+
+def test_prop_test_examples():
+    r = proportion_interval(17, 30, 0.90)
+    assert (round(r.low, 7), round(r.high, 7)) == (0.4027157, 0.7184049)
+    assert not any("<= 5" in w for w in r.warnings)  # a - a^2/b = 7.37 > 5
+    half = proportion_interval(17, 30, 0.50)
+    # The paper prints [49.84%, 64.23%]; R's prop.test gives 0.4884 for the lower bound (the upper matches):
+    # the printed 49.84 is a transposition of 48.84.
+    assert half.high == pytest.approx(0.6423, abs=1e-4) and half.low == pytest.approx(0.4884, abs=1e-4)
+    exact = proportion_interval(17, 30, 0.90, "clopper-pearson")
+    assert exact.low == pytest.approx(stats.binomtest(17, 30).proportion_ci(0.90, "exact").low)
+    assert any("<= 5" in w for w in proportion_interval(2, 30).warnings)
+
+
+def test_benchmarks_needed_example():
+    assert benchmarks_needed(17 / 30, 0.05, 0.95) == 378
+
+
+def test_overall_speedup_and_gain():
+    xs = [np.array([10.0, 10.0]), np.array([30.0, 30.0])]
+    ys = [np.array([5.0, 5.0]), np.array([15.0, 15.0])]
+    result = overall_speedup(xs, ys)
+    assert (result.speedup, result.gain) == (2.0, 0.5)
+    weighted = overall_speedup(xs, [np.array([10.0]), np.array([15.0])], weights=[1, 0])
+    assert weighted.speedup == 1.0
+
+
+def test_protocols_on_the_ferret_data():
+    speedups = observed_speedups(SMALL_L2, LARGE_L2)
+    assert speedups.median == pytest.approx(np.median(SMALL_L2) / np.median(LARGE_L2))
+    mean = mean_test(SMALL_L2, LARGE_L2, 0.05)
+    assert mean.verdict is Verdict.SPEEDUP and mean.test == "welch"  # the F-test rejects equal variances
+    median = median_test(SMALL_L2, LARGE_L2, 0.05)
+    assert median.verdict is Verdict.SPEEDUP and median.p_x_greater_y == pytest.approx(0.7544, abs=1e-4)
+    assert median.location_model_rejected  # the KS test flags the bimodal small-L2 runs
+    assert median_test(LARGE_L2, SMALL_L2, 0.05).verdict is Verdict.NOT_SIGNIFICANT
+
+
+def test_mean_protocol_cannot_conclude_on_small_non_normal_samples():
+    skewed = np.concatenate([np.full(10, 100.0), [150.0, 400.0]]) + np.arange(12) * 1e-3
+    result = mean_test(skewed, skewed * 0.9, 0.05)
+    assert result.verdict is Verdict.CANNOT_CONCLUDE and "not shown normal" in result.reason
+
+
+# --- SPA (000_458b5c1aa5ac6831.txt) ---
+
+def test_minimal_samples_eq_6_to_8():
+    result = spa.minimal_samples(0.9, 0.9)
+    assert (result.positive, result.negative, result.required) == (22, 1, 22)
+
+
+def test_clopper_pearson_confidence_is_a_binomial_tail():
+    for successes in range(0, 23):
+        assertion, confidence = spa.clopper_pearson_confidence(successes, 22, 0.7)
+        if successes / 22 >= 0.7:
+            assert assertion is spa.Assertion.POSITIVE
+            assert confidence == pytest.approx(stats.binom.cdf(successes - 1, 22, 0.7))
+        else:
+            assert assertion is spa.Assertion.NEGATIVE
+            assert confidence == pytest.approx(stats.binom.sf(successes, 22, 0.7))
+
+
+def test_algorithm_1_stops_once_confident_and_algorithm_2_may_answer_none():
+    result = spa.smc_sequential(iter([True] * 100), 0.9, 0.9)
+    assert result.assertion is spa.Assertion.POSITIVE and result.trials == 22
+    assert spa.smc_fixed([True] * 21, 0.9, 0.9).assertion is None
+    assert spa.smc_fixed([True] * 22, 0.9, 0.9).assertion is spa.Assertion.POSITIVE
+    ran_out = spa.smc_sequential(iter([True, False] * 3), 0.5, 0.99)
+    assert ran_out.assertion is None and ran_out.trials == 6
+
+
+@pytest.mark.parametrize("proportion", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("per_bound", [False, True])
+def test_exact_interval_agrees_with_the_threshold_search(proportion, per_bound):
+    rng = np.random.default_rng(8)
+    for sample in (SMALL_L2 / 1e9, rng.lognormal(0, 0.2, 40), np.round(rng.normal(50, 2, 60))):
+        exact = spa.value_interval(sample, proportion, 0.9, per_bound=per_bound)
+        granularity = 1e-3
+        low, high = spa.threshold_search_interval(sample, proportion, 0.9, granularity, per_bound=per_bound)
+        if exact.high is None:
+            assert high is None
+        else:
+            assert exact.high <= high < exact.high + granularity + 1e-9
+        if exact.low is None:
+            assert low is None
+        else:
+            assert exact.low - granularity - 1e-9 < low < exact.low
+
+
+def test_interval_needs_enough_runs_and_says_how_many():
+    interval = spa.value_interval(np.arange(1.0, 23.0), 0.9, 0.9)  # bounds at 0.95 each need 29 runs
+    assert interval.high is None and interval.runs_needed == 29
+    assert spa.value_interval(np.arange(1.0, 30.0), 0.9, 0.9).high is not None
+    papers = spa.value_interval(np.arange(1.0, 23.0), 0.9, 0.9, per_bound=True)
+    assert papers.high == 22.0  # the paper's construction: 22 runs suffice for C = F = 0.9 per bound
+
+
+def test_at_least_direction_is_the_mirrored_quantile():
+    sample = np.arange(1.0, 101.0)
+    at_most = spa.value_interval(sample, 0.1, 0.9)
+    at_least = spa.value_interval(sample, 0.9, 0.9, direction="at_least")
+    assert (at_most.low, at_most.high) == (at_least.low, at_least.high)
+
+
+def test_speedup_pairing_is_stated_and_seeded():
+    ratios_a, how = spa.pair_runs([2.0, 4.0, 6.0], [1.0, 2.0, 3.0], by_index=True)
+    assert list(ratios_a) == [2.0, 2.0, 2.0] and "by run index" in how
+    first, how_random = spa.pair_runs(SMALL_L2, LARGE_L2, seed=3)
+    again, _ = spa.pair_runs(SMALL_L2, LARGE_L2, seed=3)
+    assert np.array_equal(first, again) and "seed 3" in how_random
+
+
+# --- multiple testing ---
+
+def test_corrections():
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert np.allclose(multiple.holm(p), [0.03, 0.06, 0.06, 0.02])
+    assert np.allclose(multiple.bonferroni(p), [0.04, 0.16, 0.12, 0.02])
+    assert np.allclose(multiple.benjamini_hochberg(p), [0.02, 0.04, 0.04, 0.02])
+    assert np.allclose(multiple.bonferroni([0.001], family_size=34), [0.034])  # SPARC Eq. 2
+    with pytest.raises(ValueError, match="pvalues"):
+        multiple.holm([0.5, 1.5])
