@@ -1,0 +1,163 @@
+"""`perfctl compare` as users run it: on files written by perfctl, hyperfine, pyperf and perf stat, with its
+outputs, exit codes and every kind of bad input."""
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import perfctl
+
+
+def _hyperfine_file(path, commands):
+    path.write_text(json.dumps({"results": [{"command": c, "times": t, "exit_codes": [0] * len(t)}
+                                            for c, t in commands.items()]}))
+    return str(path)
+
+
+def _one_line(result):
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory, programs):
+    """Two real measurements with perfctl stat: pagetouch of 2000 pages twice (same work), and pagetouch of
+    4000 pages (twice the faults) under the same benchmark name."""
+    out = tmp_path_factory.mktemp("builds")
+    files = {}
+    for label, pages in (("a", 2000), ("b", 2000), ("c", 4000)):
+        path = out / f"{label}.jsonl"
+        result = perfctl("stat", "-r", "12", "--name", "pagetouch", "-e", "page-faults,task-clock", "-o",
+                         str(path), "--", str(programs / "pagetouch"), str(pages))
+        assert result.returncode == 0, result.stderr
+        files[label] = str(path)
+    return files
+
+
+def test_equal_work_is_equivalent_and_exits_0(builds):
+    result = perfctl("compare", builds["a"], builds["b"], "--metric", "page-faults")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "equivalence" in result.stdout and "metrics chosen with --metric" not in result.stdout
+    assert "ratio = A/B" in result.stdout and "holm" in result.stdout
+
+
+def test_relevant_slowdown_exits_3_and_json_says_so(builds):
+    result = perfctl("compare", builds["a"], builds["c"], "--metric", "page-faults", "--format", "json")
+    assert result.returncode == 3, result.stderr
+    document = json.loads(result.stdout)
+    row = document["benchmarks"][0]
+    assert row["verdict"] == "relevant difference" and row["median_protocol"] == "B slower"
+    assert 0.45 < row["ratio_a_over_b"] < 0.55  # B takes twice the faults
+    assert document["relevant_slowdowns"] == ["pagetouch"]
+    assert document["parameters"]["correction"] == "holm"
+
+
+def test_default_metric_is_stated(builds):
+    result = perfctl("compare", builds["a"], builds["b"], "--format", "json")
+    document = json.loads(result.stdout)
+    if document["metrics"] == ["task-clock"]:
+        assert "instructions, cycles not measured on both sides" in document["metric_choice"]
+    else:
+        assert document["metrics"] == ["instructions"]
+
+
+def test_csv_and_markdown(builds):
+    rows = list(csv.DictReader(io.StringIO(perfctl("compare", builds["a"], builds["c"], "--metric",
+                                                   "page-faults", "--format", "csv").stdout)))
+    assert rows[0]["benchmark"] == "pagetouch" and rows[0]["verdict"] == "relevant difference"
+    markdown = perfctl("compare", builds["a"], builds["c"], "--metric", "page-faults", "--format", "markdown").stdout
+    assert "| pagetouch | page-faults |" in markdown
+
+
+@pytest.mark.skipif(shutil.which("hyperfine") is None, reason="probe: hyperfine not on PATH")
+def test_real_hyperfine_exports(tmp_path):
+    for name, command in (("a", "/bin/true"), ("b", "/bin/sleep 0.02")):
+        subprocess.run(["hyperfine", "-N", "--runs", "10", "--export-json", str(tmp_path / f"{name}.json"), command],
+                       check=True, capture_output=True)
+    result = perfctl("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert result.returncode == 3, result.stdout + result.stderr  # sleeping 20 ms is a relevant slowdown
+    assert "one benchmark per file" in result.stdout and "wall-time" in result.stdout
+
+
+def test_real_pyperf_files(tmp_path):
+    for name in ("a", "b"):
+        subprocess.run([sys.executable, "-m", "pyperf", "command", "--quiet", "-p", "4", "-n", "3", "-w", "1",
+                        "--name", "true", "-o", str(tmp_path / f"{name}.json"), "--", "/bin/true"],
+                       check=True, capture_output=True)
+    result = perfctl("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "json")
+    assert result.returncode in (0, 3), result.stderr
+    document = json.loads(result.stdout)
+    assert document["format"] == "pyperf" and document["benchmarks"][0]["n_a"] == 4  # one sample per process
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="probe: perf(1) not on PATH (linux-perf)")
+def test_real_perf_stat_csv(tmp_path, programs):
+    for name, pages in (("old", 1000), ("new", 3000)):
+        for _ in range(6):
+            subprocess.run(["perf", "stat", "-x,", "-o", str(tmp_path / f"{name}.csv"), "--append", "-e",
+                            "page-faults", "--", str(programs / "pagetouch"), str(pages)], check=True)
+    result = perfctl("compare", str(tmp_path / "old.csv"), str(tmp_path / "new.csv"), "--metric", "page-faults")
+    assert result.returncode == 3 and "'old' (A) with 'new' (B)" in result.stdout, result.stdout + result.stderr
+
+
+def test_benchmarks_on_one_side_are_listed(tmp_path):
+    a = _hyperfine_file(tmp_path / "a.json", {"x": [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], "only-a": [1.0, 1.0]})
+    b = _hyperfine_file(tmp_path / "b.json", {"x": [1.0, 1.1, 0.9, 1.0, 1.05, 0.95], "only-b": [2.0, 2.0]})
+    result = perfctl("compare", a, b, "--format", "json")
+    document = json.loads(result.stdout)
+    assert document["only_a"] == ["only-a"] and document["only_b"] == ["only-b"]
+
+
+@pytest.mark.parametrize("values, reason", [
+    ([1.0], "one run on a side"),
+    ([0.0, 0.0, 0.0], "values <= 0"),
+    ([-1.0, -2.0, -3.0], "values <= 0"),
+])
+def test_cannot_conclude_cases_exit_4_with_the_reason(tmp_path, values, reason):
+    a = _hyperfine_file(tmp_path / "a.json", {"x": values})
+    b = _hyperfine_file(tmp_path / "b.json", {"x": values})
+    result = perfctl("compare", a, b)
+    assert result.returncode == 4 and "cannot conclude" in result.stdout and reason in result.stdout
+
+
+def test_all_values_equal_is_equivalence(tmp_path):
+    a = _hyperfine_file(tmp_path / "a.json", {"x": [2.0] * 12})
+    b = _hyperfine_file(tmp_path / "b.json", {"x": [2.0] * 12})
+    result = perfctl("compare", a, b, "--format", "json")
+    assert result.returncode == 0 and json.loads(result.stdout)["benchmarks"][0]["verdict"] == "equivalence"
+
+
+def test_bad_files_and_options(tmp_path, builds):
+    good = _hyperfine_file(tmp_path / "good.json", {"x": [1.0, 1.1, 1.2]})
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"results": [{"command": "x", "times": [1.0, NaN]}]}')
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("hello world\n")
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_text(open(builds["a"]).read()[:-30])
+    other = _hyperfine_file(tmp_path / "other.json", {"y": [1.0, 1.1]})
+    other2 = _hyperfine_file(tmp_path / "other2.json", {"y": [1.0, 1.1], "z": [1.0, 2.0]})
+    cases = [
+        ((str(tmp_path / "missing.json"), good), "No such file"),
+        ((str(empty), good), "empty file"),
+        ((str(nan), good), "non-finite"),
+        ((str(garbage), good), "unknown format"),
+        ((str(truncated), builds["b"]), "not a perfctl sample line"),
+        ((builds["a"], good), "compare files written by the same tool"),
+        ((good, str(other2)), "no benchmark in common"),
+        ((good, other, "--metric", "cycles"), "not measured on both sides"),
+        ((good, other, "--alpha", "1.5"), "between 0 and 1"),
+        ((good, other, "--input-format", "yaml"), "invalid choice"),
+    ]
+    for args, message in cases:
+        result = perfctl("compare", *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert message in _one_line(result), (args, result.stderr)
