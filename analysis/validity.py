@@ -13,6 +13,7 @@ their empirical distribution). All are positive so that speed ratios are defined
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -98,8 +99,10 @@ def bca_interval_check(pop: Population, proportion: float, confidence: float, n:
     for _ in range(trials):
         sample = pop.draw(rng, (n,))
         try:
-            result = stats.bootstrap((sample,), lambda s, axis: np.quantile(s, proportion, axis=axis),
-                                     confidence_level=confidence, method="BCa", n_resamples=999, rng=rng)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # degenerate resamples: counted as failures below
+                result = stats.bootstrap((sample,), lambda s, axis: np.quantile(s, proportion, axis=axis),
+                                         confidence_level=confidence, method="BCa", n_resamples=999, rng=rng)
             low, high = result.confidence_interval
         except Exception:  # noqa: BLE001 - scipy raises or warns on degenerate resamples; that is a failure here
             low = high = math.nan

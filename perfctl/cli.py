@@ -161,7 +161,7 @@ def _compare(args) -> int:
                             precision=args.precision, seed=args.seed)
     result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
     context = {"a": args.a, "b": args.b, "format": a.format, "metrics": paired.metrics,
-               "metric_choice": paired.metric_choice, "renamed": paired.renamed}
+               "metric_choice": paired.metric_choice, "renamed": paired.renamed, "units": paired.units}
     if args.format == "json":
         print(compare_report.to_json(result, context))
     elif args.format == "csv":

@@ -50,8 +50,11 @@ def rows(comparison: Comparison) -> list[dict]:
 def statement(comparison: Comparison, context: dict) -> list[str]:
     """The lines that say what was compared and how: shown above every table, and in the JSON."""
     p = comparison.parameters
+    units = context.get("units") or {}
+    unit_text = ", ".join(f"{m} in {units[m]}" for m in context["metrics"] if units.get(m))
     lines = [f"A = {context['a']}  B = {context['b']}  ({context['format']})",
-             f"metric: {context['metric_choice']}; ratio = A/B, above 1 means B is faster (lower {', '.join(context['metrics'])} is better)",
+             f"metric: {context['metric_choice']}{f' ({unit_text})' if unit_text else ''}; ratio = A/B, above 1 "
+             f"means B is faster (lower {', '.join(context['metrics'])} is better)",
              f"alpha {p.alpha} ({p.correction} over all tests of the comparison), confidence {p.confidence}, "
              f"equivalence margin [{1 - p.margin:g}, {1 + p.margin:g}], SPA proportion {p.proportion}, "
              f"{'paired (runs matched by index)' if p.paired else 'unpaired runs'}"]

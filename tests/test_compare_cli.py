@@ -161,3 +161,11 @@ def test_bad_files_and_options(tmp_path, builds):
         result = perfctl("compare", *args)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert message in _one_line(result), (args, result.stderr)
+
+
+def test_readmes_main_job_compares_two_builds():
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    result = subprocess.run([str(root / "examples/compare-builds.sh")], capture_output=True, text=True, timeout=300,
+                            env={**__import__("os").environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stdout + result.stderr  # -O2 is not slower than -O0
+    assert "relevant difference" in result.stdout and "B faster" in result.stdout
