@@ -165,7 +165,9 @@ def test_bad_files_and_options(tmp_path, builds):
 
 def test_readmes_main_job_compares_two_builds():
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
-    result = subprocess.run([str(root / "examples/compare-builds.sh")], capture_output=True, text=True, timeout=300,
-                            env={**__import__("os").environ, "COLUMNS": "200"})
+    result = subprocess.run([str(root / "examples/compare-builds.sh"), "--format", "json"], capture_output=True,
+                            text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr  # -O2 is not slower than -O0
-    assert "relevant difference" in result.stdout and "B faster" in result.stdout
+    row = json.loads(result.stdout)["benchmarks"][0]
+    assert (row["verdict"], row["median_protocol"]) == ("relevant difference", "B faster")
+    assert row["ratio_a_over_b"] > 1.5
