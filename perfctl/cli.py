@@ -46,24 +46,23 @@ def _int_at_least(minimum: int):
 _positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text}")
-    return value
+def _float_between(low: float, high: float, what: str, rule: str):
+    """An argparse type: a float strictly between low and high."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {what}: {text!r}") from None
+        if not low < value < high:
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value < 1e7:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+_probability = _float_between(0, 1, "number", "strictly between 0 and 1")
+_seconds = _float_between(0, 1e7, "number of seconds", "a positive number of seconds")
 
 
 def build_parser() -> argparse.ArgumentParser:
