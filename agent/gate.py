@@ -14,10 +14,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 
 SH_GATE_SCRIPT = 'read _ || exit 125; exec "$@" </dev/null'
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate.c")
-CFLAGS = ("-O2", "-static", "-nostdlib", "-fno-stack-protector", "-fno-asynchronous-unwind-tables")
+CFLAGS = ("-O2", "-static", "-nostdlib", "-ffreestanding", "-fno-builtin", "-fno-stack-protector",
+          "-fno-asynchronous-unwind-tables")
 
 
 def _cache_dir() -> str:
@@ -32,14 +34,37 @@ def _trusted(path: str) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
+@dataclass(frozen=True)
+class Gate:
+    """``prefix`` gates a command (its argv follows). The static gate also drops privileges and changes
+    directory itself (``static``: options -u -g -G -C before ``--``), so benchmarks always start with
+    posix_spawn; the sh gate leaves that to subprocess, which forks."""
+
+    prefix: tuple[str, ...]
+    description: str
+    static: bool
+
+
 def sh_gate() -> tuple[str, ...]:
     return (shutil.which("sh") or "/bin/sh", "-c", SH_GATE_SCRIPT, "perfctl-gate")
 
 
-@functools.lru_cache(maxsize=1)
 def gate_command() -> tuple[tuple[str, ...], str]:
-    """(argv prefix that gates a command, how it was obtained); the command's argv follows the prefix."""
-    fallback = sh_gate()
+    """(argv prefix that gates a command, how it was obtained)."""
+    gate = find_gate()
+    return gate.prefix, gate.description
+
+
+@functools.lru_cache(maxsize=1)
+def find_gate() -> Gate:
+    built, how = _build()
+    if built is None:
+        return Gate(sh_gate(), how, False)
+    return Gate((built,), how, True)
+
+
+def _build() -> tuple[str | None, str]:
+    fallback = None
     try:
         with open(SOURCE, "rb") as f:
             digest = hashlib.sha256(f.read() + " ".join(CFLAGS).encode()).hexdigest()[:16]
@@ -49,7 +74,7 @@ def gate_command() -> tuple[tuple[str, ...], str]:
     binary = os.path.join(directory, f"gate-{digest}")
     if os.path.exists(binary):
         if _trusted(binary) and _trusted(directory):
-            return (binary,), f"static gate {binary}"
+            return binary, f"static gate {binary}"
         return fallback, f"sh gate ({binary} is not owned by us or is writable by others)"
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
@@ -67,4 +92,4 @@ def gate_command() -> tuple[tuple[str, ...], str]:
         os.replace(temporary, binary)
     except OSError as err:
         return fallback, f"sh gate (cannot build the static gate in {directory}: {err.strerror})"
-    return (binary,), f"static gate {binary} (built now)"
+    return binary, f"static gate {binary} (built now)"

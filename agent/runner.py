@@ -5,8 +5,8 @@ The benchmark is started through an exec gate (agent/gate.c, or ``sh -c 'read _ 
 (../shared/notes/counter-artifacts.md, section 4). The gate blocks in ``read`` while
 the backend attaches counters to its pid (``enable_on_exec`` makes them start at the benchmark's own exec)
 and pins it; a newline releases it. No ``os.fork()`` and no ``preexec_fn``: the gate is started with
-posix_spawn, or subprocess's C child code where a user switch or another directory is needed, so no Python
-runs between fork and exec and this is safe in a process that holds gRPC threads. If perfctl dies before
+posix_spawn and switches user and directory itself, so this is safe in a process that holds gRPC threads
+(only the sh fallback gate, used without a C compiler, needs subprocess's forking child for --user). If perfctl dies before
 releasing the gate, the gate's read sees EOF and the gate exits 125 without running anything unmeasured.
 
 ASLR is turned off for the benchmark only: personality(ADDR_NO_RANDOMIZE) is set on the spawning thread
@@ -173,9 +173,9 @@ def make_control(*, env_size: int | None = None, clean_env: bool = False, aslr_o
 class Runner:
     """Starts gated benchmark processes; owns the files they share (stderr capture, /dev/null)."""
 
-    def __init__(self, gate_prefix: tuple[str, ...] | None = None) -> None:
+    def __init__(self, gate_to_use: gate.Gate | None = None) -> None:
         self._stderr = tempfile.TemporaryFile(prefix="perfctl-stderr-")
-        self._gate = gate_prefix or gate.gate_command()[0]
+        self._gate = gate_to_use or gate.find_gate()
         self._persona = _Persona()
 
     def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None) -> "GatedProcess":
@@ -217,7 +217,7 @@ class _Persona:
 class GatedProcess:
     """One benchmark process, blocked in the gate until :meth:`release_and_wait`."""
 
-    def __init__(self, gate_prefix: tuple[str, ...], argv: list[str], control: RunControl, stderr_file,
+    def __init__(self, gate_to_use: gate.Gate, argv: list[str], control: RunControl, stderr_file,
                  persona: _Persona) -> None:
         self._control = control
         self._stderr_file = stderr_file
@@ -225,7 +225,7 @@ class GatedProcess:
         read_end, self._gate = os.pipe()
         persona.ensure(control.aslr_off)
         try:
-            self.pid, self._popen = _spawn([*gate_prefix, *argv], control, read_end, stderr_file)
+            self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file)
         except OSError as err:
             os.close(self._gate)
             raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
@@ -294,23 +294,35 @@ class GatedProcess:
             self._pidfd = -1
 
 
-def _spawn(argv: list[str], control: RunControl, stdin_fd: int, stderr_file) -> tuple[int, subprocess.Popen | None]:
-    """Start the gate: posix_spawn (vfork-based, the cheapest start) unless a user switch or another working
-    directory needs subprocess's child code. Neither path runs Python code between fork and exec."""
+def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
+           stderr_file) -> tuple[int, subprocess.Popen | None]:
+    """Start the gate with posix_spawn (vfork-based: no fork handlers, no Python in the child). The static
+    gate switches user and directory itself; only the sh fallback needs subprocess's forking child for
+    that, and says so in `perfctl info`."""
     stdout = None if control.show_output else subprocess.DEVNULL
-    if control.user is None and control.cwd == os.getcwd():
+    options: list[str] = []
+    if gate_to_use.static:
+        if control.user is not None:
+            entry = pwd.getpwnam(control.user)
+            groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
+            options += ["-u", str(entry.pw_uid), "-g", str(entry.pw_gid), "-G", ",".join(map(str, groups))]
+        if control.cwd != os.getcwd():
+            options += ["-C", control.cwd]
+        options.append("--")
+    command = [*gate_to_use.prefix, *options, *argv]
+    if gate_to_use.static or (control.user is None and control.cwd == os.getcwd()):
         actions = [(os.POSIX_SPAWN_DUP2, stdin_fd, 0)]
         if stdout is not None:
             actions.append((os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0))
         if stderr_file is not None:
             actions.append((os.POSIX_SPAWN_DUP2, stderr_file.fileno(), 2))
-        return os.posix_spawn(argv[0], argv, control.env_map, file_actions=actions, setsid=True), None
+        return os.posix_spawn(command[0], command, control.env_map, file_actions=actions, setsid=True), None
     user_args = {}
     if control.user is not None:
         entry = pwd.getpwnam(control.user)
         user_args = dict(user=entry.pw_uid, group=entry.pw_gid,
                          extra_groups=os.getgrouplist(entry.pw_name, entry.pw_gid))
-    popen = subprocess.Popen(argv, stdin=stdin_fd, stdout=stdout, stderr=stderr_file, env=control.env_map,
+    popen = subprocess.Popen(command, stdin=stdin_fd, stdout=stdout, stderr=stderr_file, env=control.env_map,
                              cwd=control.cwd, start_new_session=True, close_fds=True, **user_args)
     return popen.pid, popen
 

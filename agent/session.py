@@ -104,6 +104,24 @@ def _uuids() -> Iterator[str]:
             yield str(uuid.UUID(bytes=pool[offset:offset + 16], version=4))
 
 
+def environment_of(control: RunControl) -> Environment:
+    return Environment(aslr_off=control.aslr_off, env_bytes=control.env_bytes, pinned_cpu=control.pin_cpu,
+                       user=control.user_name, cwd=control.cwd)
+
+
+def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: Benchmark, control: RunControl,
+                 environment: Environment, *, run_index: int, warmup: bool, sample_uuid: str, machine_id: str,
+                 job_id: str | None = None) -> Sample:
+    """One controlled run of a resolved command, as a Sample."""
+    exit_, readings = backend.measure(runner, resolved, control)
+    return Sample(
+        uuid=sample_uuid, machine_id=machine_id, benchmark=bench, job_id=job_id, run_index=run_index,
+        warmup=warmup, start_time_ns=exit_.start_time_ns, wall_ns=exit_.wall_ns, outcome=exit_.outcome,
+        exit_status=exit_.exit_status, signal=exit_.signal, environment=environment, readings=tuple(readings),
+        backends=(backend.name,), stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None,
+        max_rss_kib=exit_.max_rss_kib)
+
+
 def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str) -> Iterator[Sample]:
     """Yield one Sample per run: ``plan.warmups`` flagged warmups, then ``plan.runs`` measured runs."""
     if plan.runs < 1:
@@ -111,15 +129,9 @@ def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str) -> Iterat
     if plan.warmups < 0:
         raise RunError(f"the number of warmup runs cannot be negative, got {plan.warmups}")
     resolved, bench = identify(plan.argv, plan.control, plan.name)
-    control = plan.control
-    environment = Environment(aslr_off=control.aslr_off, env_bytes=control.env_bytes, pinned_cpu=control.pin_cpu,
-                              user=control.user_name, cwd=control.cwd)
+    environment = environment_of(plan.control)
     uuids = _uuids()
     for index in range(plan.warmups + plan.runs):
-        exit_, readings = backend.measure(runner, resolved, control)
-        yield Sample(
-            uuid=next(uuids), machine_id=machine_id, benchmark=bench, job_id=plan.job_id,
-            run_index=index, warmup=index < plan.warmups, start_time_ns=exit_.start_time_ns,
-            wall_ns=exit_.wall_ns, outcome=exit_.outcome, exit_status=exit_.exit_status, signal=exit_.signal,
-            environment=environment, readings=tuple(readings), backends=(backend.name,),
-            stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None, max_rss_kib=exit_.max_rss_kib)
+        yield measure_once(backend, runner, resolved, bench, plan.control, environment, run_index=index,
+                           warmup=index < plan.warmups, sample_uuid=next(uuids), machine_id=machine_id,
+                           job_id=plan.job_id)

@@ -15,7 +15,6 @@ import sys
 from rich.console import Console
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 3, 4
 
 
 class UsageError(Exception):
@@ -119,6 +118,63 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the SPA speedup pairing")
     compare.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
 
+    def connection_options(command, server_help: str) -> None:
+        command.add_argument("--server", metavar="HOST:PORT", help=server_help)
+        command.add_argument("--token-file", metavar="FILE", help="file holding this client's or agent's token")
+        command.add_argument("--tls-ca", metavar="FILE", help="CA certificate that signed the server's certificate")
+        command.add_argument("--tls-cert", metavar="FILE", help="own certificate, for mutual TLS")
+        command.add_argument("--tls-key", metavar="FILE", help="own key, for mutual TLS")
+        command.add_argument("--insecure", action="store_true", help="allow plaintext to a non-loopback address")
+
+    compare.add_argument("--benchmark", action="append", metavar="NAME",
+                         help="with machine names: only these benchmarks")
+    connection_options(compare, "server holding the machines' samples (when A and B are machine names)")
+
+    server = sub.add_parser("server", help="run the fleet server (gRPC, storage, metrics)")
+    server.add_argument("--listen", default="127.0.0.1:7433", metavar="HOST:PORT")
+    server.add_argument("--data-dir", metavar="DIR", help="SQLite database in DIR (the embedded default)")
+    server.add_argument("--db", metavar="URL", help="a PostgreSQL URL instead, postgresql://user@host/db")
+    server.add_argument("--tokens", required=True, metavar="FILE", help="tokens file (perfctl token add)")
+    server.add_argument("--tls-cert", metavar="FILE")
+    server.add_argument("--tls-key", metavar="FILE")
+    server.add_argument("--tls-client-ca", metavar="FILE", help="require client certificates signed by this CA")
+    server.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
+    server.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    server.add_argument("--grace", type=_seconds, default=10.0, help="seconds to drain in-flight batches on stop")
+
+    agent = sub.add_parser("agent", help="run the agent daemon on a test machine")
+    connection_options(agent, "the server to stream to")
+    agent.add_argument("--name", required=True, help="this machine's name (its token must be for this name)")
+    agent.add_argument("--spool", required=True, metavar="DIR", help="durable local spool directory")
+    agent.add_argument("--allow", action="append", default=[], metavar="PATTERN",
+                       help="executables this agent may run (fnmatch on the absolute path); repeatable")
+    agent.add_argument("--user", metavar="USER", help="run benchmarks as USER (required when the agent is root)")
+    agent.add_argument("--workdir", default="/", metavar="DIR", help="benchmarks' working directory (/)")
+    agent.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+
+    token = sub.add_parser("token", help="add an agent or client token to a tokens file")
+    token.add_argument("action", choices=("add",))
+    token.add_argument("--file", required=True, metavar="FILE")
+    role = token.add_mutually_exclusive_group(required=True)
+    role.add_argument("--agent", metavar="NAME")
+    role.add_argument("--client", metavar="NAME")
+
+    submit = sub.add_parser("submit", help="ask machines to run a benchmark")
+    connection_options(submit, "the fleet server")
+    submit.add_argument("--machines", required=True, help="comma-separated machine names")
+    submit.add_argument("-r", "--repeat", type=_positive_int, default=10, metavar="N")
+    submit.add_argument("--warmup", type=_non_negative_int, default=0, metavar="K")
+    submit.add_argument("--name", help="benchmark name (default: the command's basename)")
+    submit.add_argument("-e", "--events", action="append", metavar="EVENTS")
+    submit.add_argument("--backend", choices=BACKEND_NAMES, default="perf_event")
+    submit.add_argument("--timeout", type=_seconds, metavar="S")
+    submit.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS [::: CMD2 ARGS ...]")
+
+    for name, text in (("machines", "list the fleet's machines"), ("jobs", "list jobs and their states")):
+        listing = sub.add_parser(name, help=text)
+        connection_options(listing, "the fleet server")
+        listing.add_argument("--json", action="store_true")
+
     info = sub.add_parser("info", help="the machine inventory and what each item means for the counters")
     info.add_argument("--json", action="store_true")
     return parser
@@ -133,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             return _info(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command in _FLEET_COMMANDS:
+            from perfctl import fleet_cli
+
+            return getattr(fleet_cli, args.command)(args)
     except UsageError as err:
         _say(str(err) if str(err).startswith("perfctl") else f"perfctl: {err}")
         return EXIT_USAGE
@@ -142,41 +202,34 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+_FLEET_COMMANDS = ("server", "agent", "token", "submit", "machines", "jobs")
+
+
+def _compare_parameters(args):
+    from perfctl.analysis.compare import Parameters
+
+    return Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion, margin=args.margin,
+                      paired=args.paired, correction=args.correction, precision=args.precision, seed=args.seed)
+
+
 def _compare(args) -> int:
     from perfctl import compare_report
-    from perfctl.analysis.compare import CANNOT_CONCLUDE, Parameters, compare
     from perfctl.formats import DatasetError, read_dataset
-    from perfctl.pairing import PairingError, pair
+    from perfctl.pairing import PairingError
 
     metrics = [m.strip() for text in (args.metric or []) for m in text.split(",") if m.strip()] or None
+    server_given = args.server or os.environ.get("PERFCTL_SERVER")
+    if server_given and not os.path.exists(args.a) and not os.path.exists(args.b):
+        from perfctl import fleet_cli
+
+        return fleet_cli.compare_machines(args, metrics, _compare_parameters(args))
     try:
         a = read_dataset(args.a, args.input_format)
         b = read_dataset(args.b, args.input_format)
-        paired = pair(a, b, metrics)
+        return compare_report.compare_datasets(a, b, metrics, _compare_parameters(args), args.format, _console(),
+                                               (args.a, args.b))
     except (DatasetError, PairingError) as err:
         raise UsageError(f"perfctl compare: {err}") from None
-    parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
-                            margin=args.margin, paired=args.paired, correction=args.correction,
-                            precision=args.precision, seed=args.seed)
-    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
-    context = {"a": args.a, "b": args.b, "format": a.format, "metrics": paired.metrics,
-               "metric_choice": paired.metric_choice, "renamed": paired.renamed, "units": paired.units}
-    if args.format == "json":
-        print(compare_report.to_json(result, context))
-    elif args.format == "csv":
-        print(compare_report.to_csv(result), end="")
-    elif args.format == "markdown":
-        print(compare_report.to_markdown(result, context), end="")
-    else:
-        console = _console()
-        compare_report.render_table(result, context, console)
-        for note in a.notes + b.notes:
-            console.print(f"note: {note}", markup=False, highlight=False)
-    if result.relevant_slowdowns:
-        return EXIT_RELEVANT_SLOWDOWN
-    if all(r.verdict == CANNOT_CONCLUDE for r in result.benchmarks):
-        return EXIT_NOTHING_JUDGED
-    return EXIT_OK
 
 
 def _info(args) -> int:

@@ -200,3 +200,42 @@ def to_markdown(comparison: Comparison, context: dict) -> str:
             lines.append(f"Overall ({summary.metric}): speedup of medians {summary.speedup_median.speedup:.4f}, "
                          f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
     return "\n".join(lines) + "\n"
+
+
+EXIT_NO_RELEVANT_SLOWDOWN, EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 0, 3, 4
+
+
+def exit_code(comparison: Comparison) -> int:
+    """0 no relevant slowdown; 3 a relevant slowdown of B; 4 no benchmark could be judged (docs/statistics.md)."""
+    if comparison.relevant_slowdowns:
+        return EXIT_RELEVANT_SLOWDOWN
+    if all(r.cannot_conclude for r in comparison.benchmarks):
+        return EXIT_NOTHING_JUDGED
+    return EXIT_NO_RELEVANT_SLOWDOWN
+
+
+def render(fmt: str, comparison: Comparison, context: dict, console: Console, notes: list[str] = ()) -> None:
+    """Print the comparison in ``fmt`` (table, json, csv, markdown) on ``console``."""
+    if fmt == "json":
+        console.file.write(to_json(comparison, context) + "\n")
+    elif fmt == "csv":
+        console.file.write(to_csv(comparison))
+    elif fmt == "markdown":
+        console.file.write(to_markdown(comparison, context))
+    else:
+        render_table(comparison, context, console)
+        for note in notes:
+            console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def compare_datasets(a, b, metrics, parameters, fmt: str, console: Console, labels: tuple[str, str]) -> int:
+    """Pair two Datasets, compare them, print the result; returns the exit code. Raises PairingError."""
+    from perfctl.analysis.compare import compare
+    from perfctl.pairing import pair
+
+    paired = pair(a, b, metrics)
+    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
+    context = {"a": labels[0], "b": labels[1], "format": a.format, "metrics": paired.metrics,
+               "metric_choice": paired.metric_choice, "renamed": paired.renamed, "units": paired.units}
+    render(fmt, result, context, console, a.notes + b.notes)
+    return exit_code(result)

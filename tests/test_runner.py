@@ -126,16 +126,24 @@ def test_warmups_are_recorded_and_flagged():
 def _gates():
     from perfctl.agent import gate
 
-    built, how = gate.gate_command()
-    assert how.startswith("static gate"), how  # setup installs gcc, so the static gate must build
-    return {"static": built, "sh": gate.sh_gate()}
+    built = gate.find_gate()
+    assert built.static, built.description  # setup installs gcc, so the static gate must build
+    return {"static": built, "sh": gate.Gate(gate.sh_gate(), "sh", False)}
 
 
 @pytest.mark.parametrize("name", ["static", "sh"])
 def test_gate_exits_125_without_running_anything_when_never_released(tmp_path, name):
     marker = tmp_path / "ran"
-    result = subprocess.run([*_gates()[name], "/bin/touch", str(marker)], stdin=subprocess.DEVNULL)
+    result = subprocess.run([*_gates()[name].prefix, "/bin/touch", str(marker)], stdin=subprocess.DEVNULL)
     assert result.returncode == 125 and not marker.exists()
+
+
+@pytest.mark.parametrize("options, message", [(["-x", "1"], "unknown option"), (["-u", "abc"], "expected a number"),
+                                              (["-C", "/nonexistent"], "working directory")])
+def test_static_gate_refuses_bad_options_with_126(options, message):
+    result = subprocess.run([*_gates()["static"].prefix, *options, "--", "/bin/true"], input=b"\n",
+                            capture_output=True)
+    assert result.returncode == 126 and message in result.stderr.decode()
 
 
 def test_static_and_sh_gates_count_the_same(programs):

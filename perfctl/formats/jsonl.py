@@ -58,19 +58,65 @@ def read(path: str) -> Iterator[dict | Sample]:
                 raise SampleFileError(f"{path}:{number}: not a perfctl sample line: {err}") from None
 
 
+class DatasetBuilder:
+    """Turns sample records (JSON Lines dicts) into a Dataset: measured runs that ended ok, one value per
+    reading label, plus wall-time; warmups and failed runs are left out and counted in the notes. Used for
+    files here and for samples stored on the server (server/service.py)."""
+
+    def __init__(self, path: str, fmt: str = "perfctl"):
+        from perfctl.formats import Dataset
+
+        self.dataset = Dataset(path, fmt)
+        self._excluded: dict[str, dict[str, int]] = {}
+        self._executables: dict[str, set[str]] = {}
+
+    def add(self, record: dict) -> None:
+        """Add one sample record; raises ValueError/KeyError/TypeError on a malformed one."""
+        from perfctl.formats import WALL_TIME
+
+        if record.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"unsupported schema_version {record.get('schema_version')!r}")
+        bench_info = record["benchmark"]
+        name = str(bench_info["name"])
+        self._executables.setdefault(name, set()).add(bench_info.get("executable_sha256"))
+        outcome = record["outcome"]
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}")
+        if record["warmup"] or outcome != "ok":
+            reason = "warmup" if record["warmup"] else outcome
+            counts = self._excluded.setdefault(name, {})
+            counts[reason] = counts.get(reason, 0) + 1
+            return
+        bench = self.dataset.benchmark(name)
+        bench.add(WALL_TIME, _number(record["wall_ns"]), "ns", "perfctl")
+        for reading in record["readings"]:
+            _add_reading(bench, reading)
+
+    def finish(self):
+        dataset = self.dataset
+        for name, counts in self._excluded.items():
+            left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+            dataset.notes.append(f"{name}: left out {left_out} runs")
+        for name, digests in self._executables.items():
+            if len(digests) > 1 and name in dataset.benchmarks:
+                dataset.notes.append(f"{name}: {len(digests)} different executables under one name")
+        for bench in dataset.benchmarks.values():
+            for metric, backends in bench.backends.items():
+                if len(backends) > 1:
+                    bench.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
+        return dataset
+
+
 def read_dataset(path: str):
-    """perfctl JSON Lines as a Dataset: measured runs that ended ok, one value per reading label, plus
-    wall-time; warmups and failed runs are left out and counted in the notes.
+    """A perfctl JSON Lines file as a Dataset (see DatasetBuilder).
 
     Reads the JSON objects directly (orjson) rather than through Sample.from_dict: building 100,000 frozen
-    dataclasses took longer than the whole comparison (bench/compare_speed.py). The fields used are
-    checked here, with the file and line in the message.
+    dataclasses took longer than the whole comparison (bench/compare_speed.py). Malformed lines are
+    reported with the file and line.
     """
-    from perfctl.formats import WALL_TIME, Dataset, DatasetError
+    from perfctl.formats import DatasetError
 
-    dataset = Dataset(path, "perfctl")
-    excluded: dict[str, dict[str, int]] = {}
-    executables: dict[str, set[str]] = {}
+    builder = DatasetBuilder(path)
     try:
         stream = open(path, "rb")
     except OSError as err:
@@ -83,40 +129,14 @@ def read_dataset(path: str):
                 record = orjson.loads(line)
                 kind = record.get("type")
                 if kind == "machine":
-                    dataset.machine = dataset.machine or record
-                    continue
-                if kind != "sample":
+                    builder.dataset.machine = builder.dataset.machine or record
+                elif kind == "sample":
+                    builder.add(record)
+                else:
                     raise ValueError(f"unknown record type {kind!r}")
-                if record.get("schema_version") != SCHEMA_VERSION:
-                    raise ValueError(f"unsupported schema_version {record.get('schema_version')!r}")
-                bench_info = record["benchmark"]
-                name = str(bench_info["name"])
-                executables.setdefault(name, set()).add(bench_info.get("executable_sha256"))
-                outcome = record["outcome"]
-                if outcome not in OUTCOMES:
-                    raise ValueError(f"unknown outcome {outcome!r}")
-                if record["warmup"] or outcome != "ok":
-                    reason = "warmup" if record["warmup"] else outcome
-                    counts = excluded.setdefault(name, {})
-                    counts[reason] = counts.get(reason, 0) + 1
-                    continue
-                bench = dataset.benchmark(name)
-                bench.add(WALL_TIME, _number(record["wall_ns"]), "ns", "perfctl")
-                for reading in record["readings"]:
-                    _add_reading(bench, reading)
             except (ValueError, TypeError, KeyError, AttributeError, orjson.JSONDecodeError) as err:
                 raise DatasetError(f"{path}:{number}: not a perfctl sample line: {err}") from None
-    for name, counts in excluded.items():
-        left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
-        dataset.notes.append(f"{name}: left out {left_out} runs")
-    for name, digests in executables.items():
-        if len(digests) > 1 and name in dataset.benchmarks:
-            dataset.notes.append(f"{name}: {len(digests)} different executables under one name")
-    for bench in dataset.benchmarks.values():
-        for metric, backends in bench.backends.items():
-            if len(backends) > 1:
-                bench.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
-    return dataset
+    return builder.finish()
 
 
 _SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}

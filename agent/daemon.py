@@ -1,0 +1,297 @@
+"""The agent daemon: registers its machine, runs the jobs the server sends, streams every sample.
+
+Durability: each sample goes to the spool (agent/spool.py) before it is sent, in the same transaction as
+its job's progress; batches are deleted from the spool only when acked (the server acks after commit); after
+a reconnect or a restart every unacked sample is sent again (the server stores a uuid once). A job's run k
+has the uuid uuid5(job, k), so even a run repeated after a crash cannot be stored twice. Reconnection backs
+off exponentially with jitter. Measurement runs in a worker thread; no os.fork() anywhere (benchmarks start
+through posix_spawn), so the gRPC threads are safe.
+
+Security: the agent runs only commands whose resolved executable matches its local allowlist, as argv (no
+shell), as the configured unprivileged user, in a clean fixed-size environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+import random
+import re
+import signal
+import threading
+import uuid as uuid_module
+from dataclasses import dataclass, field
+
+import grpc
+from prometheus_client import Counter, Gauge
+
+from perfctl import __version__, security, wire
+from perfctl.agent import inventory, session
+from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
+from perfctl.agent.runner import RunError, Runner, make_control, resolve_command
+from perfctl.agent.spool import Spool
+from perfctl.v1 import fleet_pb2 as pb
+from perfctl.v1 import fleet_pb2_grpc as rpc
+
+log = logging.getLogger("perfctl.agent")
+
+SPOOLED = Counter("perfctl_agent_samples_spooled_total", "Samples measured and written to the spool")
+ACKED = Counter("perfctl_agent_samples_acked_total", "Samples acked by the server")
+BATCHES_PENDING = Gauge("perfctl_agent_batches_pending", "Batches sent and not yet acked")
+SAMPLES_PENDING = Gauge("perfctl_agent_samples_pending", "Samples in the spool, not yet acked")
+CONNECTED = Gauge("perfctl_agent_connected", "1 while registered with the server")
+JOB_UUID_NAMESPACE = uuid_module.UUID("2d6f3c1e-6a8e-4f3b-9a4b-7f1f0c2f7e11")
+WINDOW = 4  # batches in flight
+
+
+@dataclass
+class AgentConfig:
+    server: str
+    name: str
+    spool_dir: str
+    token: str
+    allow: list[str]
+    user: str | None
+    tls: security.TlsFiles = field(default_factory=security.TlsFiles)
+    insecure: bool = False
+    workdir: str = "/"
+    backoff_max: float = 30.0
+    batch_max: int = 500
+
+
+def allowed(executable: str, patterns: list[str]) -> bool:
+    """Patterns match the resolved absolute path of the executable (fnmatch: * also matches /)."""
+    return any(fnmatch.fnmatchcase(executable, pattern) for pattern in patterns)
+
+
+class Agent:
+    def __init__(self, config: AgentConfig):
+        self.config = config
+        self.spool = Spool(config.spool_dir)
+        self.inventory = inventory.collect()
+        self.stopping = threading.Event()
+        self._job_wakeup = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._new_samples: asyncio.Event | None = None
+        self._backends: dict[tuple, session.Backend] = {}
+        self._runner = Runner()
+        self._current_job: str | None = None
+        self.backoff = 0.5
+
+    # --- the measurement worker (a thread) ---
+
+    def _notify_sender(self) -> None:
+        if self._loop is not None and self._new_samples is not None:
+            self._loop.call_soon_threadsafe(self._new_samples.set)
+
+    def _backend(self, name: str, events: tuple[str, ...]) -> session.Backend:
+        key = (name, events)
+        if key not in self._backends:
+            self._backends[key] = session.make_backend(name, parse_events(list(events)), self.inventory)
+        return self._backends[key]
+
+    def worker(self) -> None:
+        while not self.stopping.is_set():
+            jobs = self.spool.unfinished_jobs()
+            if not jobs:
+                self._job_wakeup.wait(1.0)
+                self._job_wakeup.clear()
+                continue
+            for job_id in jobs:
+                if self.stopping.is_set():
+                    break
+                self._run_job(job_id)
+
+    def _run_job(self, job_id: str) -> None:
+        spec, next_index, _ = self.spool.job(job_id)
+        job = pb.Job.FromString(spec)
+        self._current_job = job_id
+        try:
+            control = make_control(clean_env=True, user=self.config.user, cwd=self.config.workdir,
+                                   timeout_s=job.timeout_seconds or None)
+            commands = []
+            for command in job.commands:
+                resolved, bench = session.identify(list(command.argv), control, command.name or None)
+                if not allowed(resolved[0], self.config.allow):
+                    self.spool.set_job_state(job_id, "refused",
+                                             f"{resolved[0]} is not allowed by this agent's --allow patterns")
+                    return
+                commands.append((resolved, bench))
+            backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)
+        except (RunError, UnknownEvent) as err:
+            self.spool.set_job_state(job_id, "failed", str(err))
+            return
+        finally:
+            self._notify_sender()
+        # Warmups first, then rounds: each round runs every command once (ABAB, not AABB).
+        order = [(True, w, c) for w in range(job.warmups) for c in range(len(commands))]
+        order += [(False, job.warmups + r, c) for r in range(job.repetitions) for c in range(len(commands))]
+        self.spool.set_job_state(job_id, "running")
+        environment = session.environment_of(control)
+        for index in range(next_index, len(order)):
+            if self.stopping.is_set():
+                return
+            warmup, run_index, which = order[index]
+            resolved, bench = commands[which]
+            sample_uuid = str(uuid_module.uuid5(JOB_UUID_NAMESPACE, f"{job_id}/{index}"))
+            sample = session.measure_once(backend, self._runner, resolved, bench, control, environment,
+                                          run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
+                                          machine_id=self.inventory["machine_id"], job_id=job_id)
+            self.spool.add_sample(sample_uuid, wire.sample_to_proto(sample).SerializeToString(), job_id, index + 1)
+            SPOOLED.inc()
+            self._notify_sender()
+        self.spool.set_job_state(job_id, "done", f"{len(order)} runs")
+        self._current_job = None
+        self._notify_sender()
+
+    # --- the network side (asyncio) ---
+
+    def _machine_info(self) -> pb.MachineInfo:
+        import json
+
+        info = pb.MachineInfo(name=self.config.name, machine_id=self.inventory["machine_id"],
+                              inventory_json=json.dumps(self.inventory), backends=list(session.BACKEND_NAMES),
+                              agent_version=__version__)
+        backend = self._backend("perf_event", DEFAULT_EVENTS)
+        for label, reason in backend.support().items():
+            info.events.add(event=label, supported=reason is None, reason=reason or "")
+        return info
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._new_samples = asyncio.Event()
+        worker = threading.Thread(target=self.worker, name="perfctl-measure", daemon=True)
+        worker.start()
+        metadata = (("authorization", f"Bearer {self.config.token}"),)
+        info = self._machine_info()
+        while not self.stopping.is_set():
+            channel = security.channel(self.config.server, self.config.tls, self.config.insecure,
+                                       options=[("grpc.keepalive_time_ms", 10000),
+                                                ("grpc.keepalive_timeout_ms", 5000),
+                                                ("grpc.keepalive_permit_without_calls", 1),
+                                                ("grpc.http2.max_pings_without_data", 0)])
+            try:
+                stub = rpc.AgentServiceStub(channel)
+                response = await stub.Register(pb.RegisterRequest(machine=info), metadata=metadata, timeout=10)
+                log.info("registered with %s as %s", self.config.server, self.config.name)
+                CONNECTED.set(1)
+                self.backoff = 0.5
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(self._send(stub, metadata, min(response.max_batch_samples or 500,
+                                                                     self.config.batch_max)))
+                    group.create_task(self._heartbeat(stub, metadata, response.heartbeat_seconds or 10))
+                    group.create_task(self._watch(stub, metadata))
+                    group.create_task(self._report(stub, metadata))
+                    group.create_task(self._until_stopped())
+            except* grpc.aio.AioRpcError as group_error:
+                for err in group_error.exceptions:
+                    log.warning("server %s: %s: %s", self.config.server, err.code().name, err.details())
+            except* _Stopped:
+                pass
+            finally:
+                CONNECTED.set(0)
+                BATCHES_PENDING.set(0)
+                await channel.close()
+            if not self.stopping.is_set():
+                delay = self.backoff * (0.5 + random.random())
+                log.info("reconnecting in %.1f s", delay)
+                await asyncio.sleep(delay)
+                self.backoff = min(self.backoff * 2, self.config.backoff_max)
+        worker.join(timeout=5)
+
+    async def _until_stopped(self) -> None:
+        while not self.stopping.is_set():
+            await asyncio.sleep(0.2)
+        raise _Stopped
+
+    async def _send(self, stub, metadata, max_batch: int) -> None:
+        call = stub.StreamSamples(metadata=metadata)
+        in_flight: dict[int, list[int]] = {}
+        window = asyncio.Semaphore(WINDOW)
+
+        async def read_acks() -> None:
+            try:
+                async for ack in call:
+                    seqs = in_flight.pop(ack.sequence, [])
+                    await asyncio.to_thread(self.spool.acked, seqs)
+                    ACKED.inc(len(seqs))
+                    BATCHES_PENDING.set(len(in_flight))
+                    window.release()
+            except grpc.aio.AioRpcError as err:
+                if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    match = re.match(r"batch (\d+)", err.details() or "")
+                    seqs = in_flight.get(int(match.group(1)), []) if match else []
+                    await asyncio.to_thread(self.spool.reject, seqs, err.details() or "invalid")
+                    log.error("server refused %d samples as invalid (kept in the spool's rejected table): %s",
+                              len(seqs), err.details())
+                raise
+
+        reader = asyncio.create_task(read_acks())
+        last_seq, sequence = 0, 0
+        try:
+            while True:
+                if reader.done():
+                    reader.result()
+                    return
+                rows = await asyncio.to_thread(self.spool.pending, last_seq, max_batch)
+                SAMPLES_PENDING.set(await asyncio.to_thread(self.spool.count))
+                if not rows:
+                    self._new_samples.clear()
+                    try:
+                        await asyncio.wait_for(self._new_samples.wait(), 1.0)
+                    except TimeoutError:
+                        pass
+                    continue
+                await window.acquire()
+                sequence += 1
+                in_flight[sequence] = [seq for seq, _ in rows]
+                last_seq = rows[-1][0]
+                BATCHES_PENDING.set(len(in_flight))
+                await call.write(pb.SampleBatch(sequence=sequence,
+                                                samples=[pb.Sample.FromString(payload) for _, payload in rows]))
+        finally:
+            reader.cancel()
+            call.cancel()
+
+    async def _heartbeat(self, stub, metadata, seconds: int) -> None:
+        while True:
+            request = pb.HeartbeatRequest(state="running" if self._current_job else "idle",
+                                          samples_pending=await asyncio.to_thread(self.spool.count))
+            if self._current_job:
+                request.job_id = self._current_job
+            await stub.Heartbeat(request, metadata=metadata, timeout=10)
+            await asyncio.sleep(seconds)
+
+    async def _watch(self, stub, metadata) -> None:
+        async for job in stub.WatchJobs(pb.WatchJobsRequest(), metadata=metadata):
+            if await asyncio.to_thread(self.spool.add_job, job.job_id, job.SerializeToString()):
+                log.info("job %s: %d commands x %d runs", job.job_id, len(job.commands), job.repetitions)
+                self._job_wakeup.set()
+
+    async def _report(self, stub, metadata) -> None:
+        while True:
+            for job_id, state, message, runs in await asyncio.to_thread(self.spool.unreported):
+                await stub.ReportJob(pb.JobReport(job_id=job_id, state=state, message=message, samples=runs),
+                                     metadata=metadata, timeout=10)
+                await asyncio.to_thread(self.spool.mark_reported, job_id, state)
+            await asyncio.sleep(0.5)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._job_wakeup.set()
+
+
+class _Stopped(Exception):
+    pass
+
+
+async def run_agent(config: AgentConfig) -> None:
+    agent = Agent(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.stop)
+    try:
+        await agent.run()
+    finally:
+        agent.spool.close()

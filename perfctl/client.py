@@ -1,0 +1,75 @@
+"""How client commands (submit, machines, jobs, compare of machines) reach the server.
+
+Settings, first found wins: the command's options (--server, --token-file, --tls-ca, --insecure), then the
+environment (PERFCTL_SERVER, PERFCTL_TOKEN or PERFCTL_TOKEN_FILE, PERFCTL_TLS_CA), then the config file
+~/.config/perfctl/client.json ({"server": "host:port", "token_file": "...", "tls_ca": "..."}; the path can
+be changed with PERFCTL_CONFIG). Documented in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from perfctl import security
+
+
+class ClientError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    server: str
+    token: str
+    tls: security.TlsFiles
+    insecure: bool
+
+
+def _config() -> dict:
+    path = os.environ.get("PERFCTL_CONFIG") or os.path.expanduser("~/.config/perfctl/client.json")
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        raise ClientError(f"{path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ClientError(f"{path}: expected a JSON object")
+    return data
+
+
+def read_token(path: str) -> str:
+    try:
+        with open(path) as f:
+            token = f.read().strip()
+    except OSError as err:
+        raise ClientError(f"token file {path}: {err.strerror}") from None
+    if not token:
+        raise ClientError(f"token file {path} is empty")
+    return token
+
+
+def settings(args) -> ClientSettings:
+    config = _config()
+    server = getattr(args, "server", None) or os.environ.get("PERFCTL_SERVER") or config.get("server")
+    if not server:
+        raise ClientError("no server: give --server HOST:PORT, set PERFCTL_SERVER, or write ~/.config/perfctl/client.json")
+    token_file = getattr(args, "token_file", None) or os.environ.get("PERFCTL_TOKEN_FILE") or config.get("token_file")
+    token = read_token(token_file) if token_file else os.environ.get("PERFCTL_TOKEN")
+    if not token:
+        raise ClientError("no token: give --token-file, or set PERFCTL_TOKEN or PERFCTL_TOKEN_FILE")
+    tls = security.TlsFiles(ca=getattr(args, "tls_ca", None) or os.environ.get("PERFCTL_TLS_CA") or config.get("tls_ca"),
+                            cert=getattr(args, "tls_cert", None), key=getattr(args, "tls_key", None))
+    return ClientSettings(server, token, tls, bool(getattr(args, "insecure", False)))
+
+
+def query(args):
+    """(QueryService stub, call metadata, channel) for a client command."""
+    from perfctl.v1 import fleet_pb2_grpc as rpc
+
+    s = settings(args)
+    channel = security.channel(s.server, s.tls, s.insecure, aio=False)
+    return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel

@@ -1,0 +1,89 @@
+"""Transport security shared by server, agent and client: TLS credentials, and the rule that plaintext is
+refused except on loopback unless --insecure is given (docs/operations.md)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+
+import grpc
+
+LOOPBACK_NAMES = ("localhost", "ip6-localhost")
+
+
+class SecurityError(ValueError):
+    pass
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SecurityError(f"address {address!r} must be HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+        except OSError:
+            return False
+
+
+def _read(path: str | None, what: str) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise SecurityError(f"{what} {path}: {err.strerror}") from None
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """Server: cert + key (+ client CA for mutual TLS). Agent/client: CA (+ cert + key for mutual TLS)."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return any((self.ca, self.cert, self.key))
+
+
+def server_credentials(tls: TlsFiles, listen: str, insecure: bool) -> grpc.ServerCredentials | None:
+    """None means plaintext, allowed only on loopback or with --insecure."""
+    host, _ = split_address(listen)
+    if tls.cert or tls.key:
+        if not (tls.cert and tls.key):
+            raise SecurityError("--tls-cert and --tls-key go together")
+        client_ca = _read(tls.ca, "client CA")
+        return grpc.ssl_server_credentials([(_read(tls.key, "TLS key"), _read(tls.cert, "TLS certificate"))],
+                                           root_certificates=client_ca, require_client_auth=client_ca is not None)
+    if not is_loopback(host) and not insecure:
+        raise SecurityError(f"refusing plaintext on {listen}: not loopback; give --tls-cert/--tls-key, or --insecure")
+    return None
+
+
+def channel(address: str, tls: TlsFiles, insecure: bool, options: list | None = None, aio: bool = True):
+    """A gRPC channel to ``address``: TLS when a CA is given, plaintext only to loopback or with --insecure."""
+    host, _ = split_address(address)
+    module = grpc.aio if aio else grpc
+    options = options or []
+    if tls.enabled:
+        if bool(tls.cert) != bool(tls.key):
+            raise SecurityError("--tls-cert and --tls-key go together")
+        credentials = grpc.ssl_channel_credentials(root_certificates=_read(tls.ca, "CA"),
+                                                   private_key=_read(tls.key, "TLS key"),
+                                                   certificate_chain=_read(tls.cert, "TLS certificate"))
+        return module.secure_channel(address, credentials, options=options)
+    if not is_loopback(host) and not insecure:
+        raise SecurityError(f"refusing plaintext to {address}: not loopback; give --tls-ca, or --insecure")
+    return module.insecure_channel(address, options=options)

@@ -1,0 +1,67 @@
+"""Conversions between the common model (perfctl/model.py, JSON Lines dicts) and the wire messages
+(protos/perfctl/v1/fleet.proto). The one place that knows both shapes; agent, server and client use it."""
+
+from __future__ import annotations
+
+from perfctl.model import Sample
+from perfctl.v1 import fleet_pb2 as pb
+
+_READING_OPTIONAL = ("value", "time_enabled", "time_running", "scaled", "reason", "source", "corrected",
+                     "correction_model", "audit_id")
+
+
+def sample_to_proto(sample: Sample) -> pb.Sample:
+    message = pb.Sample(
+        uuid=sample.uuid, machine_id=sample.machine_id, run_index=sample.run_index, warmup=sample.warmup,
+        start_time_ns=sample.start_time_ns, wall_ns=sample.wall_ns, outcome=sample.outcome,
+        backends=list(sample.backends), schema_version=sample.schema_version,
+        benchmark=pb.Benchmark(name=sample.benchmark.name, argv=list(sample.benchmark.argv),
+                               executable=sample.benchmark.executable,
+                               executable_sha256=sample.benchmark.executable_sha256,
+                               input_digest=sample.benchmark.input_digest),
+        environment=pb.Environment(aslr_off=sample.environment.aslr_off, env_bytes=sample.environment.env_bytes,
+                                   user=sample.environment.user, cwd=sample.environment.cwd))
+    if sample.environment.pinned_cpu is not None:
+        message.environment.pinned_cpu = sample.environment.pinned_cpu
+    for name in ("job_id", "exit_status", "signal", "stderr_tail", "max_rss_kib"):
+        value = getattr(sample, name)
+        if value is not None:
+            setattr(message, name, value)
+    for reading in sample.readings:
+        out = message.readings.add(event=reading.event, backend=reading.backend, scope=reading.scope,
+                                   status=reading.status, unit=reading.unit)
+        for name in _READING_OPTIONAL:
+            value = getattr(reading, name)
+            if value is not None:
+                setattr(out, name, value)
+    return message
+
+
+def proto_to_dict(message: pb.Sample) -> dict:
+    """The JSON Lines form of a wire sample (docs/samples.md)."""
+    bench, env = message.benchmark, message.environment
+    readings = []
+    for r in message.readings:
+        reading = {"event": r.event, "backend": r.backend, "scope": r.scope, "status": r.status, "unit": r.unit}
+        for name in _READING_OPTIONAL:
+            if r.HasField(name):
+                reading[name] = getattr(r, name)
+        readings.append(reading)
+    return {
+        "type": "sample", "schema_version": message.schema_version, "uuid": message.uuid,
+        "machine_id": message.machine_id,
+        "benchmark": {"name": bench.name, "argv": list(bench.argv), "executable": bench.executable,
+                      "executable_sha256": bench.executable_sha256, "input_digest": bench.input_digest},
+        "job_id": message.job_id if message.HasField("job_id") else None,
+        "run_index": message.run_index, "warmup": message.warmup, "start_time_ns": message.start_time_ns,
+        "wall_ns": message.wall_ns, "outcome": message.outcome,
+        "exit_status": message.exit_status if message.HasField("exit_status") else None,
+        "signal": message.signal if message.HasField("signal") else None,
+        "environment": {"aslr_off": env.aslr_off, "env_bytes": env.env_bytes,
+                        "pinned_cpu": env.pinned_cpu if env.HasField("pinned_cpu") else None,
+                        "user": env.user, "cwd": env.cwd},
+        "readings": readings, "backends": list(message.backends),
+        "stderr_tail": message.stderr_tail if message.HasField("stderr_tail") else None,
+        "max_rss_kib": message.max_rss_kib if message.HasField("max_rss_kib") else None,
+        "extra": {},
+    }

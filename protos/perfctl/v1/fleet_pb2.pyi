@@ -1,0 +1,369 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class EventSupport(_message.Message):
+    __slots__ = ("event", "supported", "reason")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    event: str
+    supported: bool
+    reason: str
+    def __init__(self, event: _Optional[str] = ..., supported: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class MachineInfo(_message.Message):
+    __slots__ = ("name", "machine_id", "inventory_json", "backends", "events", "agent_version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_JSON_FIELD_NUMBER: _ClassVar[int]
+    BACKENDS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    machine_id: str
+    inventory_json: str
+    backends: _containers.RepeatedScalarFieldContainer[str]
+    events: _containers.RepeatedCompositeFieldContainer[EventSupport]
+    agent_version: str
+    def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., agent_version: _Optional[str] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: MachineInfo
+    def __init__(self, machine: _Optional[_Union[MachineInfo, _Mapping]] = ...) -> None: ...
+
+class RegisterResponse(_message.Message):
+    __slots__ = ("agent_id", "heartbeat_seconds", "max_batch_samples")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    heartbeat_seconds: int
+    max_batch_samples: int
+    def __init__(self, agent_id: _Optional[str] = ..., heartbeat_seconds: _Optional[int] = ..., max_batch_samples: _Optional[int] = ...) -> None: ...
+
+class Benchmark(_message.Message):
+    __slots__ = ("name", "argv", "executable", "executable_sha256", "input_digest")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    INPUT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    executable: str
+    executable_sha256: str
+    input_digest: str
+    def __init__(self, name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., executable: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., input_digest: _Optional[str] = ...) -> None: ...
+
+class Environment(_message.Message):
+    __slots__ = ("aslr_off", "env_bytes", "pinned_cpu", "user", "cwd")
+    ASLR_OFF_FIELD_NUMBER: _ClassVar[int]
+    ENV_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PINNED_CPU_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    aslr_off: bool
+    env_bytes: int
+    pinned_cpu: int
+    user: str
+    cwd: str
+    def __init__(self, aslr_off: _Optional[bool] = ..., env_bytes: _Optional[int] = ..., pinned_cpu: _Optional[int] = ..., user: _Optional[str] = ..., cwd: _Optional[str] = ...) -> None: ...
+
+class Reading(_message.Message):
+    __slots__ = ("event", "backend", "scope", "status", "unit", "value", "time_enabled", "time_running", "scaled", "reason", "source", "corrected", "correction_model", "audit_id")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIME_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    TIME_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    SCALED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CORRECTED_FIELD_NUMBER: _ClassVar[int]
+    CORRECTION_MODEL_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
+    event: str
+    backend: str
+    scope: str
+    status: str
+    unit: str
+    value: int
+    time_enabled: int
+    time_running: int
+    scaled: float
+    reason: str
+    source: str
+    corrected: float
+    correction_model: str
+    audit_id: str
+    def __init__(self, event: _Optional[str] = ..., backend: _Optional[str] = ..., scope: _Optional[str] = ..., status: _Optional[str] = ..., unit: _Optional[str] = ..., value: _Optional[int] = ..., time_enabled: _Optional[int] = ..., time_running: _Optional[int] = ..., scaled: _Optional[float] = ..., reason: _Optional[str] = ..., source: _Optional[str] = ..., corrected: _Optional[float] = ..., correction_model: _Optional[str] = ..., audit_id: _Optional[str] = ...) -> None: ...
+
+class Sample(_message.Message):
+    __slots__ = ("uuid", "machine_id", "benchmark", "job_id", "run_index", "warmup", "start_time_ns", "wall_ns", "outcome", "exit_status", "signal", "environment", "readings", "backends", "stderr_tail", "max_rss_kib", "schema_version")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_INDEX_FIELD_NUMBER: _ClassVar[int]
+    WARMUP_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    WALL_NS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    EXIT_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    READINGS_FIELD_NUMBER: _ClassVar[int]
+    BACKENDS_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_KIB_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    uuid: str
+    machine_id: str
+    benchmark: Benchmark
+    job_id: str
+    run_index: int
+    warmup: bool
+    start_time_ns: int
+    wall_ns: int
+    outcome: str
+    exit_status: int
+    signal: int
+    environment: Environment
+    readings: _containers.RepeatedCompositeFieldContainer[Reading]
+    backends: _containers.RepeatedScalarFieldContainer[str]
+    stderr_tail: str
+    max_rss_kib: int
+    schema_version: int
+    def __init__(self, uuid: _Optional[str] = ..., machine_id: _Optional[str] = ..., benchmark: _Optional[_Union[Benchmark, _Mapping]] = ..., job_id: _Optional[str] = ..., run_index: _Optional[int] = ..., warmup: _Optional[bool] = ..., start_time_ns: _Optional[int] = ..., wall_ns: _Optional[int] = ..., outcome: _Optional[str] = ..., exit_status: _Optional[int] = ..., signal: _Optional[int] = ..., environment: _Optional[_Union[Environment, _Mapping]] = ..., readings: _Optional[_Iterable[_Union[Reading, _Mapping]]] = ..., backends: _Optional[_Iterable[str]] = ..., stderr_tail: _Optional[str] = ..., max_rss_kib: _Optional[int] = ..., schema_version: _Optional[int] = ...) -> None: ...
+
+class SampleBatch(_message.Message):
+    __slots__ = ("sequence", "samples")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    samples: _containers.RepeatedCompositeFieldContainer[Sample]
+    def __init__(self, sequence: _Optional[int] = ..., samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("sequence", "stored", "duplicates")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    stored: int
+    duplicates: int
+    def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("state", "job_id", "samples_pending")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_PENDING_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    job_id: str
+    samples_pending: int
+    def __init__(self, state: _Optional[str] = ..., job_id: _Optional[str] = ..., samples_pending: _Optional[int] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("name", "argv")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMANDS_FIELD_NUMBER: _ClassVar[int]
+    REPETITIONS_FIELD_NUMBER: _ClassVar[int]
+    WARMUPS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    commands: _containers.RepeatedCompositeFieldContainer[Command]
+    repetitions: int
+    warmups: int
+    events: _containers.RepeatedScalarFieldContainer[str]
+    backend: str
+    timeout_seconds: float
+    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class WatchJobsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JobReport(_message.Message):
+    __slots__ = ("job_id", "state", "message", "samples")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    state: str
+    message: str
+    samples: int
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., samples: _Optional[int] = ...) -> None: ...
+
+class ReportJobResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MachineSummary(_message.Message):
+    __slots__ = ("name", "machine_id", "inventory_json", "backends", "events", "last_heard_ns", "connected", "samples")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_JSON_FIELD_NUMBER: _ClassVar[int]
+    BACKENDS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARD_NS_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    machine_id: str
+    inventory_json: str
+    backends: _containers.RepeatedScalarFieldContainer[str]
+    events: _containers.RepeatedCompositeFieldContainer[EventSupport]
+    last_heard_ns: int
+    connected: bool
+    samples: int
+    def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., last_heard_ns: _Optional[int] = ..., connected: _Optional[bool] = ..., samples: _Optional[int] = ...) -> None: ...
+
+class ListMachinesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListMachinesResponse(_message.Message):
+    __slots__ = ("machines",)
+    MACHINES_FIELD_NUMBER: _ClassVar[int]
+    machines: _containers.RepeatedCompositeFieldContainer[MachineSummary]
+    def __init__(self, machines: _Optional[_Iterable[_Union[MachineSummary, _Mapping]]] = ...) -> None: ...
+
+class BenchmarkSummary(_message.Message):
+    __slots__ = ("machine", "name", "runs")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    name: str
+    runs: int
+    def __init__(self, machine: _Optional[str] = ..., name: _Optional[str] = ..., runs: _Optional[int] = ...) -> None: ...
+
+class ListBenchmarksRequest(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+
+class ListBenchmarksResponse(_message.Message):
+    __slots__ = ("benchmarks",)
+    BENCHMARKS_FIELD_NUMBER: _ClassVar[int]
+    benchmarks: _containers.RepeatedCompositeFieldContainer[BenchmarkSummary]
+    def __init__(self, benchmarks: _Optional[_Iterable[_Union[BenchmarkSummary, _Mapping]]] = ...) -> None: ...
+
+class GetSamplesRequest(_message.Message):
+    __slots__ = ("machine", "benchmark")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    benchmark: str
+    def __init__(self, machine: _Optional[str] = ..., benchmark: _Optional[str] = ...) -> None: ...
+
+class CompareRequest(_message.Message):
+    __slots__ = ("machine_a", "machine_b", "benchmarks", "metrics", "alpha", "confidence", "proportion", "margin", "paired", "correction", "precision", "seed", "format")
+    MACHINE_A_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_B_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARKS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PROPORTION_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
+    PAIRED_FIELD_NUMBER: _ClassVar[int]
+    CORRECTION_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    machine_a: str
+    machine_b: str
+    benchmarks: _containers.RepeatedScalarFieldContainer[str]
+    metrics: _containers.RepeatedScalarFieldContainer[str]
+    alpha: float
+    confidence: float
+    proportion: float
+    margin: float
+    paired: bool
+    correction: str
+    precision: float
+    seed: int
+    format: str
+    def __init__(self, machine_a: _Optional[str] = ..., machine_b: _Optional[str] = ..., benchmarks: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Iterable[str]] = ..., alpha: _Optional[float] = ..., confidence: _Optional[float] = ..., proportion: _Optional[float] = ..., margin: _Optional[float] = ..., paired: _Optional[bool] = ..., correction: _Optional[str] = ..., precision: _Optional[float] = ..., seed: _Optional[int] = ..., format: _Optional[str] = ...) -> None: ...
+
+class CompareResponse(_message.Message):
+    __slots__ = ("output", "exit_code")
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    output: str
+    exit_code: int
+    def __init__(self, output: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("machines", "job")
+    MACHINES_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    machines: _containers.RepeatedScalarFieldContainer[str]
+    job: Job
+    def __init__(self, machines: _Optional[_Iterable[str]] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job_ids",)
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobStatus(_message.Message):
+    __slots__ = ("job_id", "machine", "state", "message", "samples", "submitted_ns", "updated_ns", "job")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_NS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_NS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    machine: str
+    state: str
+    message: str
+    samples: int
+    submitted_ns: int
+    updated_ns: int
+    job: Job
+    def __init__(self, job_id: _Optional[str] = ..., machine: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., samples: _Optional[int] = ..., submitted_ns: _Optional[int] = ..., updated_ns: _Optional[int] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+
+class GetJobsRequest(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+
+class GetJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ...) -> None: ...

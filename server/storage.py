@@ -1,0 +1,239 @@
+"""Storage of machines, samples and jobs: SQLAlchemy 2 over SQLite (WAL, the embedded default, in a data
+directory) or PostgreSQL (psycopg 3) for fleets. The schema is created and migrated by Alembic at start.
+
+Samples are append-only and stored once per uuid: a batch is inserted in one transaction, and the caller
+acks it only after that transaction committed (server/service.py). SQLite runs with synchronous=FULL so a
+commit survives a crash of the machine, not only of the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid as uuid_module
+from collections.abc import Iterator
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, event, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+
+from perfctl.server import migrations
+from perfctl.server.schema import benchmarks, jobs, machines, samples
+from perfctl.v1 import fleet_pb2 as pb
+
+JOB_STATES = ("queued", "dispatched", "running", "done", "failed", "refused")
+OPEN_JOB_STATES = ("queued", "dispatched", "running")
+
+
+class StorageError(Exception):
+    """The database cannot be used as asked; one line for the user."""
+
+
+def database_url(data_dir: str | None, url: str | None) -> str:
+    if url:
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        return url
+    if not data_dir:
+        raise StorageError("give --data-dir (SQLite in that directory) or --db (a PostgreSQL URL)")
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{os.path.join(os.path.abspath(data_dir), 'perfctl.db')}"
+
+
+def _sqlite_pragmas(connection, _record) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+class Storage:
+    def __init__(self, url: str):
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        try:
+            self.engine: Engine = create_engine(url, pool_pre_ping=True)
+            if self.is_sqlite:
+                event.listen(self.engine, "connect", _sqlite_pragmas)
+            self.upgrade()
+        except StorageError:
+            raise
+        except Exception as err:  # noqa: BLE001 - driver errors vary; the user needs the one line
+            raise StorageError(f"cannot open the database {self._safe_url()}: {str(err).splitlines()[0]}") from None
+        self._write_lock = threading.Lock()
+        self._machine_ids: dict[str, int] = {}
+        self._benchmark_ids: dict[tuple, int] = {}
+
+    def _safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True) if hasattr(self, "engine") else self.url
+
+    def upgrade(self) -> None:
+        """Bring the schema to the newest Alembic revision."""
+        config = Config()
+        config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def _insert_ignore(self, table):
+        dialect = sqlite if self.is_sqlite else postgresql
+        return dialect.insert(table).on_conflict_do_nothing()
+
+    # --- machines ---
+
+    def register(self, info: pb.MachineInfo, now_ns: int) -> int:
+        values = dict(machine_id=info.machine_id, inventory=info.inventory_json, backends=json.dumps(list(info.backends)),
+                      events=json.dumps([{"event": e.event, "supported": e.supported, "reason": e.reason}
+                                         for e in info.events]),
+                      agent_version=info.agent_version, last_heard_ns=now_ns)
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(self._insert_ignore(machines).values(name=info.name, first_seen_ns=now_ns, **values))
+            conn.execute(update(machines).where(machines.c.name == info.name).values(**values))
+            pk = conn.execute(select(machines.c.id).where(machines.c.name == info.name)).scalar_one()
+        self._machine_ids[info.name] = pk
+        return pk
+
+    def heard(self, name: str, now_ns: int) -> None:
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(update(machines).where(machines.c.name == name).values(last_heard_ns=now_ns))
+
+    def machine_pk(self, name: str) -> int | None:
+        if name not in self._machine_ids:
+            with self.engine.connect() as conn:
+                pk = conn.execute(select(machines.c.id).where(machines.c.name == name)).scalar_one_or_none()
+            if pk is None:
+                return None
+            self._machine_ids[name] = pk
+        return self._machine_ids[name]
+
+    def list_machines(self) -> list[dict]:
+        with self.engine.connect() as conn:
+            counts = dict(conn.execute(select(samples.c.machine, func.count()).group_by(samples.c.machine)).all())
+            rows = conn.execute(select(machines).order_by(machines.c.name)).mappings().all()
+        return [{**row, "samples": counts.get(row["id"], 0)} for row in rows]
+
+    # --- samples ---
+
+    def _benchmark_pk(self, conn, bench: pb.Benchmark, fresh: dict) -> int:
+        key = (bench.name, bench.executable_sha256, bench.input_digest, json.dumps(list(bench.argv)))
+        pk = self._benchmark_ids.get(key) or fresh.get(key)
+        if pk is None:
+            conn.execute(self._insert_ignore(benchmarks).values(
+                name=key[0], executable_sha256=key[1], input_digest=key[2], argv=key[3], executable=bench.executable))
+            pk = conn.execute(select(benchmarks.c.id).where(
+                benchmarks.c.name == key[0], benchmarks.c.executable_sha256 == key[1],
+                benchmarks.c.input_digest == key[2], benchmarks.c.argv == key[3])).scalar_one()
+            fresh[key] = pk
+        return pk
+
+    def ingest(self, machine: str, batch: list[pb.Sample], now_ns: int | None = None) -> tuple[int, int]:
+        """Store a batch in one transaction: (new samples stored, duplicates skipped). Returns only after
+        the commit, so an ack sent after it never covers an unstored sample."""
+        now_ns = now_ns or time.time_ns()
+        machine_pk = self.machine_pk(machine)
+        if machine_pk is None:
+            raise StorageError(f"unknown machine {machine!r}: it must register first")
+        fresh: dict = {}
+        with self._write_lock, self.engine.begin() as conn:
+            uuids = [m.uuid for m in batch]
+            existing = set(conn.execute(select(samples.c.uuid).where(samples.c.uuid.in_(uuids))).scalars())
+            rows, seen = [], set()
+            for message in batch:
+                if message.uuid in existing or message.uuid in seen:
+                    continue
+                seen.add(message.uuid)
+                rows.append({
+                    "uuid": message.uuid, "machine": machine_pk,
+                    "benchmark": self._benchmark_pk(conn, message.benchmark, fresh),
+                    "job_id": message.job_id if message.HasField("job_id") else None,
+                    "run_index": message.run_index, "warmup": message.warmup, "outcome": message.outcome,
+                    "start_time_ns": message.start_time_ns, "received_ns": now_ns,
+                    "payload": message.SerializeToString(),
+                })
+            if rows:
+                conn.execute(self._insert_ignore(samples), rows)
+        self._benchmark_ids.update(fresh)  # only ids whose transaction committed
+        return len(rows), len(batch) - len(rows)
+
+    def sample_payloads(self, machine: str, benchmark_names: list[str] | None = None) -> Iterator[bytes]:
+        query = (select(samples.c.payload).join(machines, samples.c.machine == machines.c.id)
+                 .join(benchmarks, samples.c.benchmark == benchmarks.c.id).where(machines.c.name == machine)
+                 .order_by(samples.c.id))
+        if benchmark_names:
+            query = query.where(benchmarks.c.name.in_(benchmark_names))
+        with self.engine.connect() as conn:
+            for (payload,) in conn.execution_options(stream_results=True).execute(query):
+                yield bytes(payload)
+
+    def list_benchmarks(self, machine: str | None = None) -> list[tuple[str, str, int]]:
+        query = (select(machines.c.name, benchmarks.c.name, func.count())
+                 .select_from(samples.join(machines, samples.c.machine == machines.c.id)
+                              .join(benchmarks, samples.c.benchmark == benchmarks.c.id))
+                 .group_by(machines.c.name, benchmarks.c.name).order_by(machines.c.name, benchmarks.c.name))
+        if machine:
+            query = query.where(machines.c.name == machine)
+        with self.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(query).all()]
+
+    def count_samples(self) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(samples)).scalar_one()
+
+    def sample_uuids(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return list(conn.execute(select(samples.c.uuid)).scalars())
+
+    # --- jobs ---
+
+    def create_job(self, machine: str, job: pb.Job, now_ns: int | None = None) -> str:
+        now_ns = now_ns or time.time_ns()
+        job_id = str(uuid_module.uuid4())
+        spec = pb.Job()
+        spec.CopyFrom(job)
+        spec.job_id = job_id
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(jobs.insert().values(id=job_id, machine=machine, spec=spec.SerializeToString(),
+                                              state="queued", message="", samples=0, submitted_ns=now_ns,
+                                              updated_ns=now_ns))
+        return job_id
+
+    def open_jobs(self, machine: str) -> list[pb.Job]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(jobs.c.spec).where(jobs.c.machine == machine,
+                                                          jobs.c.state.in_(OPEN_JOB_STATES))
+                                .order_by(jobs.c.submitted_ns)).scalars().all()
+        return [pb.Job.FromString(bytes(row)) for row in rows]
+
+    def update_job(self, job_id: str, machine: str, state: str, message: str = "", samples_count: int | None = None,
+                   now_ns: int | None = None) -> bool:
+        """Record a job's new state, reported by the machine it was given to; False if it is not that
+        machine's job."""
+        if state not in JOB_STATES:
+            raise StorageError(f"unknown job state {state!r}")
+        values = dict(state=state, message=message[:1000], updated_ns=now_ns or time.time_ns())
+        if samples_count is not None:
+            values["samples"] = samples_count
+        with self._write_lock, self.engine.begin() as conn:
+            result = conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine).values(**values))
+        return result.rowcount == 1
+
+    def list_jobs(self, machine: str | None = None) -> list[dict]:
+        query = select(jobs).order_by(jobs.c.submitted_ns)
+        if machine:
+            query = query.where(jobs.c.machine == machine)
+        with self.engine.connect() as conn:
+            return [dict(row) for row in conn.execute(query).mappings().all()]
+
+    def job_counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return dict(conn.execute(select(jobs.c.state, func.count()).group_by(jobs.c.state)).all())
+
+    def close(self) -> None:
+        self.engine.dispose()
