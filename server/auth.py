@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import time
 from dataclasses import dataclass
 
 ROLES = ("agent", "client")
@@ -32,11 +33,34 @@ def _digest(token: str) -> bytes:
 
 
 class Tokens:
-    def __init__(self, entries: dict[bytes, Principal]):
+    """The tokens file, re-read when it changes (at most once a second), so agents and clients can be
+    added or revoked without restarting the server. A file that turns unreadable or invalid keeps the
+    last good tokens in force."""
+
+    def __init__(self, entries: dict[bytes, Principal], path: str | None = None):
         self._entries = entries
+        self._path = path
+        self._mtime = os.stat(path).st_mtime_ns if path else None
+        self._checked = time.monotonic()
 
     @classmethod
     def load(cls, path: str) -> "Tokens":
+        return cls(cls._parse(path), path)
+
+    def _refresh(self) -> None:
+        if self._path is None or time.monotonic() - self._checked < 1.0:
+            return
+        self._checked = time.monotonic()
+        try:
+            mtime = os.stat(self._path).st_mtime_ns
+            if mtime != self._mtime:
+                self._entries = self._parse(self._path)
+                self._mtime = mtime
+        except (OSError, TokenFileError):
+            pass
+
+    @staticmethod
+    def _parse(path: str) -> dict[bytes, Principal]:
         try:
             with open(path) as f:
                 lines = f.read().splitlines()
@@ -55,12 +79,13 @@ class Tokens:
             entries[_digest(parts[2])] = Principal(parts[0], parts[1])
         if not entries:
             raise TokenFileError(f"{path}: no tokens")
-        return cls(entries)
+        return entries
 
     def identify(self, token: str | None) -> Principal | None:
         """The principal of a token, compared in constant time over digests."""
         if not token:
             return None
+        self._refresh()
         digest = _digest(token)
         for known, principal in self._entries.items():
             if hmac.compare_digest(known, digest):

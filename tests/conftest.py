@@ -84,3 +84,25 @@ def value(sample, label):
     assert reading is not None, f"no reading {label}"
     assert reading.status == "ok", f"{label}: {reading.status} ({reading.reason})"
     return reading.value
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server (Debian's), private to the test session."""
+    from fleet import Postgres, postgres_reason
+
+    reason = postgres_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = Postgres()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    if request.param == "sqlite":
+        from perfctl.server.storage import database_url as url
+
+        return url(str(tmp_path / "data"), None)
+    return request.getfixturevalue("postgres").new_database()

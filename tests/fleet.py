@@ -1,0 +1,158 @@
+"""Real components for the fleet tests: a private PostgreSQL cluster, a test CA made with openssl, and
+perfctl server/agent processes started and killed like an operator would."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from perfctl.server.auth import add_token
+
+PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+
+
+def postgres_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "probe: euid is not 0 (the test cluster runs as the postgres user)"
+    if not PG_BIN or not os.path.exists(os.path.join(PG_BIN[-1], "initdb")):
+        return "probe: no PostgreSQL server binaries under /usr/lib/postgresql (deploy/setup.sh installs them)"
+    try:
+        import pwd
+
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return "probe: no postgres user"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Postgres:
+    """A throwaway cluster on a unix socket in a temp dir, owned and run by the postgres user."""
+
+    def __init__(self) -> None:
+        self.base = tempfile.mkdtemp(prefix="perfctl-pg-")
+        shutil.chown(self.base, "postgres", "postgres")
+        self.data = os.path.join(self.base, "data")
+        self.port = free_port()
+        bin_dir = PG_BIN[-1]
+        self._pg_ctl = os.path.join(bin_dir, "pg_ctl")
+        subprocess.run([os.path.join(bin_dir, "initdb"), "-D", self.data, "-U", "postgres", "--auth=trust",
+                        "-E", "UTF8"], user="postgres", check=True, capture_output=True, cwd=self.base)
+        subprocess.run([self._pg_ctl, "-D", self.data, "-l", os.path.join(self.base, "log"), "-w", "-o",
+                        f"-k {self.base} -p {self.port} -c listen_addresses='' -c fsync=on", "start"],
+                       user="postgres", check=True, capture_output=True, cwd=self.base)
+        self.counter = 0
+
+    def new_database(self) -> str:
+        self.counter += 1
+        name = f"perfctl{self.counter}"
+        subprocess.run([os.path.join(PG_BIN[-1], "createdb"), "-h", self.base, "-p", str(self.port), "-U",
+                        "postgres", name], check=True, capture_output=True)
+        return f"postgresql+psycopg://postgres@/{name}?host={self.base}&port={self.port}"
+
+    def stop(self) -> None:
+        subprocess.run([self._pg_ctl, "-D", self.data, "-m", "immediate", "stop"], user="postgres",
+                       capture_output=True, cwd=self.base)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def make_certs(directory: Path, hosts: list[str]) -> dict[str, str]:
+    """A CA, a server certificate for ``hosts`` and a client certificate, all made by openssl."""
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=perfctl test CA")
+    names = ",".join(f"IP:{h}" if h[0].isdigit() else f"DNS:{h}" for h in hosts)
+    for who, extension in (("server", f"subjectAltName={names}"), ("client", "extendedKeyUsage=clientAuth")):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key", "-out", f"{who}.csr", "-subj",
+            f"/CN=perfctl {who}")
+        (directory / f"{who}.ext").write_text(extension + "\n")
+        run("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{who}.pem", "-days", "2", "-extfile", f"{who}.ext")
+    return {name: str(directory / f"{name}") for name in ("ca.pem", "server.pem", "server.key", "client.pem",
+                                                           "client.key")}
+
+
+def perfctl_command(*args: str, netns: str | None = None) -> list[str]:
+    command = [sys.executable, "-m", "perfctl", *args]
+    return ["ip", "netns", "exec", netns, *command] if netns else command
+
+
+class Fleet:
+    """Tokens, a server and agents as separate processes; logs in ``directory``."""
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.tokens = str(directory / "tokens")
+        self.client_token = str(directory / "client.tok")
+        Path(self.client_token).write_text(add_token(self.tokens, "client", "tester"))
+        os.chmod(self.client_token, 0o600)
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def agent_token(self, name: str) -> str:
+        path = self.dir / f"{name}.tok"
+        if not path.exists():
+            path.write_text(add_token(self.tokens, "agent", name))
+            os.chmod(path, 0o600)
+        return str(path)
+
+    def start(self, key: str, args: list[str], netns: str | None = None) -> subprocess.Popen:
+        log = open(self.dir / f"{key}.log", "ab")
+        process = subprocess.Popen(perfctl_command(*args, netns=netns), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        self.processes[key] = process
+        return process
+
+    def start_server(self, listen: str, db_args: list[str], extra: list[str] = (), netns: str | None = None):
+        return self.start("server", ["server", "--listen", listen, *db_args, "--tokens", self.tokens, *extra],
+                          netns=netns)
+
+    def start_agent(self, name: str, server: str, extra: list[str] = (), netns: str | None = None):
+        return self.start(name, ["agent", "--server", server, "--name", name, "--token-file",
+                                 self.agent_token(name), "--spool", str(self.dir / f"spool-{name}"),
+                                 "--allow", "/bin/*", "--allow", "/usr/bin/*", "--user", "nobody", *extra],
+                          netns=netns)
+
+    def kill(self, key: str, sig: int = 9) -> None:
+        process = self.processes.pop(key, None)
+        if process and process.poll() is None:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=30)
+
+    def log(self, key: str) -> str:
+        path = self.dir / f"{key}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def client(self, *args: str, server: str, extra: list[str] = (), netns: str | None = None,
+               timeout: float = 60) -> subprocess.CompletedProcess:
+        # connection options right after the subcommand: submit's command takes everything after "--"
+        command = perfctl_command(args[0], "--server", server, "--token-file", self.client_token, *extra, *args[1:],
+                                  netns=netns)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+    def stop_all(self) -> None:
+        for key in list(self.processes):
+            self.kill(key, 15)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -1,0 +1,206 @@
+"""The fleet on loopback: a real server (SQLite, and PostgreSQL), real agents running real jobs, the client
+commands, and every refusal the security design promises."""
+
+import json
+import os
+import uuid
+
+import grpc
+import pytest
+
+from perfctl import wire
+from perfctl.v1 import fleet_pb2 as pb
+from perfctl.v1 import fleet_pb2_grpc as rpc
+from conftest import measure, needs_root
+from fleet import Fleet, free_port, make_certs, wait_for
+
+pytestmark = needs_root  # agents run benchmarks as nobody
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    f = Fleet(tmp_path)
+    yield f
+    f.stop_all()
+
+
+def _jobs(fleet, server, **kw):
+    result = fleet.client("jobs", "--json", server=server, **kw)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _start(fleet, db_args, agents=("box-a", "box-b")):
+    server = f"127.0.0.1:{free_port()}"
+    fleet.start_server(server, db_args)
+    for name in agents:
+        fleet.start_agent(name, server)
+    wait_for(lambda: (r := fleet.client("machines", "--json", server=server)).returncode == 0 and
+             sum(m["connected"] for m in json.loads(r.stdout)) == len(agents), 60, "agents to connect")
+    return server
+
+
+def _run_job(fleet, server, machines, *args):
+    result = fleet.client("submit", "--machines", ",".join(machines), *args, server=server)
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: all(j["state"] in ("done", "failed", "refused") for j in _jobs(fleet, server)), 120,
+             "jobs to finish")
+    return _jobs(fleet, server)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_agents_run_an_interleaved_job_and_compare(fleet, backend, request):
+    db_args = ["--data-dir", str(fleet.dir / "data")] if backend == "sqlite" else \
+        ["--db", request.getfixturevalue("postgres").new_database()]
+    server = _start(fleet, db_args)
+    jobs = _run_job(fleet, server, ["box-a", "box-b"], "-r", "10", "--warmup", "1", "-e", "page-faults,task-clock",
+                    "--", "/bin/true", ":::", "/bin/sleep", "0.001")
+    assert [j["state"] for j in jobs] == ["done", "done"] and all(j["samples"] == 22 for j in jobs)
+    machines = {m["name"]: m for m in json.loads(fleet.client("machines", "--json", server=server).stdout)}
+    wait_for(lambda: all(m["samples"] == 22 for m in json.loads(
+        fleet.client("machines", "--json", server=server).stdout)), 30, "every sample stored")
+    assert machines["box-a"]["inventory"]["machine_id"] and machines["box-a"]["backends"]
+    compare = fleet.client("compare", "box-a", "box-b", "--metric", "page-faults", "--format", "json", server=server)
+    assert compare.returncode in (0, 3), compare.stderr
+    document = json.loads(compare.stdout)
+    assert sorted(r["benchmark"] for r in document["benchmarks"]) == ["sleep", "true"]
+    assert all(r["n_a"] == 10 and r["n_b"] == 10 for r in document["benchmarks"])  # warmups left out
+    table = fleet.client("compare", "box-a", "box-b", "--metric", "page-faults", server=server)
+    assert "machine box-a" in table.stdout and "equivalence" in table.stdout
+
+
+def test_rounds_interleave_commands(fleet):
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=("box-a",))
+    _run_job(fleet, server, ["box-a"], "-r", "3", "--", "/bin/true", ":::", "/bin/sleep", "0.001")
+    channel = grpc.insecure_channel(server)
+    token = open(fleet.client_token).read()
+    samples = list(rpc.QueryServiceStub(channel).GetSamples(pb.GetSamplesRequest(machine="box-a"),
+                                                           metadata=(("authorization", f"Bearer {token}"),)))
+    assert [s.benchmark.name for s in samples] == ["true", "sleep"] * 3  # ABAB, not AAABBB
+    assert [s.run_index for s in samples] == [0, 0, 1, 1, 2, 2]
+
+
+def test_commands_outside_the_allowlist_are_refused(fleet):
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=("box-a",))
+    jobs = _run_job(fleet, server, ["box-a"], "-r", "2", "--", "/usr/sbin/ip", "link")
+    assert jobs[0]["state"] == "refused" and "not allowed" in jobs[0]["message"]
+    assert json.loads(fleet.client("machines", "--json", server=server).stdout)[0]["samples"] == 0
+
+
+def test_submit_to_an_unknown_machine_is_one_line(fleet):
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=())
+    result = fleet.client("submit", "--machines", "ghost", "--", "/bin/true", server=server)
+    assert result.returncode == 2 and "no machine named 'ghost'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _grpc_error(call) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+def test_every_refusal(fleet):
+    fleet.agent_token("box-c")
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=("box-a",))
+    channel = grpc.insecure_channel(server)
+    query, agent = rpc.QueryServiceStub(channel), rpc.AgentServiceStub(channel)
+    client_md = (("authorization", f"Bearer {open(fleet.client_token).read()}"),)
+    agent_md = (("authorization", f"Bearer {open(fleet.agent_token('box-a')).read()}"),)
+    other_md = (("authorization", f"Bearer {open(fleet.agent_token('box-c')).read()}"),)
+
+    assert _grpc_error(lambda: query.ListMachines(pb.ListMachinesRequest())).code() == grpc.StatusCode.UNAUTHENTICATED
+    bad = (("authorization", "Bearer " + "x" * 40),)
+    assert _grpc_error(lambda: query.ListMachines(pb.ListMachinesRequest(), metadata=bad)).code() == \
+        grpc.StatusCode.UNAUTHENTICATED
+    assert _grpc_error(lambda: query.ListMachines(pb.ListMachinesRequest(), metadata=agent_md)).code() == \
+        grpc.StatusCode.PERMISSION_DENIED
+    assert _grpc_error(lambda: agent.Heartbeat(pb.HeartbeatRequest(), metadata=client_md)).code() == \
+        grpc.StatusCode.PERMISSION_DENIED
+    spoof = _grpc_error(lambda: agent.Register(pb.RegisterRequest(machine=pb.MachineInfo(name="box-a")),
+                                               metadata=other_md))  # box-c's token claiming box-a
+    assert spoof.code() == grpc.StatusCode.PERMISSION_DENIED and "box-c" in spoof.details()
+
+    good = wire.sample_to_proto(measure(["/bin/true"], ["page-faults"])[0])
+    for field, value, message in (("uuid", "not-a-uuid", "uuid"), ("outcome", "exploded", "outcome"),
+                                  ("run_index", -1, "run_index")):
+        broken = pb.Sample()
+        broken.CopyFrom(good)
+        setattr(broken, field, value)
+        error = _grpc_error(lambda: list(agent.StreamSamples(iter([pb.SampleBatch(sequence=7, samples=[broken])]),
+                                                             metadata=agent_md)))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.details()
+        assert "batch 7" in error.details()
+    negative = pb.Sample()
+    negative.CopyFrom(good)
+    negative.readings[0].value = -5
+    error = _grpc_error(lambda: list(agent.StreamSamples(iter([pb.SampleBatch(sequence=1, samples=[negative])]),
+                                                         metadata=agent_md)))
+    assert "negative" in error.details()
+    too_many = pb.SampleBatch(sequence=2, samples=[good] * 2001)
+    error = _grpc_error(lambda: list(agent.StreamSamples(iter([too_many]), metadata=agent_md)))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "more than 2000" in error.details()
+    huge = pb.SampleBatch(sequence=3, samples=[good])
+    huge.samples[0].benchmark.argv.append("x" * (17 << 20))
+    assert _grpc_error(lambda: list(agent.StreamSamples(iter([huge]), metadata=agent_md))).code() == \
+        grpc.StatusCode.RESOURCE_EXHAUSTED
+    bad_job = pb.SubmitJobRequest(machines=["box-a"], job=pb.Job(commands=[], repetitions=1))
+    assert _grpc_error(lambda: query.SubmitJob(bad_job, metadata=client_md)).code() == grpc.StatusCode.INVALID_ARGUMENT
+    # nothing invalid was stored, the valid sample can still go in
+    acks = list(agent.StreamSamples(iter([pb.SampleBatch(sequence=9, samples=[good])]), metadata=agent_md))
+    assert (acks[0].sequence, acks[0].stored) == (9, 1)
+    # a token added to the file while the server runs is honoured within a second or so
+    from perfctl.server.auth import add_token
+
+    late = (("authorization", f"Bearer {add_token(fleet.tokens, 'client', 'late')}"),)
+    wait_for(lambda: _ok(lambda: query.ListMachines(pb.ListMachinesRequest(), metadata=late)), 10, "token reload")
+
+
+def _ok(call) -> bool:
+    try:
+        call()
+        return True
+    except grpc.RpcError:
+        return False
+
+
+def test_plaintext_off_loopback_is_refused(fleet):
+    result = fleet.start_server("0.0.0.0:7999", ["--data-dir", str(fleet.dir / "data")])
+    result.wait(timeout=30)
+    assert result.returncode == 2 and "refusing plaintext" in fleet.log("server")
+    agent = fleet.start_agent("box-a", "10.255.255.1:7999")
+    agent.wait(timeout=30)
+    assert agent.returncode == 2 and "refusing plaintext" in fleet.log("box-a")
+    client = fleet.client("machines", server="10.255.255.1:7999")
+    assert client.returncode == 2 and "refusing plaintext" in client.stderr
+
+
+def test_tls_and_mutual_tls(fleet, tmp_path):
+    certs = make_certs(tmp_path, ["127.0.0.1", "localhost"])
+    server = f"127.0.0.1:{free_port()}"
+    fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")],
+                       ["--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"],
+                        "--tls-client-ca", certs["ca.pem"]])
+    with_cert = ["--tls-ca", certs["ca.pem"], "--tls-cert", certs["client.pem"], "--tls-key", certs["client.key"]]
+    wait_for(lambda: fleet.client("machines", "--json", server=server, extra=with_cert).returncode == 0, 30,
+             "the TLS server")
+    no_cert = fleet.client("machines", server=server, extra=["--tls-ca", certs["ca.pem"]])
+    assert no_cert.returncode == 2 and "UNAVAILABLE" in no_cert.stderr  # mTLS: no client certificate
+    plaintext = fleet.client("machines", server=server)
+    assert plaintext.returncode == 2
+    fleet.start_agent("box-a", server, extra=with_cert)
+    wait_for(lambda: json.loads(fleet.client("machines", "--json", server=server, extra=with_cert).stdout),
+             60, "the agent to register over mutual TLS")
+
+
+def test_agent_and_server_refuse_to_start_without_what_they_need(fleet):
+    no_allow = fleet.start("a", ["agent", "--server", "127.0.0.1:1", "--name", "a", "--token-file",
+                                 fleet.agent_token("a"), "--spool", str(fleet.dir / "s"), "--user", "nobody"])
+    no_allow.wait(timeout=30)
+    assert no_allow.returncode == 2 and "--allow" in fleet.log("a")
+    loose = fleet.dir / "loose"
+    loose.write_text(f"client x {uuid.uuid4().hex}\n")
+    os.chmod(loose, 0o644)
+    server = fleet.start("s", ["server", "--data-dir", str(fleet.dir / "d"), "--tokens", str(loose)])
+    server.wait(timeout=30)
+    assert server.returncode == 2 and "chmod 600" in fleet.log("s")

@@ -1,0 +1,89 @@
+"""Storage on real databases: SQLite in a data directory and a real PostgreSQL server."""
+
+import uuid
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from perfctl import wire
+from perfctl.server.schema import metadata
+from perfctl.server.storage import Storage, StorageError
+from perfctl.v1 import fleet_pb2 as pb
+from conftest import measure
+
+
+@pytest.fixture(scope="module")
+def real_samples():
+    return [wire.sample_to_proto(s) for s in measure(["/bin/true"], ["page-faults", "task-clock"], runs=6)]
+
+
+def _machine(storage, name="box"):
+    storage.register(pb.MachineInfo(name=name, machine_id="m" * 16, inventory_json="{}", agent_version="t"), 1)
+
+
+def test_migrations_build_exactly_the_schema_the_code_uses(database_url):
+    storage = Storage(database_url)
+    with storage.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+    storage.upgrade()  # idempotent
+
+
+def test_a_batch_sent_twice_is_stored_once(database_url, real_samples):
+    storage = Storage(database_url)
+    _machine(storage)
+    assert storage.ingest("box", real_samples[:4]) == (4, 0)
+    assert storage.ingest("box", real_samples) == (2, 4)
+    assert storage.ingest("box", real_samples + real_samples[:1]) == (0, 7)
+    assert storage.count_samples() == 6
+    assert sorted(storage.sample_uuids()) == sorted(s.uuid for s in real_samples)
+    stored = [pb.Sample.FromString(p) for p in storage.sample_payloads("box")]
+    assert [s.uuid for s in stored] == [s.uuid for s in real_samples]  # append order, payload intact
+    assert stored[0] == real_samples[0]
+    assert storage.list_benchmarks("box") == [("box", "true", 6)]
+
+
+def test_ingest_for_an_unregistered_machine_is_refused(database_url, real_samples):
+    storage = Storage(database_url)
+    with pytest.raises(StorageError, match="register first"):
+        storage.ingest("ghost", real_samples[:1])
+    assert storage.count_samples() == 0
+
+
+def test_jobs_move_through_their_states(database_url):
+    storage = Storage(database_url)
+    job = pb.Job(commands=[pb.Command(name="t", argv=["/bin/true"])], repetitions=3)
+    job_id = storage.create_job("box", job)
+    assert [j.job_id for j in storage.open_jobs("box")] == [job_id]
+    assert storage.update_job(job_id, "box", "running")
+    assert not storage.update_job(job_id, "other", "done")  # not that machine's job
+    assert storage.update_job(job_id, "box", "done", "3 runs", 3)
+    assert storage.open_jobs("box") == [] and storage.list_jobs("box")[0]["samples"] == 3
+    with pytest.raises(StorageError, match="unknown job state"):
+        storage.update_job(job_id, "box", "exploded")
+
+
+def test_machines_are_upserted_with_their_counts(database_url, real_samples):
+    storage = Storage(database_url)
+    _machine(storage, "a")
+    _machine(storage, "a")
+    _machine(storage, "b")
+    storage.ingest("a", real_samples[:2])
+    rows = {r["name"]: r["samples"] for r in storage.list_machines()}
+    assert rows == {"a": 2, "b": 0}
+
+
+def test_unreachable_database_is_one_line():
+    with pytest.raises(StorageError, match="cannot open the database"):
+        Storage("postgresql+psycopg://nobody@/nowhere?host=/nonexistent&port=1")
+
+
+def test_uuid_dedup_holds_across_storage_objects(database_url, real_samples):
+    first, second = Storage(database_url), Storage(database_url)
+    _machine(first)
+    _machine(second)
+    fresh = pb.Sample()
+    fresh.CopyFrom(real_samples[0])
+    fresh.uuid = str(uuid.uuid4())
+    assert first.ingest("box", [fresh]) == (1, 0)
+    assert second.ingest("box", [fresh]) == (0, 1)
