@@ -156,3 +156,67 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
             return result
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def netns_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "probe: euid is not 0 (network namespaces need root)"
+    if shutil.which("ip") is None:
+        return "probe: ip (iproute2) not found"
+    name = f"pctl-probe-{os.getpid()}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"probe: ip netns add failed: {probe.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return None
+
+
+class NetworkLab:
+    """A server host and N agent hosts, each a network namespace; agent hosts reach the server host over
+    a veth pair into a bridge there (10.77.0.1 is the server, 10.77.0.10+i the hosts)."""
+
+    SERVER_IP = "10.77.0.1"
+
+    def __init__(self, hosts: int):
+        self.tag = f"{os.getpid() % 100000}"
+        self.server_ns = f"pctl-s{self.tag}"
+        self.hosts = [f"pctl-h{self.tag}-{i}" for i in range(hosts)]
+        self._run("ip", "netns", "add", self.server_ns)
+        self._in(self.server_ns, "ip", "link", "set", "lo", "up")
+        self._in(self.server_ns, "ip", "link", "add", "br0", "type", "bridge")
+        self._in(self.server_ns, "ip", "addr", "add", f"{self.SERVER_IP}/24", "dev", "br0")
+        self._in(self.server_ns, "ip", "link", "set", "br0", "up")
+        for index, host in enumerate(self.hosts):
+            self._run("ip", "netns", "add", host)
+            self._in(host, "ip", "link", "set", "lo", "up")
+            outside, inside = self.link(index), f"pv{self.tag}h{index}"[:15]
+            self._run("ip", "link", "add", inside, "type", "veth", "peer", "name", outside)
+            self._run("ip", "link", "set", inside, "netns", host)
+            self._run("ip", "link", "set", outside, "netns", self.server_ns)
+            self._in(self.server_ns, "ip", "link", "set", outside, "master", "br0", "up")
+            self._in(host, "ip", "addr", "add", f"10.77.0.{10 + index}/24", "dev", inside)
+            self._in(host, "ip", "link", "set", inside, "up")
+
+    def link(self, index: int) -> str:
+        """The server-side end of host ``index``'s veth pair: set it down to cut that host off."""
+        return f"pv{self.tag}s{index}"[:15]
+
+    @staticmethod
+    def _run(*args: str) -> None:
+        subprocess.run(args, check=True, capture_output=True)
+
+    def _in(self, ns: str, *args: str) -> None:
+        self._run("ip", "netns", "exec", ns, *args)
+
+    def set_link(self, index: int, up: bool) -> None:
+        self._in(self.server_ns, "ip", "link", "set", self.link(index), "up" if up else "down")
+
+    def close(self) -> None:
+        for ns in [self.server_ns, *self.hosts]:
+            subprocess.run(["ip", "netns", "pids", ns], capture_output=True)
+            for pid in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+                try:
+                    os.kill(int(pid), 9)
+                except ProcessLookupError:
+                    pass
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)

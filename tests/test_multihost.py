@@ -1,0 +1,153 @@
+"""Several hosts as network namespaces: agents in their namespaces stream over TLS to the server in another.
+Each fault test ends with every sample stored exactly once: the count, and the uuids, which for a job's
+run k are uuid5(job, k) by construction, so the stored set must equal the expected set exactly."""
+
+import json
+import signal
+import time
+import uuid
+
+import pytest
+
+from perfctl.agent.daemon import JOB_UUID_NAMESPACE
+from perfctl.server.storage import Storage, database_url
+from fleet import Fleet, NetworkLab, free_port, make_certs, netns_reason, wait_for
+
+pytestmark = pytest.mark.skipif(netns_reason() is not None, reason=str(netns_reason()))
+
+
+@pytest.fixture
+def lab(tmp_path):
+    network = NetworkLab(hosts=2)
+    fleet = Fleet(tmp_path)
+    certs = make_certs(tmp_path, [NetworkLab.SERVER_IP])
+    yield network, fleet, certs
+    fleet.stop_all()
+    network.close()
+
+
+def _server(network, fleet, certs):
+    address = f"{NetworkLab.SERVER_IP}:7433"
+    fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")],
+                       ["--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"], "--grace", "5"],
+                       netns=network.server_ns)
+    return address
+
+
+def _client(network, fleet, certs, address, *args):
+    return fleet.client(*args, server=address, extra=["--tls-ca", certs["ca.pem"]], netns=network.server_ns)
+
+
+def _agents(network, fleet, certs, address):
+    for index, host in enumerate(network.hosts):
+        fleet.start_agent(f"host{index}", address, extra=["--tls-ca", certs["ca.pem"]], netns=host)
+    wait_for(lambda: (r := _client(network, fleet, certs, address, "machines", "--json")).returncode == 0 and
+             sum(m["connected"] for m in json.loads(r.stdout)) == len(network.hosts), 60, "agents to connect")
+
+
+def _submit(network, fleet, certs, address, runs):
+    result = _client(network, fleet, certs, address, "submit", "--machines",
+                     ",".join(f"host{i}" for i in range(len(network.hosts))), "-r", str(runs), "-e", "page-faults",
+                     "--", "/bin/true")
+    assert result.returncode == 0, result.stderr
+    return [line.split("\t")[1] for line in result.stdout.split()
+            if "\t" in line] or [line.split()[1] for line in result.stdout.splitlines()]
+
+
+def _stored(fleet) -> list[str]:
+    storage = Storage(database_url(str(fleet.dir / "data"), None))
+    try:
+        return storage.sample_uuids()
+    finally:
+        storage.close()
+
+
+def _expect_exactly_once(fleet, job_ids, runs, timeout=180):
+    expected = {str(uuid.uuid5(JOB_UUID_NAMESPACE, f"{job}/{k}")) for job in job_ids for k in range(runs)}
+    wait_for(lambda: len(_stored(fleet)) >= len(expected), timeout, f"{len(expected)} samples stored")
+    time.sleep(1.5)  # any duplicate re-send would land now
+    stored = _stored(fleet)
+    assert len(stored) == len(expected) == len(set(stored))
+    assert set(stored) == expected
+
+
+def test_server_killed_mid_stream_and_restarted(lab):
+    network, fleet, certs = lab
+    address = _server(network, fleet, certs)
+    _agents(network, fleet, certs, address)
+    jobs = _submit(network, fleet, certs, address, 400)
+    wait_for(lambda: len(_stored(fleet)) >= 100, 60, "streaming to start")
+    fleet.kill("server", 9)
+    time.sleep(2)  # agents keep measuring into their spools
+    _server(network, fleet, certs)
+    _expect_exactly_once(fleet, jobs, 400)
+
+
+def test_link_cut_and_restored(lab):
+    network, fleet, certs = lab
+    address = _server(network, fleet, certs)
+    _agents(network, fleet, certs, address)
+    jobs = _submit(network, fleet, certs, address, 300)
+    wait_for(lambda: len(_stored(fleet)) >= 50, 60, "streaming to start")
+    network.set_link(0, up=False)
+    time.sleep(20)  # longer than the keepalive: host0's connection is declared dead
+    cut_off = len(_stored(fleet))
+    network.set_link(0, up=True)
+    _expect_exactly_once(fleet, jobs, 300)
+    assert cut_off < 600
+
+
+def test_agent_killed_mid_job_and_restarted(lab):
+    network, fleet, certs = lab
+    address = _server(network, fleet, certs)
+    _agents(network, fleet, certs, address)
+    jobs = _submit(network, fleet, certs, address, 300)
+    wait_for(lambda: len(_stored(fleet)) >= 60, 60, "streaming to start")
+    fleet.kill("host0", 9)
+    time.sleep(1)
+    fleet.start_agent("host0", address, extra=["--tls-ca", certs["ca.pem"]], netns=network.hosts[0])
+    _expect_exactly_once(fleet, jobs, 300)
+    states = json.loads(_client(network, fleet, certs, address, "jobs", "--json").stdout)
+    wait_for(lambda: all(j["state"] == "done" for j in json.loads(
+        _client(network, fleet, certs, address, "jobs", "--json").stdout)), 60, "jobs reported done")
+    assert len(states) == 2
+
+
+def test_graceful_stop_drains_and_nothing_is_lost(tmp_path):
+    fleet = Fleet(tmp_path)
+    try:
+        address = f"127.0.0.1:{free_port()}"
+        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+        fleet.start_agent("box", address)
+        wait_for(lambda: fleet.client("machines", "--json", server=address).returncode == 0, 30, "server")
+        wait_for(lambda: json.loads(fleet.client("machines", "--json", server=address).stdout), 60, "agent")
+        result = fleet.client("submit", "--machines", "box", "-r", "300", "-e", "page-faults", "--", "/bin/true",
+                              server=address)
+        job = result.stdout.split()[1]
+        wait_for(lambda: len(_stored(fleet)) >= 50, 60, "streaming to start")
+        server = fleet.processes["server"]
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0 and "draining" in fleet.log("server")
+        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+        _expect_exactly_once(fleet, [job], 300)
+    finally:
+        fleet.stop_all()
+
+
+def test_load_twenty_agents(tmp_path):
+    fleet = Fleet(tmp_path)
+    try:
+        address = f"127.0.0.1:{free_port()}"
+        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+        names = [f"load{i:02d}" for i in range(20)]
+        for name in names:
+            fleet.start_agent(name, address)
+        wait_for(lambda: (r := fleet.client("machines", "--json", server=address)).returncode == 0 and
+                 sum(m["connected"] for m in json.loads(r.stdout)) == 20, 180, "20 agents to connect")
+        result = fleet.client("submit", "--machines", ",".join(names), "-r", "60", "-e", "page-faults", "--",
+                              "/bin/true", server=address)
+        assert result.returncode == 0, result.stderr
+        jobs = [line.split()[1] for line in result.stdout.splitlines()]
+        _expect_exactly_once(fleet, jobs, 60, timeout=300)
+    finally:
+        fleet.stop_all()
