@@ -20,6 +20,7 @@ import random
 import re
 import signal
 import threading
+import time
 import uuid as uuid_module
 from dataclasses import dataclass, field
 
@@ -43,6 +44,7 @@ SAMPLES_PENDING = Gauge("perfctl_agent_samples_pending", "Samples in the spool, 
 CONNECTED = Gauge("perfctl_agent_connected", "1 while registered with the server")
 JOB_UUID_NAMESPACE = uuid_module.UUID("2d6f3c1e-6a8e-4f3b-9a4b-7f1f0c2f7e11")
 WINDOW = 4  # batches in flight
+LINGER = 0.05  # seconds to let a batch fill once samples arrive: fewer, larger commits on the server
 
 
 @dataclass
@@ -173,7 +175,7 @@ class Agent:
                                                 ("grpc.http2.max_pings_without_data", 0)])
             try:
                 stub = rpc.AgentServiceStub(channel)
-                response = await stub.Register(pb.RegisterRequest(machine=info), metadata=metadata, timeout=10)
+                response = await stub.Register(pb.RegisterRequest(machine=info), metadata=metadata, timeout=5)
                 log.info("registered with %s as %s", self.config.server, self.config.name)
                 CONNECTED.set(1)
                 self.backoff = 0.5
@@ -196,9 +198,15 @@ class Agent:
             if not self.stopping.is_set():
                 delay = self.backoff * (0.5 + random.random())
                 log.info("reconnecting in %.1f s", delay)
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
                 self.backoff = min(self.backoff * 2, self.config.backoff_max)
         worker.join(timeout=5)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake at once when the agent is asked to stop."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(min(0.2, deadline - time.monotonic()))
 
     async def _until_stopped(self) -> None:
         while not self.stopping.is_set():
@@ -240,6 +248,7 @@ class Agent:
                     self._new_samples.clear()
                     try:
                         await asyncio.wait_for(self._new_samples.wait(), 1.0)
+                        await asyncio.sleep(LINGER)
                     except TimeoutError:
                         pass
                     continue

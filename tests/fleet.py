@@ -130,7 +130,12 @@ class Fleet:
         process = self.processes.pop(key, None)
         if process and process.poll() is None:
             os.killpg(process.pid, sig)
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, 9)
+                process.wait(timeout=15)
+                raise AssertionError(f"{key} did not stop within 15 s of signal {sig}") from None
 
     def log(self, key: str) -> str:
         path = self.dir / f"{key}.log"
@@ -144,8 +149,21 @@ class Fleet:
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
     def stop_all(self) -> None:
-        for key in list(self.processes):
-            self.kill(key, 15)
+        """SIGTERM everything at once, then wait: each must stop within 15 s."""
+        processes = list(self.processes.items())
+        self.processes.clear()
+        for _, process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, 15)
+        slow = []
+        for key, process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, 9)
+                process.wait()
+                slow.append(key)
+        assert not slow, f"did not stop within 15 s of SIGTERM: {slow}"
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
