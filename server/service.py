@@ -80,7 +80,45 @@ class JobHub:
         return True
 
 
+class GroupCommit:
+    """Batches from all streams that arrive while a transaction commits are stored together in the next
+    one: a commit (an fsync on SQLite) per round instead of per batch. Each caller still gets its own
+    (stored, duplicates) only after the commit that covers its batch."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.task: asyncio.Task | None = None
+
+    async def ingest(self, machine: str, batch: list) -> tuple[int, int]:
+        if self.task is None:
+            self.task = asyncio.create_task(self._run())
+        future = asyncio.get_running_loop().create_future()
+        await self.queue.put((machine, batch, future))
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            pending = [await self.queue.get()]
+            while not self.queue.empty():
+                pending.append(self.queue.get_nowait())
+            try:
+                results = await asyncio.to_thread(self.storage.ingest_many, [(m, b) for m, b, _ in pending])
+            except Exception as err:  # noqa: BLE001 - every waiting stream must hear the failure
+                for _, _, future in pending:
+                    if not future.done():
+                        future.set_exception(err)
+                continue
+            for (_, _, future), result in zip(pending, results):
+                if not future.done():
+                    future.set_result(result)
+
+
 class AgentService(_Base, rpc.AgentServiceServicer):
+    def __init__(self, storage: Storage, tokens: Tokens, hub: "JobHub"):
+        super().__init__(storage, tokens, hub)
+        self.writer = GroupCommit(storage)
+
     async def Register(self, request, context):
         principal = await self._principal(context, "agent")
         info = request.machine
@@ -109,7 +147,10 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                 if problem:
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         f"batch {batch.sequence} sample {index} ({sample.uuid[:36]}): {problem}")
-            stored, duplicates = await self._db(context, self.storage.ingest, principal.name, list(batch.samples))
+            try:
+                stored, duplicates = await self.writer.ingest(principal.name, list(batch.samples))
+            except StorageError as err:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
             SAMPLES_INGESTED.inc(stored)
             SAMPLES_DUPLICATE.inc(duplicates)
             BATCHES.inc()

@@ -26,6 +26,8 @@ from perfctl.server import migrations
 from perfctl.server.schema import benchmarks, jobs, machines, samples
 from perfctl.v1 import fleet_pb2 as pb
 
+SAMPLE_COLUMNS = ("uuid", "machine", "benchmark", "job_id", "run_index", "warmup", "outcome", "start_time_ns",
+                  "received_ns", "payload")
 JOB_STATES = ("queued", "dispatched", "running", "done", "failed", "refused")
 OPEN_JOB_STATES = ("queued", "dispatched", "running")
 
@@ -68,6 +70,12 @@ class Storage:
         except Exception as err:  # noqa: BLE001 - driver errors vary; the user needs the one line
             raise StorageError(f"cannot open the database {self._safe_url()}: {str(err).splitlines()[0]}") from None
         self._write_lock = threading.Lock()
+        columns = ", ".join(SAMPLE_COLUMNS)
+        if self.is_sqlite:
+            self._insert_sql = f"INSERT OR IGNORE INTO samples ({columns}) VALUES ({', '.join('?' * len(SAMPLE_COLUMNS))})"
+        else:
+            self._insert_sql = (f"INSERT INTO samples ({columns}) VALUES ({', '.join(['%s'] * len(SAMPLE_COLUMNS))}) "
+                                "ON CONFLICT (uuid) DO NOTHING")
         self._machine_ids: dict[str, int] = {}
         self._benchmark_ids: dict[tuple, int] = {}
 
@@ -122,45 +130,56 @@ class Storage:
     # --- samples ---
 
     def _benchmark_pk(self, conn, bench: pb.Benchmark, fresh: dict) -> int:
-        key = (bench.name, bench.executable_sha256, bench.input_digest, json.dumps(list(bench.argv)))
+        key = (bench.name, bench.executable_sha256, bench.input_digest, tuple(bench.argv))
         pk = self._benchmark_ids.get(key) or fresh.get(key)
         if pk is None:
+            argv = json.dumps(list(bench.argv))
             conn.execute(self._insert_ignore(benchmarks).values(
-                name=key[0], executable_sha256=key[1], input_digest=key[2], argv=key[3], executable=bench.executable))
+                name=key[0], executable_sha256=key[1], input_digest=key[2], argv=argv, executable=bench.executable))
             pk = conn.execute(select(benchmarks.c.id).where(
                 benchmarks.c.name == key[0], benchmarks.c.executable_sha256 == key[1],
-                benchmarks.c.input_digest == key[2], benchmarks.c.argv == key[3])).scalar_one()
+                benchmarks.c.input_digest == key[2], benchmarks.c.argv == argv)).scalar_one()
             fresh[key] = pk
         return pk
 
     def ingest(self, machine: str, batch: list[pb.Sample], now_ns: int | None = None) -> tuple[int, int]:
         """Store a batch in one transaction: (new samples stored, duplicates skipped). Returns only after
         the commit, so an ack sent after it never covers an unstored sample."""
+        return self.ingest_many([(machine, batch)], now_ns)[0]
+
+    def ingest_many(self, requests: list[tuple[str, list[pb.Sample]]], now_ns: int | None = None) -> list[tuple[int, int]]:
+        """Several batches (from several streams) in one transaction: one commit instead of one per batch
+        (group commit). Results in request order; a uuid seen twice counts as a duplicate where it recurs."""
         now_ns = now_ns or time.time_ns()
-        machine_pk = self.machine_pk(machine)
-        if machine_pk is None:
-            raise StorageError(f"unknown machine {machine!r}: it must register first")
+        machine_pks = []
+        for machine, _ in requests:
+            pk = self.machine_pk(machine)
+            if pk is None:
+                raise StorageError(f"unknown machine {machine!r}: it must register first")
+            machine_pks.append(pk)
         fresh: dict = {}
+        results = []
         with self._write_lock, self.engine.begin() as conn:
-            uuids = [m.uuid for m in batch]
-            existing = set(conn.execute(select(samples.c.uuid).where(samples.c.uuid.in_(uuids))).scalars())
-            rows, seen = [], set()
-            for message in batch:
-                if message.uuid in existing or message.uuid in seen:
-                    continue
-                seen.add(message.uuid)
-                rows.append({
-                    "uuid": message.uuid, "machine": machine_pk,
-                    "benchmark": self._benchmark_pk(conn, message.benchmark, fresh),
-                    "job_id": message.job_id if message.HasField("job_id") else None,
-                    "run_index": message.run_index, "warmup": message.warmup, "outcome": message.outcome,
-                    "start_time_ns": message.start_time_ns, "received_ns": now_ns,
-                    "payload": message.SerializeToString(),
-                })
-            if rows:
-                conn.execute(self._insert_ignore(samples), rows)
+            for (_, batch), machine_pk in zip(requests, machine_pks):
+                rows = [(message.uuid, machine_pk, self._benchmark_pk(conn, message.benchmark, fresh),
+                         message.job_id or None, message.run_index, message.warmup, message.outcome,
+                         message.start_time_ns, now_ns, message.SerializeToString()) for message in batch]
+                stored = self.insert_rows(conn, rows)
+                results.append((stored, len(batch) - stored))
         self._benchmark_ids.update(fresh)  # only ids whose transaction committed
-        return len(rows), len(batch) - len(rows)
+        return results
+
+    def insert_rows(self, conn, rows: list[tuple]) -> int:
+        """Insert sample rows (SAMPLE_COLUMNS order) through the driver's executemany, skipping uuids already
+        stored; returns how many were new. The same call is bench/ingest_rate.py's raw-insert baseline."""
+        if not rows:
+            return 0
+        cursor = conn.connection.driver_connection.cursor()
+        try:
+            cursor.executemany(self._insert_sql, rows)
+            return cursor.rowcount
+        finally:
+            cursor.close()
 
     def sample_payloads(self, machine: str, benchmark_names: list[str] | None = None) -> Iterator[bytes]:
         query = (select(samples.c.payload).join(machines, samples.c.machine == machines.c.id)

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Samples stored per second through the full gRPC path (TLS-less loopback, token auth, validation, one
+transaction per batch, ack after commit) against a real `perfctl server`, with SQLite and with PostgreSQL,
+beside the raw insert rate of the same rows into the same kind of database measured in the same run.
+Prints both rates, their ratio and the p99 batch ack latency.
+
+Targets (issue 4): >= 20,000 samples/s and >= half the raw insert rate on a 2-core machine.
+
+    python bench/ingest_rate.py [--samples 100000] [--batch 500] [--streams 4] [--no-postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fleet import Fleet, Postgres, free_port, postgres_reason, wait_for  # noqa: E402
+
+from perfctl import wire  # noqa: E402
+from perfctl.agent import inventory, session  # noqa: E402
+from perfctl.agent.events import DEFAULT_EVENTS, parse_events  # noqa: E402
+from perfctl.agent.runner import Runner, make_control  # noqa: E402
+from perfctl.server.storage import Storage, database_url  # noqa: E402
+from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
+from perfctl.v1 import fleet_pb2_grpc as rpc  # noqa: E402
+
+
+def template() -> pb.Sample:
+    """One real sample of /bin/true with the default event set, as the agent would send it."""
+    inv = inventory.collect()
+    backend = session.make_backend("perf_event", parse_events(list(DEFAULT_EVENTS)), inv)
+    runner = Runner()
+    try:
+        plan = session.Plan(["/bin/true"], 1, 0, make_control())
+        return wire.sample_to_proto(next(session.run(plan, backend, runner, inv["machine_id"])))
+    finally:
+        backend.close()
+        runner.close()
+
+
+def batches(base: pb.Sample, total: int, size: int) -> list[pb.SampleBatch]:
+    out = []
+    for start in range(0, total, size):
+        batch = pb.SampleBatch(sequence=start // size + 1)
+        for index in range(start, min(total, start + size)):
+            sample = batch.samples.add()
+            sample.CopyFrom(base)
+            sample.uuid = str(uuid.uuid4())
+            sample.run_index = index
+        out.append(batch)
+    return out
+
+
+async def stream(address: str, token: str, work: list[pb.SampleBatch], latencies: list[float]) -> None:
+    async with grpc.aio.insecure_channel(address, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
+        stub = rpc.AgentServiceStub(channel)
+        call = stub.StreamSamples(metadata=(("authorization", f"Bearer {token}"),))
+        sent: dict[int, float] = {}
+        window = asyncio.Semaphore(4)
+
+        async def acks():
+            async for ack in call:
+                latencies.append(time.perf_counter() - sent.pop(ack.sequence))
+                window.release()
+
+        reader = asyncio.create_task(acks())
+        for batch in work:
+            await window.acquire()
+            sent[batch.sequence] = time.perf_counter()
+            await call.write(batch)
+        await call.done_writing()
+        await reader
+
+
+def grpc_rate(db_args: list[str], url: str, work: list[list[pb.SampleBatch]], names: list[str], tmp: Path):
+    fleet = Fleet(tmp)
+    tokens = [Path(fleet.agent_token(name)).read_text() for name in names]
+    address = f"127.0.0.1:{free_port()}"
+    fleet.start_server(address, db_args)
+    try:
+        wait_for(lambda: fleet.client("machines", server=address).returncode == 0, 60, "the server")
+        channel = grpc.insecure_channel(address)
+        stub = rpc.AgentServiceStub(channel)
+        for name, token in zip(names, tokens):
+            stub.Register(pb.RegisterRequest(machine=pb.MachineInfo(name=name, machine_id="bench")),
+                          metadata=(("authorization", f"Bearer {token}"),))
+        channel.close()
+        latencies: list[float] = []
+        total = sum(len(b.samples) for w in work for b in w)
+
+        async def run_all():
+            await asyncio.gather(*(stream(address, t, w, latencies) for t, w in zip(tokens, work)))
+
+        start = time.perf_counter()
+        asyncio.run(run_all())
+        elapsed = time.perf_counter() - start
+    finally:
+        fleet.stop_all()
+    storage = Storage(url)
+    stored = storage.count_samples()
+    storage.close()
+    if stored != total:
+        sys.exit(f"bench: {stored} samples stored, {total} sent")
+    latencies.sort()
+    return total / elapsed, latencies[int(0.99 * (len(latencies) - 1))]
+
+
+def raw_rate(url: str, work: list[list[pb.SampleBatch]]) -> float:
+    """The same rows, inserted straight into the same kind of database with the same driver call the server
+    uses (Storage.insert_rows: executemany, duplicates skipped by the database), one commit per batch; no
+    gRPC, no validation, no group commit."""
+    storage = Storage(url)
+    storage.register(pb.MachineInfo(name="raw", machine_id="bench"), 1)
+    machine = storage.machine_pk("raw")
+    first = work[0][0].samples[0]
+    with storage.engine.begin() as conn:
+        bench_pk = storage._benchmark_pk(conn, first.benchmark, {})
+    rows_per_batch = [[(str(uuid.uuid4()), machine, bench_pk, None, s.run_index, s.warmup, s.outcome,
+                        s.start_time_ns, 0, s.SerializeToString()) for s in batch.samples]
+                      for w in work for batch in w]
+    total = sum(len(rows) for rows in rows_per_batch)
+    start = time.perf_counter()
+    for rows in rows_per_batch:
+        with storage.engine.begin() as conn:
+            storage.insert_rows(conn, rows)
+    elapsed = time.perf_counter() - start
+    stored = storage.count_samples()
+    storage.close()
+    if stored != total:
+        sys.exit(f"bench: raw insert stored {stored} of {total}")
+    return total / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--streams", type=int, default=4)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    base = template()
+    print(f"{args.samples} samples ({len(base.readings)} readings, {base.ByteSize()} bytes each), batches of "
+          f"{args.batch}, {args.streams} concurrent agent streams")
+    names = [f"bench{i}" for i in range(args.streams)]
+    per_stream = args.samples // args.streams
+    kinds = ["sqlite"] + ([] if args.no_postgres or postgres_reason() else ["postgresql"])
+    postgres = Postgres() if "postgresql" in kinds else None
+    try:
+        for kind in kinds:
+            with tempfile.TemporaryDirectory() as tmp:
+                work = [batches(base, per_stream, args.batch) for _ in names]
+                if kind == "sqlite":
+                    data = os.path.join(tmp, "data")
+                    db_args, url = ["--data-dir", data], database_url(data, None)
+                    raw_url = database_url(os.path.join(tmp, "raw"), None)
+                else:
+                    url = postgres.new_database()
+                    db_args, raw_url = ["--db", url], postgres.new_database()
+                rate, p99 = grpc_rate(db_args, url, work, names, Path(tmp))
+                raw = raw_rate(raw_url, [batches(base, per_stream, args.batch) for _ in names])
+                verdict = "PASS" if rate >= 20_000 and rate >= raw / 2 else "FAIL"
+                print(f"{kind:>10}: gRPC path {rate:9.0f} samples/s, raw insert {raw:9.0f} rows/s, ratio "
+                      f"{rate / raw:.2f}, p99 batch ack {p99 * 1000:.1f} ms  (targets >= 20000/s and >= 0.5) {verdict}")
+        if "postgresql" not in kinds:
+            print(f"postgresql: not measured ({'--no-postgres' if args.no_postgres else postgres_reason()})")
+    finally:
+        if postgres:
+            postgres.stop()
+
+
+if __name__ == "__main__":
+    main()
