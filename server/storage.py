@@ -145,14 +145,15 @@ class Storage:
     def ingest(self, machine: str, batch: list[pb.Sample], now_ns: int | None = None) -> tuple[int, int]:
         """Store a batch in one transaction: (new samples stored, duplicates skipped). Returns only after
         the commit, so an ack sent after it never covers an unstored sample."""
-        return self.ingest_many([(machine, batch)], now_ns)[0]
+        return self.ingest_many([(machine, batch, [m.SerializeToString() for m in batch])], now_ns)[0]
 
-    def ingest_many(self, requests: list[tuple[str, list[pb.Sample]]], now_ns: int | None = None) -> list[tuple[int, int]]:
+    def ingest_many(self, requests: list[tuple[str, list[pb.Sample], list[bytes]]],
+                    now_ns: int | None = None) -> list[tuple[int, int]]:
         """Several batches (from several streams) in one transaction: one commit instead of one per batch
         (group commit). Results in request order; a uuid seen twice counts as a duplicate where it recurs."""
         now_ns = now_ns or time.time_ns()
         machine_pks = []
-        for machine, _ in requests:
+        for machine, _, _ in requests:
             pk = self.machine_pk(machine)
             if pk is None:
                 raise StorageError(f"unknown machine {machine!r}: it must register first")
@@ -160,10 +161,10 @@ class Storage:
         fresh: dict = {}
         results = []
         with self._write_lock, self.engine.begin() as conn:
-            for (_, batch), machine_pk in zip(requests, machine_pks):
+            for (_, batch, payloads), machine_pk in zip(requests, machine_pks):
                 rows = [(message.uuid, machine_pk, self._benchmark_pk(conn, message.benchmark, fresh),
                          message.job_id or None, message.run_index, message.warmup, message.outcome,
-                         message.start_time_ns, now_ns, message.SerializeToString()) for message in batch]
+                         message.start_time_ns, now_ns, payload) for message, payload in zip(batch, payloads)]
                 stored = self.insert_rows(conn, rows)
                 results.append((stored, len(batch) - stored))
         self._benchmark_ids.update(fresh)  # only ids whose transaction committed
