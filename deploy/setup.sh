@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux)
+packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux iproute2 openssl postgresql)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
