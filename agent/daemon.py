@@ -30,7 +30,7 @@ from prometheus_client import Counter, Gauge
 from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
-from perfctl.agent.runner import RunError, Runner, make_control, resolve_command
+from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np

@@ -36,9 +36,6 @@ from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
 from perfctl.v1 import fleet_pb2_grpc as rpc  # noqa: E402
 
 
-ready: asyncio.Event
-
-
 def template() -> pb.Sample:
     """One real sample of /bin/true with the default event set, as the agent would send it."""
     inv = inventory.collect()
@@ -65,7 +62,8 @@ def batches(base: pb.Sample, total: int, size: int) -> list[pb.SampleBatch]:
     return out
 
 
-async def stream(address: str, token: str, work: list[pb.SampleBatch], latencies: list[float]) -> None:
+async def stream(address: str, token: str, work: list[pb.SampleBatch], latencies: list[float],
+                 ready: asyncio.Event) -> None:
     """One agent's stream. Batches are serialized before the clock starts: on this one machine the sending
     agents' CPU would otherwise be taken from the server being measured (real agents run elsewhere)."""
     encoded = [(batch.sequence, batch.SerializeToString()) for batch in work]
@@ -110,9 +108,8 @@ def grpc_rate(db_args: list[str], url: str, work: list[list[pb.SampleBatch]], na
         timing = {}
 
         async def run_all():
-            global ready
             ready = asyncio.Event()
-            tasks = [asyncio.create_task(stream(address, t, w, latencies)) for t, w in zip(tokens, work)]
+            tasks = [asyncio.create_task(stream(address, t, w, latencies, ready)) for t, w in zip(tokens, work)]
             await asyncio.sleep(1.0)  # let every stream encode its batches
             timing["start"] = time.perf_counter()
             ready.set()
