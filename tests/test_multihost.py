@@ -50,8 +50,7 @@ def _submit(network, fleet, certs, address, runs):
                      ",".join(f"host{i}" for i in range(len(network.hosts))), "-r", str(runs), "-e", "page-faults",
                      "--", "/bin/true")
     assert result.returncode == 0, result.stderr
-    return [line.split("\t")[1] for line in result.stdout.split()
-            if "\t" in line] or [line.split()[1] for line in result.stdout.splitlines()]
+    return [line.split()[1] for line in result.stdout.splitlines()]  # "machine<TAB>job id" per line
 
 
 def _stored(fleet) -> list[str]:
@@ -71,12 +70,18 @@ def _expect_exactly_once(fleet, job_ids, runs, timeout=180):
     assert set(stored) == expected
 
 
-def test_server_killed_mid_stream_and_restarted(lab):
+def _streaming(lab, runs: int, started: int):
+    """Server, agents on both hosts, a job of ``runs`` runs each, and ``started`` samples already stored."""
     network, fleet, certs = lab
     address = _server(network, fleet, certs)
     _agents(network, fleet, certs, address)
-    jobs = _submit(network, fleet, certs, address, 400)
-    wait_for(lambda: len(_stored(fleet)) >= 100, 60, "streaming to start")
+    jobs = _submit(network, fleet, certs, address, runs)
+    wait_for(lambda: len(_stored(fleet)) >= started, 60, "streaming to start")
+    return network, fleet, certs, address, jobs
+
+
+def test_server_killed_mid_stream_and_restarted(lab):
+    network, fleet, certs, address, jobs = _streaming(lab, 400, 100)
     fleet.kill("server", 9)
     time.sleep(2)  # agents keep measuring into their spools
     _server(network, fleet, certs)
@@ -84,33 +89,21 @@ def test_server_killed_mid_stream_and_restarted(lab):
 
 
 def test_link_cut_and_restored(lab):
-    network, fleet, certs = lab
-    address = _server(network, fleet, certs)
-    _agents(network, fleet, certs, address)
-    jobs = _submit(network, fleet, certs, address, 300)
-    wait_for(lambda: len(_stored(fleet)) >= 50, 60, "streaming to start")
+    network, fleet, certs, address, jobs = _streaming(lab, 300, 50)
     network.set_link(0, up=False)
     time.sleep(20)  # longer than the keepalive: host0's connection is declared dead
-    cut_off = len(_stored(fleet))
     network.set_link(0, up=True)
     _expect_exactly_once(fleet, jobs, 300)
-    assert cut_off < 600
 
 
 def test_agent_killed_mid_job_and_restarted(lab):
-    network, fleet, certs = lab
-    address = _server(network, fleet, certs)
-    _agents(network, fleet, certs, address)
-    jobs = _submit(network, fleet, certs, address, 300)
-    wait_for(lambda: len(_stored(fleet)) >= 60, 60, "streaming to start")
+    network, fleet, certs, address, jobs = _streaming(lab, 300, 60)
     fleet.kill("host0", 9)
     time.sleep(1)
     fleet.start_agent("host0", address, extra=["--tls-ca", certs["ca.pem"]], netns=network.hosts[0])
     _expect_exactly_once(fleet, jobs, 300)
-    states = json.loads(_client(network, fleet, certs, address, "jobs", "--json").stdout)
     wait_for(lambda: all(j["state"] == "done" for j in json.loads(
         _client(network, fleet, certs, address, "jobs", "--json").stdout)), 60, "jobs reported done")
-    assert len(states) == 2
 
 
 def test_graceful_stop_drains_and_nothing_is_lost(tmp_path):
