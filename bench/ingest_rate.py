@@ -31,6 +31,7 @@ from perfctl import wire  # noqa: E402
 from perfctl.agent import inventory, session  # noqa: E402
 from perfctl.agent.events import DEFAULT_EVENTS, parse_events  # noqa: E402
 from perfctl.agent.runner import Runner, make_control  # noqa: E402
+from perfctl.server.decode import row_fields  # noqa: E402
 from perfctl.server.storage import Storage, database_url  # noqa: E402
 from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
 from perfctl.v1 import fleet_pb2_grpc as rpc  # noqa: E402
@@ -138,7 +139,7 @@ def raw_rate(url: str, work: list[list[pb.SampleBatch]]) -> float:
     machine = storage.machine_pk("raw")
     first = work[0][0].samples[0]
     with storage.engine.begin() as conn:
-        bench_pk = storage._benchmark_pk(conn, first.benchmark, {})
+        bench_pk = storage._benchmark_pk(conn, row_fields(first)[1], {})
     rows_per_batch = [[(str(uuid.uuid4()), machine, bench_pk, None, s.run_index, s.warmup, s.outcome,
                         s.start_time_ns, 0, s.SerializeToString()) for s in batch.samples]
                       for w in work for batch in w]

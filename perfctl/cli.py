@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
     server.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
     server.add_argument("--grace", type=_seconds, default=10.0, help="seconds to drain in-flight batches on stop")
+    server.add_argument("--decode-workers", type=_non_negative_int, default=max(1, min(4, (os.cpu_count() or 2) - 1)),
+                        metavar="N", help="processes that decode and validate incoming batches (0: in the server)")
 
     agent = sub.add_parser("agent", help="run the agent daemon on a test machine")
     connection_options(agent, "the server to stream to")

@@ -45,7 +45,7 @@ def server(args) -> int:
         raise UsageError(f"perfctl server: {err}") from None
     _logging()
     try:
-        asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace))
+        asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers))
     except OSError as err:
         raise UsageError(f"perfctl server: {err}") from None
     finally:

@@ -23,6 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from perfctl.server import migrations
+from perfctl.server.decode import row_fields
 from perfctl.server.schema import benchmarks, jobs, machines, samples
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -129,13 +130,14 @@ class Storage:
 
     # --- samples ---
 
-    def _benchmark_pk(self, conn, bench: pb.Benchmark, fresh: dict) -> int:
-        key = (bench.name, bench.executable_sha256, bench.input_digest, tuple(bench.argv))
+    def _benchmark_pk(self, conn, identity: tuple, fresh: dict) -> int:
+        """The id of a benchmark (name, executable sha256, input digest, argv, executable), created if new."""
+        key = identity[:4]
         pk = self._benchmark_ids.get(key) or fresh.get(key)
         if pk is None:
-            argv = json.dumps(list(bench.argv))
+            argv = json.dumps(list(key[3]))
             conn.execute(self._insert_ignore(benchmarks).values(
-                name=key[0], executable_sha256=key[1], input_digest=key[2], argv=argv, executable=bench.executable))
+                name=key[0], executable_sha256=key[1], input_digest=key[2], argv=argv, executable=identity[4]))
             pk = conn.execute(select(benchmarks.c.id).where(
                 benchmarks.c.name == key[0], benchmarks.c.executable_sha256 == key[1],
                 benchmarks.c.input_digest == key[2], benchmarks.c.argv == argv)).scalar_one()
@@ -145,12 +147,13 @@ class Storage:
     def ingest(self, machine: str, batch: list[pb.Sample], now_ns: int | None = None) -> tuple[int, int]:
         """Store a batch in one transaction: (new samples stored, duplicates skipped). Returns only after
         the commit, so an ack sent after it never covers an unstored sample."""
-        return self.ingest_many([(machine, batch, [m.SerializeToString() for m in batch])], now_ns)[0]
+        rows = [row_fields(m) for m in batch]
+        return self.ingest_many([(machine, rows, [m.SerializeToString() for m in batch])], now_ns)[0]
 
-    def ingest_many(self, requests: list[tuple[str, list[pb.Sample], list[bytes]]],
+    def ingest_many(self, requests: list[tuple[str, list[tuple], list[bytes]]],
                     now_ns: int | None = None) -> list[tuple[int, int]]:
-        """Several batches (from several streams) in one transaction: one commit instead of one per batch
-        (group commit). Results in request order; a uuid seen twice counts as a duplicate where it recurs."""
+        """Several decoded batches (machine, row fields from server/decode.py, payloads) in one transaction:
+        one commit instead of one per batch (group commit). Results (stored, duplicates) in request order."""
         now_ns = now_ns or time.time_ns()
         machine_pks = []
         for machine, _, _ in requests:
@@ -161,12 +164,13 @@ class Storage:
         fresh: dict = {}
         results = []
         with self._write_lock, self.engine.begin() as conn:
-            for (_, batch, payloads), machine_pk in zip(requests, machine_pks):
-                rows = [(message.uuid, machine_pk, self._benchmark_pk(conn, message.benchmark, fresh),
-                         message.job_id or None, message.run_index, message.warmup, message.outcome,
-                         message.start_time_ns, now_ns, payload) for message, payload in zip(batch, payloads)]
+            for (_, fields, payloads), machine_pk in zip(requests, machine_pks):
+                rows = [(uuid, machine_pk, self._benchmark_pk(conn, identity, fresh), job_id, run_index, warmup,
+                         outcome, start_time_ns, now_ns, payload)
+                        for (uuid, identity, job_id, run_index, warmup, outcome, start_time_ns), payload
+                        in zip(fields, payloads)]
                 stored = self.insert_rows(conn, rows)
-                results.append((stored, len(batch) - stored))
+                results.append((stored, len(rows) - stored))
         self._benchmark_ids.update(fresh)  # only ids whose transaction committed
         return results
 

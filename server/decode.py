@@ -1,0 +1,80 @@
+"""Decoding and validating incoming sample batches, in worker processes.
+
+Parsing and validating a sample costs ~15 µs of Python; done in the gRPC process it capped ingest at one
+core. Batches arrive as raw bytes and are decoded here, in a pool of spawned worker processes (spawned, not
+forked: the server process holds gRPC threads), which return plain row fields and each sample's encoding
+as received (stored as its payload, never re-serialized). The server process only inserts and acks.
+"""
+
+from __future__ import annotations
+
+from perfctl.server.validation import MAX_BATCH_SAMPLES, validate_sample
+from perfctl.v1 import fleet_pb2 as pb
+
+
+class BatchRefused(ValueError):
+    """The batch breaks a bound; the message names the batch, the sample and the field."""
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+        if shift > 63:
+            raise BatchRefused("malformed batch: varint too long")
+
+
+def split_batch(data: bytes) -> tuple[int, list[bytes]]:
+    """Walk SampleBatch's wire format: field 1 sequence (varint), field 2 samples (length-delimited)."""
+    i, end, sequence, payloads = 0, len(data), 0, []
+    try:
+        while i < end:
+            tag = data[i]
+            i += 1
+            if tag == 0x08:
+                sequence, i = _varint(data, i)
+            elif tag == 0x12:
+                length, i = _varint(data, i)
+                if i + length > end:
+                    raise BatchRefused("malformed batch: truncated sample")
+                payloads.append(data[i:i + length])
+                i += length
+            else:
+                raise BatchRefused(f"malformed batch: unexpected field tag {tag}")
+    except IndexError:
+        raise BatchRefused("malformed batch: truncated") from None
+    return sequence, payloads
+
+
+def row_fields(sample: pb.Sample) -> tuple:
+    """What the samples table needs besides machine, receipt time and payload: (uuid, benchmark identity,
+    job_id, run_index, warmup, outcome, start_time_ns)."""
+    bench = sample.benchmark
+    return (sample.uuid, (bench.name, bench.executable_sha256, bench.input_digest, tuple(bench.argv), bench.executable),
+            sample.job_id or None, sample.run_index, sample.warmup, sample.outcome, sample.start_time_ns)
+
+
+def decode_batch(data: bytes) -> tuple[int, list[tuple], list[bytes]] | tuple[int, str]:
+    """(sequence, row fields, payloads), or (sequence, why the batch is refused)."""
+    try:
+        sequence, payloads = split_batch(data)
+    except BatchRefused as err:
+        return 0, str(err)
+    if len(payloads) > MAX_BATCH_SAMPLES:
+        return sequence, f"batch {sequence}: more than {MAX_BATCH_SAMPLES} samples"
+    rows = []
+    for index, payload in enumerate(payloads):
+        try:
+            sample = pb.Sample.FromString(payload)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError; the sender needs to know which sample
+            return sequence, f"batch {sequence} sample {index}: not a Sample message"
+        problem = validate_sample(sample)
+        if problem:
+            return sequence, f"batch {sequence} sample {index} ({sample.uuid[:36]}): {problem}"
+        rows.append(row_fields(sample))
+    return sequence, rows, payloads
