@@ -103,7 +103,12 @@ class Agent:
             for job_id in jobs:
                 if self.stopping.is_set():
                     break
-                self._run_job(job_id)
+                try:
+                    self._run_job(job_id)
+                except Exception as err:  # noqa: BLE001 - a bug in one job must not stop the agent's worker
+                    log.exception("job %s failed", job_id)
+                    self.spool.set_job_state(job_id, "failed", f"agent error: {type(err).__name__}: {err}"[:1000])
+                    self._notify_sender()
 
     def _run_job(self, job_id: str) -> None:
         spec, next_index, _ = self.spool.job(job_id)
@@ -281,8 +286,13 @@ class Agent:
     async def _report(self, stub, metadata) -> None:
         while True:
             for job_id, state, message, runs in await asyncio.to_thread(self.spool.unreported):
-                await stub.ReportJob(pb.JobReport(job_id=job_id, state=state, message=message, samples=runs),
-                                     metadata=metadata, timeout=10)
+                try:
+                    await stub.ReportJob(pb.JobReport(job_id=job_id, state=state, message=message, samples=runs),
+                                         metadata=metadata, timeout=10)
+                except grpc.aio.AioRpcError as err:
+                    if err.code() != grpc.StatusCode.NOT_FOUND:
+                        raise
+                    log.warning("server does not know job %s any more; its state is not reported", job_id)
                 await asyncio.to_thread(self.spool.mark_reported, job_id, state)
             await asyncio.sleep(0.5)
 

@@ -289,7 +289,8 @@ class QueryService(_Base, rpc.QueryServiceServicer):
 
     async def SubmitJob(self, request, context):
         await self._principal(context, "client")
-        problem = validate_job(request.job) or ("name at least one machine" if not request.machines else None)
+        problem = validate_job(request.job) or ("name 1 to 1000 machines" if not 0 < len(request.machines) <= 1000
+                                                else None)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         ids = []
