@@ -63,6 +63,14 @@ class RunControl:
         """The environment, encoded once rather than on every spawn."""
         return {os.fsencode(k): os.fsencode(v) for k, v in self.env}
 
+    @functools.cached_property
+    def user_ids(self) -> tuple[int, int, list[int]] | None:
+        """(uid, gid, groups) of --user, looked up once per measurement rather than per run."""
+        if self.user is None:
+            return None
+        entry = pwd.getpwnam(self.user)
+        return entry.pw_uid, entry.pw_gid, os.getgrouplist(entry.pw_name, entry.pw_gid)
+
     @property
     def user_name(self) -> str:
         return self.user or pwd.getpwuid(os.geteuid()).pw_name
@@ -302,10 +310,9 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
     stdout = None if control.show_output else subprocess.DEVNULL
     options: list[str] = []
     if gate_to_use.static:
-        if control.user is not None:
-            entry = pwd.getpwnam(control.user)
-            groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
-            options += ["-u", str(entry.pw_uid), "-g", str(entry.pw_gid), "-G", ",".join(map(str, groups))]
+        if control.user_ids is not None:
+            uid, gid, groups = control.user_ids
+            options += ["-u", str(uid), "-g", str(gid), "-G", ",".join(map(str, groups))]
         if control.cwd != os.getcwd():
             options += ["-C", control.cwd]
         options.append("--")
@@ -318,10 +325,9 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
             actions.append((os.POSIX_SPAWN_DUP2, stderr_file.fileno(), 2))
         return os.posix_spawn(command[0], command, control.env_map, file_actions=actions, setsid=True), None
     user_args = {}
-    if control.user is not None:
-        entry = pwd.getpwnam(control.user)
-        user_args = dict(user=entry.pw_uid, group=entry.pw_gid,
-                         extra_groups=os.getgrouplist(entry.pw_name, entry.pw_gid))
+    if control.user_ids is not None:
+        uid, gid, groups = control.user_ids
+        user_args = dict(user=uid, group=gid, extra_groups=groups)
     popen = subprocess.Popen(command, stdin=stdin_fd, stdout=stdout, stderr=stderr_file, env=control.env_map,
                              cwd=control.cwd, start_new_session=True, close_fds=True, **user_args)
     return popen.pid, popen
