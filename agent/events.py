@@ -83,6 +83,9 @@ _INTERRUPTS = {
     "timer-interrupts": ("irq_vectors:local_timer_entry", "timer:hrtimer_expire_entry"),
     "device-interrupts": ("irq:irq_handler_entry",),
 }
+# Counted only by the dbi backend (valgrind exp-bbv): rep-prefixed iterations and x87 control-word loads,
+# the inputs of the rep and fldcw corrections (../shared/notes/counter-artifacts.md, section 2).
+_DBI = {"rep-iterations": "count", "fldcw-instructions": "count"}
 _ALIASES = {
     "cpu-cycles": "cycles",
     "branch-instructions": "branches",
@@ -142,6 +145,8 @@ def parse_event(text: str) -> EventSpec:
         return EventSpec(base, "software", scope or "all", config=config, unit=unit)
     if base in _INTERRUPTS:
         return _tracepoint_spec(base, _INTERRUPTS[base], scope, raw_text)
+    if base in _DBI:
+        return EventSpec(base, "dbi", "user", unit=_DBI[base])
     match = _RAW.match(base)
     if match:
         return EventSpec(base, "raw", scope or "user", config=int(match.group(1), 16))
@@ -190,4 +195,4 @@ def missing_tracepoints(specs: list[EventSpec], available) -> list[str]:
 
 
 def known_names() -> set[str]:
-    return set(_HARDWARE) | set(_SOFTWARE) | set(_INTERRUPTS) | {"retired-stores"}
+    return set(_HARDWARE) | set(_SOFTWARE) | set(_INTERRUPTS) | set(_DBI) | {"retired-stores"}

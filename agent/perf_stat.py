@@ -30,7 +30,7 @@ _SIGNAL_BY_TEXT = {signal.strsignal(s): int(s) for s in signal.Signals if signal
 def perf_event_name(opener: Opener) -> str | None:
     """How perf(1) spells the event; None when it cannot be asked for."""
     spec = opener.spec
-    if opener.unsupported is not None and spec.kind in ("store", "tracepoint"):
+    if opener.unsupported is not None and spec.kind in ("store", "tracepoint", "dbi"):
         return None
     if spec.kind == "tracepoint":
         return opener.source

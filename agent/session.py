@@ -42,10 +42,14 @@ def make_backend(name: str, specs: list[EventSpec], inventory: dict) -> Backend:
         from perfctl.agent.perf_stat import PerfStatBackend
 
         return PerfStatBackend(specs, inventory)
-    raise RunError(f"unknown backend {name!r} (available: perf_event, perf-stat)")
+    if name == "dbi":
+        from perfctl.agent.dbi import DbiBackend
+
+        return DbiBackend(specs, inventory)
+    raise RunError(f"unknown backend {name!r} (available: {', '.join(BACKEND_NAMES)})")
 
 
-BACKEND_NAMES = ("perf_event", "perf-stat")
+BACKEND_NAMES = ("perf_event", "perf-stat", "dbi")
 
 
 def _sha256_file(path: str) -> str:

@@ -111,7 +111,7 @@ def validate_job(job) -> str | None:
         return "repetitions must be 1-100000 and warmups at most 1000"
     if len(job.events) > 64 or any(not _EVENT.match(e) for e in job.events):
         return "events: at most 64 event names"
-    if job.backend not in ("", "perf_event", "perf-stat"):
+    if job.backend not in ("", "perf_event", "perf-stat", "dbi"):
         return f"unknown backend {job.backend!r}"
     if not (0 <= job.timeout_seconds <= 86400 and math.isfinite(job.timeout_seconds)):
         return "timeout_seconds must be 0-86400"

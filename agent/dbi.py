@@ -1,0 +1,83 @@
+"""The ``dbi`` backend: exact user-mode instruction counts from valgrind's exp-bbv tool
+(``--instr-count-only=yes``), which counts a rep-prefixed instruction once, as hardware does, and also
+reports the rep iterations and the fldcw instructions executed (../shared/notes/counter-artifacts.md,
+section 2; docs/backends.md has the table of how DBI tools count rep).
+
+It is the reference of the audits and the instruction source on machines without a PMU, always labelled
+``dbi``. Runs go through the same exec gate and controls as every backend; the gate execs valgrind, which
+runs the benchmark as its guest, so valgrind's own start-up is in the wall time but never in the counts.
+Valgrind computes x87 arithmetic in 64 bits: float code that compares for equality may take other paths.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+
+from perfctl.agent.events import EventSpec
+from perfctl.agent.runner import Exit, RunControl, Runner, RunError
+from perfctl.model import Reading
+
+BACKEND = "dbi"
+_TOTALS = {"instructions": re.compile(rb"Total instructions: (\d+)"),
+           "rep-iterations": re.compile(rb"Total reps: (\d+)"),
+           "fldcw-instructions": re.compile(rb"Total fldcw instructions: (\d+)")}
+
+
+def _reason(spec: EventSpec) -> str | None:
+    if spec.name == "instructions":
+        return None if spec.scope == "user" else "DBI sees user mode only: ask for instructions:u"
+    if spec.kind == "dbi":
+        return None
+    return "the dbi backend counts only user instructions, rep iterations and fldcw instructions"
+
+
+class DbiBackend:
+    name = BACKEND
+
+    def __init__(self, specs: list[EventSpec], inventory: dict):
+        self._valgrind = shutil.which("valgrind")
+        if self._valgrind is None:
+            raise RunError("--backend dbi needs valgrind: apt-get install valgrind")
+        self._specs = specs
+        self._reasons = {spec.label: _reason(spec) for spec in specs}
+        fd, self._log = tempfile.mkstemp(prefix="perfctl-dbi-", suffix=".log")
+        os.close(fd)
+        os.chmod(self._log, 0o666)  # valgrind may run as --user and must write it
+
+    def support(self) -> dict[str, str | None]:
+        return dict(self._reasons)
+
+    def measure(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
+        with open(self._log, "wb"):
+            pass  # truncate: each run's totals stand alone
+        target = [self._valgrind, "--tool=exp-bbv", "--instr-count-only=yes", "--bb-out-file=/dev/null",
+                  f"--log-file={self._log}", "--", *argv]
+        gated = runner.start(argv, control, gate_target=target)
+        try:
+            exit_ = gated.release_and_wait()
+        finally:
+            gated.kill()
+        with open(self._log, "rb") as f:
+            log = f.read()
+        totals = {name: int(m.group(1)) for name, pattern in _TOTALS.items() if (m := pattern.search(log))}
+        return exit_, [self._reading(spec, totals, log) for spec in self._specs]
+
+    def _reading(self, spec: EventSpec, totals: dict[str, int], log: bytes) -> Reading:
+        base = dict(event=spec.name, backend=BACKEND, scope=spec.scope, unit=spec.unit,
+                    source="valgrind exp-bbv --instr-count-only=yes")
+        reason = self._reasons[spec.label]
+        if reason is not None:
+            return Reading(**base, status="unsupported", reason=reason)
+        if spec.name not in totals:
+            last = [line for line in log.decode(errors="replace").splitlines() if line.strip()][-1:] or ["no output"]
+            return Reading(**base, status="error", reason=f"valgrind printed no totals: {last[0][:300]}")
+        return Reading(**base, status="ok", value=totals[spec.name])
+
+    def close(self) -> None:
+        try:
+            os.unlink(self._log)
+        except OSError:
+            pass

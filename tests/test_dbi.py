@@ -1,0 +1,74 @@
+"""The dbi backend reproduces the calibration kernels' counts exactly (they are known by construction)."""
+
+import os
+import shutil
+import sys
+import subprocess
+
+import pytest
+
+from perfctl.agent import calibration
+from conftest import measure, perfctl, value
+
+pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None, reason="probe: valgrind not on PATH")
+DBI_EVENTS = ["instructions", "rep-iterations", "fldcw-instructions"]
+
+
+@pytest.mark.parametrize("name, params", [
+    ("loop", {"N": 1}), ("loop", {"N": 123457}),
+    ("rep_stosb", {"K": 1, "L": 1}), ("rep_stosb", {"K": 37, "L": 65536}),
+    ("fldcw", {"N": 1000}), ("fldcw", {"N": 99991}),
+    ("pagetouch", {"P": 1}), ("pagetouch", {"P": 777}),
+])
+def test_dbi_counts_match_the_kernels_formulas_exactly(name, params):
+    kernel = calibration.build(name, **params)
+    sample = measure([kernel.path], DBI_EVENTS, backend="dbi")[0]
+    assert sample.outcome == "ok"
+    assert value(sample, "instructions:u") == kernel.instructions
+    assert value(sample, "rep-iterations:u") == kernel.rep_iterations
+    assert value(sample, "fldcw-instructions:u") == kernel.fldcw
+    assert sample.reading("instructions:u").backend == "dbi"
+
+
+def test_pagetouch_takes_a_fault_per_page_under_perf_event():
+    kernel = calibration.build("pagetouch", P=2000)
+    faults = value(measure([kernel.path], ["page-faults"])[0], "page-faults")
+    assert kernel.touched_pages <= faults <= kernel.touched_pages + 5
+
+
+def test_dynamic_programs_repeat_exactly_under_dbi():
+    counts = {value(s, "instructions:u") for s in measure(["/bin/true"], ["instructions"], runs=3, backend="dbi")}
+    assert len(counts) == 1 and counts.pop() > 10_000  # ld.so and libc start-up, the same every run
+
+
+def test_what_dbi_cannot_count_is_unsupported_with_the_reason():
+    sample = measure([calibration.build("loop", N=10).path], ["instructions:k", "page-faults"], backend="dbi")[0]
+    assert "user mode only" in sample.reading("instructions:k").reason
+    assert sample.reading("page-faults").status == "unsupported"
+    other = measure(["/bin/true"], ["rep-iterations", "page-faults"])[0]
+    assert other.reading("rep-iterations:u").status == "unsupported"
+    assert "dbi backend" in other.reading("rep-iterations:u").reason
+
+
+def test_a_binary_valgrind_cannot_run_is_a_recorded_failed_run(tmp_path):
+    bogus = tmp_path / "bogus"
+    bogus.write_bytes(b"\x7fELF" + os.urandom(200))
+    bogus.chmod(0o755)
+    out = tmp_path / "s.jsonl"
+    result = perfctl("stat", "-r", "1", "--backend", "dbi", "-e", "instructions", "-o", str(out), "--", str(bogus))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "1 of 1 runs failed" in result.stdout
+    assert '"status":"error"' in out.read_text()
+
+
+def test_missing_valgrind_is_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "perfctl", "stat", "--backend", "dbi", "--", "/bin/true"],
+                            capture_output=True, text=True, env={**os.environ, "PATH": str(tmp_path)})
+    assert result.returncode == 2 and "needs valgrind" in result.stderr.strip()
+
+
+def test_kernel_parameters_are_checked():
+    with pytest.raises(ValueError, match="positive integer"):
+        calibration.build("loop", N=0)
+    with pytest.raises(KeyError):
+        calibration.build("nonexistent")
