@@ -177,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
         connection_options(listing, "the fleet server")
         listing.add_argument("--json", action="store_true")
 
+    audit = sub.add_parser("audit", help="check this machine's counters against kernels with exact counts")
+    audit.add_argument("-r", "--repeat", type=_positive_int, default=5, metavar="N", help="runs per kernel (5)")
+    audit.add_argument("--json", action="store_true")
+
     info = sub.add_parser("info", help="the machine inventory and what each item means for the counters")
     info.add_argument("--json", action="store_true")
     return parser
@@ -191,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             return _info(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "audit":
+            return _audit(args)
         if args.command in _FLEET_COMMANDS:
             from perfctl import fleet_cli
 
@@ -232,6 +238,51 @@ def _compare(args) -> int:
                                                (args.a, args.b))
     except (DatasetError, PairingError) as err:
         raise UsageError(f"perfctl compare: {err}") from None
+
+
+AUDIT_EXIT = {"trusted": 0, "no-PMU": 0, "degraded": 3, "untrusted": 4}
+
+
+def _audit(args) -> int:
+    """Exit 0 trusted or no-PMU (what could not be checked is listed), 3 degraded, 4 untrusted."""
+    from perfctl.agent.audit import run_audit
+    from perfctl.agent.build import BuildError
+
+    try:
+        report = run_audit(args.repeat)
+    except BuildError as err:
+        raise UsageError(f"perfctl audit: cannot build the calibration kernels: {err}") from None
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return AUDIT_EXIT[report["verdict"]]
+    from rich.table import Table
+
+    console = _console()
+    console.print(f"audit {report['audit_id']} of {report['hostname']}: [bold]{report['verdict']}[/bold] "
+                  f"({report['runs']} runs per kernel, backends {', '.join(report['backends'])}, {report['seconds']} s)")
+    table = Table(title="kernels", title_justify="left")
+    for column in ("kernel", "backend", "expected instructions", "CV", "exact (dbi) / median excess", "page faults",
+                   "timer interrupts"):
+        table.add_column(column)
+    for k in report["kernels"]:
+        detail = ("yes" if k.get("exact") else "NO") if k["backend"] == "dbi" else str(k.get("median_excess") or "-")
+        cv = "-" if k["cv"] != k["cv"] else f"{k['cv']:.2e}"
+        table.add_row(k["kernel"], k["backend"], f"{k['expected']:,}", cv, detail, str(k.get("page_faults") or "-"),
+                      str(k.get("interrupts") if k.get("interrupts") is not None else "-"))
+    console.print(table)
+    if report["fit"]:
+        fit = report["fit"]
+        console.print(f"fit: a = {fit['a']:.3f} {fit['a_interval']} per page fault, b = {fit['b']:.3f} "
+                      f"{fit['b_interval']} per interrupt, intercept {fit['intercept']:.1f}", highlight=False)
+    console.print(f"fldcw erratum: k = {report['erratum']['k_fldcw']} ({report['erratum']['note']})", highlight=False)
+    for reason in report["reasons"]:
+        console.print(f"reason: {reason}", markup=False, highlight=False)
+    for item in report["not_checked"]:
+        console.print(f"not checked: {item}", markup=False, highlight=False)
+    for check in report["checks"]:
+        if not check["ok"]:
+            console.print(f"fix {check['item']}: {check['fix']}", markup=False, highlight=False)
+    return AUDIT_EXIT[report["verdict"]]
 
 
 def _info(args) -> int:
