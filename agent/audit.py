@@ -13,8 +13,11 @@ where no PMU exists (tests/test_audit.py).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import json
 import math
+import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -22,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from perfctl.agent import calibration, errata, inventory, session
 from perfctl.agent.events import parse_events
 from perfctl.agent.runner import Runner, make_control
-from perfctl.analysis.correction import ArtifactFit, fit_artifacts
+from perfctl.analysis.correction import MODEL_VERSION, ArtifactFit, Correction, correct, fit_artifacts
 from perfctl.analysis.summary import describe
 
 HARDWARE_EVENTS = ["instructions:u", "page-faults:u", "timer-interrupts", "task-clock"]
@@ -144,8 +147,11 @@ def _read(path: str) -> str | None:
 
 def environment_checks(inv: dict) -> list[EnvironmentCheck]:
     """The settings that disturb counting (Weaver & McKee section 5; pyperf system show), with fixes."""
+    tick = inv["tick_mode"]
     checks = [
-        EnvironmentCheck("ASLR", True, "off per benchmark", "perfctl sets personality(ADDR_NO_RANDOMIZE) for each run"),
+        EnvironmentCheck("nohz", tick == "nohz_full" or inv["tracefs"]["available"], tick,
+                         "timer interrupts add user instructions: they must be counted (tracefs) to be corrected, "
+                         "or avoided (nohz_full)", "mount tracefs, or boot with nohz_full=CPUS"),
         EnvironmentCheck("perf_event_paranoid", inv["euid"] == 0 or (inv["perf_event_paranoid"] or 2) <= 1,
                          str(inv["perf_event_paranoid"]), "above 1, tracepoints and kernel events need root",
                          "sysctl kernel.perf_event_paranoid=1"),
@@ -196,30 +202,146 @@ def run_audit(runs: int = 5) -> dict:
     """Run the kernels and assess; returns a JSON-ready report (the server stores it as is)."""
     inv = inventory.collect()
     erratum = errata.lookup(inv)
-    short = [calibration.build("loop", N=1_000_000), calibration.build("rep_stosb", K=1000, L=4096),
-             calibration.build("fldcw", N=1_000_000), calibration.build("pagetouch", P=1000)]
-    long_loop = calibration.build("loop", N=2_000_000_000)  # ~1 s: hundreds of timer interrupts
+    short = calibration.short_set()
+    long_loop = calibration.long_loop()
     started = time.time()
     results: list[KernelRuns] = []
     backends = ["perf_event"]
-    for kernel in [*short, long_loop]:
-        results.append(_measure(kernel, "perf_event", HARDWARE_EVENTS, runs, inv))
     not_run = []
+    interrupted = False
     try:
-        for kernel in short:  # the long loop would take minutes under valgrind and adds nothing exact
-            results.append(_measure(kernel, "dbi", DBI_EVENTS, max(2, runs // 2), inv))
-        backends.append("dbi")
-    except Exception as err:  # noqa: BLE001 - valgrind missing or failing: say so, audit the rest
-        not_run.append(f"dbi reference: {err}")
+        for kernel in [*short, long_loop]:
+            results.append(_measure(kernel, "perf_event", HARDWARE_EVENTS, runs, inv))
+        try:
+            for kernel in short:  # the long loop would take minutes under valgrind and adds nothing exact
+                results.append(_measure(kernel, "dbi", DBI_EVENTS, max(2, runs // 2), inv))
+            backends.append("dbi")
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # noqa: BLE001 - valgrind missing or failing: say so, audit the rest
+            not_run.append(f"dbi reference: {err}")
+    except KeyboardInterrupt:
+        interrupted = True
+        not_run.append(f"interrupted after {len(results)} of {len(short) * 2 + 1} kernel measurements")
     checks = environment_checks(inv)
     assessment = assess(results, inv["pmu"]["present"], inv["pmu"]["reason"], checks)
+    verdict, reasons = assessment.verdict, list(assessment.reasons)
+    if interrupted:
+        reasons.append("the audit was interrupted: partial results, not used for corrections")
+        if verdict == "trusted":  # a partial audit never vouches for the counters
+            verdict = "degraded"
     return {
         "audit_id": str(uuid.uuid4()), "machine_id": inv["machine_id"], "hostname": inv["hostname"],
         "time_ns": time.time_ns(), "seconds": round(time.time() - started, 1),
         "kernel": inv["kernel"]["release"], "microcode": inv["cpu"]["microcode"],
-        "verdict": assessment.verdict, "reasons": list(assessment.reasons),
+        "aslr": f"system randomize_va_space={inv['aslr']}; perfctl turns it off for every run (personality)",
+        "verdict": verdict, "reasons": reasons, "complete": not interrupted,
         "not_checked": list(assessment.not_checked) + not_run, "backends": backends,
         "fit": asdict(assessment.fit) if assessment.fit else None,
         "erratum": asdict(erratum), "kernels": list(assessment.kernels),
         "checks": [asdict(c) for c in checks], "runs": runs,
     }
+
+
+# --- the latest audit, kept on disk for corrections ---
+
+AUDIT_MAX_AGE_NS = 7 * 24 * 3600 * 10**9
+
+
+def latest_path() -> str:
+    from perfctl.agent.build import cache_dir
+
+    return os.path.join(cache_dir(), "audit-latest.json")
+
+
+def save_latest(report: dict) -> None:
+    """Keep the newest audit where `perfctl stat` and the agent find it (written atomically)."""
+    path = latest_path()
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    temporary = path + f".{os.getpid()}"
+    with open(temporary, "w") as f:
+        json.dump(report, f)
+    os.replace(temporary, path)
+
+
+def load_latest() -> dict | None:
+    try:
+        with open(latest_path()) as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def correction_for(report: dict | None, inv: dict, now_ns: int | None = None) -> tuple[Correction | None, str]:
+    """The correction to apply to this machine's instruction counts, or None and why not (said in output)."""
+    now_ns = now_ns or time.time_ns()
+    if report is None:
+        return None, "no audit of this machine: run perfctl audit"
+    if report.get("machine_id") != inv["machine_id"]:
+        return None, "the latest audit is of another machine"
+    if report.get("kernel") != inv["kernel"]["release"] or report.get("microcode") != inv["cpu"]["microcode"]:
+        return None, "kernel or microcode changed since the latest audit: run perfctl audit"
+    if report.get("complete") is False:
+        return None, "the latest audit was interrupted: run perfctl audit again"
+    if now_ns - int(report.get("time_ns", 0)) > AUDIT_MAX_AGE_NS:
+        return None, "the latest audit is older than 7 days: run perfctl audit"
+    if report.get("verdict") not in ("trusted", "degraded") or not report.get("fit"):
+        return None, f"the latest audit ({report.get('verdict')}) has no artifact fit to correct with"
+    fit = report["fit"]
+    return Correction(a=fit["a"], b=fit["b"], k_fldcw=report["erratum"]["k_fldcw"],
+                      audit_id=report["audit_id"]), f"corrected with model {MODEL_VERSION}, audit {report['audit_id']}"
+
+
+def apply_correction(readings, correction: Correction, fldcw_executed: float = 0.0):
+    """Readings with instructions:u corrected (raw kept; model version and audit id recorded). Needs the
+    run's user page faults and timer interrupts among the readings; otherwise returns them unchanged."""
+    by_label = {r.label: r for r in readings}
+    instructions = by_label.get("instructions:u")
+    faults = by_label.get("page-faults:u")
+    interrupts = by_label.get("timer-interrupts")
+    if not all(r is not None and r.status == "ok" for r in (instructions, faults, interrupts)):
+        return readings
+    value = correct(instructions.value, faults.value, interrupts.value, fldcw_executed, correction)
+    corrected = dataclasses.replace(instructions, corrected=value, correction_model=correction.model_version,
+                                    audit_id=correction.audit_id)
+    return [corrected if r is instructions else r for r in readings]
+
+
+# fldcw counts of benchmarks already profiled, by executable digest and input digest: a DBI run costs
+# seconds, once per benchmark per process.
+_FLDCW_CACHE: dict[tuple, float] = {}
+
+
+def make_corrector(inv: dict, resolved_argv: list[str], bench, control, runner, specs) -> tuple[object | None, str]:
+    """A function readings -> readings applying the machine's current correction, or None; and the sentence
+    the output shows either way. The fldcw term needs the benchmark's fldcw count, taken once from the dbi
+    backend, only where the erratum makes it matter (k_fldcw != 1)."""
+    labels = {spec.label for spec in specs}
+    if "instructions:u" not in labels:
+        return None, ""
+    if not inv["pmu"]["present"]:
+        return None, "instructions not corrected: no PMU counts them here"
+    if not {"page-faults:u", "timer-interrupts"} <= labels:
+        return None, "instructions not corrected: the correction needs page-faults:u and timer-interrupts measured too"
+    correction, why = correction_for(load_latest(), inv)
+    if correction is None:
+        return None, f"instructions not corrected: {why}"
+    fldcw = 0.0
+    key = (bench.executable_sha256, bench.input_digest)
+    if correction.k_fldcw != 1 and key in _FLDCW_CACHE:
+        fldcw = _FLDCW_CACHE[key]
+    elif correction.k_fldcw != 1:
+        try:
+            dbi = session.make_backend("dbi", parse_events(["fldcw-instructions"]), inv)
+            try:
+                _, readings = dbi.measure(runner, resolved_argv, control)
+            finally:
+                dbi.close()
+            fldcw = float(readings[0].value) if readings[0].status == "ok" else math.nan
+        except Exception as err:  # noqa: BLE001 - no valgrind, or it cannot run the benchmark
+            return None, f"instructions not corrected: the fldcw count needs the dbi backend ({err})"
+        if math.isnan(fldcw):
+            return None, "instructions not corrected: the dbi backend could not count fldcw for this benchmark"
+        _FLDCW_CACHE[key] = fldcw
+    return (lambda readings: apply_correction(readings, correction, fldcw)), f"instructions {why}"

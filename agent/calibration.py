@@ -37,6 +37,9 @@ KERNELS = {
     "rep_stosb": Kernel("rep_stosb", "rep_stosb.S", lambda p: 6 * p["K"] + 4,
                         rep_iterations=lambda p: p["K"] * (p["L"] + 1),
                         description="rep stosb of L bytes, K times: a rep instruction retires once"),
+    "rep_movsb": Kernel("rep_movsb", "rep_movsb.S", lambda p: 7 * p["K"] + 4,
+                        rep_iterations=lambda p: p["K"] * (p["L"] + 1),
+                        description="rep movsb of L bytes, K times"),
     "fldcw": Kernel("fldcw", "fldcw.S", lambda p: 3 * p["N"] + 4, fldcw=lambda p: p["N"],
                     description="fldcw, N times (Pentium 4 counts each twice)"),
     "pagetouch": Kernel("pagetouch", "pagetouch.S", lambda p: 4 * p["P"] + 13, touched_pages=lambda p: p["P"],
@@ -85,8 +88,12 @@ def build(name: str, **params: int) -> Calibration:
     return Calibration(kernel, dict(params), path)
 
 
-def standard_set() -> list[Calibration]:
-    """The audit's kernels: short and long loops (the long one lasts ~seconds, many timer interrupts), rep
-    string, fldcw, page touching."""
-    return [build("loop", N=1_000_000), build("loop", N=2_000_000_000), build("rep_stosb", K=1000, L=4096),
+def short_set() -> list[Calibration]:
+    """The audit's short kernels: a loop, rep strings, fldcw, page touching (each well under a second)."""
+    return [build("loop", N=1_000_000), build("rep_stosb", K=1000, L=4096), build("rep_movsb", K=1000, L=4096),
             build("fldcw", N=1_000_000), build("pagetouch", P=1000)]
+
+
+def long_loop() -> Calibration:
+    """A loop lasting seconds: hundreds of timer interrupts land in user mode while it runs."""
+    return build("loop", N=6_000_000_000)

@@ -58,6 +58,7 @@ class AgentConfig:
     tls: security.TlsFiles = field(default_factory=security.TlsFiles)
     insecure: bool = False
     workdir: str = "/"
+    audit_every_hours: float = 24.0
     backoff_max: float = 30.0
     batch_max: int = 500
 
@@ -93,8 +94,50 @@ class Agent:
             self._backends[key] = session.make_backend(name, parse_events(list(events)), self.inventory)
         return self._backends[key]
 
+    def _audit_due(self) -> str | None:
+        """Why the machine should be audited now (never audited, microcode or kernel changed, schedule)."""
+        if self.config.audit_every_hours <= 0:
+            return None
+        fingerprint = f"{self.inventory['kernel']['release']} {self.inventory['cpu']['microcode']}"
+        last = self.spool.meta("audit_time_ns")
+        if last is None:
+            return "never audited"
+        if self.spool.meta("audit_fingerprint") != fingerprint:
+            return "kernel or microcode changed"
+        if time.time_ns() - int(last) > self.config.audit_every_hours * 3600e9:
+            return "scheduled"
+        return None
+
+    def _audit(self, why: str) -> None:
+        import json
+
+        from perfctl.agent.audit import run_audit
+
+        log.info("auditing the counters (%s)", why)
+        try:
+            report = run_audit()
+        except Exception as err:  # noqa: BLE001 - an audit that cannot run must not stop the jobs
+            log.error("audit failed: %s", err)
+            report = None
+        fingerprint = f"{self.inventory['kernel']['release']} {self.inventory['cpu']['microcode']}"
+        meta = {"audit_time_ns": str(time.time_ns()), "audit_fingerprint": fingerprint}
+        if report is None:
+            self.spool.add_audit(str(uuid_module.uuid4()), "", {**meta, "audit_failed": "1"})
+            return
+        self.spool.add_audit(report["audit_id"], json.dumps(report), meta)
+        try:
+            from perfctl.agent.audit import save_latest
+
+            save_latest(report)
+        except OSError as err:
+            log.warning("could not keep the audit for corrections: %s", err)
+        log.info("audit %s: %s", report["audit_id"], report["verdict"])
+
     def worker(self) -> None:
         while not self.stopping.is_set():
+            why = self._audit_due()
+            if why:
+                self._audit(why)
             jobs = self.spool.unfinished_jobs()
             if not jobs:
                 self._job_wakeup.wait(1.0)
@@ -126,6 +169,15 @@ class Agent:
                     return
                 commands.append((resolved, bench))
             backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)
+            corrector = None
+            if backend.name == "perf_event" and len(commands) == 1:
+                from perfctl.agent.audit import make_corrector
+
+                corrector, statement = make_corrector(self.inventory, commands[0][0], commands[0][1], control,
+                                                      self._runner,
+                                                      parse_events(list(job.events) or list(DEFAULT_EVENTS)))
+                if statement:
+                    log.info("job %s: %s", job_id, statement)
         except (RunError, UnknownEvent) as err:
             self.spool.set_job_state(job_id, "failed", str(err))
             return
@@ -144,7 +196,8 @@ class Agent:
             sample_uuid = str(uuid_module.uuid5(JOB_UUID_NAMESPACE, f"{job_id}/{index}"))
             sample = session.measure_once(backend, self._runner, resolved, bench, control, environment,
                                           run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
-                                          machine_id=self.inventory["machine_id"], job_id=job_id)
+                                          machine_id=self.inventory["machine_id"], job_id=job_id,
+                                          corrector=corrector)
             self.spool.add_sample(sample_uuid, wire.sample_to_proto(sample).SerializeToString(), job_id, index + 1)
             SPOOLED.inc()
             self._notify_sender()
@@ -294,6 +347,11 @@ class Agent:
                         raise
                     log.warning("server does not know job %s any more; its state is not reported", job_id)
                 await asyncio.to_thread(self.spool.mark_reported, job_id, state)
+            for audit_id, report in await asyncio.to_thread(self.spool.unreported_audits):
+                if report:
+                    await stub.ReportAudit(pb.AuditReport(audit_id=audit_id, report_json=report), metadata=metadata,
+                                           timeout=10)
+                await asyncio.to_thread(self.spool.mark_audit_reported, audit_id)
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:

@@ -115,9 +115,12 @@ def environment_of(control: RunControl) -> Environment:
 
 def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: Benchmark, control: RunControl,
                  environment: Environment, *, run_index: int, warmup: bool, sample_uuid: str, machine_id: str,
-                 job_id: str | None = None) -> Sample:
-    """One controlled run of a resolved command, as a Sample."""
+                 job_id: str | None = None, corrector=None) -> Sample:
+    """One controlled run of a resolved command, as a Sample; ``corrector`` (agent/audit.py make_corrector)
+    adds corrected instruction counts beside the raw ones."""
     exit_, readings = backend.measure(runner, resolved, control)
+    if corrector is not None:
+        readings = corrector(readings)
     return Sample(
         uuid=sample_uuid, machine_id=machine_id, benchmark=bench, job_id=job_id, run_index=run_index,
         warmup=warmup, start_time_ns=exit_.start_time_ns, wall_ns=exit_.wall_ns, outcome=exit_.outcome,
@@ -126,7 +129,7 @@ def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: B
         max_rss_kib=exit_.max_rss_kib)
 
 
-def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str) -> Iterator[Sample]:
+def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector=None) -> Iterator[Sample]:
     """Yield one Sample per run: ``plan.warmups`` flagged warmups, then ``plan.runs`` measured runs."""
     if plan.runs < 1:
         raise RunError(f"the number of runs must be at least 1, got {plan.runs}")
@@ -138,4 +141,4 @@ def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str) -> Iterat
     for index in range(plan.warmups + plan.runs):
         yield measure_once(backend, runner, resolved, bench, plan.control, environment, run_index=index,
                            warmup=index < plan.warmups, sample_uuid=next(uuids), machine_id=machine_id,
-                           job_id=plan.job_id)
+                           job_id=plan.job_id, corrector=corrector)

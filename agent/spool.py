@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, spec BLOB NOT NULL, ne
                                  state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '', reported INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS rejected (seq INTEGER PRIMARY KEY, uuid TEXT NOT NULL, payload BLOB NOT NULL,
                                      reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS audits (audit_id TEXT PRIMARY KEY, report TEXT NOT NULL, reported INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -101,6 +103,24 @@ class Spool:
 
     def mark_reported(self, job_id: str, state: str) -> None:
         self._tx([("UPDATE jobs SET reported = 1 WHERE job_id = ? AND state = ?", (job_id, state))])
+
+    # --- audits ---
+
+    def add_audit(self, audit_id: str, report_json: str, meta: dict[str, str]) -> None:
+        """Keep an audit until the server has it, and remember what it was run against, in one transaction."""
+        statements = [("INSERT OR IGNORE INTO audits (audit_id, report) VALUES (?, ?)", (audit_id, report_json))]
+        statements += [("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", item) for item in meta.items()]
+        self._tx(statements)
+
+    def unreported_audits(self) -> list[tuple[str, str]]:
+        return self._query("SELECT audit_id, report FROM audits WHERE reported = 0")
+
+    def mark_audit_reported(self, audit_id: str) -> None:
+        self._tx([("UPDATE audits SET reported = 1 WHERE audit_id = ?", (audit_id,))])
+
+    def meta(self, key: str) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
 
     def close(self) -> None:
         with self._lock:

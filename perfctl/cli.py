@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="executables this agent may run (fnmatch on the absolute path); repeatable")
     agent.add_argument("--user", metavar="USER", help="run benchmarks as USER (required when the agent is root)")
     agent.add_argument("--workdir", default="/", metavar="DIR", help="benchmarks' working directory (/)")
+    agent.add_argument("--audit-every", type=float, default=24.0, metavar="HOURS",
+                       help="re-audit the counters this often (and at once when kernel or microcode changed); 0: never")
     agent.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
 
     token = sub.add_parser("token", help="add an agent or client token to a tokens file")
@@ -177,9 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
         connection_options(listing, "the fleet server")
         listing.add_argument("--json", action="store_true")
 
-    audit = sub.add_parser("audit", help="check this machine's counters against kernels with exact counts")
+    audit = sub.add_parser("audit", help="check this machine's counters against kernels with exact counts; "
+                                         "'audit report': the fleet's audits from the server")
+    audit.add_argument("action", nargs="?", choices=("report",), help="report: history, drift and spread")
     audit.add_argument("-r", "--repeat", type=_positive_int, default=5, metavar="N", help="runs per kernel (5)")
     audit.add_argument("--json", action="store_true")
+    connection_options(audit, "the fleet server (audit report)")
 
     info = sub.add_parser("info", help="the machine inventory and what each item means for the counters")
     info.add_argument("--json", action="store_true")
@@ -245,16 +250,27 @@ AUDIT_EXIT = {"trusted": 0, "no-PMU": 0, "degraded": 3, "untrusted": 4}
 
 def _audit(args) -> int:
     """Exit 0 trusted or no-PMU (what could not be checked is listed), 3 degraded, 4 untrusted."""
+    if args.action == "report":
+        from perfctl import fleet_cli
+
+        return fleet_cli.audit_report(args)
     from perfctl.agent.audit import run_audit
     from perfctl.agent.build import BuildError
+
+    from perfctl.agent.audit import save_latest
 
     try:
         report = run_audit(args.repeat)
     except BuildError as err:
         raise UsageError(f"perfctl audit: cannot build the calibration kernels: {err}") from None
+    try:
+        save_latest(report)
+    except OSError as err:
+        _say(f"perfctl audit: could not keep the report for corrections: {err.strerror}")
+    code = AUDIT_EXIT[report["verdict"]] if report["complete"] else EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(report, indent=2))
-        return AUDIT_EXIT[report["verdict"]]
+        return code
     from rich.table import Table
 
     console = _console()
@@ -282,7 +298,7 @@ def _audit(args) -> int:
     for check in report["checks"]:
         if not check["ok"]:
             console.print(f"fix {check['item']}: {check['fix']}", markup=False, highlight=False)
-    return AUDIT_EXIT[report["verdict"]]
+    return code
 
 
 def _info(args) -> int:
@@ -347,6 +363,13 @@ def _stat(args) -> int:
         raise UsageError(f"perfctl stat: {err}") from None
     runner = Runner()
     summary = StatSummary()
+    if backend.name == "perf_event":
+        from perfctl.agent.audit import make_corrector
+
+        resolved, bench = session.identify(plan.argv, control, plan.name)
+        corrector, summary.correction_note = make_corrector(inv, resolved, bench, control, runner, specs)
+    else:
+        corrector = None
     total = args.warmup + args.repeat
     progress = _progress(total, args.no_progress or not sys.stderr.isatty())
     interrupted = False
@@ -355,7 +378,7 @@ def _stat(args) -> int:
             writer.write_machine(inv)
         with progress:
             task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
-            for sample in session.run(plan, backend, runner, inv["machine_id"]):
+            for sample in session.run(plan, backend, runner, inv["machine_id"], corrector):
                 for writer in writers:
                     writer.write_sample(sample)
                 summary.add(sample)

@@ -67,7 +67,7 @@ def agent(args) -> int:
         raise UsageError("perfctl agent: running as root, give --user USER so benchmarks run unprivileged")
     config = AgentConfig(server=settings.server, name=args.name, spool_dir=args.spool, token=settings.token,
                          allow=args.allow, user=args.user, tls=settings.tls, insecure=settings.insecure,
-                         workdir=args.workdir)
+                         workdir=args.workdir, audit_every_hours=args.audit_every)
     try:
         _metrics(args.metrics)
     except (security.SecurityError, OSError) as err:
@@ -146,13 +146,14 @@ def machines(args) -> int:
     response = _call(args, "ListMachines", pb.ListMachinesRequest())
     if args.json:
         print(json.dumps([{"name": m.name, "machine_id": m.machine_id, "connected": m.connected,
+                           "audit_verdict": m.audit_verdict or None, "audit_time_ns": m.audit_time_ns or None,
                            "last_heard_ns": m.last_heard_ns, "samples": m.samples, "backends": list(m.backends),
                            "inventory": json.loads(m.inventory_json or "{}"),
                            "events": [{"event": e.event, "supported": e.supported, "reason": e.reason}
                                       for e in m.events]} for m in response.machines], indent=2))
         return EXIT_OK
     table = Table(title="machines", title_justify="left")
-    for column in ("name", "connected", "last heard", "samples", "CPU", "kernel", "PMU", "backends",
+    for column in ("name", "connected", "last heard", "samples", "CPU", "kernel", "PMU", "audit", "backends",
                    "counters available", "unsupported"):
         table.add_column(column, overflow="fold")
     for m in response.machines:
@@ -161,7 +162,9 @@ def machines(args) -> int:
         table.add_row(m.name, "yes" if m.connected else "no", _ago(m.last_heard_ns), str(m.samples),
                       f"{cpu.get('vendor', '?')} {cpu.get('family', '?')}/{cpu.get('model', '?')}",
                       inv.get("kernel", {}).get("release", "?"),
-                      "present" if inv.get("pmu", {}).get("present") else "absent", ", ".join(m.backends),
+                      "present" if inv.get("pmu", {}).get("present") else "absent",
+                      f"{m.audit_verdict} ({_ago(m.audit_time_ns)})" if m.audit_verdict else "never",
+                      ", ".join(m.backends),
                       ", ".join(e.event for e in m.events if e.supported),
                       ", ".join(e.event for e in m.events if not e.supported))
     _console().print(table)
@@ -201,3 +204,36 @@ def compare_machines(args, metrics, parameters) -> int:
         raise UsageError(response.output.strip().replace("\n", " "))
     sys.stdout.write(response.output)
     return response.exit_code
+
+
+def audit_report(args) -> int:
+    """Per machine its audit history with drift; per kernel the fleet-wide spread (Weaver & McKee, Figure 1)."""
+    from perfctl.analysis.audits import drift, fleet_spread
+    from perfctl.v1 import fleet_pb2 as pb
+
+    response = _call(args, "GetAudits", pb.GetAuditsRequest())
+    history: dict[str, list[dict]] = {}
+    for record in response.audits:
+        history.setdefault(record.machine, []).append(json.loads(record.report_json))
+    drifts = {machine: drift(reports) for machine, reports in history.items()}
+    spread = fleet_spread({machine: reports[-1] for machine, reports in history.items()})
+    if args.json:
+        print(json.dumps({"machines": {m: {"audits": len(r), "latest": r[-1]["verdict"], "drift": drifts[m]}
+                                       for m, r in history.items()}, "spread": spread}, indent=2))
+        return EXIT_OK
+    console = _console()
+    table = Table(title="audits", title_justify="left")
+    for column in ("machine", "audits", "latest", "when", "drift"):
+        table.add_column(column, overflow="fold")
+    for machine, reports in sorted(history.items()):
+        table.add_row(machine, str(len(reports)), reports[-1]["verdict"], _ago(reports[-1]["time_ns"]),
+                      "; ".join(drifts[machine]) or "none")
+    console.print(table)
+    table = Table(title="fleet-wide spread of instruction counts per kernel (latest audits)", title_justify="left")
+    for column in ("kernel", "machines", "source", "median", "CV"):
+        table.add_column(column)
+    for row in spread:
+        table.add_row(row["kernel"], str(row["machines"]), row["source"], f"{row['median']:,.0f}",
+                      "-" if row["cv"] is None else f"{row['cv']:.3e}")
+    console.print(table)
+    return EXIT_OK

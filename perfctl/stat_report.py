@@ -40,6 +40,7 @@ class StatSummary:
     warmups: int = 0
     outcomes: Counter = field(default_factory=Counter)
     failure_examples: list[str] = field(default_factory=list)
+    correction_note: str = ""
 
     def add(self, sample: Sample) -> None:
         if sample.warmup:
@@ -58,6 +59,11 @@ class StatSummary:
                                                                        reading.source))
             if reading.status == "ok":
                 entry.values.append(reading.value)
+                if reading.corrected is not None:
+                    label = f"{reading.label} corrected"
+                    self.events.setdefault(label, EventSummary(label, reading.unit, reading.backend,
+                                                               f"audit {reading.audit_id}")).values.append(
+                        reading.corrected)
             elif reading.status == "multiplexed" and reading.scaled is not None:
                 entry.values.append(reading.scaled)
                 entry.multiplexed += 1
@@ -123,6 +129,8 @@ def render(summary: StatSummary, console: Console, title: str) -> None:
     console.print(table)
     for entry in unsupported:
         console.print(f"[bold]unsupported[/bold] {entry.label}: {entry.unsupported}", highlight=False)
+    if summary.correction_note:
+        console.print(summary.correction_note, highlight=False, markup=False)
     failed = summary.runs - summary.outcomes["ok"]
     if failed:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(summary.outcomes.items()) if k != "ok")

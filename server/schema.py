@@ -67,3 +67,13 @@ jobs = Table(
     Column("updated_ns", BigInteger, nullable=False),
     Index("ix_jobs_machine_state", "machine", "state"),
 )
+
+audits = Table(
+    "audits", metadata,
+    Column("id", String(36), primary_key=True),
+    Column("machine", String(128), nullable=False),
+    Column("time_ns", BigInteger, nullable=False),
+    Column("verdict", String(16), nullable=False),
+    Column("report", Text, nullable=False),
+    Index("ix_audits_machine_time", "machine", "time_ns"),
+)

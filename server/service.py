@@ -23,7 +23,8 @@ from rich.console import Console
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch
 from perfctl.server.storage import Storage, StorageError
-from perfctl.server.validation import MAX_BATCH_SAMPLES, MAX_MESSAGE_BYTES, validate_job, validate_machine_name
+from perfctl.server.validation import (MAX_BATCH_SAMPLES, MAX_MESSAGE_BYTES, validate_audit, validate_job,
+                                       validate_machine_name)
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -58,6 +59,9 @@ def _add_agent_service(servicer, server) -> None:
         "ReportJob": grpc.unary_unary_rpc_method_handler(
             servicer.ReportJob, request_deserializer=pb.JobReport.FromString,
             response_serializer=pb.ReportJobResponse.SerializeToString),
+        "ReportAudit": grpc.unary_unary_rpc_method_handler(
+            servicer.ReportAudit, request_deserializer=pb.AuditReport.FromString,
+            response_serializer=pb.ReportAuditResponse.SerializeToString),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("perfctl.v1.AgentService", handlers),))
     server.add_registered_method_handlers("perfctl.v1.AgentService", handlers)
@@ -217,16 +221,45 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         return pb.ReportJobResponse()
 
 
+    async def ReportAudit(self, request, context):
+        principal = await self._principal(context, "agent")
+        problem, report = validate_audit(request)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        await self._db(context, self.storage.add_audit, principal.name, request.audit_id, int(report["time_ns"]),
+                       report["verdict"], request.report_json)
+        log.info("agent %s audited: %s", principal.name, report["verdict"])
+        return pb.ReportAuditResponse()
+
+
+AUDIT_STALE_NS = 7 * 24 * 3600 * 10**9
+
+
+def audit_warning(machine: str, latest: dict | None, now_ns: int) -> str | None:
+    """Why a compared machine's counters should not be taken on trust, or None."""
+    if latest is None:
+        return f"machine {machine} has never been audited (perfctl audit)"
+    if latest["verdict"] in ("untrusted", "degraded"):
+        return f"machine {machine}'s latest audit is {latest['verdict']}"
+    if now_ns - latest["time_ns"] > AUDIT_STALE_NS:
+        return f"machine {machine}'s latest audit is {(now_ns - latest['time_ns']) / 86400e9:.0f} days old"
+    return None
+
+
 class QueryService(_Base, rpc.QueryServiceServicer):
     async def ListMachines(self, request, context):
         await self._principal(context, "client")
         rows = await self._db(context, self.storage.list_machines)
+        latest = await self._db(context, self.storage.latest_audits)
         response = pb.ListMachinesResponse()
         for row in rows:
+            audit = latest.get(row["name"])
             summary = response.machines.add(name=row["name"], machine_id=row["machine_id"],
                                             inventory_json=row["inventory"], backends=json.loads(row["backends"]),
                                             last_heard_ns=row["last_heard_ns"],
-                                            connected=row["name"] in self.hub.queues, samples=row["samples"])
+                                            connected=row["name"] in self.hub.queues, samples=row["samples"],
+                                            audit_verdict=audit["verdict"] if audit else "",
+                                            audit_time_ns=audit["time_ns"] if audit else 0)
             for entry in json.loads(row["events"]):
                 summary.events.add(**entry)
         return response
@@ -262,6 +295,11 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             parameters.validate()
             datasets = [self.machine_dataset(name, list(request.benchmarks)) for name in
                         (request.machine_a, request.machine_b)]
+            latest = self.storage.latest_audits()
+            for dataset, name in zip(datasets, (request.machine_a, request.machine_b)):
+                warning = audit_warning(name, latest.get(name), time.time_ns())
+                if warning:
+                    dataset.notes.append(warning)
             buffer = io.StringIO()
             console = Console(file=buffer, width=150, color_system=None, force_terminal=False)
             code = compare_report.compare_datasets(datasets[0], datasets[1], list(request.metrics) or None, parameters,
@@ -311,6 +349,12 @@ class QueryService(_Base, rpc.QueryServiceServicer):
         counts = await asyncio.to_thread(self.storage.job_counts)
         for state in ("queued", "dispatched", "running", "done", "failed", "refused"):
             JOBS.labels(state).set(counts.get(state, 0))
+
+    async def GetAudits(self, request, context):
+        await self._principal(context, "client")
+        rows = await self._db(context, self.storage.list_audits, request.machine or None)
+        return pb.GetAuditsResponse(audits=[pb.AuditRecord(machine=r["machine"], audit_id=r["id"], time_ns=r["time_ns"],
+                                                           verdict=r["verdict"], report_json=r["report"]) for r in rows])
 
     async def GetJobs(self, request, context):
         await self._principal(context, "client")

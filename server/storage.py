@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 
 from perfctl.server import migrations
 from perfctl.server.decode import row_fields
-from perfctl.server.schema import benchmarks, jobs, machines, samples
+from perfctl.server.schema import audits, benchmarks, jobs, machines, samples
 from perfctl.v1 import fleet_pb2 as pb
 
 SAMPLE_COLUMNS = ("uuid", "machine", "benchmark", "job_id", "run_index", "warmup", "outcome", "start_time_ns",
@@ -258,6 +258,26 @@ class Storage:
     def job_counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             return dict(conn.execute(select(jobs.c.state, func.count()).group_by(jobs.c.state)).all())
+
+    # --- audits ---
+
+    def add_audit(self, machine: str, audit_id: str, time_ns: int, verdict: str, report_json: str) -> None:
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(self._insert_ignore(audits).values(id=audit_id, machine=machine, time_ns=time_ns,
+                                                            verdict=verdict, report=report_json))
+
+    def list_audits(self, machine: str | None = None) -> list[dict]:
+        query = select(audits).order_by(audits.c.machine, audits.c.time_ns)
+        if machine:
+            query = query.where(audits.c.machine == machine)
+        with self.engine.connect() as conn:
+            return [dict(row) for row in conn.execute(query).mappings().all()]
+
+    def latest_audits(self) -> dict[str, dict]:
+        latest: dict[str, dict] = {}
+        for row in self.list_audits():
+            latest[row["machine"]] = row  # ordered by time within each machine
+        return latest
 
     def close(self) -> None:
         self.engine.dispose()

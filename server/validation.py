@@ -122,3 +122,28 @@ def validate_machine_name(name: str) -> str | None:
     if not name or len(name) > 128 or any(c.isspace() for c in name):
         return "machine name must be 1-128 characters without spaces"
     return None
+
+
+AUDIT_VERDICTS = ("trusted", "degraded", "untrusted", "no-PMU")
+MAX_AUDIT_BYTES = 1 << 20
+
+
+def validate_audit(request) -> tuple[str | None, dict | None]:
+    """(problem, parsed report): an audit report must be a bounded JSON object with a known verdict."""
+    import json
+
+    if not _UUID.match(request.audit_id):
+        return "audit_id is not a UUID", None
+    if len(request.report_json) > MAX_AUDIT_BYTES:
+        return f"audit report larger than {MAX_AUDIT_BYTES} bytes", None
+    try:
+        report = json.loads(request.report_json)
+    except ValueError:
+        return "audit report is not JSON", None
+    if not isinstance(report, dict) or report.get("verdict") not in AUDIT_VERDICTS:
+        return f"audit verdict must be one of {AUDIT_VERDICTS}", None
+    if not isinstance(report.get("time_ns"), int) or report["time_ns"] < 0:
+        return "audit time_ns must be a non-negative integer", None
+    if report.get("audit_id") != request.audit_id:
+        return "audit_id differs from the report's", None
+    return None, report

@@ -73,10 +73,10 @@ def test_real_audit_of_this_machine():
     assert result.returncode in (0, 3, 4), result.stderr
     report = json.loads(result.stdout)
     dbi = [k for k in report["kernels"] if k["backend"] == "dbi"]
-    assert len(dbi) == 4 and all(k["exact"] for k in dbi)  # valgrind reproduces every formula
+    assert len(dbi) == 5 and all(k["exact"] for k in dbi)  # valgrind reproduces every formula
     touch = next(k for k in report["kernels"] if k["kernel"] == "pagetouch P=1000" and k["backend"] == "perf_event")
     assert 1000 <= touch["page_faults"] <= 1010
-    long_loop = next(k for k in report["kernels"] if k["kernel"] == "loop N=2000000000")
+    long_loop = next(k for k in report["kernels"] if k["kernel"] == "loop N=6000000000")
     if tracepoint_reason() is None:
         assert long_loop["interrupts"] > 20  # a fraction of a second of CPU at HZ >= 100
     assert all(c["fix"] for c in report["checks"] if not c["ok"])
@@ -86,3 +86,78 @@ def test_real_audit_of_this_machine():
     else:
         assert report["verdict"] in ("trusted", "degraded") and report["fit"] is not None
     assert np.isfinite(report["seconds"])
+
+
+def _report(**overrides):
+    from perfctl.agent import inventory
+
+    inv = inventory.collect()
+    report = {"audit_id": "a" * 8, "machine_id": inv["machine_id"], "kernel": inv["kernel"]["release"],
+              "microcode": inv["cpu"]["microcode"], "time_ns": __import__("time").time_ns(), "verdict": "trusted",
+              "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}}
+    report.update(overrides)
+    return report, inv
+
+
+def test_a_correction_needs_a_current_passing_audit_of_this_machine():
+    from perfctl.agent.audit import correction_for
+
+    report, inv = _report()
+    correction, why = correction_for(report, inv)
+    assert correction.a == 1.0 and correction.audit_id == "aaaaaaaa" and "model wm2008-1" in why
+    for overrides, expected in (({"machine_id": "other"}, "another machine"), ({"kernel": "0.1"}, "changed"),
+                                ({"time_ns": 0}, "older than 7 days"), ({"verdict": "no-PMU", "fit": None}, "no artifact fit")):
+        assert correction_for(_report(**overrides)[0], inv)[0] is None
+        assert expected in correction_for(_report(**overrides)[0], inv)[1]
+    assert "no audit" in correction_for(None, inv)[1]
+
+
+def test_corrected_values_sit_beside_the_raw_ones():
+    from perfctl.agent.audit import apply_correction
+    from perfctl.analysis.correction import Correction
+    from perfctl.model import Reading
+
+    readings = [Reading("instructions", "perf_event", "user", "ok", value=10_000),
+                Reading("page-faults", "perf_event", "user", "ok", value=40),
+                Reading("timer-interrupts", "perf_event", "all", "ok", value=7)]
+    out = apply_correction(readings, Correction(a=1.0, b=1.0, k_fldcw=2.0, audit_id="x1"), fldcw_executed=3)
+    assert out[0].value == 10_000 and out[0].corrected == 10_000 - 40 - 7 - 3
+    assert (out[0].correction_model, out[0].audit_id) == ("wm2008-1", "x1")
+    assert apply_correction(readings[:1], Correction(1, 1, 1, "x"), 0) == readings[:1]  # faults missing: unchanged
+
+
+def test_stat_says_why_instructions_are_not_corrected():
+    result = perfctl("stat", "-r", "1", "--", "/bin/true")
+    if pmu_reason() is not None:
+        assert "instructions not corrected: no PMU counts them here" in result.stdout
+    else:
+        assert "instructions not corrected" in result.stdout or "instructions corrected" in result.stdout
+
+
+def test_an_interrupted_audit_keeps_its_partial_results_and_never_says_trusted():
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "perfctl", "audit", "--json", "-r", "40"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    report = json.loads(stdout)
+    assert report["complete"] is False and report["verdict"] != "trusted"
+    assert any("interrupted" in item for item in report["not_checked"])
+
+
+def test_kernels_without_a_compiler_fail_with_one_reason(tmp_path, monkeypatch):
+    from perfctl.agent.build import BuildError, build_static
+
+    source = tmp_path / "k.S"
+    source.write_text(".globl _start\n_start: ret\n")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr("os.geteuid", lambda: 1000)  # use the per-user cache, where nothing is built yet
+    with pytest.raises(BuildError, match="no C compiler"):
+        build_static(str(source), ("-nostdlib",), "k")

@@ -17,6 +17,7 @@ DBI_EVENTS = ["instructions", "rep-iterations", "fldcw-instructions"]
 @pytest.mark.parametrize("name, params", [
     ("loop", {"N": 1}), ("loop", {"N": 123457}),
     ("rep_stosb", {"K": 1, "L": 1}), ("rep_stosb", {"K": 37, "L": 65536}),
+    ("rep_movsb", {"K": 1, "L": 1}), ("rep_movsb", {"K": 53, "L": 32768}),
     ("fldcw", {"N": 1000}), ("fldcw", {"N": 99991}),
     ("pagetouch", {"P": 1}), ("pagetouch", {"P": 777}),
 ])

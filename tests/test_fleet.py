@@ -3,6 +3,7 @@ commands, and every refusal the security design promises."""
 
 import json
 import os
+import shutil
 import uuid
 
 import grpc
@@ -227,3 +228,37 @@ def test_prometheus_metrics_of_server_and_agent(fleet):
     wait_for(lambda: _metric(agent_port, "perfctl_agent_samples_acked_total") == 25, 30, "agent acks")
     assert _metric(agent_port, "perfctl_agent_samples_spooled_total") == 25
     assert _metric(agent_port, "perfctl_agent_connected") == 1
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="probe: valgrind not on PATH")
+def test_agents_audit_and_the_server_keeps_and_shows_it(fleet):
+    server = f"127.0.0.1:{free_port()}"
+    fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
+    fleet.start_agent("audited", server, extra=["--audit-every", "24"])
+    fleet.start_agent("never", server)
+    machines = wait_for(lambda: (r := fleet.client("machines", "--json", server=server)).returncode == 0 and
+                        {m["name"]: m for m in json.loads(r.stdout)}.get("audited", {}).get("audit_verdict") and
+                        {m["name"]: m for m in json.loads(r.stdout)}, 120, "the audit to reach the server")
+    assert machines["audited"]["audit_verdict"] in ("no-PMU", "trusted", "degraded")
+    assert machines["never"]["audit_verdict"] is None
+    report = json.loads(fleet.client("audit", "report", "--json", server=server).stdout)
+    assert report["machines"]["audited"]["audits"] == 1 and report["machines"]["audited"]["drift"] == []
+    assert {row["kernel"] for row in report["spread"]} >= {"loop N=1000000", "pagetouch P=1000"}
+    _run_job(fleet, server, ["audited", "never"], "-r", "5", "-e", "page-faults", "--", "/bin/true")
+    compare = fleet.client("compare", "audited", "never", "--metric", "page-faults", server=server)
+    assert "machine never has never been audited" in compare.stdout
+
+
+def test_audit_reports_are_validated(fleet):
+    fleet.agent_token("box-a")
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=())
+    channel = grpc.insecure_channel(server)
+    agent = rpc.AgentServiceStub(channel)
+    md = (("authorization", f"Bearer {open(fleet.agent_token('box-a')).read()}"),)
+    agent.Register(pb.RegisterRequest(machine=pb.MachineInfo(name="box-a")), metadata=md)
+    audit_id = str(uuid.uuid4())
+    for report, message in (("not json", "not JSON"), (json.dumps({"verdict": "great", "time_ns": 1}), "verdict"),
+                            (json.dumps({"verdict": "trusted", "time_ns": 1, "audit_id": "x"}), "differs")):
+        error = _grpc_error(lambda: agent.ReportAudit(pb.AuditReport(audit_id=audit_id, report_json=report),
+                                                      metadata=md))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.details()

@@ -224,8 +224,20 @@ class ReportJobResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class AuditReport(_message.Message):
+    __slots__ = ("audit_id", "report_json")
+    AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
+    audit_id: str
+    report_json: str
+    def __init__(self, audit_id: _Optional[str] = ..., report_json: _Optional[str] = ...) -> None: ...
+
+class ReportAuditResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class MachineSummary(_message.Message):
-    __slots__ = ("name", "machine_id", "inventory_json", "backends", "events", "last_heard_ns", "connected", "samples")
+    __slots__ = ("name", "machine_id", "inventory_json", "backends", "events", "last_heard_ns", "connected", "samples", "audit_verdict", "audit_time_ns")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +246,8 @@ class MachineSummary(_message.Message):
     LAST_HEARD_NS_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_VERDICT_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     name: str
     machine_id: str
     inventory_json: str
@@ -242,7 +256,9 @@ class MachineSummary(_message.Message):
     last_heard_ns: int
     connected: bool
     samples: int
-    def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., last_heard_ns: _Optional[int] = ..., connected: _Optional[bool] = ..., samples: _Optional[int] = ...) -> None: ...
+    audit_verdict: str
+    audit_time_ns: int
+    def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., last_heard_ns: _Optional[int] = ..., connected: _Optional[bool] = ..., samples: _Optional[int] = ..., audit_verdict: _Optional[str] = ..., audit_time_ns: _Optional[int] = ...) -> None: ...
 
 class ListMachinesRequest(_message.Message):
     __slots__ = ()
@@ -367,3 +383,29 @@ class GetJobsResponse(_message.Message):
     JOBS_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("machine", "audit_id", "time_ns", "verdict", "report_json")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    audit_id: str
+    time_ns: int
+    verdict: str
+    report_json: str
+    def __init__(self, machine: _Optional[str] = ..., audit_id: _Optional[str] = ..., time_ns: _Optional[int] = ..., verdict: _Optional[str] = ..., report_json: _Optional[str] = ...) -> None: ...
+
+class GetAuditsRequest(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+
+class GetAuditsResponse(_message.Message):
+    __slots__ = ("audits",)
+    AUDITS_FIELD_NUMBER: _ClassVar[int]
+    audits: _containers.RepeatedCompositeFieldContainer[AuditRecord]
+    def __init__(self, audits: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ...) -> None: ...

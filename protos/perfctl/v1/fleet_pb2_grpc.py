@@ -59,6 +59,11 @@ class AgentServiceStub:
                 request_serializer=perfctl_dot_v1_dot_fleet__pb2.JobReport.SerializeToString,
                 response_deserializer=perfctl_dot_v1_dot_fleet__pb2.ReportJobResponse.FromString,
                 _registered_method=True)
+        self.ReportAudit = channel.unary_unary(
+                '/perfctl.v1.AgentService/ReportAudit',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.AuditReport.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.ReportAuditResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -94,6 +99,12 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +132,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ReportJob,
                     request_deserializer=perfctl_dot_v1_dot_fleet__pb2.JobReport.FromString,
                     response_serializer=perfctl_dot_v1_dot_fleet__pb2.ReportJobResponse.SerializeToString,
+            ),
+            'ReportAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportAudit,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.AuditReport.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.ReportAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +284,33 @@ class AgentService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ReportAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.AgentService/ReportAudit',
+            perfctl_dot_v1_dot_fleet__pb2.AuditReport.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.ReportAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class QueryServiceStub:
     """Missing associated documentation comment in .proto file."""
@@ -307,6 +350,11 @@ class QueryServiceStub:
                 '/perfctl.v1.QueryService/GetJobs',
                 request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsRequest.SerializeToString,
                 response_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsResponse.FromString,
+                _registered_method=True)
+        self.GetAudits = channel.unary_unary(
+                '/perfctl.v1.QueryService/GetAudits',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsResponse.FromString,
                 _registered_method=True)
 
 
@@ -349,6 +397,12 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAudits(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -381,6 +435,11 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.GetJobs,
                     request_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsRequest.FromString,
                     response_serializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsResponse.SerializeToString,
+            ),
+            'GetAudits': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAudits,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -545,6 +604,33 @@ class QueryService:
             '/perfctl.v1.QueryService/GetJobs',
             perfctl_dot_v1_dot_fleet__pb2.GetJobsRequest.SerializeToString,
             perfctl_dot_v1_dot_fleet__pb2.GetJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAudits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/GetAudits',
+            perfctl_dot_v1_dot_fleet__pb2.GetAuditsRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.GetAuditsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,57 @@
+"""Across audits: drift of one machine over its history, and the fleet-wide spread per kernel (the
+coefficient of variation of a kernel's instruction count across machines, Weaver & McKee's Figure 1).
+Pure functions over audit reports (agent/audit.py run_audit's dicts)."""
+
+from __future__ import annotations
+
+import math
+
+from perfctl.analysis.summary import describe
+
+
+def drift(reports: list[dict]) -> list[str]:
+    """What changed between consecutive audits of one machine: verdict, kernel, microcode, and fitted
+    artifact coefficients that left the previous audit's interval."""
+    changes = []
+    for before, after in zip(reports, reports[1:]):
+        when = f"audit {after.get('audit_id', '?')[:8]}"
+        if before.get("verdict") != after.get("verdict"):
+            changes.append(f"{when}: verdict {before.get('verdict')} -> {after.get('verdict')}")
+        for key in ("kernel", "microcode"):
+            if before.get(key) != after.get(key):
+                changes.append(f"{when}: {key} {before.get(key)} -> {after.get(key)}")
+        old, new = before.get("fit"), after.get("fit")
+        if old and new:
+            for name in ("a", "b"):
+                low, high = old[f"{name}_interval"]
+                if not low <= new[name] <= high:
+                    changes.append(f"{when}: {name} moved from {old[name]:.3f} to {new[name]:.3f}")
+    return changes
+
+
+def fleet_spread(latest: dict[str, dict]) -> list[dict]:
+    """Per kernel: machines, the count used (hardware corrected by each machine's fit where it has a PMU,
+    else the dbi reference), median, and CV across machines (None with fewer than 2)."""
+    per_kernel: dict[str, list[float]] = {}
+    sources: dict[str, set[str]] = {}
+    for report in latest.values():
+        fit = report.get("fit")
+        for kernel in report.get("kernels", []):
+            if kernel["backend"] == "dbi" and fit is None:
+                value, source = kernel["expected"] if kernel.get("exact") else math.nan, "dbi"
+            elif kernel["backend"] != "dbi" and fit is not None and kernel.get("median_excess") is not None:
+                faults = kernel.get("page_faults") or 0
+                interrupts = kernel.get("interrupts") or 0
+                value = kernel["expected"] + kernel["median_excess"] - fit["a"] * faults - fit["b"] * interrupts
+                source = "corrected hardware"
+            else:
+                continue
+            if math.isfinite(value):
+                per_kernel.setdefault(kernel["kernel"], []).append(value)
+                sources.setdefault(kernel["kernel"], set()).add(source)
+    rows = []
+    for name, values in sorted(per_kernel.items()):
+        d = describe(values)
+        rows.append({"kernel": name, "machines": d.n, "source": ", ".join(sorted(sources[name])), "median": d.median,
+                     "cv": None if d.n < 2 or math.isnan(d.cv) else d.cv})
+    return rows
