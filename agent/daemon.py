@@ -343,9 +343,9 @@ class Agent:
                     await stub.ReportJob(pb.JobReport(job_id=job_id, state=state, message=message, samples=runs),
                                          metadata=metadata, timeout=10)
                 except grpc.aio.AioRpcError as err:
-                    if err.code() != grpc.StatusCode.NOT_FOUND:
+                    if err.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                         raise
-                    log.warning("server does not know job %s any more; its state is not reported", job_id)
+                    log.warning("server refused the report of job %s (%s); not sent again", job_id, err.details())
                 await asyncio.to_thread(self.spool.mark_reported, job_id, state)
             for audit_id, report in await asyncio.to_thread(self.spool.unreported_audits):
                 if report:

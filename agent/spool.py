@@ -84,8 +84,9 @@ class Spool:
         before = self._query("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,))
         if before:
             return False
-        self._tx([("INSERT OR IGNORE INTO jobs (job_id, spec, next_index, state) VALUES (?, ?, 0, 'queued')",
-                   (job_id, spec))])
+        # reported = 1: "queued" is the server's own state for it; the agent reports from "running" on
+        self._tx([("INSERT OR IGNORE INTO jobs (job_id, spec, next_index, state, reported) "
+                   "VALUES (?, ?, 0, 'queued', 1)", (job_id, spec))])
         return True
 
     def job(self, job_id: str) -> tuple[bytes, int, str] | None:

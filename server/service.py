@@ -203,7 +203,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                 queue.put_nowait(job)
             while True:
                 job = await queue.get()
-                await self._db(context, self.storage.update_job, job.job_id, principal.name, "dispatched")
+                await self._db(context, self.storage.mark_dispatched, job.job_id, principal.name)
                 yield job
         finally:
             if self.hub.queues.get(principal.name) is queue:

@@ -248,6 +248,13 @@ class Storage:
             result = conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine).values(**values))
         return result.rowcount == 1
 
+    def mark_dispatched(self, job_id: str, machine: str) -> None:
+        """queued -> dispatched, and nothing else: a job re-sent on reconnect must not move back from
+        running or done (the agent's own reports are the later truth)."""
+        with self._write_lock, self.engine.begin() as conn:
+            conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine, jobs.c.state == "queued")
+                         .values(state="dispatched", updated_ns=time.time_ns()))
+
     def list_jobs(self, machine: str | None = None) -> list[dict]:
         query = select(jobs).order_by(jobs.c.submitted_ns)
         if machine:

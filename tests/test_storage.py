@@ -87,3 +87,13 @@ def test_uuid_dedup_holds_across_storage_objects(database_url, real_samples):
     fresh.uuid = str(uuid.uuid4())
     assert first.ingest("box", [fresh]) == (1, 0)
     assert second.ingest("box", [fresh]) == (0, 1)
+
+
+def test_a_resent_job_never_moves_back_to_dispatched(database_url):
+    storage = Storage(database_url)
+    job_id = storage.create_job("box", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1))
+    storage.mark_dispatched(job_id, "box")
+    assert storage.list_jobs("box")[0]["state"] == "dispatched"
+    storage.update_job(job_id, "box", "done")
+    storage.mark_dispatched(job_id, "box")  # the agent reconnected and the job was offered again
+    assert storage.list_jobs("box")[0]["state"] == "done"
