@@ -137,14 +137,6 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
     return Assessment(verdict, tuple(reasons), tuple(not_checked), fit, tuple(kernels))
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
 def environment_checks(inv: dict) -> list[EnvironmentCheck]:
     """The settings that disturb counting (Weaver & McKee section 5; pyperf system show), with fixes."""
     tick = inv["tick_mode"]
@@ -166,12 +158,12 @@ def environment_checks(inv: dict) -> list[EnvironmentCheck]:
         EnvironmentCheck("SMT", not inv["smt_active"], str(inv["smt_active"]), "a sibling thread shares the core",
                          "echo off > /sys/devices/system/cpu/smt/control"),
     ]
-    throttles = [int(v) for v in (_read(p) for p in glob.glob(
+    throttles = [int(v) for v in (inventory.read_text(p) for p in glob.glob(
         "/sys/devices/system/cpu/cpu*/thermal_throttle/core_throttle_count")) if v and v.isdigit()]
     checks.append(EnvironmentCheck("thermal throttling", not any(throttles),
                                    f"{sum(throttles)} events" if throttles else "not exposed",
                                    "a throttled core runs slower mid-run", "improve cooling; rerun"))
-    meminfo = _read("/proc/meminfo") or ""
+    meminfo = inventory.read_text("/proc/meminfo") or ""
     swap_total = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("SwapTotal:")), 0)
     swap_free = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("SwapFree:")), 0)
     checks.append(EnvironmentCheck("swap", swap_total - swap_free == 0, f"{(swap_total - swap_free) // 1024} MiB used",

@@ -22,7 +22,8 @@ from perfctl.agent.perf_event import make_attr, perf_event_open
 INVENTORY_VERSION = 1
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A small kernel file's content, stripped; None when it does not exist or cannot be read."""
     try:
         with open(path) as f:
             return f.read().strip()
@@ -31,7 +32,7 @@ def _read(path: str) -> str | None:
 
 
 def _cpuinfo() -> dict:
-    text = _read("/proc/cpuinfo") or ""
+    text = read_text("/proc/cpuinfo") or ""
     first = text.split("\n\n", 1)[0]
     fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
     fields = {k.strip(): v.strip() for k, v in fields.items()}
@@ -56,7 +57,7 @@ def _cpuinfo() -> dict:
 
 def _kernel_config() -> dict[str, str]:
     release = platform.release()
-    text = _read(f"/boot/config-{release}")
+    text = read_text(f"/boot/config-{release}")
     if text is None:
         try:
             with gzip.open("/proc/config.gz", "rt") as f:
@@ -106,24 +107,24 @@ def _governors() -> list[str]:
     found = set()
     for entry in sorted(os.listdir(base)):
         if re.fullmatch(r"cpu\d+", entry):
-            value = _read(f"{base}/{entry}/cpufreq/scaling_governor")
+            value = read_text(f"{base}/{entry}/cpufreq/scaling_governor")
             if value:
                 found.add(value)
     return sorted(found)
 
 
 def _turbo() -> str | None:
-    no_turbo = _read("/sys/devices/system/cpu/intel_pstate/no_turbo")
+    no_turbo = read_text("/sys/devices/system/cpu/intel_pstate/no_turbo")
     if no_turbo is not None:
         return "off" if no_turbo == "1" else "on"
-    boost = _read("/sys/devices/system/cpu/cpufreq/boost")
+    boost = read_text("/sys/devices/system/cpu/cpufreq/boost")
     if boost is not None:
         return "on" if boost == "1" else "off"
     return None
 
 
 def machine_id() -> str:
-    ident = _read("/etc/machine-id") or socket.gethostname()
+    ident = read_text("/etc/machine-id") or socket.gethostname()
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
@@ -131,7 +132,7 @@ def collect() -> dict:
     """The inventory as a plain dict (JSON-ready); the same keys are documented in docs/inventory.md."""
     cpu = _cpuinfo()
     config = _kernel_config()
-    cmdline = _read("/proc/cmdline") or ""
+    cmdline = read_text("/proc/cmdline") or ""
     pmu_present, pmu_reason = probe_pmu(cpu)
     events, tracefs_state = tracefs.events_dir()
     hz = config.get("CONFIG_HZ")
@@ -146,15 +147,15 @@ def collect() -> dict:
         "hz": int(hz) if hz and hz.isdigit() else None,
         "tick_mode": _tick_mode(config, cmdline),
         "nohz_full_cpus": _cmdline_value(cmdline, "nohz_full"),
-        "isolated_cpus": _read("/sys/devices/system/cpu/isolated") or "",
+        "isolated_cpus": read_text("/sys/devices/system/cpu/isolated") or "",
         "pmu": {"present": pmu_present, "reason": pmu_reason},
-        "perf_event_paranoid": _int_or_none(_read("/proc/sys/kernel/perf_event_paranoid")),
-        "aslr": _int_or_none(_read("/proc/sys/kernel/randomize_va_space")),
+        "perf_event_paranoid": _int_or_none(read_text("/proc/sys/kernel/perf_event_paranoid")),
+        "aslr": _int_or_none(read_text("/proc/sys/kernel/randomize_va_space")),
         "governors": _governors(),
         "turbo": _turbo(),
-        "smt": _read("/sys/devices/system/cpu/smt/control"),
-        "smt_active": _read("/sys/devices/system/cpu/smt/active") == "1",
-        "nmi_watchdog": _int_or_none(_read("/proc/sys/kernel/nmi_watchdog")),
+        "smt": read_text("/sys/devices/system/cpu/smt/control"),
+        "smt_active": read_text("/sys/devices/system/cpu/smt/active") == "1",
+        "nmi_watchdog": _int_or_none(read_text("/proc/sys/kernel/nmi_watchdog")),
         "tracefs": {"available": events is not None, "state": tracefs_state},
         "euid": os.geteuid(),
         "exec_gate": gate.gate_command()[1],
