@@ -129,13 +129,15 @@ def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: B
         max_rss_kib=exit_.max_rss_kib)
 
 
-def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector=None) -> Iterator[Sample]:
-    """Yield one Sample per run: ``plan.warmups`` flagged warmups, then ``plan.runs`` measured runs."""
+def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector=None,
+        identified: tuple[list[str], Benchmark] | None = None) -> Iterator[Sample]:
+    """Yield one Sample per run: ``plan.warmups`` flagged warmups, then ``plan.runs`` measured runs.
+    ``identified`` is identify()'s result when the caller already has it (hashing is not free)."""
     if plan.runs < 1:
         raise RunError(f"the number of runs must be at least 1, got {plan.runs}")
     if plan.warmups < 0:
         raise RunError(f"the number of warmup runs cannot be negative, got {plan.warmups}")
-    resolved, bench = identify(plan.argv, plan.control, plan.name)
+    resolved, bench = identified or identify(plan.argv, plan.control, plan.name)
     environment = environment_of(plan.control)
     uuids = _uuids()
     for index in range(plan.warmups + plan.runs):

@@ -337,7 +337,8 @@ def _stat(args) -> int:
                                pin_cpu=args.pin, user=args.user, timeout_s=args.timeout,
                                show_output=args.show_output)
         plan = session.Plan(argv=cmd, runs=args.repeat, warmups=args.warmup, control=control, name=args.name)
-        session.identify(plan.argv, control, plan.name)  # bad commands fail here, before any file is touched
+        # bad commands fail here, before any file is touched; identified once (it hashes the executable and inputs)
+        identified = session.identify(plan.argv, control, plan.name)
     except (UnknownEvent, RunError) as err:
         raise UsageError(f"perfctl stat: {err}") from None
 
@@ -366,8 +367,7 @@ def _stat(args) -> int:
     if backend.name == "perf_event":
         from perfctl.agent.audit import make_corrector
 
-        resolved, bench = session.identify(plan.argv, control, plan.name)
-        corrector, summary.correction_note = make_corrector(inv, resolved, bench, control, runner, specs)
+        corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs)
     else:
         corrector = None
     total = args.warmup + args.repeat
@@ -378,7 +378,7 @@ def _stat(args) -> int:
             writer.write_machine(inv)
         with progress:
             task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
-            for sample in session.run(plan, backend, runner, inv["machine_id"], corrector):
+            for sample in session.run(plan, backend, runner, inv["machine_id"], corrector, identified):
                 for writer in writers:
                     writer.write_sample(sample)
                 summary.add(sample)
