@@ -16,9 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-from scipy import stats
-
 MODEL_VERSION = "wm2008-1"
 HUBER_K = 1.345  # 95% efficiency at the normal (Huber 1981)
 OUTLIER_SCALES = 6.0
@@ -45,13 +42,20 @@ class ArtifactFit:
     method: str = "Huber M-estimate to set aside disturbed runs (> 6 scales), then least squares, t intervals"
 
 
-def _huber_weights(residuals: np.ndarray, scale: float) -> np.ndarray:
+def _huber_weights(residuals, scale: float):
+    import numpy as np
+
     u = np.abs(residuals) / scale
     return np.where(u <= HUBER_K, 1.0, HUBER_K / np.maximum(u, 1e-300))
 
 
 def fit_artifacts(excess, page_faults, interrupts, confidence: float = 0.95, iterations: int = 50) -> ArtifactFit:
     """Robust regression of per-run excess instructions on per-run user page faults and interrupts."""
+    # numpy and scipy load here, not at import: `perfctl stat` imports this module for correct() on every
+    # invocation, and scipy's import cost a quarter of a 1000-run measurement (bench/stat_rate.py).
+    import numpy as np
+    from scipy import stats
+
     y = np.asarray(excess, dtype=float)
     x = np.column_stack([np.ones_like(y), np.asarray(page_faults, dtype=float), np.asarray(interrupts, dtype=float)])
     n = y.size
