@@ -285,18 +285,41 @@ def correction_for(report: dict | None, inv: dict, now_ns: int | None = None) ->
                       audit_id=report["audit_id"]), f"corrected with model {MODEL_VERSION}, audit {report['audit_id']}"
 
 
+def user_mode_interrupts(readings) -> tuple[float, str] | None:
+    """IRQ_user of the correction and where it came from, or None when the run has no interrupt count.
+
+    From the ebpf backend when it accounted the run: the scheduler ticks that interrupted user mode, scaled
+    to all of the run's timer interrupts by the ticks' user share (the tick is the only timer interrupt whose
+    mode the kernel records, agent/runacct.bpf.c). Else perf_event's timer-interrupts, every mode: a
+    benchmark that spends time in the kernel is then over-corrected by its kernel-mode interrupts.
+    """
+    ebpf = {r.label: r for r in readings if r.backend == "ebpf" and r.status == "ok"}
+    timer, user, kernel = (ebpf.get(label) for label in ("timer-interrupts", "timer-ticks:u", "timer-ticks:k"))
+    if timer is not None and user is not None and kernel is not None:
+        ticks = user.value + kernel.value
+        if ticks:
+            return user.value * timer.value / ticks, "irq-user-ebpf"
+        if timer.value == 0:
+            return 0.0, "irq-user-ebpf"
+    counted = next((r for r in readings if r.label == "timer-interrupts" and r.backend != "ebpf"), None)
+    if counted is not None and counted.status == "ok":
+        return float(counted.value), "irq-all-perf_event"
+    return None
+
+
 def apply_correction(readings, correction: Correction, fldcw_executed: float = 0.0):
-    """Readings with instructions:u corrected (raw kept; model version and audit id recorded). Needs the
-    run's user page faults and timer interrupts among the readings; otherwise returns them unchanged."""
-    by_label = {r.label: r for r in readings}
-    instructions = by_label.get("instructions:u")
-    faults = by_label.get("page-faults:u")
-    interrupts = by_label.get("timer-interrupts")
-    if not all(r is not None and r.status == "ok" for r in (instructions, faults, interrupts)):
+    """Readings with instructions:u corrected (raw kept; model version, interrupt source and audit id
+    recorded). Needs the run's user page faults and interrupts among the readings; otherwise returns them
+    unchanged."""
+    instructions = next((r for r in readings if r.label == "instructions:u"), None)
+    faults = next((r for r in readings if r.label == "page-faults:u" and r.status == "ok"), None)
+    interrupts = user_mode_interrupts(readings)
+    if instructions is None or instructions.status != "ok" or faults is None or interrupts is None:
         return readings
-    value = correct(instructions.value, faults.value, interrupts.value, fldcw_executed, correction)
-    corrected = dataclasses.replace(instructions, corrected=value, correction_model=correction.model_version,
-                                    audit_id=correction.audit_id)
+    irq_user, source = interrupts
+    value = correct(instructions.value, faults.value, irq_user, fldcw_executed, correction)
+    corrected = dataclasses.replace(instructions, corrected=value, audit_id=correction.audit_id,
+                                    correction_model=f"{correction.model_version}/{source}")
     return [corrected if r is instructions else r for r in readings]
 
 
@@ -305,7 +328,8 @@ def apply_correction(readings, correction: Correction, fldcw_executed: float = 0
 _FLDCW_CACHE: dict[tuple, float] = {}
 
 
-def make_corrector(inv: dict, resolved_argv: list[str], bench, control, runner, specs) -> tuple[object | None, str]:
+def make_corrector(inv: dict, resolved_argv: list[str], bench, control, runner, specs,
+                   ebpf: bool = False) -> tuple[object | None, str]:
     """A function readings -> readings applying the machine's current correction, or None; and the sentence
     the output shows either way. The fldcw term needs the benchmark's fldcw count, taken once from the dbi
     backend, only where the erratum makes it matter (k_fldcw != 1)."""
@@ -314,8 +338,10 @@ def make_corrector(inv: dict, resolved_argv: list[str], bench, control, runner, 
         return None, ""
     if not inv["pmu"]["present"]:
         return None, "instructions not corrected: no PMU counts them here"
-    if not {"page-faults:u", "timer-interrupts"} <= labels:
-        return None, "instructions not corrected: the correction needs page-faults:u and timer-interrupts measured too"
+    # the ebpf backend counts user page faults and user-mode interrupts itself
+    if not ebpf and not {"page-faults:u", "timer-interrupts"} <= labels:
+        return None, ("instructions not corrected: the correction needs page-faults:u and timer-interrupts measured "
+                      "too (or --backend perf_event,ebpf)")
     correction, why = correction_for(load_latest(), inv)
     if correction is None:
         return None, f"instructions not corrected: {why}"

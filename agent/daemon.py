@@ -32,6 +32,7 @@ from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool
+from perfctl.model import BACKENDS, parse_backends
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -78,6 +79,8 @@ class Agent:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._new_samples: asyncio.Event | None = None
         self._backends: dict[tuple, session.Backend] = {}
+        self._said: set[str] = set()
+        self._backends_lock = threading.Lock()
         self._runner = Runner()
         self._current_job: str | None = None
         self.backoff = 0.5
@@ -88,10 +91,25 @@ class Agent:
         if self._loop is not None and self._new_samples is not None:
             self._loop.call_soon_threadsafe(self._new_samples.set)
 
-    def _backend(self, name: str, events: tuple[str, ...]) -> session.Backend:
-        key = (name, events)
+    def _backend(self, names: str, events: tuple[str, ...]) -> session.Backend:
+        """The backend for a job's backend list (e.g. "perf_event,ebpf"), made once per list and events.
+        Why eBPF cannot run here is logged once; such jobs are measured with perf_event alone."""
+        key = (names, events)
+        with self._backends_lock:  # the network side asks too (_machine_info)
+            return self._open_backend(key)
+
+    def _open_backend(self, key: tuple[str, tuple[str, ...]]) -> session.Backend:
+        names, events = key
         if key not in self._backends:
-            self._backends[key] = session.make_backend(name, parse_events(list(events)), self.inventory)
+            try:
+                parsed = parse_backends(names)
+            except ValueError as err:
+                raise RunError(str(err)) from None
+            backend, note = session.open_backend(parsed, parse_events(list(events)), self.inventory)
+            if note and note not in self._said:
+                self._said.add(note)
+                log.warning("%s", note)
+            self._backends[key] = backend
         return self._backends[key]
 
     def _audit_due(self) -> str | None:
@@ -175,7 +193,8 @@ class Agent:
 
                 corrector, statement = make_corrector(self.inventory, commands[0][0], commands[0][1], control,
                                                       self._runner,
-                                                      parse_events(list(job.events) or list(DEFAULT_EVENTS)))
+                                                      parse_events(list(job.events) or list(DEFAULT_EVENTS)),
+                                                      ebpf="ebpf" in backend.names)
                 if statement:
                     log.info("job %s: %s", job_id, statement)
         except (RunError, UnknownEvent) as err:
@@ -210,12 +229,14 @@ class Agent:
     def _machine_info(self) -> pb.MachineInfo:
         import json
 
+        backend = self._backend("perf_event,ebpf", DEFAULT_EVENTS)  # loads eBPF now, once, if it can run here
+        usable = [name for name in BACKENDS if name != "ebpf" or name in backend.names]
         info = pb.MachineInfo(name=self.config.name, machine_id=self.inventory["machine_id"],
-                              inventory_json=json.dumps(self.inventory), backends=list(session.BACKEND_NAMES),
-                              agent_version=__version__)
-        backend = self._backend("perf_event", DEFAULT_EVENTS)
+                              inventory_json=json.dumps(self.inventory), backends=usable, agent_version=__version__)
         for label, reason in backend.support().items():
             info.events.add(event=label, supported=reason is None, reason=reason or "")
+        if "ebpf" not in backend.names:
+            info.events.add(event="ebpf", supported=False, reason=next(iter(self._said), "ebpf unavailable"))
         return info
 
     async def run(self) -> None:

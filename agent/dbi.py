@@ -36,6 +36,7 @@ def _reason(spec: EventSpec) -> str | None:
 
 class DbiBackend:
     name = BACKEND
+    names = (BACKEND,)
 
     def __init__(self, specs: list[EventSpec], inventory: dict):
         self._valgrind = shutil.which("valgrind")

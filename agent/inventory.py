@@ -180,6 +180,20 @@ class Check:
     fix: str | None = None
 
 
+def probe_ebpf() -> dict:
+    """Whether the ebpf backend can run here, found by loading it (agent/runacct.py): costs ~0.3 s the first
+    time in a process, so `perfctl info` and the agent ask, not every `perfctl stat`."""
+    from perfctl.agent import runacct
+
+    try:
+        acct = runacct.shared()
+    except runacct.Unavailable as err:
+        return {"available": False, "reason": str(err)}
+    missing = sorted(set(acct.missing.values()))
+    return {"available": True, "reason": "runacct loaded through libbpf (CO-RE, BTF tracepoints)" + (
+        f"; this kernel lacks {', '.join(missing)}" if missing else "")}
+
+
 def checks(inv: dict) -> list[Check]:
     """Each item with what it means for the counters and, where it hurts, the command that fixes it."""
     cpu = inv["cpu"]
@@ -231,6 +245,12 @@ def checks(inv: dict) -> list[Check]:
     out.append(Check("tracefs", "available" if tracing["available"] else "unavailable", tracing["state"] + (
         "" if tracing["available"] else "; timer and device interrupt counts are reported unsupported"),
         None if tracing["available"] else "mount -t tracefs nodev /sys/kernel/tracing (as root)"))
+    if "ebpf" in inv:
+        ebpf = inv["ebpf"]
+        out.append(Check("eBPF", "available" if ebpf["available"] else "unavailable", ebpf["reason"] + (
+            "; --backend perf_event,ebpf adds interrupt classes, user/kernel faults and interference per run"),
+            None if ebpf["available"] else "run as root on a kernel with BTF; ./deploy/setup.sh installs clang, "
+                                           "bpftool and libbpf"))
     out.append(Check("exec gate", inv["exec_gate"], "how benchmarks wait for their counters before exec; the "
                      "static gate and sh count the same, the static one costs ~0.6 ms less per run",
                      "apt-get install gcc" if inv["exec_gate"].startswith("sh gate") else None))

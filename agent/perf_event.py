@@ -156,6 +156,7 @@ class PerfEventBackend:
     """Counts events per task with perf_event_open; see the module docstring for the protocol."""
 
     name = BACKEND
+    names = (BACKEND,)
 
     def __init__(self, specs: list[EventSpec], inventory: dict):
         cpu = inventory["cpu"]

@@ -55,6 +55,7 @@ def parse_csv(text: str) -> dict[str, tuple[str, str, str, str]]:
 
 class PerfStatBackend:
     name = BACKEND
+    names = (BACKEND,)
 
     def __init__(self, specs: list[EventSpec], inventory: dict):
         self._perf = shutil.which("perf")

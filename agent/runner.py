@@ -16,6 +16,7 @@ the randomized layout it was exec'd with and the system setting is untouched; Ru
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -185,14 +186,32 @@ class Runner:
         self._stderr = tempfile.TemporaryFile(prefix="perfctl-stderr-")
         self._gate = gate_to_use or gate.find_gate()
         self._persona = _Persona()
+        self._on_start = None
+
+    @contextlib.contextmanager
+    def watching(self, on_start):
+        """Within the block, every start calls ``on_start(pid)`` while the benchmark still waits in the gate
+        (how a second backend follows the run the first one starts: session.Combined)."""
+        self._on_start = on_start
+        try:
+            yield
+        finally:
+            self._on_start = None
 
     def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None) -> "GatedProcess":
         """Start ``argv`` blocked in the exec gate. ``gate_target`` replaces argv as what the gate execs
         (the perf-stat backend execs ``perf stat ... -- argv``)."""
         self._stderr.seek(0)
         self._stderr.truncate()
-        return GatedProcess(self._gate, gate_target or argv, control, None if control.show_output else self._stderr,
-                            self._persona)
+        gated = GatedProcess(self._gate, gate_target or argv, control, None if control.show_output else self._stderr,
+                             self._persona)
+        if self._on_start is not None:
+            try:
+                self._on_start(gated.pid)
+            except BaseException:
+                gated.kill()
+                raise
+        return gated
 
     def close(self) -> None:
         self._stderr.close()

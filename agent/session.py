@@ -15,7 +15,7 @@ from typing import Protocol
 
 from perfctl.agent.events import EventSpec
 from perfctl.agent.runner import Exit, RunControl, Runner, RunError, resolve_command
-from perfctl.model import Benchmark, Environment, Reading, Sample
+from perfctl.model import BACKENDS, Benchmark, Environment, Reading, Sample
 
 _MAX_HASHED_INPUT = 256 << 20
 
@@ -24,6 +24,7 @@ class Backend(Protocol):
     """What every counter backend offers; one module per backend implements it."""
 
     name: str
+    names: tuple[str, ...]  # the backends whose readings a run carries (Sample.backends)
 
     def support(self) -> dict[str, str | None]: ...
 
@@ -32,8 +33,12 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def make_backend(name: str, specs: list[EventSpec], inventory: dict) -> Backend:
-    """The backend registry: the only place that maps a --backend name to its module."""
+BACKEND_NAMES = BACKENDS
+
+
+def make_backend(name: str, specs: list[EventSpec], inventory: dict, *, ebpf_max_tasks: int | None = None) -> Backend:
+    """The backend registry: the only place that maps a backend name to its module. ``ebpf`` raises
+    runacct.Unavailable when eBPF cannot run here (open_backend falls back)."""
     if name == "perf_event":
         from perfctl.agent.perf_event import PerfEventBackend
 
@@ -46,10 +51,54 @@ def make_backend(name: str, specs: list[EventSpec], inventory: dict) -> Backend:
         from perfctl.agent.dbi import DbiBackend
 
         return DbiBackend(specs, inventory)
+    if name == "ebpf":
+        from perfctl.agent.ebpf import EbpfBackend
+
+        return EbpfBackend(ebpf_max_tasks)  # None: runacct's default
     raise RunError(f"unknown backend {name!r} (available: {', '.join(BACKEND_NAMES)})")
 
 
-BACKEND_NAMES = ("perf_event", "perf-stat", "dbi")
+def open_backend(names: tuple[str, ...], specs: list[EventSpec], inventory: dict, *,
+                 ebpf_max_tasks: int | None = None) -> tuple[Backend, str | None]:
+    """The backend for a --backend list (model.parse_backends checked it): one backend, or perf_event and
+    ebpf counting the same runs. When eBPF cannot run here, the second value says why, once, and the
+    measurement goes on with perf_event alone."""
+    from perfctl.agent.runacct import Unavailable
+
+    if "ebpf" not in names:
+        return make_backend(names[0], specs, inventory), None
+    try:
+        tracker = make_backend("ebpf", specs, inventory, ebpf_max_tasks=ebpf_max_tasks)
+    except Unavailable as err:
+        return make_backend("perf_event", specs, inventory), f"ebpf unavailable: {err}; measuring with perf_event alone"
+    if names == ("ebpf",):
+        return tracker, None
+    return Combined(make_backend("perf_event", specs, inventory), tracker), None
+
+
+class Combined:
+    """Two backends counting one run: the primary starts it, the tracker is armed with its pid through the
+    runner before the benchmark leaves the gate. Readings are labelled by their backend."""
+
+    def __init__(self, primary: Backend, tracker) -> None:
+        self._primary, self._tracker = primary, tracker
+        self.name = primary.name
+        self.names = (*primary.names, *tracker.names)
+
+    def support(self) -> dict[str, str | None]:
+        support = dict(self._primary.support())
+        for label, reason in self._tracker.support().items():
+            support[label if label not in support else f"{label}@{self._tracker.name}"] = reason
+        return support
+
+    def measure(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
+        with runner.watching(self._tracker.arm):
+            exit_, readings = self._primary.measure(runner, argv, control)
+        return exit_, [*readings, *self._tracker.collect()]
+
+    def close(self) -> None:
+        self._primary.close()
+        self._tracker.close()
 
 
 def _sha256_file(path: str) -> str:
@@ -125,7 +174,7 @@ def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: B
         uuid=sample_uuid, machine_id=machine_id, benchmark=bench, job_id=job_id, run_index=run_index,
         warmup=warmup, start_time_ns=exit_.start_time_ns, wall_ns=exit_.wall_ns, outcome=exit_.outcome,
         exit_status=exit_.exit_status, signal=exit_.signal, environment=environment, readings=tuple(readings),
-        backends=(backend.name,), stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None,
+        backends=backend.names, stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None,
         max_rss_kib=exit_.max_rss_kib)
 
 

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux iproute2 openssl postgresql)
+packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux iproute2 openssl postgresql
+          clang bpftool libbpf-dev libbpf1)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
@@ -22,5 +23,6 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
 make -s -C examples
-# Build the static exec gate now (perfctl would build it on first use) and show the machine once.
+# Build the static exec gate and the eBPF object now (perfctl would build them on first use) and show the
+# machine once.
 .venv/bin/perfctl info >/dev/null

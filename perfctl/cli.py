@@ -61,12 +61,32 @@ def _float_between(low: float, high: float, what: str, rule: str):
 
 
 _probability = _float_between(0, 1, "number", "strictly between 0 and 1")
+_share = _float_between(0, 1e6, "share", "a positive share of the wall time (0.05 is 5%)")
+
+
+def _backends(text: str) -> tuple[str, ...]:
+    from perfctl.model import parse_backends
+
+    try:
+        return parse_backends(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _interference_options(command) -> None:
+    from perfctl.model import DEFAULT_INTERFERENCE_LIMIT
+
+    command.add_argument("--interference-limit", type=_share, default=DEFAULT_INTERFERENCE_LIMIT, metavar="SHARE",
+                         help="flag runs in which other tasks ran on the benchmark's CPUs for more than this share "
+                              "of the run's wall time (ebpf backend; default 0.05)")
+    command.add_argument("--exclude-interfered", action="store_true",
+                         help="leave flagged runs out of the statistics (the output says how many)")
 _seconds = _float_between(0, 1e7, "number of seconds", "a positive number of seconds")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from perfctl.agent.runacct import DEFAULT_MAX_TASKS
     from perfctl.agent.runner import ENV_SIZE_STEP
-    from perfctl.agent.session import BACKEND_NAMES
 
     parser = _Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -78,7 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="warmup runs before the measured ones, recorded and flagged")
     stat.add_argument("-e", "--events", action="append", metavar="EVENTS",
                       help="comma-separated perf-style event names (default: the full default set)")
-    stat.add_argument("--backend", choices=BACKEND_NAMES, default="perf_event")
+    stat.add_argument("--backend", type=_backends, default=("perf_event",), metavar="NAME[,NAME]",
+                      help="perf_event (default), perf-stat, dbi, ebpf, or perf_event,ebpf (both count each run)")
+    stat.add_argument("--ebpf-max-tasks", type=_positive_int, default=DEFAULT_MAX_TASKS, metavar="N",
+                      help=f"tasks of the benchmark's tree the ebpf backend can follow at once ({DEFAULT_MAX_TASKS})")
+    _interference_options(stat)
     stat.add_argument("--pin", type=_non_negative_int, metavar="CPU", help="pin the benchmark to this CPU")
     stat.add_argument("--timeout", type=_seconds, metavar="S", help="kill a run's whole process tree after S s")
     stat.add_argument("--user", metavar="USER", help="run the benchmark as USER (counters stay perfctl's)")
@@ -117,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
     compare.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the SPA speedup pairing")
     compare.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
+    _interference_options(compare)
 
     def connection_options(command, server_help: str) -> None:
         command.add_argument("--server", metavar="HOST:PORT", help=server_help)
@@ -170,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--warmup", type=_non_negative_int, default=0, metavar="K")
     submit.add_argument("--name", help="benchmark name (default: the command's basename)")
     submit.add_argument("-e", "--events", action="append", metavar="EVENTS")
-    submit.add_argument("--backend", choices=BACKEND_NAMES, default="perf_event")
+    submit.add_argument("--backend", type=_backends, default=("perf_event",), metavar="NAME[,NAME]")
     submit.add_argument("--timeout", type=_seconds, metavar="S")
     submit.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS [::: CMD2 ARGS ...]")
 
@@ -225,6 +250,12 @@ def _compare_parameters(args):
                       paired=args.paired, correction=args.correction, precision=args.precision, seed=args.seed)
 
 
+def _interference(args):
+    from perfctl.model import InterferencePolicy
+
+    return InterferencePolicy(args.interference_limit, args.exclude_interfered)
+
+
 def _compare(args) -> int:
     from perfctl import compare_report
     from perfctl.formats import DatasetError, read_dataset
@@ -237,8 +268,8 @@ def _compare(args) -> int:
 
         return fleet_cli.compare_machines(args, metrics, _compare_parameters(args))
     try:
-        a = read_dataset(args.a, args.input_format)
-        b = read_dataset(args.b, args.input_format)
+        a = read_dataset(args.a, args.input_format, _interference(args))
+        b = read_dataset(args.b, args.input_format, _interference(args))
         return compare_report.compare_datasets(a, b, metrics, _compare_parameters(args), args.format, _console(),
                                                (args.a, args.b))
     except (DatasetError, PairingError) as err:
@@ -305,6 +336,7 @@ def _info(args) -> int:
     from perfctl.agent import inventory
 
     inv = inventory.collect()
+    inv["ebpf"] = inventory.probe_ebpf()
     if args.json:
         print(json.dumps(inv, indent=2))
         return EXIT_OK
@@ -330,6 +362,9 @@ def _stat(args) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
+    if args.backend == ("ebpf",) and args.events:
+        raise UsageError("perfctl stat: the ebpf backend counts a fixed set (docs/backends.md); -e names perf_event "
+                         "events: use --backend perf_event,ebpf")
     try:
         specs = parse_events(args.events or list(DEFAULT_EVENTS))
         _check_tracepoints(specs)
@@ -359,15 +394,18 @@ def _stat(args) -> int:
 
     inv = inventory.collect()
     try:
-        backend = session.make_backend(args.backend, specs, inv)
+        backend, fallback = session.open_backend(args.backend, specs, inv, ebpf_max_tasks=args.ebpf_max_tasks)
     except RunError as err:
         raise UsageError(f"perfctl stat: {err}") from None
+    if fallback:
+        _say(f"perfctl stat: {fallback}")
     runner = Runner()
-    summary = StatSummary()
+    summary = StatSummary(interference=_interference(args))
     if backend.name == "perf_event":
         from perfctl.agent.audit import make_corrector
 
-        corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs)
+        corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs,
+                                                            ebpf="ebpf" in backend.names)
     else:
         corrector = None
     total = args.warmup + args.repeat
@@ -397,7 +435,7 @@ def _stat(args) -> int:
             output.close()
 
     title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
-        f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {backend.name})"
+        f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     render(summary, summary_console, title)
     if interrupted:
         where = f"; samples are in {args.output}" if args.output else ""

@@ -124,7 +124,7 @@ def submit(args) -> int:
     except UnknownEvent as err:
         raise UsageError(f"perfctl submit: {err}") from None
     job = pb.Job(commands=[pb.Command(name=args.name or os.path.basename(g[0]), argv=g) for g in groups],
-                 repetitions=args.repeat, warmups=args.warmup, events=events, backend=args.backend,
+                 repetitions=args.repeat, warmups=args.warmup, events=events, backend=",".join(args.backend),
                  timeout_seconds=args.timeout or 0)
     machines = [m.strip() for m in args.machines.split(",") if m.strip()]
     response = _call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job))
@@ -198,7 +198,9 @@ def compare_machines(args, metrics, parameters) -> int:
                                 metrics=metrics or [], alpha=parameters.alpha, confidence=parameters.confidence,
                                 proportion=parameters.proportion, margin=parameters.margin, paired=parameters.paired,
                                 correction=parameters.correction, precision=parameters.precision,
-                                seed=parameters.seed, format=args.format)
+                                seed=parameters.seed, format=args.format,
+                                interference_limit=args.interference_limit,
+                                exclude_interfered=args.exclude_interfered)
     response = _call(args, "Compare", request)
     if response.exit_code == 2:
         raise UsageError(response.output.strip().replace("\n", " "))

@@ -14,6 +14,19 @@ from dataclasses import dataclass, field
 SCHEMA_VERSION = 1
 READING_STATUSES = ("ok", "unsupported", "multiplexed", "error")
 OUTCOMES = ("ok", "failed", "signal", "timeout")
+BACKENDS = ("perf_event", "perf-stat", "dbi", "ebpf")
+
+
+def parse_backends(text: str) -> tuple[str, ...]:
+    """A --backend value: one backend, or ``perf_event,ebpf`` (both count the same runs); ValueError
+    with the rule that was broken."""
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [name for name in names if name not in BACKENDS]
+    if unknown or not names:
+        raise ValueError(f"unknown backend {(unknown or [text])[0]!r} (available: {', '.join(BACKENDS)})")
+    if len(names) > 1 and set(names) != {"perf_event", "ebpf"}:
+        raise ValueError(f"backends {', '.join(names)} cannot count one run together; only perf_event,ebpf can")
+    return ("perf_event", "ebpf") if len(names) > 1 else names
 
 
 @dataclass(frozen=True)
@@ -80,9 +93,9 @@ class Sample:
     extra: dict = field(default_factory=dict)
 
     def reading(self, label: str) -> Reading | None:
-        for reading in self.readings:
-            if reading.label == label:
-                return reading
+        for reading_, name in zip(self.readings, distinct_labels([(r.label, r.backend) for r in self.readings])):
+            if name == label:
+                return reading_
         return None
 
     def to_dict(self) -> dict:
@@ -122,6 +135,48 @@ def reading_label(reading: Reading) -> str:
     if reading.scope == "kernel":
         return reading.event + ":k"
     return reading.event
+
+
+def distinct_labels(labelled: list[tuple[str, str]]) -> list[str]:
+    """Names for a run's readings given as (label, backend): a label that an earlier backend of the same run
+    already used gets ``@backend`` (perf_event's and ebpf's context-switches of one run stay apart)."""
+    first_backend: dict[str, str] = {}
+    names = []
+    for label, backend in labelled:
+        owner = first_backend.setdefault(label, backend)
+        names.append(label if owner == backend else f"{label}@{backend}")
+    return names
+
+
+INTERFERENCE_EVENT = "interference-time"
+DEFAULT_INTERFERENCE_LIMIT = 0.05
+
+
+@dataclass(frozen=True)
+class InterferencePolicy:
+    """Which runs count as interfered with (share of wall time above ``limit``) and whether statistics
+    leave them out; runs without eBPF accounting are never flagged."""
+
+    limit: float = DEFAULT_INTERFERENCE_LIMIT
+    exclude: bool = False
+
+    def flags(self, readings, wall_ns: int) -> bool:
+        share = interference_share(readings, wall_ns)
+        return share is not None and share > self.limit
+
+    def describe(self) -> str:
+        return f"other tasks ran on the benchmark's CPUs for more than {self.limit:.0%} of the run's wall time"
+
+
+def interference_share(readings, wall_ns: int) -> float | None:
+    """Time other tasks ran on the benchmark's CPUs during a run (the ebpf backend's interference-time) per
+    unit of the run's wall time, or None when the run was not accounted by eBPF. ``readings`` are
+    Readings or their dicts."""
+    for reading in readings:
+        get = reading.get if isinstance(reading, dict) else reading.__getattribute__
+        if get("event") == INTERFERENCE_EVENT and get("status") == "ok" and wall_ns > 0:
+            return float(get("value")) / wall_ns
+    return None
 
 
 @functools.cache

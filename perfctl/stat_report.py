@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfctl.analysis.summary import Description, describe
-from perfctl.model import Sample
+from perfctl.model import InterferencePolicy, Sample, distinct_labels
 
 WALL_TIME = "wall-time"
 
@@ -41,6 +41,8 @@ class StatSummary:
     outcomes: Counter = field(default_factory=Counter)
     failure_examples: list[str] = field(default_factory=list)
     correction_note: str = ""
+    interference: InterferencePolicy = field(default_factory=InterferencePolicy)
+    interfered: list[int] = field(default_factory=list)  # run indexes of flagged measured runs
 
     def add(self, sample: Sample) -> None:
         if sample.warmup:
@@ -52,15 +54,19 @@ class StatSummary:
             if len(self.failure_examples) < 3:
                 self.failure_examples.append(describe_failure(sample))
             return
+        if self.interference.flags(sample.readings, sample.wall_ns):
+            self.interfered.append(sample.run_index)
+            if self.interference.exclude:
+                return
         wall = self.events.setdefault(WALL_TIME, EventSummary(WALL_TIME, "ns", "perfctl"))
         wall.values.append(sample.wall_ns)
-        for reading in sample.readings:
-            entry = self.events.setdefault(reading.label, EventSummary(reading.label, reading.unit, reading.backend,
-                                                                       reading.source))
+        labels = distinct_labels([(r.label, r.backend) for r in sample.readings])
+        for reading, name in zip(sample.readings, labels):
+            entry = self.events.setdefault(name, EventSummary(name, reading.unit, reading.backend, reading.source))
             if reading.status == "ok":
                 entry.values.append(reading.value)
                 if reading.corrected is not None:
-                    label = f"{reading.label} corrected"
+                    label = f"{name} corrected"
                     self.events.setdefault(label, EventSummary(label, reading.unit, reading.backend,
                                                                f"audit {reading.audit_id}")).values.append(
                         reading.corrected)
@@ -131,6 +137,12 @@ def render(summary: StatSummary, console: Console, title: str) -> None:
         console.print(f"[bold]unsupported[/bold] {entry.label}: {entry.unsupported}", highlight=False)
     if summary.correction_note:
         console.print(summary.correction_note, highlight=False, markup=False)
+    if summary.interfered:
+        runs = ", ".join(str(i) for i in summary.interfered[:20]) + (", ..." if len(summary.interfered) > 20 else "")
+        action = ("left out of the statistics above" if summary.interference.exclude
+                  else "kept in the statistics above (--exclude-interfered leaves them out)")
+        console.print(f"[bold yellow]{len(summary.interfered)} of {summary.runs} runs flagged[/bold yellow]: "
+                      f"{summary.interference.describe()} (runs {runs}); {action}", highlight=False)
     failed = summary.runs - summary.outcomes["ok"]
     if failed:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(summary.outcomes.items()) if k != "ok")

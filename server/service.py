@@ -11,6 +11,7 @@ import asyncio
 import io
 import json
 import logging
+import math
 import multiprocessing
 import signal
 import time
@@ -20,6 +21,7 @@ import grpc
 from prometheus_client import Counter, Gauge, Histogram
 from rich.console import Console
 
+from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch
 from perfctl.server.storage import Storage, StorageError
@@ -293,7 +295,11 @@ class QueryService(_Base, rpc.QueryServiceServicer):
                                     paired=request.paired, correction=request.correction or "holm",
                                     precision=request.precision or 0.05, seed=request.seed)
             parameters.validate()
-            datasets = [self.machine_dataset(name, list(request.benchmarks)) for name in
+            limit = request.interference_limit or DEFAULT_INTERFERENCE_LIMIT
+            if not (0 < limit < 1e6 and math.isfinite(limit)):
+                raise ValueError(f"interference limit must be a positive share, got {limit}")
+            policy = InterferencePolicy(limit, request.exclude_interfered)
+            datasets = [self.machine_dataset(name, list(request.benchmarks), policy) for name in
                         (request.machine_a, request.machine_b)]
             latest = self.storage.latest_audits()
             for dataset, name in zip(datasets, (request.machine_a, request.machine_b)):
@@ -309,14 +315,14 @@ class QueryService(_Base, rpc.QueryServiceServicer):
         except (DatasetError, PairingError, ValueError, StorageError) as err:
             return pb.CompareResponse(output=f"perfctl compare: {err}", exit_code=2)
 
-    def machine_dataset(self, machine: str, benchmarks: list[str]):
+    def machine_dataset(self, machine: str, benchmarks: list[str], interference=None):
         from perfctl.formats import DatasetError
         from perfctl.formats.jsonl import DatasetBuilder
         from perfctl.wire import proto_to_dict
 
         if self.storage.machine_pk(machine) is None:
             raise DatasetError(f"no machine named {machine!r} on this server")
-        builder = DatasetBuilder(f"machine {machine}")
+        builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy())
         for payload in self.storage.sample_payloads(machine, benchmarks or None):
             builder.add(proto_to_dict(pb.Sample.FromString(payload)))
         dataset = builder.finish()

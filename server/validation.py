@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from perfctl.model import OUTCOMES, READING_STATUSES
+from perfctl.model import OUTCOMES, READING_STATUSES, parse_backends
 
 MAX_MESSAGE_BYTES = 16 << 20
 MAX_BATCH_SAMPLES = 2000
@@ -111,8 +111,11 @@ def validate_job(job) -> str | None:
         return "repetitions must be 1-100000 and warmups at most 1000"
     if len(job.events) > 64 or any(not _EVENT.match(e) for e in job.events):
         return "events: at most 64 event names"
-    if job.backend not in ("", "perf_event", "perf-stat", "dbi"):
-        return f"unknown backend {job.backend!r}"
+    if job.backend:
+        try:
+            parse_backends(job.backend)
+        except ValueError as err:
+            return str(err)
     if not (0 <= job.timeout_seconds <= 86400 and math.isfinite(job.timeout_seconds)):
         return "timeout_seconds must be 0-86400"
     return None

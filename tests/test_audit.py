@@ -122,8 +122,29 @@ def test_corrected_values_sit_beside_the_raw_ones():
                 Reading("timer-interrupts", "perf_event", "all", "ok", value=7)]
     out = apply_correction(readings, Correction(a=1.0, b=1.0, k_fldcw=2.0, audit_id="x1"), fldcw_executed=3)
     assert out[0].value == 10_000 and out[0].corrected == 10_000 - 40 - 7 - 3
-    assert (out[0].correction_model, out[0].audit_id) == ("wm2008-1", "x1")
+    assert (out[0].correction_model, out[0].audit_id) == ("wm2008-1/irq-all-perf_event", "x1")
     assert apply_correction(readings[:1], Correction(1, 1, 1, "x"), 0) == readings[:1]  # faults missing: unchanged
+
+
+def test_correction_takes_user_mode_interrupts_from_ebpf():
+    """With eBPF accounting the run, IRQ_user is the user-mode ticks scaled to all timer interrupts, not
+    perf_event's count of every timer interrupt (half of them kernel-mode here)."""
+    from perfctl.agent.audit import apply_correction
+    from perfctl.analysis.correction import Correction
+    from perfctl.model import Reading
+
+    readings = [Reading("instructions", "perf_event", "user", "ok", value=10_000),
+                Reading("page-faults", "perf_event", "user", "ok", value=40),
+                Reading("timer-interrupts", "perf_event", "all", "ok", value=100),
+                Reading("timer-interrupts", "ebpf", "all", "ok", value=100),
+                Reading("timer-ticks", "ebpf", "user", "ok", value=45),
+                Reading("timer-ticks", "ebpf", "kernel", "ok", value=45)]
+    out = apply_correction(readings, Correction(a=1.0, b=2.0, k_fldcw=1.0, audit_id="x2"))
+    assert out[0].corrected == 10_000 - 40 - 2.0 * 50
+    assert out[0].correction_model == "wm2008-1/irq-user-ebpf"
+    # eBPF's ticks in error (e.g. a tree it could not follow): back to perf_event's count
+    failed = [*readings[:5], Reading("timer-ticks", "ebpf", "kernel", "error", value=45, reason="untracked")]
+    assert apply_correction(failed, Correction(1.0, 2.0, 1.0, "x3"))[0].corrected == 10_000 - 40 - 200
 
 
 def test_stat_says_why_instructions_are_not_corrected():

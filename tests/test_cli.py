@@ -59,7 +59,9 @@ def test_csv_has_one_row_per_run_and_event():
     (["stat", "--pin", "4096", "--", "/bin/true"], "--pin 4096"),
     (["stat", "--user", "no-such-user-x", "--", "/bin/true"], "user"),
     (["stat", "--env-size", "10", "--", "/bin/true"], "--env-size"),
-    (["stat", "--backend", "magic", "--", "/bin/true"], "invalid choice"),
+    (["stat", "--backend", "magic", "--", "/bin/true"], "unknown backend 'magic'"),
+        (["stat", "--backend", "dbi,ebpf", "--", "/bin/true"], "only perf_event,ebpf can"),
+        (["stat", "--backend", "ebpf", "-e", "cycles", "--", "/bin/true"], "the ebpf backend counts a fixed set"),
     (["stat"], "no command given"),
     ([], "required"),
 ])

@@ -80,11 +80,17 @@ def detect(path: str) -> str:
                        "perf stat -x, CSV)")
 
 
-def read_dataset(path: str, input_format: str | None = None) -> Dataset:
-    """Read a sample file; ``input_format`` overrides detection."""
+def read_dataset(path: str, input_format: str | None = None, interference=None) -> Dataset:
+    """Read a sample file; ``input_format`` overrides detection; ``interference`` (model.InterferencePolicy)
+    flags or leaves out perfctl runs that other tasks interfered with (other formats carry no such data)."""
     fmt = input_format or detect(path)
     if fmt == "perfctl":
-        from perfctl.formats.jsonl import read_dataset as reader
+        from functools import partial
+
+        from perfctl.formats.jsonl import read_dataset as read_perfctl
+        from perfctl.model import InterferencePolicy
+
+        reader = partial(read_perfctl, interference=interference or InterferencePolicy())
     elif fmt == "hyperfine":
         from perfctl.formats.hyperfine import read_dataset as reader
     elif fmt == "pyperf":

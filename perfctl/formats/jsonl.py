@@ -13,7 +13,7 @@ from typing import IO
 
 import orjson
 
-from perfctl.model import OUTCOMES, SCHEMA_VERSION, Sample
+from perfctl.model import OUTCOMES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
 
 
 class SampleFileError(ValueError):
@@ -63,12 +63,14 @@ class DatasetBuilder:
     reading label, plus wall-time; warmups and failed runs are left out and counted in the notes. Used for
     files here and for samples stored on the server (server/service.py)."""
 
-    def __init__(self, path: str, fmt: str = "perfctl"):
+    def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy = InterferencePolicy()):
         from perfctl.formats import Dataset
 
         self.dataset = Dataset(path, fmt)
         self._excluded: dict[str, dict[str, int]] = {}
         self._executables: dict[str, set[str]] = {}
+        self._interference = interference
+        self._interfered: dict[str, int] = {}
 
     def add(self, record: dict) -> None:
         """Add one sample record; raises ValueError/KeyError/TypeError on a malformed one."""
@@ -82,21 +84,35 @@ class DatasetBuilder:
         outcome = record["outcome"]
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r}")
-        if record["warmup"] or outcome != "ok":
-            reason = "warmup" if record["warmup"] else outcome
+        interfered = (not record["warmup"] and outcome == "ok"
+                      and self._interference.flags(record["readings"], record["wall_ns"]))
+        if interfered:
+            self._interfered[name] = self._interfered.get(name, 0) + 1
+        if record["warmup"] or outcome != "ok" or (interfered and self._interference.exclude):
+            reason = "warmup" if record["warmup"] else outcome if outcome != "ok" else "interfered-with"
             counts = self._excluded.setdefault(name, {})
             counts[reason] = counts.get(reason, 0) + 1
             return
         bench = self.dataset.benchmark(name)
         bench.add(WALL_TIME, _number(record["wall_ns"]), "ns", "perfctl")
-        for reading in record["readings"]:
-            _add_reading(bench, reading)
+        readings = record["readings"]
+        names = distinct_labels([(r["event"] + _SCOPE_SUFFIX.get(r.get("scope"), ""), r.get("backend"))
+                                 for r in readings])
+        for reading, label in zip(readings, names):
+            _add_reading(bench, label, reading)
 
     def finish(self):
         dataset = self.dataset
         for name, counts in self._excluded.items():
             left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
             dataset.notes.append(f"{name}: left out {left_out} runs")
+        for name, count in self._interfered.items():
+            if not self._interference.exclude:
+                dataset.notes.append(f"{name}: {count} runs flagged: {self._interference.describe()} "
+                                     "(kept; --exclude-interfered leaves them out)")
+            else:
+                dataset.notes.append(f"{name}: interfered-with runs are those in which "
+                                     f"{self._interference.describe()}")
         for name, digests in self._executables.items():
             if len(digests) > 1 and name in dataset.benchmarks:
                 dataset.notes.append(f"{name}: {len(digests)} different executables under one name")
@@ -107,7 +123,7 @@ class DatasetBuilder:
         return dataset
 
 
-def read_dataset(path: str):
+def read_dataset(path: str, interference: InterferencePolicy = InterferencePolicy()):
     """A perfctl JSON Lines file as a Dataset (see DatasetBuilder).
 
     Reads the JSON objects directly (orjson) rather than through Sample.from_dict: building 100,000 frozen
@@ -116,7 +132,7 @@ def read_dataset(path: str):
     """
     from perfctl.formats import DatasetError
 
-    builder = DatasetBuilder(path)
+    builder = DatasetBuilder(path, interference=interference)
     try:
         stream = open(path, "rb")
     except OSError as err:
@@ -149,8 +165,7 @@ def _number(value) -> float:
     return number
 
 
-def _add_reading(bench, reading: dict) -> None:
-    label = reading["event"] + _SCOPE_SUFFIX.get(reading.get("scope"), "")
+def _add_reading(bench, label: str, reading: dict) -> None:
     status = reading["status"]
     if status == "ok":
         bench.add(label, _number(reading["value"]), reading.get("unit", "count"), reading.get("backend"))

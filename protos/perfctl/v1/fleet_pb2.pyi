@@ -301,7 +301,7 @@ class GetSamplesRequest(_message.Message):
     def __init__(self, machine: _Optional[str] = ..., benchmark: _Optional[str] = ...) -> None: ...
 
 class CompareRequest(_message.Message):
-    __slots__ = ("machine_a", "machine_b", "benchmarks", "metrics", "alpha", "confidence", "proportion", "margin", "paired", "correction", "precision", "seed", "format")
+    __slots__ = ("machine_a", "machine_b", "benchmarks", "metrics", "alpha", "confidence", "proportion", "margin", "paired", "correction", "precision", "seed", "format", "interference_limit", "exclude_interfered")
     MACHINE_A_FIELD_NUMBER: _ClassVar[int]
     MACHINE_B_FIELD_NUMBER: _ClassVar[int]
     BENCHMARKS_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +315,8 @@ class CompareRequest(_message.Message):
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
+    INTERFERENCE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_INTERFERED_FIELD_NUMBER: _ClassVar[int]
     machine_a: str
     machine_b: str
     benchmarks: _containers.RepeatedScalarFieldContainer[str]
@@ -328,7 +330,9 @@ class CompareRequest(_message.Message):
     precision: float
     seed: int
     format: str
-    def __init__(self, machine_a: _Optional[str] = ..., machine_b: _Optional[str] = ..., benchmarks: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Iterable[str]] = ..., alpha: _Optional[float] = ..., confidence: _Optional[float] = ..., proportion: _Optional[float] = ..., margin: _Optional[float] = ..., paired: _Optional[bool] = ..., correction: _Optional[str] = ..., precision: _Optional[float] = ..., seed: _Optional[int] = ..., format: _Optional[str] = ...) -> None: ...
+    interference_limit: float
+    exclude_interfered: bool
+    def __init__(self, machine_a: _Optional[str] = ..., machine_b: _Optional[str] = ..., benchmarks: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Iterable[str]] = ..., alpha: _Optional[float] = ..., confidence: _Optional[float] = ..., proportion: _Optional[float] = ..., margin: _Optional[float] = ..., paired: _Optional[bool] = ..., correction: _Optional[str] = ..., precision: _Optional[float] = ..., seed: _Optional[int] = ..., format: _Optional[str] = ..., interference_limit: _Optional[float] = ..., exclude_interfered: _Optional[bool] = ...) -> None: ...
 
 class CompareResponse(_message.Message):
     __slots__ = ("output", "exit_code")
