@@ -64,9 +64,10 @@ class _Log:
         self.callback = _PRINT_FN(self._print)
 
     def _print(self, level: int, fmt: bytes, args: int) -> int:
-        buf = ctypes.create_string_buffer(1024)
+        # One message can hold a whole verifier log, many lines long; the tail (the verdict) is what counts.
+        buf = ctypes.create_string_buffer(1 << 16)
         self._vsnprintf(buf, len(buf), fmt, args)
-        self.lines.append(buf.value.decode(errors="replace").rstrip())
+        self.lines.extend(line.rstrip() for line in buf.value.decode(errors="replace").splitlines())
         return 0
 
     @property
@@ -89,8 +90,8 @@ class _Log:
                 verifier.append(line)
             elif any(word in line for word in ("failed", "error", "Error", "not found", "try ", "invalid")):
                 errors.append(line.removeprefix("libbpf: "))
-        if verifier:
-            return verifier[-1]
+        if verifier:  # the verifier ends with its complaint, often two lines (what, then why)
+            return "; ".join(verifier[-2:])
         return errors[0] if errors else "no message from libbpf"
 
 
@@ -177,7 +178,9 @@ class BpfObject:
                 if program:
                     self._lib.bpf_program__set_autoload(program, False)
             for name, entries in (max_entries or {}).items():
-                self._lib.bpf_map__set_max_entries(self._map_handle(name), entries)
+                handle = self._lib.bpf_object__find_map_by_name(self._obj, name.encode())
+                if handle:  # a foreign object without it fails later, where its own problem shows first
+                    self._lib.bpf_map__set_max_entries(handle, entries)
             if self._lib.bpf_object__load(self._obj) != 0:
                 err = ctypes.get_errno()
                 raise BpfError(f"the kernel refused {os.path.basename(path)} ({os.strerror(err)}): "

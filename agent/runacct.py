@@ -103,7 +103,7 @@ class RunAccounting:
         if self._counters.value_size != 8 * len(SLOTS) or self._state.value_size != STATE.size:
             self._object.close()
             raise Unavailable(f"{path} was built from another version of runacct.bpf.c (its maps' layout differs); "
-                              f"remove it to rebuild")
+                              f"rebuild it from this perfctl's agent/runacct.bpf.c")
         self._stride = (self._counters.value_size + 7) // 8 * 8
         self._slots = struct.Struct(f"={len(SLOTS)}Q")
         self._gen = 0

@@ -46,10 +46,16 @@ def pmu_reason() -> str | None:
     return None if present else reason
 
 
+def ebpf_reason() -> str | None:
+    """Why the ebpf backend cannot load here (agent/runacct.py says), or None when it can."""
+    return None if inventory.probe_ebpf()["available"] else inventory.probe_ebpf()["reason"]
+
+
 needs_tracepoints = pytest.mark.skipif(tracepoint_reason() is not None, reason=f"probe: {tracepoint_reason()}")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0 (run-as-user needs root)")
 needs_pmu = pytest.mark.skipif(pmu_reason() is not None, reason=f"probe: {pmu_reason()}")
 needs_no_pmu = pytest.mark.skipif(pmu_reason() is None, reason="probe: this machine has a PMU")
+needs_ebpf = pytest.mark.skipif(ebpf_reason() is not None, reason=f"probe: {ebpf_reason()}")
 
 
 def perfctl(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -62,14 +68,17 @@ _INVENTORY = None
 
 
 def measure(argv, events, runs=1, backend="perf_event", warmups=0, **control):
-    """Measure through the library API with real counters; returns the Samples."""
+    """Measure through the library API with real counters; returns the Samples. ``backend`` is a --backend
+    value ("perf_event,ebpf" too)."""
     from perfctl.agent import session
     from perfctl.agent.events import parse_events
     from perfctl.agent.runner import Runner, make_control
+    from perfctl.model import parse_backends
 
     global _INVENTORY
     _INVENTORY = _INVENTORY or inventory.collect()
-    counters = session.make_backend(backend, parse_events(events), _INVENTORY)
+    counters, fallback = session.open_backend(parse_backends(backend), parse_events(events), _INVENTORY)
+    assert fallback is None, fallback
     runner = Runner()
     try:
         plan = session.Plan([str(a) for a in argv], runs, warmups, make_control(**control))

@@ -101,7 +101,8 @@ def read_dataset(path: str, input_format: str | None = None, interference=None) 
         raise DatasetError(f"unknown input format {fmt!r} (one of {', '.join(FORMATS)})")
     dataset = reader(path)
     if not any(b.metrics for b in dataset.benchmarks.values()):
-        raise DatasetError(f"{path}: no measured runs in this {fmt} file")
+        why = f" ({'; '.join(dataset.notes)})" if dataset.notes else ""
+        raise DatasetError(f"{path}: no measured runs in this {fmt} file{why}")
     return dataset
 
 
