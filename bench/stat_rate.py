@@ -6,7 +6,9 @@ N runs): rate = N / elapsed wall time. The tools take turns for --rounds rounds 
 noisy minute hurts all of them alike) and each tool's median rate is compared. perf stat gets exactly the events perfctl
 counts here (timer and device interrupt tracepoints included); hyperfine counts nothing. Targets (issue 2):
 perfctl >= 10x perf stat's rate, and >= 1/3 of hyperfine's. Also prints perfctl's peak resident memory
-(ru_maxrss of the perfctl process) after its N runs.
+(ru_maxrss of the perfctl process) after its N runs. Where the ebpf backend loads, `perfctl stat --backend
+perf_event,ebpf` takes its turn too, and the per-run cost eBPF adds is printed beside the perf_event-only
+figure (issue 6).
 
     python bench/stat_rate.py [--runs 1000] [--perf-runs 200]
 """
@@ -42,6 +44,25 @@ def timed(argv: list[str]) -> tuple[float, int]:
     return elapsed, rusage.ru_maxrss
 
 
+EBPF = "perfctl +ebpf"
+
+
+def timed_perfctl(argv: list[str], samples: str, runs: int) -> tuple[float, int]:
+    """timed() of a perfctl stat writing to ``samples``, checking that every run was recorded."""
+    if os.path.exists(samples):
+        os.unlink(samples)
+    result = timed(argv)
+    with open(samples) as f:
+        recorded = sum(1 for line in f) - 1
+    if recorded != runs:
+        sys.exit(f"bench: perfctl recorded {recorded} samples, expected {runs}")
+    return result
+
+
+def ebpf_reason() -> str | None:
+    return None if inventory.probe_ebpf()["available"] else inventory.probe_ebpf()["reason"]
+
+
 def perf_events() -> list[str]:
     """The default set as perf(1) spells it, minus what this machine cannot count at all."""
     backend = PerfEventBackend(parse_events(list(DEFAULT_EVENTS)), inventory.collect())
@@ -72,20 +93,23 @@ def main() -> None:
         perf += ["--", TARGET]
         hyperfine = ["hyperfine", "-N", "--runs", str(args.runs), "--export-json", os.path.join(tmp, "h.json"),
                      TARGET]
+        ebpf = ebpf_reason()
+        with_ebpf = perfctl[:4] + ["--backend", "perf_event,ebpf"] + perfctl[4:]
 
         times: dict[str, list[float]] = {"perfctl": [], "perf stat -r": [], "hyperfine -N": []}
         runs = {"perfctl": args.runs, "perf stat -r": args.perf_runs, "hyperfine -N": args.runs}
-        perfctl_rss = 0
+        if ebpf is None:
+            times[EBPF] = []
+            runs[EBPF] = args.runs
+        perfctl_rss = ebpf_rss = 0
         for _ in range(args.rounds):
-            os.unlink(samples) if os.path.exists(samples) else None
-            elapsed, perfctl_rss = timed(perfctl)
+            elapsed, perfctl_rss = timed_perfctl(perfctl, samples, args.runs)
             times["perfctl"].append(elapsed)
-            with open(samples) as f:
-                recorded = sum(1 for line in f) - 1
-            if recorded != args.runs:
-                sys.exit(f"bench: perfctl recorded {recorded} samples, expected {args.runs}")
             times["perf stat -r"].append(timed(perf)[0])
             times["hyperfine -N"].append(timed(hyperfine)[0])
+            if ebpf is None:
+                elapsed, ebpf_rss = timed_perfctl(with_ebpf, samples, args.runs)
+                times[EBPF].append(elapsed)
 
     rates = {tool: statistics.median(runs[tool] / t for t in elapsed) for tool, elapsed in times.items()}
     print(f"events: {', '.join(perf_events())}")
@@ -97,6 +121,13 @@ def main() -> None:
     print(f"perfctl / perf stat -r : {vs_perf:6.2f}x  (target >= 10)  {'PASS' if vs_perf >= 10 else 'FAIL'}")
     print(f"perfctl / hyperfine -N : {vs_hyperfine:6.2f}x  (target >= 0.33) {'PASS' if vs_hyperfine >= 1 / 3 else 'FAIL'}")
     print(f"perfctl peak resident memory after {args.runs} runs: {perfctl_rss / 1024:.1f} MiB")
+    if ebpf is not None:
+        print(f"ebpf backend not measured: {ebpf}")
+        return
+    per_run = {tool: 1e3 / rates[tool] for tool in ("perfctl", EBPF)}
+    print(f"per run: perf_event alone {per_run['perfctl']:.3f} ms, perf_event+ebpf {per_run[EBPF]:.3f} ms "
+          f"(eBPF adds {per_run[EBPF] - per_run['perfctl']:+.3f} ms, rate ratio {rates[EBPF] / rates['perfctl']:.2f}x); "
+          f"peak memory with ebpf {ebpf_rss / 1024:.1f} MiB")
 
 
 if __name__ == "__main__":
