@@ -12,7 +12,7 @@ import pytest
 from perfctl import wire
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
-from conftest import measure, needs_root
+from conftest import measure, needs_ebpf, needs_root
 from fleet import Fleet, free_port, make_certs, wait_for
 
 pytestmark = needs_root  # agents run benchmarks as nobody
@@ -79,6 +79,31 @@ def test_rounds_interleave_commands(fleet):
                                                            metadata=(("authorization", f"Bearer {token}"),)))
     assert [s.benchmark.name for s in samples] == ["true", "sleep"] * 3  # ABAB, not AAABBB
     assert [s.run_index for s in samples] == [0, 0, 1, 1, 2, 2]
+
+
+@needs_ebpf
+def test_a_job_counted_by_perf_event_and_ebpf_is_stored_with_both_backends(fleet):
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=("box-a",))
+    machine = json.loads(fleet.client("machines", "--json", server=server).stdout)[0]
+    assert "ebpf" in machine["backends"]
+    jobs = _run_job(fleet, server, ["box-a"], "-r", "3", "--backend", "perf_event,ebpf", "-e", "page-faults",
+                    "--", "/bin/sleep", "0.01")
+    assert jobs[0]["state"] == "done", jobs[0]
+    channel = grpc.insecure_channel(server)
+    token = open(fleet.client_token).read()
+    samples = list(rpc.QueryServiceStub(channel).GetSamples(pb.GetSamplesRequest(machine="box-a"),
+                                                           metadata=(("authorization", f"Bearer {token}"),)))
+    assert len(samples) == 3 and all(list(s.backends) == ["perf_event", "ebpf"] for s in samples)
+    for sample in samples:
+        readings = {(r.event, r.scope, r.backend): r for r in sample.readings}
+        assert readings[("page-faults", "all", "perf_event")].value > 0
+        assert readings[("tasks", "all", "ebpf")].value == 1
+        assert readings[("context-switches-in", "all", "ebpf")].value >= 1  # sleep gave its CPU up
+        assert readings[("off-cpu-time", "all", "ebpf")].value >= 5_000_000  # most of its 10 ms asleep
+    compare = fleet.client("compare", "box-a", "box-a", "--metric", "off-cpu-time", "--exclude-interfered",
+                           "--interference-limit", "0.5", server=server)
+    assert compare.returncode in (0, 3), compare.stderr
+    assert "sleep" in compare.stdout
 
 
 def test_commands_outside_the_allowlist_are_refused(fleet):
