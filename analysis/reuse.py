@@ -99,7 +99,7 @@ def hierarchical_sample(lines: np.ndarray, settings: SamplerSettings, seed: int 
         raise ValueError(f"bad sampler settings {settings}")
     rng = np.random.default_rng(seed)
     nxt = next_access(lines)
-    starts, position = [], int(rng.integers(0, settings.window + settings.hibernation))
+    starts, position = [], int(rng.integers(0, 2 * settings.hibernation + 1))  # it starts hibernating
     while position < n:
         starts.append(position)
         sleep = int(rng.integers(0, 2 * settings.hibernation + 1))  # random, mean h

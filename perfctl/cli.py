@@ -211,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", action="store_true")
     connection_options(audit, "the fleet server (audit report)")
 
+    from perfctl import cache_cli
+
+    cache_cli.add_parser(sub, _Parser)
+
     info = sub.add_parser("info", help="the machine inventory and what each item means for the counters")
     info.add_argument("--json", action="store_true")
     return parser
@@ -227,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
             return _compare(args)
         if args.command == "audit":
             return _audit(args)
+        if args.command == "cache":
+            from perfctl import cache_cli
+
+            return cache_cli.run(args)
         if args.command in _FLEET_COMMANDS:
             from perfctl import fleet_cli
 

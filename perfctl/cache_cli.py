@@ -1,0 +1,396 @@
+"""`perfctl cache`: memory-hierarchy models (docs/cache.md). Wiring only: tracing and the Pirate live in
+agent/, the models in analysis/."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+from perfctl.cli import EXIT_OK, UsageError, _console, _say
+
+LINE = 64
+DEFAULT_SIZES = "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,8M,16M,32M,64M"
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
+          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+
+
+def parse_bytes(text: str) -> int:
+    """'32K', '1M', '4096' -> bytes; a ValueError naming the bad item."""
+    item = text.strip().upper()
+    digits = item.rstrip("KMGIB")
+    unit = item[len(digits):]
+    if not digits.isdigit() or unit not in _UNITS:
+        raise ValueError(f"not a size in bytes: {text!r} (e.g. 4096, 32K, 1M)")
+    return int(digits) * _UNITS[unit]
+
+
+def parse_sizes(text: str, *, allow_zero: bool = False) -> list[int]:
+    sizes = [parse_bytes(part) for part in text.split(",") if part.strip()]
+    if not sizes:
+        raise ValueError("no sizes given")
+    for size in sizes:
+        if size == 0 and not allow_zero:
+            raise ValueError("a cache of 0 bytes has no lines to model")
+    return sorted(set(sizes))
+
+
+def human(size: int) -> str:
+    for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
+        if size >= scale:
+            return f"{size // scale}{unit}" if size % scale == 0 else f"{size / scale:.1f}{unit}"
+    return f"{size}B"
+
+
+def _rate(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"the sampling rate must be in (0, 1], got {text}")
+    return value
+
+
+def add_parser(sub, parser_class) -> None:
+    cache = sub.add_parser("cache", help="memory-hierarchy models: StatStack/StatCache curves, StatCC co-runs, "
+                                         "Cache Pirating")
+    actions = cache.add_subparsers(dest="cache_command", required=True, parser_class=parser_class)
+    mrc = actions.add_parser("mrc", help="miss-ratio curve of a command (StatStack, StatCache, exact LRU)")
+    mrc.add_argument("--rate", type=_rate, default=1e-3, help="sampling rate of the reuse-distance sampler (1e-3)")
+    mrc.add_argument("--seed", type=int, default=0)
+    mrc.add_argument("--sizes", default=DEFAULT_SIZES, help=f"cache sizes in bytes ({DEFAULT_SIZES})")
+    mrc.add_argument("--pooled", action="store_true", help="estimate from all windows at once, not per window")
+    mrc.add_argument("--no-exact", action="store_true", help="skip the exact LRU reference (slow beyond 10^7 accesses)")
+    mrc.add_argument("--from-lackey", metavar="LOG", help="model an existing `valgrind --tool=lackey "
+                                                          "--trace-mem=yes` log instead of running CMD")
+    mrc.add_argument("--rds", metavar="FILE", help="write the reuse-distance sample (for perfctl cache corun)")
+    mrc.add_argument("--csv", metavar="FILE", help="write the curve as CSV")
+    mrc.add_argument("--plot", metavar="FILE.png", help="plot the curves (needs matplotlib)")
+    mrc.add_argument("--json", action="store_true", help="the curve as JSON on stdout")
+    mrc.add_argument("--name", help="benchmark name (default: the command's basename)")
+    mrc.add_argument("cmd", nargs="*", metavar="-- CMD ARGS")
+
+    corun = actions.add_parser("corun", help="StatCC: miss ratios and CPIs of applications sharing a cache")
+    corun.add_argument("rds", nargs="+", metavar="APP.rds", help="reuse-distance samples (perfctl cache mrc --rds)")
+    corun.add_argument("--cache", default="2M", help="shared cache size (2M, the thesis's L2)")
+    corun.add_argument("--l1", default="32K", help="private L1 size (32K)")
+    corun.add_argument("--latencies", default="1,10,130", help="L1, shared cache, memory latencies in cycles")
+    corun.add_argument("--base-cpi", type=float, default=1.0)
+    corun.add_argument("--json", action="store_true")
+
+    pirate = actions.add_parser("pirate", help="Cache Pirating: the command's metrics as a function of cache size")
+    pirate.add_argument("--sizes", help="Pirate working-set sizes (default: 0 and eighths of the shared cache)")
+    pirate.add_argument("--llc", help="shared cache size (default: the last-level cache from sysfs)")
+    pirate.add_argument("-r", "--rounds", type=int, default=3, help="runs of the command per size (3)")
+    pirate.add_argument("--target-cpu", type=int, default=0)
+    pirate.add_argument("--pirate-cpu", type=int, default=1)
+    pirate.add_argument("--dynamic", action="store_true", help="one run, sizes cycled per interval (needs a PMU)")
+    pirate.add_argument("--timeout", type=float, default=None, help="kill a Target run after S seconds")
+    pirate.add_argument("--csv", metavar="FILE")
+    pirate.add_argument("--json", action="store_true")
+    pirate.add_argument("cmd", nargs="*", metavar="-- CMD ARGS")
+
+
+def run(args) -> int:
+    try:
+        if args.cache_command == "mrc":
+            return _mrc(args)
+        if args.cache_command == "corun":
+            return _corun(args)
+        return _pirate(args)
+    except ValueError as err:  # CannotEstimate, RdsError, bad sizes
+        raise UsageError(f"perfctl cache {args.cache_command}: {err}") from None
+
+
+def _command(args) -> list[str]:
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
+    if not cmd:
+        raise UsageError(f"perfctl cache {args.cache_command}: no command given (usage: ... -- CMD ARGS)")
+    return cmd
+
+
+def _trace(args):
+    """(benchmark description, agent.lackey.Trace) of CMD run once under lackey, or of --from-lackey LOG."""
+    from perfctl.agent import lackey, session
+    from perfctl.agent.runner import RunError, Runner, make_control
+
+    if args.from_lackey:
+        if args.cmd:
+            raise UsageError("perfctl cache mrc: give either --from-lackey LOG or a command, not both")
+        return {"name": args.name or os.path.basename(args.from_lackey)}, lackey.parse(args.from_lackey)
+    cmd = _command(args)
+    try:
+        control = make_control()
+        resolved, bench = session.identify(cmd, control, args.name)
+        _say(f"perfctl cache mrc: tracing {bench.name} under valgrind lackey (tens of times slower than native)")
+        runner = Runner()
+        try:
+            exit_, trace = lackey.trace(runner, resolved, control)
+        finally:
+            runner.close()
+    except RunError as err:
+        raise UsageError(f"perfctl cache mrc: {err}") from None
+    if exit_.outcome != "ok":
+        _say(f"perfctl cache mrc: the traced run ended {exit_.outcome}; modelling what it did before")
+    return {"name": bench.name, "argv": list(bench.argv), "executable_sha256": bench.executable_sha256}, trace
+
+
+def _mrc(args) -> int:
+    import numpy as np
+
+    from perfctl.analysis import lru, reuse, statstack
+    from perfctl.formats import rds
+
+    sizes = parse_sizes(args.sizes)
+    lines = np.array([max(1, s // LINE) for s in sizes])
+    benchmark, trace = _trace(args)
+    settings = reuse.settings_for_rate(args.rate, len(trace.lines))
+    sample = reuse.hierarchical_sample(trace.lines, settings, args.seed, trace.instructions)
+    footprint = int(len(np.unique(trace.lines)))
+    stack = statstack.statstack(sample, lines, per_window=not args.pooled)
+    random = statstack.statcache(sample, lines)
+    exact = None if args.no_exact else lru.exact_mrc(trace.lines, lines)
+    rows = []
+    for i, size in enumerate(sizes):
+        row = {"bytes": size, "lines": int(lines[i]), "statstack": float(stack.miss_ratios[i]),
+               "statcache": float(random.miss_ratios[i])}
+        if exact is not None:
+            row["exact_lru"] = float(exact.miss_ratios[i])
+            row["error"] = abs(row["statstack"] - row["exact_lru"])
+        rows.append(row)
+    summary = {"benchmark": benchmark, "accesses": len(trace.lines), "line_crossings": trace.split,
+               "instructions": trace.instructions, "mix": trace.mix, "footprint_lines": footprint,
+               "samples": sample.size, "dangling": sample.dangling, "sampler": sample.sampler,
+               "estimation": "pooled" if args.pooled else "per window", "curve": rows}
+    if args.rds:
+        rds.write(args.rds, sample, benchmark)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.plot:
+        _plot(args.plot, rows, benchmark["name"])
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_OK
+    from rich.table import Table
+
+    console = _console()
+    console.print(f"{benchmark['name']}: {len(trace.lines):,} data accesses ({trace.split:,} from line-crossing "
+                  f"splits), footprint {footprint:,} lines ({human(footprint * LINE)}), mix "
+                  f"{trace.mix:.3f} accesses/instruction" if trace.mix else
+                  f"{benchmark['name']}: {len(trace.lines):,} data accesses, footprint {footprint:,} lines")
+    console.print(f"sample: {sample.size:,} reuse distances ({sample.dangling:,} dangling) at rate "
+                  f"{sample.sampler['rate']:.2g}, {len(np.unique(sample.windows))} windows, estimated "
+                  f"{summary['estimation']}")
+    table = Table(title="miss ratio (misses per data access, fully associative, 64-byte lines)", title_justify="left")
+    for column in ("cache", "StatStack (LRU)", "exact LRU", "|error|", "StatCache (random)"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(human(row["bytes"]), f"{row['statstack']:.4f}",
+                      f"{row['exact_lru']:.4f}" if "exact_lru" in row else "-",
+                      f"{row['error']:.4f}" if "error" in row else "-", f"{row['statcache']:.4f}")
+    console.print(table)
+    if sample.dangling == sample.size:
+        console.print("the sampled lines were never reused: every access is a first touch (miss ratio 1 at "
+                      "every size)", highlight=False)
+    beyond = [human(s) for s, n in zip(sizes, lines) if n >= footprint]
+    if beyond:
+        console.print(f"sizes at or above the footprint ({', '.join(beyond)}): only cold misses remain",
+                      highlight=False)
+    return EXIT_OK
+
+
+def _plot(path: str, rows: list[dict], name: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("perfctl cache mrc: --plot needs matplotlib (pip install 'perfctl[plot]')") from None
+    figure, axes = plt.subplots(figsize=(7, 4))
+    sizes = [row["bytes"] for row in rows]
+    for key, label in (("statstack", "StatStack (LRU)"), ("exact_lru", "exact LRU"), ("statcache", "StatCache")):
+        if key in rows[0]:
+            axes.plot(sizes, [row[key] for row in rows], marker="o", label=label)
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("cache size (bytes)")
+    axes.set_ylabel("miss ratio")
+    axes.set_title(name)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def _corun(args) -> int:
+    from perfctl.analysis import statcc
+    from perfctl.formats import rds
+
+    latencies = [float(x) for x in args.latencies.split(",")]
+    if len(latencies) != 3 or min(latencies) < 0:
+        raise UsageError("perfctl cache corun: --latencies takes three non-negative numbers: L1,shared,memory")
+    apps = []
+    for path in args.rds:
+        sample, benchmark = rds.read(path)
+        if sample.mix is None:
+            raise UsageError(f"perfctl cache corun: {path} has no instruction count: its mix is unknown")
+        apps.append(statcc.Application(benchmark.get("name") or os.path.basename(path), sample, sample.mix))
+    cache_lines = parse_bytes(args.cache) // LINE
+    model = statcc.ThesisCpiModel(l1_lines=max(1, parse_bytes(args.l1) // LINE), base=args.base_cpi,
+                                  l1=latencies[0], l2=latencies[1], memory=latencies[2])
+    result = statcc.solve(apps, cache_lines, model)
+    document = {"cache_bytes": cache_lines * LINE, "converged": result.converged, "iterations": result.iterations,
+                "residual": result.residual, "damping": result.damping,
+                "applications": [{"name": n, "mix": a.mix, "alone_miss_ratio": am, "alone_cpi": ac,
+                                  "corun_miss_ratio": m, "corun_cpi": c}
+                                 for n, a, am, ac, m, c in zip(result.names, apps, result.alone_miss_ratios,
+                                                               result.alone_cpis, result.miss_ratios, result.cpis)]}
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        from rich.table import Table
+
+        console = _console()
+        table = Table(title=f"StatCC: sharing {human(cache_lines * LINE)} (CPI model: base {args.base_cpi} + mix·"
+                            f"({args.latencies} cycles))", title_justify="left")
+        for column in ("application", "mix", "miss ratio alone", "CPI alone", "miss ratio co-run", "CPI co-run"):
+            table.add_column(column, justify="right")
+        for app in document["applications"]:
+            table.add_row(app["name"], f"{app['mix']:.3f}", f"{app['alone_miss_ratio']:.4f}", f"{app['alone_cpi']:.3f}",
+                          f"{app['corun_miss_ratio']:.4f}", f"{app['corun_cpi']:.3f}")
+        console.print(table)
+        state = ("converged" if result.converged else "did NOT converge") + (
+            f" in {result.iterations} iterations (largest last CPI change {result.residual:.1e}"
+            + (", damped" if result.damping else "") + ")")
+        console.print(f"fixed point {state}", highlight=False)
+    if not result.converged:
+        _say("perfctl cache corun: the CPI/miss-ratio system did not converge: cannot estimate; the numbers "
+             "shown are the last iterate")
+        return 3
+    return EXIT_OK
+
+
+def _pirate(args) -> int:
+    from perfctl.agent import inventory, pirate, session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import RunError, Runner, make_control
+    from perfctl.analysis.pirate import curve
+
+    cmd = _command(args)
+    if args.rounds < 1:
+        raise UsageError("perfctl cache pirate: --rounds must be at least 1")
+    cpus = os.sched_getaffinity(0)
+    for what, cpu in (("--target-cpu", args.target_cpu), ("--pirate-cpu", args.pirate_cpu)):
+        if cpu not in cpus:
+            raise UsageError(f"perfctl cache pirate: {what} {cpu} is not a CPU this process may use ({sorted(cpus)})")
+    if args.target_cpu == args.pirate_cpu:
+        raise UsageError("perfctl cache pirate: the Target and the Pirate must run on different CPUs")
+    if args.llc:
+        cache_bytes, source = parse_bytes(args.llc), "--llc"
+    else:
+        cache_bytes, source = pirate.llc_bytes()
+        if cache_bytes is None:
+            raise UsageError(f"perfctl cache pirate: the shared cache size is unknown ({source}): give --llc BYTES")
+    sizes = parse_sizes(args.sizes, allow_zero=True) if args.sizes else [cache_bytes * k // 8 for k in range(8)]
+    inv = inventory.collect()
+    try:
+        control = make_control(pin_cpu=args.target_cpu, timeout_s=args.timeout)
+        resolved, bench = session.identify(cmd, control)
+        if args.dynamic:
+            if not inv["pmu"]["present"]:
+                raise UsageError(f"perfctl cache pirate --dynamic needs instructions and cycles per interval: "
+                                 f"{inv['pmu']['reason']}; run without --dynamic (one Target run per size)")
+            result = _dynamic(resolved, control, sizes, cache_bytes, source, args, inv)
+        else:
+            events = ["task-clock"] + (["instructions:u", "cycles:u"] if inv["pmu"]["present"] else [])
+            metric = "cycles:u" if inv["pmu"]["present"] else "task-clock"
+            backend = session.make_backend("perf_event", parse_events(events), inv)
+            runner = Runner()
+            environment = session.environment_of(control)
+
+            def measure_target():
+                sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=0,
+                                              warmup=False, sample_uuid="pirate", machine_id=inv["machine_id"])
+                reading = sample.reading(metric)
+                return reading.value if sample.outcome == "ok" and reading and reading.status == "ok" else None
+
+            try:
+                result = pirate.sweep(measure_target, sizes, cache_bytes, source, args.rounds, args.pirate_cpu, inv,
+                                      metric)
+            finally:
+                backend.close()
+                runner.close()
+    except RunError as err:
+        raise UsageError(f"perfctl cache pirate: {err}") from None
+    points = curve(result.points)
+    rows = [{"target_bytes": p.target_bytes, "pirate_bytes": p.pirate_bytes, "median": p.median, "kept": p.kept,
+             "discarded": p.discarded, "verified": p.verified} for p in points]
+    note = (f"the Pirate's residency could not be checked: {result.unverified_reason}; values are kept unverified"
+            if result.unverified_reason else "the Pirate's fetch ratio was checked for every value (limit 1%)")
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.json:
+        print(json.dumps({"benchmark": bench.name, "cache_bytes": cache_bytes, "cache_source": source,
+                          "metric": result.metric, "points": rows, "note": note}, indent=2))
+        return EXIT_OK
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"{bench.name}: {result.metric} by cache left to it ({human(cache_bytes)} shared cache, "
+                        f"{source})", title_justify="left")
+    for column in ("cache for Target", "Pirate", f"median {result.metric}", "runs kept", "discarded", "verified"):
+        table.add_column(column, justify="right")
+    unit = "ns" if result.metric == "task-clock" else ""
+    for row in rows:
+        median = "-" if row["median"] is None else (f"{row['median'] / 1e6:.3f} ms" if unit == "ns"
+                                                    else f"{row['median']:.4g}")
+        table.add_row(human(row["target_bytes"]), human(row["pirate_bytes"]), median, str(row["kept"]),
+                      str(row["discarded"]), "yes" if row["verified"] else "no")
+    console.print(table)
+    console.print(note, highlight=False, markup=False)
+    return EXIT_OK
+
+
+def _dynamic(resolved, control, sizes, cache_bytes, source, args, inv):
+    """One Target run with live instruction and cycle counters (PMU machines only)."""
+    from perfctl.agent import pirate
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.perf_event import make_attr, perf_event_open, read_counter, resolve
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    gated = runner.start(resolved, control)
+    fds = []
+    for spec in parse_events(["instructions:u", "cycles:u"]):
+        opener = resolve(spec, inv["cpu"].get("vendor", ""), inv["cpu"].get("family", 0))
+        fds.append(perf_event_open(make_attr(opener.attr_type, opener.config, "user", inherit=True,
+                                             enable_on_exec=True), gated.pid))
+    outcome: dict = {}
+    import threading
+
+    waiter = threading.Thread(target=lambda: outcome.setdefault("exit", gated.release_and_wait()), daemon=True)
+
+    def start_target():
+        waiter.start()
+        return gated.pid, lambda: tuple(read_counter(fd)[0] for fd in fds), lambda: outcome.get("exit")
+
+    try:
+        return pirate.dynamic_sweep(start_target, sizes, cache_bytes, source, args.pirate_cpu, inv)
+    finally:
+        if waiter.is_alive():  # an error mid-run: end the Target; the waiter reaps it
+            pirate.kill_group(gated.pid)
+            waiter.join()
+        elif not waiter.ident:
+            gated.kill()
+        for fd in fds:
+            os.close(fd)
+        runner.close()

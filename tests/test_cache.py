@@ -1,0 +1,294 @@
+"""Memory-hierarchy models against answers known exactly (../shared/notes/cache-models.md, "Test cases with
+known answers"), real traces of real programs under valgrind lackey, the Pirate on this machine, and bad
+input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from conftest import perfctl, pmu_reason
+
+from perfctl.analysis import lru, pirate, reuse, statcc, statstack
+
+RNG = np.random.default_rng(2024)
+
+
+def _brute_stack(lines):
+    out = []
+    for t, line in enumerate(lines):
+        previous = [j for j in range(t) if lines[j] == line]
+        out.append(lru.COLD if not previous else len(set(lines[previous[-1] + 1:t])))
+    return np.array(out)
+
+
+def _full_sample(lines) -> reuse.ReuseSample:
+    """Every access sampled: StatStack's approximations alone, no sampling error."""
+    return reuse.hierarchical_sample(lines, reuse.SamplerSettings(len(lines), 0, len(lines)))
+
+
+@pytest.mark.parametrize("n,footprint", [(1, 1), (2, 1), (300, 7), (2000, 60), (1500, 900)])
+def test_exact_stack_distances_match_brute_force(n, footprint):
+    lines = RNG.integers(0, footprint, n)
+    assert (lru.stack_distances(lines) == _brute_stack(list(lines))).all()
+
+
+def test_identity_of_reuse_and_stack_distance_needs_greater_or_equal():
+    """Case 1: Σ_{j=1..r} 1(R→(x_{t−j}) ≥ j) is the LRU stack distance; the printed '>' is not."""
+    lines = RNG.integers(0, 40, 3000)
+    nxt = lru.next_access(lines)
+    forward = np.where(nxt >= 0, nxt - np.arange(len(lines)) - 1, np.iinfo(np.int64).max)
+    reuse_d = lru.reuse_distances(lines)
+    exact = lru.stack_distances(lines)
+    with_ge, with_gt = [], []
+    for t, r in enumerate(reuse_d):
+        if r == lru.COLD:
+            continue
+        j = np.arange(1, r + 1)
+        with_ge.append(int(np.sum(forward[t - j] >= j)))
+        with_gt.append(int(np.sum(forward[t - j] > j)))
+    reused = exact[exact != lru.COLD]
+    assert (np.array(with_ge) == reused).all()
+    assert (np.array(with_gt) != reused).sum() > 100  # the printed form is off on many accesses
+
+
+def test_cyclic_scan_is_exact_where_the_printed_equations_are_off_by_one():
+    """Case 2: a scan over W lines misses always below W lines and only cold at W and above."""
+    width, rounds = 100, 200
+    lines = np.tile(np.arange(width), rounds)
+    sizes = [1, 50, 99, 100, 101, 1000]
+    truth = [1, 1, 1, width / len(lines), width / len(lines), width / len(lines)]
+    assert lru.exact_mrc(lines, sizes).miss_ratios == pytest.approx(truth)
+    model = statstack.statstack(_full_sample(lines), sizes)
+    assert model.miss_ratios == pytest.approx(truth)  # 1.0 at C = 99, where the printed form gives 0.02
+
+
+def test_sequential_sweep_in_8_byte_steps_misses_once_per_line():
+    """Case 3, through lackey's address-to-line splitting: 8-byte accesses, 1/8 miss below the footprint."""
+    from perfctl.agent.lackey import _lines
+
+    width = 5000
+    addresses = np.arange(width * 8, dtype=np.uint64) * np.uint64(8)
+    lines = _lines(addresses, np.full(len(addresses), 8, dtype=np.uint64)).astype(np.int64)
+    sizes = [16, 1024, width, 2 * width]
+    exact = lru.exact_mrc(lines, sizes).miss_ratios
+    assert exact == pytest.approx([1 / 8] * 4)
+    assert statstack.statstack(_full_sample(lines), sizes).miss_ratios == pytest.approx(exact)
+
+
+def test_line_crossing_accesses_touch_each_line():
+    from perfctl.agent.lackey import _lines
+
+    lines = _lines(np.array([60, 128, 250], dtype=np.uint64), np.array([8, 4, 100], dtype=np.uint64))
+    assert lines.tolist() == [0, 1, 2, 3, 4, 5]  # 60..67 spans lines 0-1; 250..349 spans lines 3-5
+
+
+def test_uniform_random_misses_one_minus_c_over_w_and_statstack_follows_at_sampling_rates():
+    """Case 4: uniform over W lines: about 1 − C/W; StatStack within 0.01 on average at 10⁻² and 10⁻³."""
+    width = 4000
+    lines = RNG.integers(0, width, 2_000_000)
+    sizes = np.array([100, 500, 1000, 2000, 3000, 3900])
+    exact = lru.exact_mrc(lines, sizes).miss_ratios
+    assert exact == pytest.approx(1 - sizes / width, abs=0.01)
+    for rate in (1e-2, 1e-3):
+        sample = reuse.hierarchical_sample(lines, reuse.settings_for_rate(rate, len(lines)), seed=3)
+        assert sample.size == pytest.approx(rate * len(lines), rel=0.35)
+        error = np.abs(statstack.statstack(sample, sizes).miss_ratios - exact)
+        assert error.mean() <= 0.01, (rate, error)
+
+
+def test_dangling_samples_carry_the_cold_misses():
+    lines = np.concatenate([np.arange(20000), RNG.integers(0, 20000, 180000)])  # 10% of accesses are cold
+    sample = reuse.hierarchical_sample(lines, reuse.settings_for_rate(0.05, len(lines)), seed=1)
+    assert sample.dangling / sample.size == pytest.approx(0.1, abs=0.02)
+    assert statstack.statstack(sample, [10**6]).miss_ratios[0] == pytest.approx(0.1, abs=0.02)
+
+
+def test_per_window_estimation_is_robust_to_phases():
+    """Two phases with different footprints: per-window StatStack beats the pooled estimate (I.5.4)."""
+    lines = np.concatenate([np.tile(np.arange(300), 1000), 1000 + RNG.integers(0, 6000, 300_000)])
+    sizes = np.array([200, 1000, 3000, 5000])
+    exact = lru.exact_mrc(lines, sizes).miss_ratios
+    sample = reuse.hierarchical_sample(lines, reuse.settings_for_rate(0.02, len(lines)), seed=5)
+    windowed = np.abs(statstack.statstack(sample, sizes).miss_ratios - exact).mean()
+    pooled = np.abs(statstack.statstack(sample, sizes, per_window=False).miss_ratios - exact).mean()
+    assert windowed < 0.03 and windowed < pooled / 3, (windowed, pooled)
+
+
+def _random_replacement(lines, capacity, seed=0):
+    rng = np.random.default_rng(seed)
+    cache, where, misses = [], {}, 0
+    for line in lines.tolist():
+        if line in where:
+            continue
+        misses += 1
+        if len(cache) < capacity:
+            where[line] = len(cache)
+            cache.append(line)
+        else:
+            slot = int(rng.integers(capacity))
+            del where[cache[slot]]
+            cache[slot] = line
+            where[line] = slot
+    return misses / len(lines)
+
+
+def test_statcache_matches_a_random_replacement_cache():
+    """A cyclic scan: LRU misses always below the footprint, random replacement does not (Ch. 3.4)."""
+    lines = np.tile(np.arange(1000), 150)
+    sample = reuse.hierarchical_sample(lines, reuse.settings_for_rate(0.05, len(lines)), seed=2)
+    for capacity in (500, 900):
+        estimated = statstack.statcache(sample, [capacity]).miss_ratios[0]
+        assert estimated == pytest.approx(_random_replacement(lines, capacity), abs=0.03)
+        assert estimated < 0.99  # where LRU misses every access
+
+
+def test_statcc_two_identical_uniform_applications_share_half_each():
+    """Case 5: each ≈ 1 − C/(2W), and within 0.02 of the co-run simulation (sampled at 10⁻¹)."""
+    width, cache = 2000, 1500
+    traces = [RNG.integers(0, width, 300_000) for _ in range(2)]
+    apps = [statcc.Application(name, reuse.hierarchical_sample(trace, reuse.settings_for_rate(0.1, len(trace)),
+                                                               seed=i), 0.3)
+            for i, (name, trace) in enumerate(zip("ab", traces))]
+    result = statcc.solve(apps, cache)
+    simulated, _ = statcc.simulate_corun(traces, [0.3, 0.3], cache)
+    assert result.converged
+    for estimated, truth in zip(result.miss_ratios, simulated):
+        assert truth == pytest.approx(1 - cache / (2 * width), abs=0.01)
+        assert estimated == pytest.approx(truth, abs=0.02)
+        assert estimated > result.alone_miss_ratios[0]
+
+
+def test_statcc_unequal_applications_against_the_co_run_simulation():
+    small, large = RNG.integers(0, 400, 300_000), RNG.integers(0, 6000, 300_000)
+    model = statcc.ThesisCpiModel(l1_lines=64)
+    apps = [statcc.Application(n, _full_sample(t), mix) for n, t, mix in (("small", small, 0.2), ("large", large, 0.4))]
+    result = statcc.solve(apps, 3000, model)
+    simulated, cpis = statcc.simulate_corun([small, large], [0.2, 0.4], 3000, model)
+    assert result.converged and result.iterations < 50
+    assert result.miss_ratios == pytest.approx(simulated, abs=0.02)
+    assert result.cpis == pytest.approx(cpis, rel=0.05)
+
+
+def test_a_statcc_system_that_does_not_settle_is_reported_not_hidden():
+    rng = np.random.default_rng(0)
+    lines = RNG.integers(0, 1000, 50_000)
+    apps = [statcc.Application(n, _full_sample(lines), 0.3) for n in "ab"]
+    result = statcc.solve(apps, 500, lambda app, mr: float(rng.uniform(1, 50)), max_iterations=40)
+    assert result.converged is False and result.iterations == 40 and result.residual > 1e-3
+
+
+def test_pirate_in_a_simulated_lru_cache_leaves_exactly_c_minus_p():
+    """Case 6: while the Pirate's fetch ratio is 0, the Target misses as alone in C − P; too big is flagged."""
+    sets, ways = 64, 8
+    target = RNG.integers(0, sets * ways, 20_000)
+    fits = pirate.simulate(target, 2 * sets, sets, ways)
+    assert fits.pirate_fetch_ratio == 0 and not fits.flagged
+    assert fits.target_misses == fits.standalone_misses
+    too_big = pirate.simulate(target, 6 * sets, sets, ways)
+    assert too_big.flagged and too_big.pirate_fetch_ratio > pirate.FETCH_RATIO_LIMIT
+
+
+def test_pirate_curve_discards_values_taken_while_the_pirate_lost_lines():
+    point = pirate.PiratePoint(1 << 20, 8 << 20, [10.0, 11.0, 50.0], [0.0, 0.005, 0.3])
+    unknown = pirate.PiratePoint(0, 8 << 20, [9.0, 9.5], [None, None])
+    first, second = pirate.curve([point, unknown])
+    assert (first.target_bytes, first.median, first.verified) == (8 << 20, 9.25, False)
+    assert (second.median, second.kept, second.discarded, second.verified) == (10.5, 2, 1, True)
+    with pytest.raises(ValueError, match="does not fit"):
+        pirate.check_sizes([1 << 20, 8 << 20], 8 << 20)
+
+
+# --- the command line, with real programs ---
+
+
+def test_mrc_of_a_real_program_with_rds_csv_plot_and_corun(programs, tmp_path):
+    rds_files = []
+    for name, args in (("matmul", ["60"]), ("pagetouch", ["2000"])):
+        rds_file = tmp_path / f"{name}.rds"
+        # traces of 10⁵-10⁶ accesses: a dense rate, or a few windows decide the estimate (see bench/ for rates)
+        result = perfctl("cache", "mrc", "--json", "--rate", "0.25", "--sizes", "4K,64K,1M", "--rds", str(rds_file),
+                         "--csv", str(tmp_path / f"{name}.csv"), "--plot", str(tmp_path / f"{name}.png"), "--",
+                         str(programs / name), *args, timeout=300)
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout)
+        assert document["accesses"] > 10_000 and 0 < document["mix"] < 2 and document["samples"] > 100
+        for row in document["curve"]:
+            assert 0 <= row["exact_lru"] <= 1 and row["error"] <= 0.05, row
+        assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (tmp_path / f"{name}.csv").read_text().startswith("bytes,lines,statstack,statcache,exact_lru,error")
+        rds_files.append(str(rds_file))
+    pages = json.loads(perfctl("cache", "mrc", "--json", "--rate", "0.02", "--sizes", "64K", "--no-exact", "--",
+                               str(programs / "pagetouch"), "2000", timeout=300).stdout)
+    assert pages["footprint_lines"] >= 2000  # a byte written on each of 2000 pages: 2000 distinct lines at least
+    corun = perfctl("cache", "corun", *rds_files, "--cache", "64K", "--json")
+    assert corun.returncode == 0, corun.stderr
+    apps = json.loads(corun.stdout)
+    assert apps["converged"] and len(apps["applications"]) == 2
+    for app in apps["applications"]:
+        assert app["corun_miss_ratio"] >= app["alone_miss_ratio"] - 1e-9
+        assert app["corun_cpi"] >= app["alone_cpi"] - 1e-9
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="probe: fewer than 2 CPUs for Target and Pirate")
+def test_pirate_sweep_of_a_real_program_says_it_cannot_verify_without_llc_counters(programs):
+    result = perfctl("cache", "pirate", "--sizes", "0,8M", "--llc", "32M", "--rounds", "2", "--json", "--",
+                     str(programs / "matmul"), "80", timeout=300)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [p["pirate_bytes"] for p in document["points"]] == [0, 8 << 20]
+    assert all(p["kept"] == 2 and p["median"] > 0 for p in document["points"])
+    if pmu_reason() is not None:
+        assert document["metric"] == "task-clock"
+        assert "could not be checked" in document["note"] and not any(p["verified"] for p in document["points"])
+
+
+@pytest.mark.skipif(pmu_reason() is not None, reason=f"probe: {pmu_reason()}")
+def test_dynamic_pirate_sweep_measures_cpi_per_size(programs):
+    result = perfctl("cache", "pirate", "--dynamic", "--sizes", "0,4M", "--json", "--",
+                     str(programs / "matmul"), "300", timeout=300)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["metric"] == "CPI" and all(p["kept"] >= 1 for p in document["points"])
+
+
+def test_dynamic_pirate_without_a_pmu_says_why(programs):
+    if pmu_reason() is None:
+        pytest.skip("probe: this machine has a PMU")
+    result = perfctl("cache", "pirate", "--dynamic", "--", str(programs / "spin"), "0.1")
+    assert result.returncode == 2 and "needs instructions and cycles" in result.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["mrc", "--sizes", "0", "--", "/bin/true"], "a cache of 0 bytes"),
+    (["mrc", "--sizes", "12Q", "--", "/bin/true"], "not a size in bytes"),
+    (["mrc", "--rate", "2", "--", "/bin/true"], "sampling rate must be in (0, 1]"),
+    (["mrc"], "no command given"),
+    (["pirate", "--llc", "1M", "--sizes", "2M", "--", "/bin/true"], "does not fit the 1048576-byte shared cache"),
+    (["pirate", "--target-cpu", "0", "--pirate-cpu", "0", "--", "/bin/true"], "different CPUs"),
+    (["corun", "/nonexistent.rds"], "No such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    result = perfctl("cache", *args)
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_empty_truncated_and_reuse_free_inputs(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("==1== Lackey\n")
+    result = perfctl("cache", "mrc", "--from-lackey", str(empty))
+    assert result.returncode == 2 and "no data accesses" in result.stderr
+    truncated = tmp_path / "t.rds"
+    truncated.write_text('{"format": "perfctl-rds", "version": 1, "distances": [1, 2')
+    result = perfctl("cache", "corun", str(truncated))
+    assert result.returncode == 2 and "not JSON (truncated?)" in result.stderr
+    once = tmp_path / "once.log"  # every line touched once: no reuse at all
+    once.write_text("".join(f" L {0x1000 + 64 * i:x},8\n" for i in range(5000)) + "==1==   guest instrs:  9,000\n")
+    result = perfctl("cache", "mrc", "--from-lackey", str(once), "--rate", "0.1", "--sizes", "4K,1M")
+    assert result.returncode == 0, result.stderr
+    assert "were never reused" in result.stdout and "only cold misses remain" in result.stdout
+    with pytest.raises(statstack.CannotEstimate, match="empty"):
+        statstack.statstack(reuse.ReuseSample(np.zeros(0, np.int64), np.zeros(0, np.int64), 10), [1])
