@@ -1,7 +1,8 @@
 """Reuse-distance samples (RDS) and the hierarchical sampler of the thesis (Paper I, Section I.4).
 
 The sampler alternates a sampling phase of ``window`` references with a hibernation of random length (mean
-``hibernation``, uniform on [0, 2h], so that windows fall at random); in each sampling phase it picks
+``hibernation``: one window at a random offset in each period of window + hibernation references, so that
+windows fall at random yet each program phase gets its share of them); in each sampling phase it picks
 ``per_window`` references at random and measures each one's forward reuse distance: the number of
 references until its line is accessed again. A sampled line that is never accessed again is a *dangling*
 sample (distance DANGLING); its count, relative to the sample, is the cold-miss ratio (I.3.4). Each sample
@@ -99,12 +100,15 @@ def hierarchical_sample(lines: np.ndarray, settings: SamplerSettings, seed: int 
         raise ValueError(f"bad sampler settings {settings}")
     rng = np.random.default_rng(seed)
     nxt = next_access(lines)
-    starts, position = [], int(rng.integers(0, 2 * settings.hibernation + 1))  # it starts hibernating
-    while position < n:
-        starts.append(position)
-        sleep = int(rng.integers(0, 2 * settings.hibernation + 1))  # random, mean h
-        position += settings.window + sleep
-    if not starts:  # a trace shorter than the random first hibernation: sample its start
+    period = settings.window + settings.hibernation
+    # One window per period at a random offset in it: the hibernation between two windows is random (0 to
+    # 2h, mean h), but windows cannot bunch up, so each program phase gets its share of windows (+-1).
+    starts = []
+    for period_start in range(0, n, period):
+        start = period_start + int(rng.integers(0, settings.hibernation + 1))
+        if start < n:
+            starts.append(start)
+    if not starts:
         starts = [0]
     picked, windows = [], []
     for window_id, start in enumerate(starts):
