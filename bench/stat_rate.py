@@ -16,6 +16,7 @@ figure (issue 6).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -60,7 +61,12 @@ def timed_perfctl(argv: list[str], samples: str, runs: int) -> tuple[float, int]
 
 
 def ebpf_reason() -> str | None:
-    return None if inventory.probe_ebpf()["available"] else inventory.probe_ebpf()["reason"]
+    """Probed in a child: loading BPF here would grow this process, and a child's ru_maxrss counts the
+    image it was forked from, so perfctl's memory figure would include the bench's own."""
+    probe = subprocess.run([sys.executable, "-c", "import json; from perfctl.agent import inventory; "
+                            "print(json.dumps(inventory.probe_ebpf()))"], capture_output=True, text=True, check=True)
+    result = json.loads(probe.stdout)
+    return None if result["available"] else result["reason"]
 
 
 def perf_events() -> list[str]:
