@@ -146,6 +146,10 @@ def _mrc(args) -> int:
 
     sizes = parse_sizes(args.sizes)
     lines = np.array([max(1, s // LINE) for s in sizes])
+    for path in (args.rds, args.csv, args.plot):  # before the slow trace, not after it
+        directory = os.path.dirname(os.path.abspath(path)) if path else None
+        if directory and not (os.path.isdir(directory) and os.access(directory, os.W_OK)):
+            raise UsageError(f"perfctl cache mrc: cannot write {path}: {directory} is not a writable directory")
     benchmark, trace = _trace(args)
     settings = reuse.settings_for_rate(args.rate, len(trace.lines))
     sample = reuse.hierarchical_sample(trace.lines, settings, args.seed, trace.instructions)
@@ -166,12 +170,12 @@ def _mrc(args) -> int:
                "samples": sample.size, "dangling": sample.dangling, "sampler": sample.sampler,
                "estimation": "pooled" if args.pooled else "per window", "curve": rows}
     if args.rds:
-        rds.write(args.rds, sample, benchmark)
+        try:
+            rds.write(args.rds, sample, benchmark)
+        except OSError as err:
+            raise UsageError(f"perfctl cache mrc: cannot write {args.rds}: {err.strerror}") from None
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        _write_csv(args.csv, rows)
     if args.plot:
         _plot(args.plot, rows, benchmark["name"])
     if args.json:
@@ -205,6 +209,16 @@ def _mrc(args) -> int:
     return EXIT_OK
 
 
+def _write_csv(path: str, rows: list[dict]) -> None:
+    try:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    except OSError as err:
+        raise UsageError(f"perfctl cache: cannot write {path}: {err.strerror}") from None
+
+
 def _plot(path: str, rows: list[dict], name: str) -> None:
     try:
         import matplotlib
@@ -224,8 +238,12 @@ def _plot(path: str, rows: list[dict], name: str) -> None:
     axes.set_title(name)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    try:
+        figure.savefig(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"perfctl cache mrc: cannot write the plot {path}: {err}") from None
+    finally:
+        plt.close(figure)
 
 
 def _corun(args) -> int:
@@ -334,10 +352,7 @@ def _pirate(args) -> int:
     note = (f"the Pirate's residency could not be checked: {result.unverified_reason}; values are kept unverified"
             if result.unverified_reason else "the Pirate's fetch ratio was checked for every value (limit 1%)")
     if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        _write_csv(args.csv, rows)
     if args.json:
         print(json.dumps({"benchmark": bench.name, "cache_bytes": cache_bytes, "cache_source": source,
                           "metric": result.metric, "points": rows, "note": note}, indent=2))

@@ -266,6 +266,7 @@ def test_dynamic_pirate_without_a_pmu_says_why(programs):
     (["mrc", "--sizes", "12Q", "--", "/bin/true"], "not a size in bytes"),
     (["mrc", "--rate", "2", "--", "/bin/true"], "sampling rate must be in (0, 1]"),
     (["mrc"], "no command given"),
+    (["mrc", "--csv", "/nonexistent/dir/c.csv", "--", "/bin/true"], "not a writable directory"),
     (["pirate", "--llc", "1M", "--sizes", "2M", "--", "/bin/true"], "does not fit the 1048576-byte shared cache"),
     (["pirate", "--target-cpu", "0", "--pirate-cpu", "0", "--", "/bin/true"], "different CPUs"),
     (["corun", "/nonexistent.rds"], "No such file"),

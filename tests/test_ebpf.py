@@ -76,6 +76,10 @@ def test_tracked_tree_includes_children(programs):
     assert value(one, "tasks") == 1
     assert value(tree, "page-faults:u") >= 3 * (value(one, "page-faults:u") - 200)
     assert value(tree, "off-cpu-time") > 0  # sh waited for its children
+    threads = "import threading; ts = [threading.Thread(target=sum, args=(range(10**5),)) for _ in range(4)]; " \
+              "[t.start() for t in ts]; [t.join() for t in ts]"
+    threaded = measure([sys.executable, "-c", threads], ["page-faults"], backend="ebpf")[0]
+    assert value(threaded, "tasks") >= 5  # the interpreter and its four threads
 
 
 def _hog(cpu: int) -> subprocess.Popen:
