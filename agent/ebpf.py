@@ -91,7 +91,9 @@ class EbpfBackend:
             if missing:
                 readings.append(Reading(**base, status="unsupported", reason=missing))
                 continue
-            value = counts.slots[measure.slot] + (1 if measure.slot == "forks" else 0) if counts else None
+            value = None
+            if counts is not None:  # "tasks": the benchmark itself plus every fork and thread it made
+                value = counts.slots[measure.slot] + (1 if measure.slot == "forks" else 0)
             if problem:
                 readings.append(Reading(**base, status="error", value=value, reason=problem))
             else:

@@ -173,9 +173,9 @@ def interference_share(readings, wall_ns: int) -> float | None:
     unit of the run's wall time, or None when the run was not accounted by eBPF. ``readings`` are
     Readings or their dicts."""
     for reading in readings:
-        get = reading.get if isinstance(reading, dict) else reading.__getattribute__
-        if get("event") == INTERFERENCE_EVENT and get("status") == "ok" and wall_ns > 0:
-            return float(get("value")) / wall_ns
+        fields = reading if isinstance(reading, dict) else vars(reading)
+        if fields.get("event") == INTERFERENCE_EVENT and fields.get("status") == "ok" and wall_ns > 0:
+            return float(fields["value"]) / wall_ns
     return None
 
 
