@@ -95,15 +95,18 @@ class RunAccounting:
         path = object_path()
         try:
             self._object = BpfObject(path, skip=set(self.missing), max_entries={"tracked": max_tasks})
+        except BpfError as err:
+            raise Unavailable(str(err)) from None
+        try:
             self._state, self._tracked, self._counters = (self._object.map(name) for name in ("state", "tracked",
                                                                                              "counters"))
             self._cpus = BpfObject.possible_cpus()
+            if self._counters.value_size != 8 * len(SLOTS) or self._state.value_size != STATE.size:
+                raise BpfError(f"{path} was built from another version of runacct.bpf.c (its maps' layout "
+                               "differs); rebuild it from this perfctl's agent/runacct.bpf.c")
         except BpfError as err:
+            self._object.close()  # a foreign object must not stay attached
             raise Unavailable(str(err)) from None
-        if self._counters.value_size != 8 * len(SLOTS) or self._state.value_size != STATE.size:
-            self._object.close()
-            raise Unavailable(f"{path} was built from another version of runacct.bpf.c (its maps' layout differs); "
-                              f"rebuild it from this perfctl's agent/runacct.bpf.c")
         self._stride = (self._counters.value_size + 7) // 8 * 8
         self._slots = struct.Struct(f"={len(SLOTS)}Q")
         self._gen = 0
