@@ -108,7 +108,6 @@ class RunAccounting:
             self._object.close()  # a foreign object must not stay attached
             raise Unavailable(str(err)) from None
         self._stride = (self._counters.value_size + 7) // 8 * 8
-        self._slots = struct.Struct(f"={len(SLOTS)}Q")
         self._gen = 0
 
     def arm(self, pid: int) -> None:
@@ -123,12 +122,12 @@ class RunAccounting:
         state = self._state.lookup(_PID.pack(0), STATE.size)
         gen, active, start_ns, end_ns, live = STATE.unpack(state)
         raw = self._counters.lookup(_PID.pack(0), self._stride * self._cpus)
-        totals = [0] * len(SLOTS)
-        for cpu in range(self._cpus):
-            values = self._slots.unpack_from(raw, cpu * self._stride)
-            if values[0] == self._gen:
-                for index in range(1, len(SLOTS)):
-                    totals[index] += values[index]
+        # one row per possible CPU; rows of an older run are stale (numpy would cost more to import than this)
+        width = self._stride // 8
+        values = struct.unpack(f"={width * self._cpus}Q", raw)
+        rows = [values[cpu * width:cpu * width + len(SLOTS)] for cpu in range(self._cpus)]
+        totals = [sum(column) for column in zip(*(row for row in rows if row[0] == self._gen))] or [0] * len(SLOTS)
+        totals[0] = self._gen
         return RunCounts(dict(zip(SLOTS, totals)), started=start_ns != 0 and gen == self._gen,
                          finished=end_ns != 0 and not active, live=live)
 
