@@ -220,9 +220,11 @@ def test_mrc_of_a_real_program_with_rds_csv_plot_and_corun(programs, tmp_path):
         assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
         assert (tmp_path / f"{name}.csv").read_text().startswith("bytes,lines,statstack,statcache,exact_lru,error")
         rds_files.append(str(rds_file))
-    pages = json.loads(perfctl("cache", "mrc", "--json", "--rate", "0.02", "--sizes", "64K", "--no-exact", "--",
+    pages = json.loads(perfctl("cache", "mrc", "--json", "--sizes", "64K", "--no-exact", "--",
                                str(programs / "pagetouch"), "2000", timeout=300).stdout)
     assert pages["footprint_lines"] >= 2000  # a byte written on each of 2000 pages: 2000 distinct lines at least
+    assert pages["samples"] >= 0.9 * min(100_000, pages["accesses"])  # the default rate: dense over a full trace
+    assert "exact_lru" not in pages["curve"][0]
     corun = perfctl("cache", "corun", *rds_files, "--cache", "64K", "--json")
     assert corun.returncode == 0, corun.stderr
     apps = json.loads(corun.stdout)
