@@ -17,6 +17,7 @@ why (analysis/pirate.py keeps the rule).
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import signal
@@ -35,6 +36,7 @@ from perfctl.analysis.pirate import PiratePoint, check_sizes
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pirate.c")
 CFLAGS = ("-O2", "-static")
 _CONTROL = struct.Struct("=4Q")  # size, passes, lines, stop (pirate.c)
+PERF_EVENT_IOC_ENABLE = 0x2400
 
 
 def llc_bytes() -> tuple[int | None, str]:
@@ -115,9 +117,7 @@ class FetchCounter:
         except OSError as err:
             self.reason = explain_errno(err.errno, spec)
             return
-        import fcntl
-
-        fcntl.ioctl(self.fd, 0x2400)  # PERF_EVENT_IOC_ENABLE
+        fcntl.ioctl(self.fd, PERF_EVENT_IOC_ENABLE)
 
     def read(self) -> int | None:
         return None if self.fd is None else read_counter(self.fd)[0]

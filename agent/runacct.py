@@ -42,12 +42,10 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class RunCounts:
-    """One run's counters summed over CPUs, with the run's state at reading time."""
+    """One run's counters summed over CPUs, and whether the benchmark's exec was seen."""
 
     slots: dict[str, int]
     started: bool
-    finished: bool
-    live: int
 
 
 def object_path() -> str:
@@ -120,7 +118,7 @@ class RunAccounting:
 
     def read(self) -> RunCounts:
         state = self._state.lookup(_PID.pack(0), STATE.size)
-        gen, active, start_ns, end_ns, live = STATE.unpack(state)
+        gen, _, start_ns, _, _ = STATE.unpack(state)
         raw = self._counters.lookup(_PID.pack(0), self._stride * self._cpus)
         # one row per possible CPU; rows of an older run are stale (numpy would cost more to import than this)
         width = self._stride // 8
@@ -128,8 +126,7 @@ class RunAccounting:
         rows = [values[cpu * width:cpu * width + len(SLOTS)] for cpu in range(self._cpus)]
         totals = [sum(column) for column in zip(*(row for row in rows if row[0] == self._gen))] or [0] * len(SLOTS)
         totals[0] = self._gen
-        return RunCounts(dict(zip(SLOTS, totals)), started=start_ns != 0 and gen == self._gen,
-                         finished=end_ns != 0 and not active, live=live)
+        return RunCounts(dict(zip(SLOTS, totals)), started=start_ns != 0 and gen == self._gen)
 
     def close(self) -> None:
         self._object.close()

@@ -56,9 +56,9 @@ class ThesisCpiModel:
         """Each application's private-L1 miss ratio, from its own StatStack curve."""
         return [float(statstack(app.sample, [self.l1_lines]).miss_ratios[0]) for app in apps]
 
-    def cpi(self, app: Application, l1_miss: float, shared_miss: float) -> float:
+    def cpi(self, mix: float, l1_miss: float, shared_miss: float) -> float:
         shared_miss = min(shared_miss, l1_miss)  # inclusion: an L1 hit is never a shared-cache miss
-        return self.base + app.mix * (self.l1 * (1 - l1_miss) + self.l2 * (l1_miss - shared_miss)
+        return self.base + mix * (self.l1 * (1 - l1_miss) + self.l2 * (l1_miss - shared_miss)
                                       + self.memory * shared_miss)
 
 
@@ -116,7 +116,7 @@ def solve(apps: Sequence[Application], cache_lines: int, cpi_model=None, *, tole
     model = cpi_model or ThesisCpiModel()
     if isinstance(model, ThesisCpiModel):
         l1 = model.prepare(apps)
-        step: Callable[[int, float], float] = lambda i, mr: model.cpi(apps[i], l1[i], mr)
+        step: Callable[[int, float], float] = lambda i, mr: model.cpi(apps[i].mix, l1[i], mr)
     else:
         step = lambda i, mr: float(model(apps[i], mr))
     alone = [float(shared_miss_ratios([app], [1.0], cache_lines)[0]) for app in apps]
@@ -170,9 +170,7 @@ def simulate_corun(traces: Sequence[np.ndarray], mixes: Sequence[float], cache_l
         stream, owner = interleave(traces, [mix / cpi for mix, cpi in zip(mixes, cpis)])
         missed = lru_misses(stack_distances(stream), cache_lines)
         ratios = [float(missed[owner == i].mean()) for i in range(len(traces))]
-        apps = [Application(str(i), ReuseSample(np.zeros(1, np.int64), np.zeros(1, np.int64), 1), mix)
-                for i, mix in enumerate(mixes)]
-        updated = [model.cpi(apps[i], l1[i], ratios[i]) for i in range(len(traces))]
+        updated = [model.cpi(mixes[i], l1[i], ratios[i]) for i in range(len(traces))]
         if max(abs(u - c) / c for u, c in zip(updated, cpis)) < 1e-4:
             cpis = updated
             break
