@@ -80,7 +80,8 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
     reasons, not_checked, kernels = [], [], []
     severe = False
     for r in runs:
-        entry = {"kernel": r.label, "backend": r.backend, "expected": r.expected_instructions, "runs": len(r.instructions),
+        entry = {"kernel": r.label, "backend": r.backend, "expected": r.expected_instructions,
+                 "runs": len(r.instructions),
                  "cv": _cv(r.instructions)}
         if r.backend == "dbi":
             exact = all(v == r.expected_instructions for v in r.instructions)

@@ -1,6 +1,7 @@
 """Small programs perfctl builds itself: with the system's C compiler the exec gate and the calibration
 kernels; with clang the BPF CO-RE objects (against a vmlinux.h generated from the running kernel's BTF).
-Each is built once per digest of its inputs and flags into a cache directory owned by the current user (root: /var/cache/perfctl, mode 755, so a benchmark run with --user can execute it; others:
+Each is built once per digest of its inputs and flags into a cache directory owned by the current user
+(root: /var/cache/perfctl, mode 755, so a benchmark run with --user can execute it; others:
 ~/.cache/perfctl), and used only if it and its directory are ours and not writable by anyone else.
 """
 
@@ -93,7 +94,8 @@ def _last_line(text: str) -> str:
     return (text.strip().splitlines() or ["no output"])[-1]
 
 
-def _cached(name: str, inputs: tuple[str, ...], flags: tuple[str, ...], mode: int, command, missing: str | None) -> tuple[str, bool]:
+def _cached(name: str, inputs: tuple[str, ...], flags: tuple[str, ...], mode: int, command,
+            missing: str | None) -> tuple[str, bool]:
     """The cached output named after the digest of ``inputs`` and ``flags``, made now by running
     ``command(out)`` (a compiler command line) when absent; ``missing`` says why no compiler is at hand."""
     digest = hashlib.sha256("\0".join(flags).encode())

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 
 from perfctl.agent.events import EventSpec
-from perfctl.agent.runner import Exit, RunControl, Runner, RunError
+from perfctl.agent.runner import Exit, RunControl, RunError, Runner
 from perfctl.model import Reading
 
 BACKEND = "dbi"

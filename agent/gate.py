@@ -1,6 +1,7 @@
 """The exec gate's program: the static binary built from gate.c, or sh when no C compiler is at hand.
 
-The binary is built once with the system's C compiler (agent/build.py). Both gates give identical counts (counting starts at the benchmark's exec either way);
+The binary is built once with the system's C compiler (agent/build.py). Both gates give identical counts
+(counting starts at the benchmark's exec either way);
 the binary only makes each run ~0.6 ms cheaper. Which one is in use is shown by `perfctl info`.
 """
 

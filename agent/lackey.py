@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfctl.agent.runner import Exit, RunControl, Runner, RunError
+from perfctl.agent.runner import Exit, RunControl, RunError, Runner
 
 LINE_SHIFT = 6
 _ACCESS = re.compile(rb"^ [LSM] ([0-9a-fA-F]+),(\d+)$", re.M)

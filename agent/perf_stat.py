@@ -19,7 +19,7 @@ import tempfile
 
 from perfctl.agent.events import SCOPE_SUFFIX, EventSpec
 from perfctl.agent.perf_event import Opener, PerfEventBackend, reading_from_counts
-from perfctl.agent.runner import Exit, RunControl, Runner, RunError
+from perfctl.agent.runner import Exit, RunControl, RunError, Runner
 from perfctl.model import Reading
 
 BACKEND = "perf-stat"

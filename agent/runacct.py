@@ -71,7 +71,7 @@ def _privilege_problem() -> str | None:
     effective = int(caps, 16)
     if effective & (1 << cap_sys_admin) or (effective & (1 << cap_bpf) and effective & (1 << cap_perfmon)):
         return None
-    return "loading BPF programs needs root (or CAP_BPF and CAP_PERFMON); running as uid %d" % os.geteuid()
+    return f"loading BPF programs needs root (or CAP_BPF and CAP_PERFMON); running as uid {os.geteuid()}"
 
 
 class RunAccounting:
@@ -87,7 +87,8 @@ class RunAccounting:
             raise Unavailable(str(err)) from None
         missing = sorted(tp for tp in REQUIRED.values() if tp not in present)
         if missing:
-            raise Unavailable(f"this kernel has no BTF tracepoint {', '.join(missing)} (needed to follow the benchmark)")
+            raise Unavailable(f"this kernel has no BTF tracepoint {', '.join(missing)} "
+                              "(needed to follow the benchmark)")
         self.missing = {program: tp for program, tp in OPTIONAL.items() if tp not in present}
         self.max_tasks = max_tasks
         path = object_path()

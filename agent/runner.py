@@ -6,7 +6,8 @@ The benchmark is started through an exec gate (agent/gate.c, or ``sh -c 'read _ 
 the backend attaches counters to its pid (``enable_on_exec`` makes them start at the benchmark's own exec)
 and pins it; a newline releases it. No ``os.fork()`` and no ``preexec_fn``: the gate is started with
 posix_spawn and switches user and directory itself, so this is safe in a process that holds gRPC threads
-(only the sh fallback gate, used without a C compiler, needs subprocess's forking child for --user). If perfctl dies before
+(only the sh fallback gate, used without a C compiler, needs subprocess's forking child for --user).
+If perfctl dies before
 releasing the gate, the gate's read sees EOF and the gate exits 125 without running anything unmeasured.
 
 ASLR is turned off for the benchmark only: personality(ADDR_NO_RANDOMIZE) is set on the spawning thread
@@ -198,7 +199,7 @@ class Runner:
         finally:
             self._on_start = None
 
-    def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None) -> "GatedProcess":
+    def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None) -> GatedProcess:
         """Start ``argv`` blocked in the exec gate. ``gate_target`` replaces argv as what the gate execs
         (the perf-stat backend execs ``perf stat ... -- argv``)."""
         self._stderr.seek(0)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from perfctl.agent.events import EventSpec
-from perfctl.agent.runner import Exit, RunControl, Runner, RunError, resolve_command
+from perfctl.agent.runner import Exit, RunControl, RunError, Runner, resolve_command
 from perfctl.model import BACKENDS, Benchmark, Environment, Reading, Sample
 
 _MAX_HASHED_INPUT = 256 << 20

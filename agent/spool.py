@@ -18,10 +18,12 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT UNIQUE NOT NULL,
                                     payload BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, spec BLOB NOT NULL, next_index INTEGER NOT NULL,
-                                 state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '', reported INTEGER NOT NULL DEFAULT 0);
+                                 state TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
+                                 reported INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS rejected (seq INTEGER PRIMARY KEY, uuid TEXT NOT NULL, payload BLOB NOT NULL,
                                      reason TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS audits (audit_id TEXT PRIMARY KEY, report TEXT NOT NULL, reported INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS audits (audit_id TEXT PRIMARY KEY, report TEXT NOT NULL,
+                                   reported INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -69,7 +71,8 @@ class Spool:
         """Move samples the server refuses as invalid aside, so they stop blocking the stream."""
         statements = []
         for seq in seqs:
-            statements.append(("INSERT OR REPLACE INTO rejected SELECT seq, uuid, payload, ? FROM samples WHERE seq = ?",
+            statements.append(("INSERT OR REPLACE INTO rejected SELECT seq, uuid, payload, ? "
+                               "FROM samples WHERE seq = ?",
                                (reason, seq)))
             statements.append(("DELETE FROM samples WHERE seq = ?", (seq,)))
         self._tx(statements)
@@ -97,7 +100,8 @@ class Spool:
         self._tx([("UPDATE jobs SET state = ?, message = ?, reported = 0 WHERE job_id = ?", (state, message, job_id))])
 
     def unfinished_jobs(self) -> list[str]:
-        return [row[0] for row in self._query("SELECT job_id FROM jobs WHERE state IN ('queued', 'running') ORDER BY rowid")]
+        rows = self._query("SELECT job_id FROM jobs WHERE state IN ('queued', 'running') ORDER BY rowid")
+        return [row[0] for row in rows]
 
     def unreported(self) -> list[tuple[str, str, str, int]]:
         return self._query("SELECT job_id, state, message, next_index FROM jobs WHERE reported = 0")

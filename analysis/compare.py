@@ -19,9 +19,20 @@ import numpy as np
 from perfctl.analysis import spa
 from perfctl.analysis.multiple import adjust
 from perfctl.analysis.sparc import OverallTest, Relevance, SparcDecision, sparc_suite, sparc_tests
-from perfctl.analysis.speedup_test import (MeanTestResult, MedianTestResult, ObservedSpeedups, OverallSpeedup,
-                                           ProportionInterval, Verdict, benchmarks_needed, mean_test, median_test,
-                                           observed_speedups, overall_speedup, proportion_interval)
+from perfctl.analysis.speedup_test import (
+    MeanTestResult,
+    MedianTestResult,
+    ObservedSpeedups,
+    OverallSpeedup,
+    ProportionInterval,
+    Verdict,
+    benchmarks_needed,
+    mean_test,
+    median_test,
+    observed_speedups,
+    overall_speedup,
+    proportion_interval,
+)
 
 FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"
 

@@ -7,7 +7,8 @@ a and b (extra retired instructions per page fault and per interrupt landing in 
 x86 machines of the paper, 0 on Pentium 4) are estimated per machine by ``fit_artifacts`` from calibration
 kernels whose exact count is known: excess_i = I_raw,i - I_exact,i is regressed on PF_i and IRQ_i, robustly:
 a Huber M-estimate (Huber 1981) finds the runs disturbed by something else, which are set aside, and least
-squares on the rest gives the coefficients with t intervals. k_fldcw comes from the errata table (agent/errata.py), N_fldcw from the dbi
+squares on the rest gives the coefficients with t intervals. k_fldcw comes from the errata table
+(agent/errata.py), N_fldcw from the dbi
 backend. Pure functions: the audit decides when a fit is current enough to apply.
 """
 

@@ -62,7 +62,8 @@ def _rank(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(values, kind="mergesort")
     sorted_values = values[order]
     gaps = np.diff(sorted_values)
-    boundaries = np.flatnonzero(gaps > TIE_TOLERANCE * np.maximum(np.abs(sorted_values[1:]), np.abs(sorted_values[:-1]))) + 1
+    magnitude = np.maximum(np.abs(sorted_values[1:]), np.abs(sorted_values[:-1]))
+    boundaries = np.flatnonzero(gaps > TIE_TOLERANCE * magnitude) + 1
     starts = np.concatenate(([0], boundaries))
     ends = np.concatenate((boundaries, [len(values)]))
     average = (starts + ends + 1) / 2.0

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfctl.analysis.multiple import adjust
-from perfctl.analysis.rank_tests import (hodges_lehmann_center, hodges_lehmann_shift, mann_whitney,
-                                         wilcoxon_signed_rank)
+from perfctl.analysis.rank_tests import hodges_lehmann_center, hodges_lehmann_shift, mann_whitney, wilcoxon_signed_rank
 
 
 class Relevance(enum.Enum):

@@ -20,7 +20,7 @@ application's own private-L1 StatStack estimate and L2_hr = 1 − L1_hr − L2_m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,9 +116,11 @@ def solve(apps: Sequence[Application], cache_lines: int, cpi_model=None, *, tole
     model = cpi_model or ThesisCpiModel()
     if isinstance(model, ThesisCpiModel):
         l1 = model.prepare(apps)
-        step: Callable[[int, float], float] = lambda i, mr: model.cpi(apps[i].mix, l1[i], mr)
+        def step(i: int, mr: float) -> float:
+            return model.cpi(apps[i].mix, l1[i], mr)
     else:
-        step = lambda i, mr: float(model(apps[i], mr))
+        def step(i: int, mr: float) -> float:
+            return float(model(apps[i], mr))
     alone = [float(shared_miss_ratios([app], [1.0], cache_lines)[0]) for app in apps]
     alone_cpis = [step(i, mr) for i, mr in enumerate(alone)]
     for damping in (0.0, 0.5):

@@ -97,7 +97,7 @@ def statcache(sample: ReuseSample, sizes) -> MissRatioCurve:
     for lines in sizes:
         keep = np.log1p(-1.0 / lines) if lines > 1 else -np.inf  # ln(1 − 1/L)
 
-        def excess(m: float) -> float:
+        def excess(m: float, keep=keep, lines=lines) -> float:
             with np.errstate(over="ignore", invalid="ignore"):
                 survive = np.exp(finite * m * keep) if lines > 1 else np.zeros_like(finite)
             return float(np.sum(1.0 - survive)) + dangling - n * m

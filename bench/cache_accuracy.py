@@ -53,7 +53,8 @@ def real_traces() -> dict[str, np.ndarray]:
                 sys.exit(f"bench: {binary} missing (make -C examples)")
             start = time.perf_counter()
             _, trace = lackey.trace(runner, [binary, *args], make_control())
-            print(f"traced {name} {' '.join(args)}: {len(trace.lines):,} accesses in {time.perf_counter() - start:.1f} s")
+            print(f"traced {name} {' '.join(args)}: {len(trace.lines):,} accesses "
+                  f"in {time.perf_counter() - start:.1f} s")
             out[f"{name} {' '.join(args)}"] = trace.lines
     finally:
         runner.close()
@@ -73,7 +74,8 @@ def evaluate(name: str, lines: np.ndarray) -> dict[float, float]:
         took = time.perf_counter() - start
         error = np.abs(model - exact)
         means[rate] = float(error.mean())
-        cells.append(f"{rate:.0e}: n={sample.size:>6} mean {error.mean():.4f} max {error.max():.4f} {took * 1e3:6.1f} ms")
+        cells.append(f"{rate:.0e}: n={sample.size:>6} mean {error.mean():.4f} max {error.max():.4f} "
+                     f"{took * 1e3:6.1f} ms")
     print(f"{name:>26} ({len(lines):>10,} acc, exact {exact_s:5.1f} s) | " + " | ".join(cells))
     return means
 
@@ -96,7 +98,8 @@ def main() -> None:
               f"{worst[rate]:.4f}")
     print(f"target: mean error <= 0.01 at 1e-03 on every workload: {'PASS' if worst[1e-3] <= 0.01 else 'FAIL'}")
 
-    big = reuse.hierarchical_sample(traces["uniform 200k lines"], reuse.settings_for_rate(0.1, len(traces["uniform 200k lines"])))
+    uniform = traces["uniform 200k lines"]
+    big = reuse.hierarchical_sample(uniform, reuse.settings_for_rate(0.1, len(uniform)))
     samples = reuse.ReuseSample(big.distances[:1_000_000], big.windows[:1_000_000], big.accesses)
     start = time.perf_counter()
     statstack.statstack(samples, SIZES)

@@ -41,10 +41,12 @@ def main() -> None:
     for pop in validity.populations(ferret):
         checks = []
         for proportion in (0.5, 0.9):
-            checks.append((validity.spa_interval_check(pop, proportion, args.confidence, args.runs, args.trials, rng), True))
+            checks.append((validity.spa_interval_check(pop, proportion, args.confidence, args.runs, args.trials,
+                                                       rng), True))
             checks.append((validity.spa_interval_check(pop, proportion, args.confidence, args.runs, args.trials, rng,
                                                        per_bound=True), False))
-            checks.append((validity.zscore_interval_check(pop, proportion, args.confidence, args.runs, args.trials, rng),
+            checks.append((validity.zscore_interval_check(pop, proportion, args.confidence, args.runs,
+                                                          args.trials, rng),
                            False))
             if not args.no_bootstrap:
                 checks.append((validity.bca_interval_check(pop, proportion, args.confidence, args.runs,

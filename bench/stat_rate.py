@@ -125,14 +125,16 @@ def main() -> None:
     vs_perf = rates["perfctl"] / rates["perf stat -r"]
     vs_hyperfine = rates["perfctl"] / rates["hyperfine -N"]
     print(f"perfctl / perf stat -r : {vs_perf:6.2f}x  (target >= 10)  {'PASS' if vs_perf >= 10 else 'FAIL'}")
-    print(f"perfctl / hyperfine -N : {vs_hyperfine:6.2f}x  (target >= 0.33) {'PASS' if vs_hyperfine >= 1 / 3 else 'FAIL'}")
+    verdict = "PASS" if vs_hyperfine >= 1 / 3 else "FAIL"
+    print(f"perfctl / hyperfine -N : {vs_hyperfine:6.2f}x  (target >= 0.33) {verdict}")
     print(f"perfctl peak resident memory after {args.runs} runs: {perfctl_rss / 1024:.1f} MiB")
     if ebpf is not None:
         print(f"ebpf backend not measured: {ebpf}")
         return
     per_run = {tool: 1e3 / rates[tool] for tool in ("perfctl", EBPF)}
     print(f"per run: perf_event alone {per_run['perfctl']:.3f} ms, perf_event+ebpf {per_run[EBPF]:.3f} ms "
-          f"(eBPF adds {per_run[EBPF] - per_run['perfctl']:+.3f} ms, rate ratio {rates[EBPF] / rates['perfctl']:.2f}x); "
+          f"(eBPF adds {per_run[EBPF] - per_run['perfctl']:+.3f} ms, "
+          f"rate ratio {rates[EBPF] / rates['perfctl']:.2f}x); "
           f"peak memory with ebpf {ebpf_rss / 1024:.1f} MiB")
 
 

@@ -123,12 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="compare two sample files benchmark by benchmark",
                              description="Is B faster, slower or equivalent to A? Per benchmark and overall, "
                                          "with SPARC, the Speedup-Test and SPA (docs/statistics.md).")
-    compare.add_argument("a", metavar="A", help="baseline samples (perfctl JSONL, hyperfine/pyperf JSON, perf stat CSV)")
+    compare.add_argument("a", metavar="A",
+                         help="baseline samples (perfctl JSONL, hyperfine/pyperf JSON, perf stat CSV)")
     compare.add_argument("b", metavar="B", help="candidate samples, same format")
     compare.add_argument("--input-format", choices=("perfctl", "hyperfine", "pyperf", "perf-stat"),
                          help="skip format detection")
     compare.add_argument("--metric", action="append", metavar="METRIC",
-                         help="metric(s) to compare (default: instructions, else cycles, else task-clock, else wall-time)")
+                         help="metric(s) to compare "
+                              "(default: instructions, else cycles, else task-clock, else wall-time)")
     compare.add_argument("--alpha", type=_probability, default=0.05, help="family-wise risk (default 0.05)")
     compare.add_argument("--confidence", type=_probability, default=0.95, help="confidence of intervals (0.95)")
     compare.add_argument("--proportion", type=_probability, default=0.5,
@@ -293,10 +295,8 @@ def _audit(args) -> int:
         from perfctl import fleet_cli
 
         return fleet_cli.audit_report(args)
-    from perfctl.agent.audit import run_audit
+    from perfctl.agent.audit import run_audit, save_latest
     from perfctl.agent.build import BuildError
-
-    from perfctl.agent.audit import save_latest
 
     try:
         report = run_audit(args.repeat)
@@ -314,7 +314,8 @@ def _audit(args) -> int:
 
     console = _console()
     console.print(f"audit {report['audit_id']} of {report['hostname']}: [bold]{report['verdict']}[/bold] "
-                  f"({report['runs']} runs per kernel, backends {', '.join(report['backends'])}, {report['seconds']} s)")
+                  f"({report['runs']} runs per kernel, backends {', '.join(report['backends'])}, "
+                  f"{report['seconds']} s)")
     table = Table(title="kernels", title_justify="left")
     for column in ("kernel", "backend", "expected instructions", "CV", "exact (dbi) / median excess", "page faults",
                    "timer interrupts"):

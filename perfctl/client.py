@@ -56,12 +56,14 @@ def settings(args) -> ClientSettings:
     config = _config()
     server = getattr(args, "server", None) or os.environ.get("PERFCTL_SERVER") or config.get("server")
     if not server:
-        raise ClientError("no server: give --server HOST:PORT, set PERFCTL_SERVER, or write ~/.config/perfctl/client.json")
+        raise ClientError("no server: give --server HOST:PORT, set PERFCTL_SERVER, "
+                          "or write ~/.config/perfctl/client.json")
     token_file = getattr(args, "token_file", None) or os.environ.get("PERFCTL_TOKEN_FILE") or config.get("token_file")
     token = read_token(token_file) if token_file else os.environ.get("PERFCTL_TOKEN")
     if not token:
         raise ClientError("no token: give --token-file, or set PERFCTL_TOKEN or PERFCTL_TOKEN_FILE")
-    tls = security.TlsFiles(ca=getattr(args, "tls_ca", None) or os.environ.get("PERFCTL_TLS_CA") or config.get("tls_ca"),
+    ca = getattr(args, "tls_ca", None) or os.environ.get("PERFCTL_TLS_CA") or config.get("tls_ca")
+    tls = security.TlsFiles(ca=ca,
                             cert=getattr(args, "tls_cert", None), key=getattr(args, "tls_key", None))
     return ClientSettings(server, token, tls, bool(getattr(args, "insecure", False)))
 

@@ -104,7 +104,8 @@ def render_table(comparison: Comparison, context: dict, console: Console) -> Non
         if summary.speedup_median is None:
             console.print("  no benchmark could be judged", markup=False, highlight=False)
             continue
-        console.print(f"  speedup of medians {summary.speedup_median.speedup:.4f} (gain {summary.speedup_median.gain:+.2%}), "
+        console.print(f"  speedup of medians {summary.speedup_median.speedup:.4f} "
+                      f"(gain {summary.speedup_median.gain:+.2%}), "
                       f"of means {summary.speedup_mean.speedup:.4f} (gain {summary.speedup_mean.gain:+.2%}) over "
                       f"{summary.speedup_median.benchmarks} benchmarks (Speedup-Test Eq. 1-2, equal weights)",
                       markup=False, highlight=False)
@@ -127,7 +128,8 @@ def render_table(comparison: Comparison, context: dict, console: Console) -> Non
                                                           else "no overall difference shown"))
             console.print(f"  SPARC overall: {text}", markup=False, highlight=False)
     if comparison.only_a or comparison.only_b:
-        console.print(f"only in A: {', '.join(comparison.only_a) or '-'}; only in B: {', '.join(comparison.only_b) or '-'}",
+        console.print(f"only in A: {', '.join(comparison.only_a) or '-'}; "
+                      f"only in B: {', '.join(comparison.only_b) or '-'}",
                       markup=False, highlight=False)
 
 

@@ -112,7 +112,7 @@ class Sample:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Sample":
+    def from_dict(cls, data: dict) -> Sample:
         data = {k: v for k, v in data.items() if k != "type"}
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"unsupported schema_version {data.get('schema_version')!r}")

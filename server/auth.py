@@ -44,7 +44,7 @@ class Tokens:
         self._checked = time.monotonic()
 
     @classmethod
-    def load(cls, path: str) -> "Tokens":
+    def load(cls, path: str) -> Tokens:
         return cls(cls._parse(path), path)
 
     def _refresh(self) -> None:
@@ -75,7 +75,8 @@ class Tokens:
                 continue
             parts = text.split()
             if len(parts) != 3 or parts[0] not in ROLES or len(parts[2]) < 16:
-                raise TokenFileError(f"{path}:{number}: expected 'agent|client NAME TOKEN' with a token of 16+ characters")
+                raise TokenFileError(f"{path}:{number}: expected 'agent|client NAME TOKEN' "
+                                     "with a token of 16+ characters")
             entries[_digest(parts[2])] = Principal(parts[0], parts[1])
         if not entries:
             raise TokenFileError(f"{path}: no tokens")

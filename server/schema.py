@@ -7,8 +7,20 @@ readings inside the payload rather than one row each keeps ingest at tens of tho
 second on SQLite (bench/ingest_rate.py).
 """
 
-from sqlalchemy import (BigInteger, Boolean, Column, ForeignKey, Index, Integer, LargeBinary, MetaData, String,
-                        Table, Text, UniqueConstraint)
+from sqlalchemy import (
+                        BigInteger,
+                        Boolean,
+                        Column,
+                        ForeignKey,
+                        Index,
+                        Integer,
+                        LargeBinary,
+                        MetaData,
+                        String,
+                        Table,
+                        Text,
+                        UniqueConstraint,
+)
 
 metadata = MetaData()
 

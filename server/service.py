@@ -25,8 +25,13 @@ from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch
 from perfctl.server.storage import Storage, StorageError
-from perfctl.server.validation import (MAX_BATCH_SAMPLES, MAX_MESSAGE_BYTES, validate_audit, validate_job,
-                                       validate_machine_name)
+from perfctl.server.validation import (
+    MAX_BATCH_SAMPLES,
+    MAX_MESSAGE_BYTES,
+    validate_audit,
+    validate_job,
+    validate_machine_name,
+)
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -77,7 +82,7 @@ def _bearer(context) -> str | None:
 
 
 class _Base:
-    def __init__(self, storage: Storage, tokens: Tokens, hub: "JobHub"):
+    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub):
         self.storage = storage
         self.tokens = tokens
         self.hub = hub
@@ -147,7 +152,7 @@ class GroupCommit:
 
 
 class AgentService(_Base, rpc.AgentServiceServicer):
-    def __init__(self, storage: Storage, tokens: Tokens, hub: "JobHub", decoders: Executor | None = None):
+    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub, decoders: Executor | None = None):
         super().__init__(storage, tokens, hub)
         self.writer = GroupCommit(storage)
         self.decoders = decoders
@@ -359,8 +364,9 @@ class QueryService(_Base, rpc.QueryServiceServicer):
     async def GetAudits(self, request, context):
         await self._principal(context, "client")
         rows = await self._db(context, self.storage.list_audits, request.machine or None)
-        return pb.GetAuditsResponse(audits=[pb.AuditRecord(machine=r["machine"], audit_id=r["id"], time_ns=r["time_ns"],
-                                                           verdict=r["verdict"], report_json=r["report"]) for r in rows])
+        return pb.GetAuditsResponse(audits=[pb.AuditRecord(machine=r["machine"], audit_id=r["id"],
+                                                           time_ns=r["time_ns"], verdict=r["verdict"],
+                                                           report_json=r["report"]) for r in rows])
 
     async def GetJobs(self, request, context):
         await self._principal(context, "client")

@@ -73,7 +73,8 @@ class Storage:
         self._write_lock = threading.Lock()
         columns = ", ".join(SAMPLE_COLUMNS)
         if self.is_sqlite:
-            self._insert_sql = f"INSERT OR IGNORE INTO samples ({columns}) VALUES ({', '.join('?' * len(SAMPLE_COLUMNS))})"
+            marks = ", ".join("?" * len(SAMPLE_COLUMNS))
+            self._insert_sql = f"INSERT OR IGNORE INTO samples ({columns}) VALUES ({marks})"
         else:
             self._insert_sql = (f"INSERT INTO samples ({columns}) VALUES ({', '.join(['%s'] * len(SAMPLE_COLUMNS))}) "
                                 "ON CONFLICT (uuid) DO NOTHING")
@@ -98,7 +99,8 @@ class Storage:
     # --- machines ---
 
     def register(self, info: pb.MachineInfo, now_ns: int) -> int:
-        values = dict(machine_id=info.machine_id, inventory=info.inventory_json, backends=json.dumps(list(info.backends)),
+        values = dict(machine_id=info.machine_id, inventory=info.inventory_json,
+                      backends=json.dumps(list(info.backends)),
                       events=json.dumps([{"event": e.event, "supported": e.supported, "reason": e.reason}
                                          for e in info.events]),
                       agent_version=info.agent_version, last_heard_ns=now_ns)

@@ -6,10 +6,10 @@ import shutil
 
 import numpy as np
 import pytest
-
-from perfctl.agent.audit import EnvironmentCheck, KernelRuns, assess
 from conftest import perfctl, pmu_reason, tracepoint_reason
 from doubles import SimulatedCounterSource
+
+from perfctl.agent.audit import EnvironmentCheck, KernelRuns, assess
 
 KERNELS = [("loop N=1000000", 2_000_004, 0, 0.002), ("pagetouch P=1000", 4_013, 1000, 0.004),
            ("pagetouch P=100000", 400_013, 100_000, 0.2), ("loop N=2000000000", 4_000_000_004, 0, 1.5),
@@ -106,7 +106,8 @@ def test_a_correction_needs_a_current_passing_audit_of_this_machine():
     correction, why = correction_for(report, inv)
     assert correction.a == 1.0 and correction.audit_id == "aaaaaaaa" and "model wm2008-1" in why
     for overrides, expected in (({"machine_id": "other"}, "another machine"), ({"kernel": "0.1"}, "changed"),
-                                ({"time_ns": 0}, "older than 7 days"), ({"verdict": "no-PMU", "fit": None}, "no artifact fit")):
+                                ({"time_ns": 0}, "older than 7 days"),
+                                ({"verdict": "no-PMU", "fit": None}, "no artifact fit")):
         assert correction_for(_report(**overrides)[0], inv)[0] is None
         assert expected in correction_for(_report(**overrides)[0], inv)[1]
     assert "no audit" in correction_for(None, inv)[1]

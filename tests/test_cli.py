@@ -8,9 +8,9 @@ import sys
 import time
 
 import pytest
+from conftest import perfctl
 
 from perfctl.formats import jsonl
-from conftest import perfctl
 
 
 def _one_line(result):

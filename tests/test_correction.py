@@ -3,10 +3,10 @@ this machine has no PMU), including the coverage of the fitted coefficients' int
 
 import numpy as np
 import pytest
+from doubles import SimulatedCounterSource
 
 from perfctl.agent import errata
 from perfctl.analysis.correction import Correction, correct, fit_artifacts
-from doubles import SimulatedCounterSource
 
 # (exact instructions, pages touched, seconds): kernels that differ in faults and in duration
 KERNELS = [(2_000_004, 3, 0.002), (4_013, 1000, 0.004), (400_013, 100_000, 0.2), (4_000_000_004, 3, 1.5),

@@ -2,13 +2,13 @@
 
 import os
 import shutil
-import sys
 import subprocess
+import sys
 
 import pytest
+from conftest import measure, perfctl, value
 
 from perfctl.agent import calibration
-from conftest import measure, perfctl, value
 
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None, reason="probe: valgrind not on PATH")
 DBI_EVENTS = ["instructions", "rep-iterations", "fldcw-instructions"]

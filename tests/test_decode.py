@@ -1,10 +1,11 @@
 """Batch decoding (server/decode.py): the raw bytes the server receives become rows and payloads, and every
 malformed batch is refused with the reason."""
 
+from conftest import measure
+
 from perfctl import wire
 from perfctl.server.decode import decode_batch, row_fields
 from perfctl.v1 import fleet_pb2 as pb
-from conftest import measure
 
 
 def _batch(count: int = 3) -> tuple[pb.SampleBatch, list[pb.Sample]]:
@@ -29,5 +30,6 @@ def test_malformed_batches_are_refused_with_the_reason():
     assert "not a Sample message" in decode_batch(b"\x08\x01\x12\x03\xff\xff\xff")[1]
     broken = pb.SampleBatch(sequence=5, samples=samples)
     broken.samples[1].outcome = "exploded"
-    assert decode_batch(broken.SerializeToString()) == (5, f"batch 5 sample 1 ({samples[1].uuid}): outcome 'exploded' unknown")
+    assert decode_batch(broken.SerializeToString()) == (
+        5, f"batch 5 sample 1 ({samples[1].uuid}): outcome 'exploded' unknown")
     assert decode_batch(b"") == (0, [], [])

@@ -83,7 +83,7 @@ def test_tracked_tree_includes_children(programs):
 
 
 def _hog(cpu: int) -> subprocess.Popen:
-    hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {%d})\nwhile True: pass" % cpu])
+    hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
     time.sleep(0.3)  # pinned and spinning
     return hog
 
@@ -186,7 +186,8 @@ VERIFIER_REJECTS = """
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 char LICENSE[] SEC("license") = "GPL";
-struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); } m SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u64); }
+    m SEC(".maps");
 SEC("tp_btf/sched_switch")
 int reads_past_the_value(void *ctx)
 {
@@ -218,7 +219,8 @@ def test_object_for_another_kernel_is_refused_with_a_message(tmp_path):
 def test_object_built_from_another_runacct_is_refused_not_misread(tmp_path):
     from perfctl.agent.runacct import SOURCE
 
-    source = open(SOURCE).read().replace("\tRA_FORKS, RA_UNTRACKED,", "\tRA_FORKS,").replace("c->v[RA_UNTRACKED]++;", "")
+    source = open(SOURCE).read().replace("\tRA_FORKS, RA_UNTRACKED,", "\tRA_FORKS,")
+    source = source.replace("c->v[RA_UNTRACKED]++;", "")
     assert source != open(SOURCE).read()
     # built beside a copy of nothing else: vmlinux.h comes from the include path build_bpf adds
     line = _fallback(_compile(tmp_path, "older", source))

@@ -8,12 +8,12 @@ import uuid
 
 import grpc
 import pytest
+from conftest import measure, needs_ebpf, needs_root
+from fleet import Fleet, free_port, make_certs, wait_for
 
 from perfctl import wire
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
-from conftest import measure, needs_ebpf, needs_root
-from fleet import Fleet, free_port, make_certs, wait_for
 
 pytestmark = needs_root  # agents run benchmarks as nobody
 
@@ -153,7 +153,8 @@ def test_every_refusal(fleet):
         broken = pb.Sample()
         broken.CopyFrom(good)
         setattr(broken, field, value)
-        error = _grpc_error(lambda: list(agent.StreamSamples(iter([pb.SampleBatch(sequence=7, samples=[broken])]),
+        error = _grpc_error(lambda broken=broken: list(agent.StreamSamples(
+                                                             iter([pb.SampleBatch(sequence=7, samples=[broken])]),
                                                              metadata=agent_md)))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.details()
         assert "batch 7" in error.details()
@@ -284,6 +285,7 @@ def test_audit_reports_are_validated(fleet):
     audit_id = str(uuid.uuid4())
     for report, message in (("not json", "not JSON"), (json.dumps({"verdict": "great", "time_ns": 1}), "verdict"),
                             (json.dumps({"verdict": "trusted", "time_ns": 1, "audit_id": "x"}), "differs")):
-        error = _grpc_error(lambda: agent.ReportAudit(pb.AuditReport(audit_id=audit_id, report_json=report),
+        error = _grpc_error(lambda report=report: agent.ReportAudit(pb.AuditReport(audit_id=audit_id,
+                                                                                   report_json=report),
                                                       metadata=md))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.details()

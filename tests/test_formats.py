@@ -1,9 +1,9 @@
 """perfctl JSON Lines: what is written reads back the same, and bad files fail with file and line."""
 
 import pytest
+from conftest import measure
 
 from perfctl.formats import jsonl
-from conftest import measure
 
 
 def _write(path, samples):

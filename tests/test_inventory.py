@@ -1,8 +1,9 @@
 import json
 import platform
 
-from perfctl.agent import inventory
 from conftest import perfctl
+
+from perfctl.agent import inventory
 
 
 def _config_hz():

@@ -8,10 +8,10 @@ import time
 import uuid
 
 import pytest
+from fleet import Fleet, NetworkLab, free_port, make_certs, netns_reason, wait_for
 
 from perfctl.agent.daemon import JOB_UUID_NAMESPACE
 from perfctl.server.storage import Storage, database_url
-from fleet import Fleet, NetworkLab, free_port, make_certs, netns_reason, wait_for
 
 pytestmark = pytest.mark.skipif(netns_reason() is not None, reason=str(netns_reason()))
 

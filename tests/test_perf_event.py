@@ -3,11 +3,11 @@
 import os
 
 import pytest
+from conftest import measure, needs_no_pmu, needs_pmu, needs_tracepoints, value
 
 from perfctl.agent import inventory
-from perfctl.agent.perf_event import Opener, reading_from_counts
 from perfctl.agent.events import parse_event
-from conftest import measure, needs_no_pmu, needs_pmu, needs_tracepoints, value
+from perfctl.agent.perf_event import Opener, reading_from_counts
 
 PAGE = os.sysconf("SC_PAGESIZE")
 
@@ -81,7 +81,8 @@ def test_hardware_instructions_count_where_a_pmu_exists(programs):
 def test_multiplexed_counts_keep_raw_and_flag_the_scaled_estimate():
     opener = Opener(parse_event("instructions"))
     reading = reading_from_counts(opener, "perf_event", 1000, enabled=400, running=100)
-    assert (reading.status, reading.value, reading.time_enabled, reading.time_running) == ("multiplexed", 1000, 400, 100)
+    observed = (reading.status, reading.value, reading.time_enabled, reading.time_running)
+    assert observed == ("multiplexed", 1000, 400, 100)
     assert reading.scaled == pytest.approx(4000)
     never = reading_from_counts(opener, "perf_event", 0, enabled=0, running=0)
     assert never.status == "error" and "never enabled" in never.reason

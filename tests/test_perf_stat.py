@@ -4,9 +4,9 @@ the tolerances and why they are what they are)."""
 import shutil
 
 import pytest
+from conftest import measure, needs_tracepoints, value
 
 from perfctl.agent.perf_stat import parse_csv
-from conftest import measure, needs_tracepoints, value
 
 pytestmark = pytest.mark.skipif(shutil.which("perf") is None, reason="probe: perf(1) not on PATH (linux-perf)")
 

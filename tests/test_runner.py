@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import measure, needs_root, value
 
 from perfctl.agent.runner import RunError, make_control
-from conftest import measure, needs_root, value
 
 SH = "/bin/sh"
 

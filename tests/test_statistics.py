@@ -8,11 +8,17 @@ import pytest
 from scipy import stats
 
 from perfctl.analysis import multiple, spa
-from perfctl.analysis.rank_tests import (hodges_lehmann_center, hodges_lehmann_shift, mann_whitney,
-                                         wilcoxon_signed_rank)
+from perfctl.analysis.rank_tests import hodges_lehmann_center, hodges_lehmann_shift, mann_whitney, wilcoxon_signed_rank
 from perfctl.analysis.sparc import Relevance, overall_test, relevance, sparc_suite, sparc_tests
-from perfctl.analysis.speedup_test import (Verdict, benchmarks_needed, mean_test, median_test, observed_speedups,
-                                           overall_speedup, proportion_interval)
+from perfctl.analysis.speedup_test import (
+    Verdict,
+    benchmarks_needed,
+    mean_test,
+    median_test,
+    observed_speedups,
+    overall_speedup,
+    proportion_interval,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "examples/data"
 SMALL_L2 = np.loadtxt(DATA / "ferret-l2_512kB-simticks.csv", delimiter=",")

@@ -5,12 +5,12 @@ import uuid
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from conftest import measure
 
 from perfctl import wire
 from perfctl.server.schema import metadata
 from perfctl.server.storage import Storage, StorageError
 from perfctl.v1 import fleet_pb2 as pb
-from conftest import measure
 
 
 @pytest.fixture(scope="module")

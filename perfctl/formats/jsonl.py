@@ -63,13 +63,13 @@ class DatasetBuilder:
     reading label, plus wall-time; warmups and failed runs are left out and counted in the notes. Used for
     files here and for samples stored on the server (server/service.py)."""
 
-    def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy = InterferencePolicy()):
+    def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy | None = None):
         from perfctl.formats import Dataset
 
         self.dataset = Dataset(path, fmt)
         self._excluded: dict[str, dict[str, int]] = {}
         self._executables: dict[str, set[str]] = {}
-        self._interference = interference
+        self._interference = interference or InterferencePolicy()
         self._interfered: dict[str, int] = {}
 
     def add(self, record: dict) -> None:
@@ -123,7 +123,7 @@ class DatasetBuilder:
         return dataset
 
 
-def read_dataset(path: str, interference: InterferencePolicy = InterferencePolicy()):
+def read_dataset(path: str, interference: InterferencePolicy | None = None):
     """A perfctl JSON Lines file as a Dataset (see DatasetBuilder).
 
     Reads the JSON objects directly (orjson) rather than through Sample.from_dict: building 100,000 frozen
