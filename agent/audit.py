@@ -14,7 +14,6 @@ where no PMU exists (tests/test_audit.py).
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import math
 import os
@@ -25,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from perfctl.agent import calibration, errata, inventory, session
 from perfctl.agent.events import parse_events
 from perfctl.agent.runner import Runner, make_control
-from perfctl.analysis.correction import MODEL_VERSION, ArtifactFit, Correction, correct, fit_artifacts
+from perfctl.analysis.correction import EXCESS_TOLERANCE, MODEL_VERSION, ArtifactFit, Correction, correct, fit_artifacts
 from perfctl.analysis.summary import describe
 
 HARDWARE_EVENTS = ["instructions:u", "page-faults:u", "timer-interrupts", "task-clock"]
@@ -51,15 +50,6 @@ class KernelRuns:
 
 
 @dataclass(frozen=True)
-class EnvironmentCheck:
-    item: str
-    ok: bool
-    value: str
-    why: str
-    fix: str | None = None
-
-
-@dataclass(frozen=True)
 class Assessment:
     verdict: str
     reasons: tuple[str, ...]
@@ -75,7 +65,7 @@ def _cv(values: list[float]) -> float:
     return 0.0 if d.mean == 0 and d.max == d.min else d.cv
 
 
-def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: list[EnvironmentCheck]) -> Assessment:
+def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: list[inventory.Check]) -> Assessment:
     """Turn per-run counts into a verdict with reasons (no I/O)."""
     reasons, not_checked, kernels = [], [], []
     severe = False
@@ -116,9 +106,11 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
         except ValueError as err:
             not_checked.append(f"the excess fit: {err}")
         if fit is not None:
-            if not fit.intercept_interval[0] <= 0 <= fit.intercept_interval[1]:
-                reasons.append(f"unexplained excess of {fit.intercept:.1f} instructions per run after page faults "
-                               "and interrupts (the fit's intercept interval excludes 0)")
+            if fit.unexplained_excess():
+                low, high = fit.intercept_interval
+                reasons.append(f"unexplained excess of {fit.intercept:.1f} [{low:.1f}, {high:.1f}] instructions per "
+                               "run after page faults and interrupts (the fit's intercept interval lies beyond "
+                               f"+-{EXCESS_TOLERANCE} instruction)")
             corrected_cv = max((_cv([v - fit.a * pf - fit.b * irq for v, pf, irq in
                                      zip(r.instructions, r.page_faults, r.interrupts)]) for r in hardware),
                                default=0.0)
@@ -126,7 +118,7 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
                 reasons.append(f"corrected counts vary: CV up to {corrected_cv:.2e} (> {MAX_CV_AFTER_CORRECTION:g})")
     for check in checks:
         if not check.ok:
-            reasons.append(f"{check.item}: {check.value} ({check.why})")
+            reasons.append(f"{check.item}: {check.value} ({check.meaning})")
     if severe:
         verdict = "untrusted"
     elif not pmu_present:
@@ -136,40 +128,6 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
     else:
         verdict = "trusted"
     return Assessment(verdict, tuple(reasons), tuple(not_checked), fit, tuple(kernels))
-
-
-def environment_checks(inv: dict) -> list[EnvironmentCheck]:
-    """The settings that disturb counting (Weaver & McKee section 5; pyperf system show), with fixes."""
-    tick = inv["tick_mode"]
-    checks = [
-        EnvironmentCheck("nohz", tick == "nohz_full" or inv["tracefs"]["available"], tick,
-                         "timer interrupts add user instructions: they must be counted (tracefs) to be corrected, "
-                         "or avoided (nohz_full)", "mount tracefs, or boot with nohz_full=CPUS"),
-        EnvironmentCheck("perf_event_paranoid", inv["euid"] == 0 or (inv["perf_event_paranoid"] or 2) <= 1,
-                         str(inv["perf_event_paranoid"]), "above 1, tracepoints and kernel events need root",
-                         "sysctl kernel.perf_event_paranoid=1"),
-        EnvironmentCheck("NMI watchdog", inv["nmi_watchdog"] != 1, str(inv["nmi_watchdog"]),
-                         "it holds a hardware counter", "sysctl kernel.nmi_watchdog=0"),
-        EnvironmentCheck("governor", not inv["governors"] or inv["governors"] == ["performance"],
-                         ", ".join(inv["governors"]) or "not exposed", "frequency changes move cycles and time",
-                         "cpupower frequency-set -g performance"),
-        EnvironmentCheck("turbo", inv["turbo"] != "on", inv["turbo"] or "not exposed",
-                         "turbo makes cycles per second depend on temperature",
-                         "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo"),
-        EnvironmentCheck("SMT", not inv["smt_active"], str(inv["smt_active"]), "a sibling thread shares the core",
-                         "echo off > /sys/devices/system/cpu/smt/control"),
-    ]
-    throttles = [int(v) for v in (inventory.read_text(p) for p in glob.glob(
-        "/sys/devices/system/cpu/cpu*/thermal_throttle/core_throttle_count")) if v and v.isdigit()]
-    checks.append(EnvironmentCheck("thermal throttling", not any(throttles),
-                                   f"{sum(throttles)} events" if throttles else "not exposed",
-                                   "a throttled core runs slower mid-run", "improve cooling; rerun"))
-    meminfo = inventory.read_text("/proc/meminfo") or ""
-    swap_total = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("SwapTotal:")), 0)
-    swap_free = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("SwapFree:")), 0)
-    checks.append(EnvironmentCheck("swap", swap_total - swap_free == 0, f"{(swap_total - swap_free) // 1024} MiB used",
-                                   "swapping adds major faults and time", "swapoff -a, or free memory"))
-    return checks
 
 
 def _measure(kernel: calibration.Calibration, backend_name: str, events: list[str], runs: int, inv: dict) -> KernelRuns:
@@ -216,7 +174,7 @@ def run_audit(runs: int = 5) -> dict:
     except KeyboardInterrupt:
         interrupted = True
         not_run.append(f"interrupted after {len(results)} of {len(short) * 2 + 1} kernel measurements")
-    checks = environment_checks(inv)
+    checks = inventory.checks(inv)
     assessment = assess(results, inv["pmu"]["present"], inv["pmu"]["reason"], checks)
     verdict, reasons = assessment.verdict, list(assessment.reasons)
     if interrupted:

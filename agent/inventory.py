@@ -7,6 +7,7 @@ the fact, why it matters for the counters, and the command that changes it.
 from __future__ import annotations
 
 import errno
+import glob
 import gzip
 import hashlib
 import os
@@ -172,12 +173,18 @@ def _int_or_none(text: str | None) -> int | None:
 
 @dataclass(frozen=True)
 class Check:
-    """One inventory item as `perfctl info` shows it."""
+    """One environment item as `perfctl info` shows it and `perfctl audit` judges it.
+
+    ``fix`` is the command that changes the setting where a better one exists; ``ok`` is False when the
+    setting disturbs counting as it is (the audit degrades its verdict for it). A suggestion alone (boot with
+    nohz_full, isolate CPUs) leaves ``ok`` True.
+    """
 
     item: str
     value: str
     meaning: str
     fix: str | None = None
+    ok: bool = True
 
 
 def probe_ebpf() -> dict:
@@ -194,8 +201,17 @@ def probe_ebpf() -> dict:
         f"; this kernel lacks {', '.join(missing)}" if missing else "")}
 
 
+def paranoid_ok(inv: dict) -> bool:
+    """Whether perf_event_paranoid lets this process count what perfctl counts (tracepoints, kernel events):
+    root always; others at level 1 or below. An unreadable level is not assumed to be fine."""
+    paranoid = inv["perf_event_paranoid"]
+    return inv["euid"] == 0 or (paranoid is not None and paranoid <= 1)
+
+
 def checks(inv: dict) -> list[Check]:
-    """Each item with what it means for the counters and, where it hurts, the command that fixes it."""
+    """The one list of environment checks (Weaver & McKee section 5; pyperf system show): each item with what
+    it means for the counters, the command that changes it, and whether it disturbs counting as it is.
+    `perfctl info` shows them all; `perfctl audit` degrades its verdict for each one that is not ok."""
     cpu = inv["cpu"]
     out = [
         Check("cpu", f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} stepping {cpu['stepping']} "
@@ -215,36 +231,40 @@ def checks(inv: dict) -> list[Check]:
     out.append(Check("PMU", "present" if pmu["present"] else "absent", pmu["reason"] + (
         "" if pmu["present"] else "; instructions and cycles are reported unsupported, software events and "
         "tracepoints still count"), None if pmu["present"] else "run on bare metal or enable vPMU passthrough"))
-    paranoid = inv["perf_event_paranoid"]
-    out.append(Check("perf_event_paranoid", str(paranoid),
+    paranoid_fine = paranoid_ok(inv)
+    out.append(Check("perf_event_paranoid", str(inv["perf_event_paranoid"]),
                      "above 1, unprivileged users count only user-mode software events and no tracepoints",
-                     None if inv["euid"] == 0 or (paranoid is not None and paranoid <= 1)
-                     else "sysctl kernel.perf_event_paranoid=1, or run as root"))
+                     None if paranoid_fine else "sysctl kernel.perf_event_paranoid=1, or run as root", paranoid_fine))
     aslr = inv["aslr"]
     out.append(Check("ASLR (system)", {0: "off", 1: "partial", 2: "full"}.get(aslr, str(aslr)),
                      "perfctl turns ASLR off for each benchmark only (personality ADDR_NO_RANDOMIZE); "
                      "the system setting is left alone"))
     governors = ", ".join(inv["governors"]) or "not exposed"
+    scaling = bool(inv["governors"]) and inv["governors"] != ["performance"]
     out.append(Check("governor", governors, "frequency scaling changes cycles per second, not instructions",
-                     "cpupower frequency-set -g performance"
-                     if inv["governors"] and inv["governors"] != ["performance"] else None))
+                     "cpupower frequency-set -g performance" if scaling else None, not scaling))
     turbo = inv["turbo"]
     out.append(Check("turbo", turbo or "not exposed", "turbo makes time and cycles/second vary with temperature",
-                     "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo" if turbo == "on" else None))
+                     "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo" if turbo == "on" else None,
+                     turbo != "on"))
     out.append(Check("SMT", f"{inv['smt'] or 'not exposed'} (active: {inv['smt_active']})",
                      "a sibling thread shares the core and perturbs cycles and time",
-                     "echo off > /sys/devices/system/cpu/smt/control" if inv["smt_active"] else None))
+                     "echo off > /sys/devices/system/cpu/smt/control" if inv["smt_active"] else None,
+                     not inv["smt_active"]))
     nmi = inv["nmi_watchdog"]
     out.append(Check("NMI watchdog", {0: "off", 1: "on"}.get(nmi, str(nmi)),
                      "the watchdog holds one hardware counter, leaving fewer before multiplexing starts",
-                     "sysctl kernel.nmi_watchdog=0" if nmi == 1 else None))
+                     "sysctl kernel.nmi_watchdog=0" if nmi == 1 else None, nmi != 1))
     out.append(Check("isolated CPUs", inv["isolated_cpus"] or "none",
                      "an isolated CPU (isolcpus=) runs only what is pinned to it: pin benchmarks there with --pin",
                      None if inv["isolated_cpus"] else "boot with isolcpus=CPUS nohz_full=CPUS"))
     tracing = inv["tracefs"]
+    # Timer interrupts add user instructions: they must be counted (tracefs) to be corrected, or avoided.
     out.append(Check("tracefs", "available" if tracing["available"] else "unavailable", tracing["state"] + (
-        "" if tracing["available"] else "; timer and device interrupt counts are reported unsupported"),
-        None if tracing["available"] else "mount -t tracefs nodev /sys/kernel/tracing (as root)"))
+        "" if tracing["available"] else "; timer and device interrupt counts are reported unsupported, so "
+        "instructions cannot be corrected for them"),
+        None if tracing["available"] else "mount -t tracefs nodev /sys/kernel/tracing (as root)",
+        tracing["available"] or tick == "nohz_full"))
     if "ebpf" in inv:
         ebpf = inv["ebpf"]
         out.append(Check("eBPF", "available" if ebpf["available"] else "unavailable", ebpf["reason"] + (
@@ -254,4 +274,15 @@ def checks(inv: dict) -> list[Check]:
     out.append(Check("exec gate", inv["exec_gate"], "how benchmarks wait for their counters before exec; the "
                      "static gate and sh count the same, the static one costs ~0.6 ms less per run",
                      "apt-get install gcc" if inv["exec_gate"].startswith("sh gate") else None))
+    throttles = [int(v) for v in (read_text(p) for p in glob.glob(
+        "/sys/devices/system/cpu/cpu*/thermal_throttle/core_throttle_count")) if v and v.isdigit()]
+    out.append(Check("thermal throttling", f"{sum(throttles)} events" if throttles else "not exposed",
+                     "a throttled core runs slower mid-run", "improve cooling; rerun" if any(throttles) else None,
+                     not any(throttles)))
+    meminfo = read_text("/proc/meminfo") or ""
+    swap_total, swap_free = (next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith(key)), 0)
+                             for key in ("SwapTotal:", "SwapFree:"))
+    swapped = swap_total - swap_free
+    out.append(Check("swap", f"{swapped // 1024} MiB used", "swapping adds major faults and time",
+                     "swapoff -a, or free memory" if swapped else None, swapped == 0))
     return out

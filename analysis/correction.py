@@ -20,6 +20,13 @@ from dataclasses import dataclass
 MODEL_VERSION = "wm2008-1"
 HUBER_K = 1.345  # 95% efficiency at the normal (Huber 1981)
 OUTLIER_SCALES = 6.0
+# Counts are integers: a count is known to within half an instruction, an error whose variance, taken as
+# uniform, is 1/12 (Sheppard's correction for grouping, Sheppard 1898). A residual variance below that is
+# floating-point round-off of exact counts, not precision: it would collapse every interval onto a round-off
+# value that excludes the true coefficient (seen: "unexplained excess of 0.0 instructions").
+COUNT_RESOLUTION_VARIANCE = 1.0 / 12.0
+# An excess within half an instruction per run is no excess: the counts cannot show less.
+EXCESS_TOLERANCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,9 @@ class ArtifactFit:
     """excess = intercept + a PF + b IRQ, fitted robustly; intervals at ``confidence``.
 
     ``intercept`` should be 0 when the analytic counts are exact and every artifact is modelled: the audit
-    reports an interval that excludes 0 as unexplained excess.
+    reports an interval that lies wholly beyond half an instruction as unexplained excess
+    (``unexplained_excess``). ``residual_scale`` is the residuals' own; the intervals use at least the
+    counts' resolution (``COUNT_RESOLUTION_VARIANCE``), so exact counts never give a zero-width interval.
     """
 
     a: float
@@ -40,7 +49,14 @@ class ArtifactFit:
     n: int
     confidence: float
     set_aside: int = 0
-    method: str = "Huber M-estimate to set aside disturbed runs (> 6 scales), then least squares, t intervals"
+    method: str = ("Huber M-estimate to set aside disturbed runs (> 6 scales), then least squares, t intervals "
+                   "with the residual variance at least 1/12 (integer counts)")
+
+    def unexplained_excess(self) -> bool:
+        """Whether the fit shows an excess the model does not explain: the intercept's interval lies wholly
+        beyond +-EXCESS_TOLERANCE instructions per run."""
+        low, high = self.intercept_interval
+        return low > EXCESS_TOLERANCE or high < -EXCESS_TOLERANCE
 
 
 def _huber_weights(residuals, scale: float):
@@ -91,7 +107,7 @@ def fit_artifacts(excess, page_faults, interrupts, confidence: float = 0.95, ite
     p = x.shape[1]
     dof = int(keep.sum()) - p
     residual_variance = float(np.sum((yk - xk @ beta) ** 2)) / max(dof, 1)
-    covariance = residual_variance * np.linalg.inv(xk.T @ xk)
+    covariance = max(residual_variance, COUNT_RESOLUTION_VARIANCE) * np.linalg.inv(xk.T @ xk)
     half = stats.t.ppf((1 + confidence) / 2, max(dof, 1)) * np.sqrt(np.diag(covariance))
     scale = math.sqrt(residual_variance)
     set_aside = int(n - keep.sum())

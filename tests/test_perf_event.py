@@ -1,6 +1,8 @@
 """The perf_event backend against real counters on this machine."""
 
 import os
+import subprocess
+import time
 
 import pytest
 from conftest import measure, needs_no_pmu, needs_pmu, needs_tracepoints, value
@@ -54,11 +56,67 @@ def test_busy_loop_takes_about_hz_timer_interrupts_per_cpu_second(programs):
     assert 0.8 * expected <= ticks <= 1.25 * expected, (ticks, expected)
 
 
+def _device_interrupts_per_cpu() -> list[int]:
+    """Per-CPU totals of the numbered (device) lines of /proc/interrupts: the kernel's own count."""
+    with open("/proc/interrupts") as f:
+        cpus = len(f.readline().split())
+        totals = [0] * cpus
+        for line in f:
+            label, _, rest = line.partition(":")
+            if label.strip().isdigit():
+                for cpu, field in enumerate(rest.split()[:cpus]):
+                    totals[cpu] += int(field)
+    return totals
+
+
+def _disk_writer(directory) -> subprocess.Popen:
+    """dd writing with O_DIRECT: every block completes with a device interrupt."""
+    return subprocess.Popen(["dd", "if=/dev/zero", f"of={directory}/io", "bs=4k", "count=1000000", "oflag=direct"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _interrupted_cpu(directory) -> tuple[int | None, str]:
+    """The CPU that takes the disk's completion interrupts while dd writes, found by watching them."""
+    if len(os.sched_getaffinity(0)) < 2:
+        return None, "probe: one CPU only; the disk writer and the benchmark need two"
+    writer = _disk_writer(directory)
+    try:
+        before = _device_interrupts_per_cpu()
+        time.sleep(0.5)
+        after = _device_interrupts_per_cpu()
+    finally:
+        writer.kill()
+        writer.wait()
+    deltas = [b - a for a, b in zip(before, after)]
+    cpu = max(range(len(deltas)), key=deltas.__getitem__)
+    if deltas[cpu] < 50:
+        return None, f"probe: O_DIRECT writes raised only {deltas[cpu]} device interrupts in 0.5 s on any CPU"
+    return cpu, ""
+
+
 @needs_tracepoints
-def test_device_interrupts_are_a_real_count(programs):
-    sample = measure([programs / "spin", 0.2], ["device-interrupts"])[0]
+def test_device_interrupts_are_a_real_count(programs, tmp_path):
+    """A benchmark spinning on the CPU that takes a busy disk's interrupts is interrupted by them: the count
+    is at least half of what /proc/interrupts saw on that CPU during the run, and at most all of it."""
+    cpu, reason = _interrupted_cpu(tmp_path)
+    if cpu is None:
+        pytest.skip(reason)
+    other = next(c for c in sorted(os.sched_getaffinity(0)) if c != cpu)
+    writer = _disk_writer(tmp_path)
+    os.sched_setaffinity(writer.pid, {other})
+    try:
+        time.sleep(0.2)
+        before = _device_interrupts_per_cpu()
+        sample = measure([programs / "spin", 0.5], ["device-interrupts"], pin_cpu=cpu)[0]
+        after = _device_interrupts_per_cpu()
+    finally:
+        writer.kill()
+        writer.wait()
     reading = sample.reading("device-interrupts")
-    assert reading.status == "ok" and reading.value >= 0 and reading.time_running > 0.15e9
+    assert reading.status == "ok" and reading.time_running > 0.45e9
+    on_cpu = after[cpu] - before[cpu]
+    assert on_cpu >= 50, f"the disk raised only {on_cpu} interrupts on CPU {cpu} during the run"
+    assert 0.5 * on_cpu <= reading.value <= sum(after) - sum(before), (reading.value, on_cpu)
 
 
 @needs_no_pmu
