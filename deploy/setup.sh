@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up perfctl on a fresh Debian 12 machine, as root: the Debian packages it measures with, a virtual
 # environment in .venv with perfctl and its test tools, and the example benchmarks in examples/bin/.
-# Idempotent: a second run installs nothing new.
+# Idempotent: a second run installs nothing new. Python packages come from deploy/requirements.lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,9 +20,27 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# Python packages: exactly the versions and files of deploy/requirements.lock (refreshed by deploy/lock.sh),
+# so every machine tests and runs what CI tested. --latest instead installs the newest releases that
+# pyproject.toml's ranges allow, into .venv-latest, to find out early what the next lock will break:
+#   ./deploy/setup.sh --latest && .venv-latest/bin/ruff check . && .venv-latest/bin/python -m pytest tests
+venv=.venv
+if [ "${1:-}" = "--latest" ]; then
+    venv=.venv-latest
+elif [ -n "${1:-}" ]; then
+    echo "setup: unknown option $1 (usage: deploy/setup.sh [--latest])" >&2
+    exit 2
+fi
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+if [ "$venv" = .venv-latest ]; then
+    "${pip[@]}" --upgrade --upgrade-strategy eager -e '.[test]'
+else
+    "${pip[@]}" --require-hashes --no-deps -r deploy/requirements.lock
+    # perfctl itself, built with the locked setuptools (no isolated build env fetching an unlocked one)
+    "${pip[@]}" --no-deps --no-build-isolation -e .
+fi
 make -s -C examples
 # Build the static exec gate and the eBPF object now (perfctl would build them on first use) and show the
 # machine once.
-.venv/bin/perfctl info >/dev/null
+"$venv/bin/perfctl" info >/dev/null
