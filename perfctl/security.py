@@ -17,10 +17,28 @@ class SecurityError(ValueError):
 
 
 def split_address(address: str) -> tuple[str, int]:
+    """(host, port) of HOST:PORT, [IPv6]:PORT. A host of only digits and dots must be a full dotted quad:
+    the C resolver reads 127.1 as 127.0.0.1 but gRPC does not, so it would be checked as one address and
+    bound (or dialled) as another."""
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SecurityError(f"address {address!r} must be HOST:PORT")
-    return host.strip("[]"), int(port)
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SecurityError(f"address {address!r} must be HOST:PORT with a port 1-65535")
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise SecurityError(f"address {address!r}: unbalanced brackets around the host")
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise SecurityError(f"address {address!r}: {host!r} in brackets is not an IPv6 address") from None
+    elif ":" in host:
+        raise SecurityError(f"address {address!r}: write an IPv6 host in brackets, [::1]:PORT")
+    elif all(c.isdigit() or c == "." for c in host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise SecurityError(f"address {address!r}: {host!r} is not a full IPv4 address (a.b.c.d)") from None
+    return host, int(port)
 
 
 def is_loopback(host: str) -> bool:

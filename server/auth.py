@@ -4,18 +4,29 @@ One line per token: ``agent NAME TOKEN`` or ``client NAME TOKEN`` (``#`` starts 
 only register and send samples as NAME; a client may query and submit jobs. Tokens travel in the
 ``authorization: Bearer TOKEN`` metadata, so only over TLS except on loopback (perfctl/security.py).
 ``perfctl token add`` writes lines with fresh random tokens.
+
+The file is re-read when it changes (checked at most once a second), so tokens are added and revoked
+without a restart, and the server never keeps serving tokens from a file it would refuse to start with:
+
+- a file with no tokens (empty, or only comments) revokes every token; at start it is refused ("no tokens");
+- a file that goes missing, turns readable by group or others, becomes unreadable or syntactically invalid
+  revokes every token and is logged as an error, once per change of the file, not per call;
+- fixing the file restores the tokens it lists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 import time
 from dataclasses import dataclass
 
 ROLES = ("agent", "client")
+
+log = logging.getLogger("perfctl.server")
 
 
 class TokenFileError(ValueError):
@@ -33,40 +44,65 @@ def _digest(token: str) -> bytes:
 
 
 class Tokens:
-    """The tokens file, re-read when it changes (at most once a second), so agents and clients can be
-    added or revoked without restarting the server. A file that turns unreadable or invalid keeps the
-    last good tokens in force."""
+    """The tokens file's principals, re-read when the file changes (module docstring: the rules)."""
 
-    def __init__(self, entries: dict[bytes, Principal], path: str | None = None):
+    def __init__(self, entries: dict[bytes, Principal], path: str | None = None, state: tuple | None = None):
         self._entries = entries
         self._path = path
-        self._mtime = os.stat(path).st_mtime_ns if path else None
+        self._state = state
         self._checked = time.monotonic()
 
     @classmethod
     def load(cls, path: str) -> Tokens:
-        return cls(cls._parse(path), path)
+        """The tokens of ``path``; TokenFileError (one line) if the server must not start with it."""
+        state = cls._file_state(path)
+        entries = cls._parse(path)
+        if not entries:
+            raise TokenFileError(f"{path}: no tokens")
+        return cls(entries, path, state)
+
+    @staticmethod
+    def _file_state(path: str) -> tuple:
+        """What identifies one version of the file: a chmod changes ctime and mode, not mtime; a replacing
+        rename changes the inode."""
+        try:
+            st = os.stat(path)
+        except OSError as err:
+            return ("error", err.errno)
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
     def _refresh(self) -> None:
         if self._path is None or time.monotonic() - self._checked < 1.0:
             return
         self._checked = time.monotonic()
+        state = self._file_state(self._path)
+        if state == self._state:
+            return
+        self._state = state
         try:
-            mtime = os.stat(self._path).st_mtime_ns
-            if mtime != self._mtime:
-                self._entries = self._parse(self._path)
-                self._mtime = mtime
-        except (OSError, TokenFileError):
-            pass
+            entries = self._parse(self._path)
+        except TokenFileError as err:
+            self._entries = {}
+            log.error("tokens file refused, every token is revoked until it is fixed: %s", err)
+            return
+        self._entries = entries
+        if entries:
+            log.info("tokens file %s re-read: %d tokens", self._path, len(entries))
+        else:
+            log.warning("tokens file %s has no tokens: every call is refused", self._path)
 
     @staticmethod
     def _parse(path: str) -> dict[bytes, Principal]:
         try:
             with open(path) as f:
+                # the mode of the file read, not of whatever is at the path a moment later
+                mode = os.fstat(f.fileno()).st_mode
                 lines = f.read().splitlines()
         except OSError as err:
             raise TokenFileError(f"{path}: {err.strerror}") from None
-        if os.stat(path).st_mode & 0o077:
+        except UnicodeDecodeError:
+            raise TokenFileError(f"{path}: not UTF-8 text") from None
+        if mode & 0o077:
             raise TokenFileError(f"{path}: readable by others; chmod 600 it")
         entries = {}
         for number, line in enumerate(lines, 1):
@@ -78,8 +114,6 @@ class Tokens:
                 raise TokenFileError(f"{path}:{number}: expected 'agent|client NAME TOKEN' "
                                      "with a token of 16+ characters")
             entries[_digest(parts[2])] = Principal(parts[0], parts[1])
-        if not entries:
-            raise TokenFileError(f"{path}: no tokens")
         return entries
 
     def identify(self, token: str | None) -> Principal | None:

@@ -17,16 +17,20 @@ class BatchRefused(ValueError):
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
+    """A base-128 varint of at most 64 bits. Ten bytes carry 70 bits: the tenth may only hold the top bit,
+    else the value overflows uint64 (and the Ack that echoes the sequence could not be encoded)."""
     value, shift = 0, 0
     while True:
         byte = data[i]
         i += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if value >> 64:
+                raise BatchRefused("malformed batch: varint exceeds 64 bits")
             return value, i
         shift += 7
         if shift > 63:
-            raise BatchRefused("malformed batch: varint too long")
+            raise BatchRefused("malformed batch: varint longer than 10 bytes")
 
 
 def split_batch(data: bytes) -> tuple[int, list[bytes]]:

@@ -8,12 +8,17 @@ flight finish (``grace``), so an agent either gets the ack or re-sends the batch
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
 import io
 import json
 import logging
 import math
 import multiprocessing
+import os
 import signal
+import socket
+import tempfile
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
 
@@ -21,6 +26,7 @@ import grpc
 from prometheus_client import Counter, Gauge, Histogram
 from rich.console import Console
 
+from perfctl import security
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch
@@ -28,9 +34,13 @@ from perfctl.server.storage import Storage, StorageError
 from perfctl.server.validation import (
     MAX_BATCH_SAMPLES,
     MAX_MESSAGE_BYTES,
+    job_message,
     validate_audit,
+    validate_compare,
+    validate_heartbeat,
     validate_job,
-    validate_machine_name,
+    validate_job_report,
+    validate_machine_info,
 )
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -138,17 +148,53 @@ class GroupCommit:
             pending = [await self.queue.get()]
             while not self.queue.empty():
                 pending.append(self.queue.get_nowait())
+            outcomes = await asyncio.to_thread(self._store, [(m, rows, payloads) for m, (rows, payloads), _ in pending])
+            for (_, _, future), outcome in zip(pending, outcomes):
+                if future.done():
+                    continue
+                if isinstance(outcome, Exception):
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+
+    def _store(self, requests: list[tuple[str, list[tuple], list[bytes]]]) -> list:
+        """Per request (stored, duplicates) or the StorageError that request alone caused: one stream's
+        unknown machine or failing insert must not fail the other streams' batches of the same round."""
+        outcomes: list = [None] * len(requests)
+        ready = []
+        for index, (machine, _, _) in enumerate(requests):
             try:
-                results = await asyncio.to_thread(self.storage.ingest_many,
-                                                  [(m, rows, payloads) for m, (rows, payloads), _ in pending])
-            except Exception as err:  # noqa: BLE001 - every waiting stream must hear the failure
-                for _, _, future in pending:
-                    if not future.done():
-                        future.set_exception(err)
+                known = self.storage.machine_pk(machine) is not None
+            except Exception as err:  # noqa: BLE001 - a database error; the stream hears it as one line
+                outcomes[index] = self._failure(machine, err)
                 continue
-            for (_, _, future), result in zip(pending, results):
-                if not future.done():
-                    future.set_result(result)
+            if known:
+                ready.append(index)
+            else:
+                outcomes[index] = StorageError(f"unknown machine {machine!r}: it must register first")
+        if len(ready) > 1:
+            try:
+                for index, result in zip(ready, self.storage.ingest_many([requests[i] for i in ready])):
+                    outcomes[index] = result
+                return outcomes
+            except Exception as err:  # noqa: BLE001 - find the guilty batch below, one transaction each
+                log.warning("a group commit of %d batches failed (%s); storing each in its own transaction",
+                            len(ready), str(err).splitlines()[0] if str(err) else type(err).__name__)
+        for index in ready:
+            try:
+                outcomes[index] = self.storage.ingest_many([requests[index]])[0]
+            except Exception as err:  # noqa: BLE001 - this batch alone fails
+                outcomes[index] = self._failure(requests[index][0], err)
+        return outcomes
+
+    def _failure(self, machine: str, err: Exception) -> StorageError:
+        if isinstance(err, StorageError):
+            return err
+        log.error("storing a batch of %s failed", machine, exc_info=err)
+        # A cached machine id may be stale (its row deleted): look it up again on the next batch.
+        self.storage.forget_machine(machine)
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return StorageError(f"cannot store the batch of {machine!r}: {first}")
 
 
 class AgentService(_Base, rpc.AgentServiceServicer):
@@ -163,9 +209,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         if info.name != principal.name:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                 f"token belongs to {principal.name!r}, not {info.name!r}")
-        problem = validate_machine_name(info.name) or (
-            "inventory too large" if len(info.inventory_json) > 64 << 10 else None) or (
-            "too many events" if len(info.events) > 256 else None)
+        problem = validate_machine_info(info)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         await self._db(context, self.storage.register, info, time.time_ns())
@@ -197,6 +241,9 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
     async def Heartbeat(self, request, context):
         principal = await self._principal(context, "agent")
+        problem = validate_heartbeat(request)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         await self._db(context, self.storage.heard, principal.name, time.time_ns())
         return pb.HeartbeatResponse()
 
@@ -219,14 +266,14 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
     async def ReportJob(self, request, context):
         principal = await self._principal(context, "agent")
-        if request.state not in ("running", "done", "failed", "refused"):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown job state {request.state!r}")
-        updated = await self._db(context, self.storage.update_job, request.job_id[:36], principal.name,
-                                 request.state, request.message[:1000], request.samples)
+        problem = validate_job_report(request)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        updated = await self._db(context, self.storage.update_job, request.job_id, principal.name,
+                                 request.state, job_message(request.message), request.samples)
         if not updated:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id[:36]!r} for {principal.name}")
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r} for {principal.name}")
         return pb.ReportJobResponse()
-
 
     async def ReportAudit(self, request, context):
         principal = await self._principal(context, "agent")
@@ -250,6 +297,36 @@ def audit_warning(machine: str, latest: dict | None, now_ns: int) -> str | None:
         return f"machine {machine}'s latest audit is {latest['verdict']}"
     if now_ns - latest["time_ns"] > AUDIT_STALE_NS:
         return f"machine {machine}'s latest audit is {(now_ns - latest['time_ns']) / 86400e9:.0f} days old"
+    return None
+
+
+def _add_stored_sample(builder, payload: bytes) -> str | None:
+    """Add one stored sample to a DatasetBuilder; None, or why it cannot be used (then nothing of it is
+    kept: the values it added before failing are taken back, so the runs stay aligned across metrics)."""
+    from google.protobuf.message import DecodeError
+
+    from perfctl.wire import proto_to_dict
+
+    try:
+        record = proto_to_dict(pb.Sample.FromString(payload))
+    except DecodeError:
+        return "not a Sample message"
+    bench = builder.dataset.benchmarks.get(record["benchmark"]["name"])
+    lengths = {metric: len(values) for metric, values in bench.metrics.items()} if bench is not None else None
+    try:
+        builder.add(record)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        name = record["benchmark"]["name"]
+        if lengths is None:
+            builder.dataset.benchmarks.pop(name, None)
+        else:
+            for metric in list(bench.metrics):
+                if metric in lengths:
+                    del bench.metrics[metric][lengths[metric]:]
+                else:
+                    del bench.metrics[metric]
+        detail = f"{type(err).__name__} {err}" if isinstance(err, KeyError) else str(err)
+        return f"sample {record['uuid'][:36]}: {detail}"
     return None
 
 
@@ -286,6 +363,9 @@ class QueryService(_Base, rpc.QueryServiceServicer):
 
     async def Compare(self, request, context):
         await self._principal(context, "client")
+        problem = validate_compare(request)
+        if problem:
+            return pb.CompareResponse(output=f"perfctl compare: {problem}", exit_code=2)
         return await asyncio.to_thread(self._compare, request)
 
     def _compare(self, request) -> pb.CompareResponse:
@@ -319,18 +399,31 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             return pb.CompareResponse(output=buffer.getvalue(), exit_code=code)
         except (DatasetError, PairingError, ValueError, StorageError) as err:
             return pb.CompareResponse(output=f"perfctl compare: {err}", exit_code=2)
+        except Exception as err:  # noqa: BLE001 - a bug: the client gets one line, the log the traceback
+            log.exception("compare %s %s failed", request.machine_a, request.machine_b)
+            first = str(err).splitlines()[0] if str(err) else ""
+            return pb.CompareResponse(output=f"perfctl compare: internal error on the server: "
+                                             f"{type(err).__name__}: {first} (the server log has the details)",
+                                      exit_code=2)
 
     def machine_dataset(self, machine: str, benchmarks: list[str], interference=None):
         from perfctl.formats import DatasetError
         from perfctl.formats.jsonl import DatasetBuilder
-        from perfctl.wire import proto_to_dict
 
         if self.storage.machine_pk(machine) is None:
             raise DatasetError(f"no machine named {machine!r} on this server")
         builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy())
+        skipped, first_reason = 0, None
         for payload in self.storage.sample_payloads(machine, benchmarks or None):
-            builder.add(proto_to_dict(pb.Sample.FromString(payload)))
+            reason = _add_stored_sample(builder, payload)
+            if reason is not None:
+                skipped += 1
+                first_reason = first_reason or reason
         dataset = builder.finish()
+        if skipped:
+            # Stored by an older server that validated less: reported, never fatal for the comparison.
+            dataset.notes.append(f"{skipped} stored samples of machine {machine} could not be used and were "
+                                 f"skipped (first: {first_reason})")
         if not dataset.benchmarks:
             raise DatasetError(f"machine {machine!r} has no measured runs" +
                                (f" of {', '.join(benchmarks)}" if benchmarks else ""))
@@ -378,44 +471,108 @@ class QueryService(_Base, rpc.QueryServiceServicer):
                                                      job=pb.Job.FromString(bytes(r["spec"]))) for r in rows])
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_server(server_pid: int) -> None:
+    """Decode worker initializer: the kernel kills this worker when the server process ends, however it
+    ends (SIGKILL included, which runs no cleanup). The death signal is armed first, then the parent
+    checked: a server that died before prctl ran would otherwise leave this worker orphaned for good."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != server_pid:
+        os._exit(1)
+
+
 def decoder_pool(workers: int) -> Executor | None:
-    """Worker processes that decode batches; spawned, never forked (this process holds gRPC threads)."""
+    """Worker processes that decode batches; spawned, never forked (this process holds gRPC threads).
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the worker ends; the pool forks from the thread
+    that submits, here always the event loop's (the main thread), which lives as long as the server.
+    multiprocessing's resource tracker (started for the pool's semaphores) exits when the last process
+    holding its pipe ends: the server and these workers."""
     if workers <= 0:
         return None
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_die_with_server, initargs=(os.getpid(),))
+
+
+def _bind_failure(listen: str) -> str:
+    """Why gRPC could not bind ``listen``, in words: gRPC itself only says that it failed."""
+    try:
+        host, port = security.split_address(listen)
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (security.SecurityError, OSError) as err:
+        return str(err.strerror if isinstance(err, OSError) and err.strerror else err)
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            try:
+                probe.bind(address)
+            except OSError as err:
+                return "address in use" if err.errno == errno.EADDRINUSE else (err.strerror or str(err)).lower()
+    return "gRPC could not bind it (GRPC_VERBOSITY=debug shows why)"
+
+
+def _bind(server, listen: str, credentials) -> int:
+    """The bound port, or 0. gRPC core prints its own bind error on file descriptor 2, a second line beside
+    the one-line error the caller gives: stderr is captured for the call, written back when the bind
+    succeeded (nothing is lost) and dropped when it failed (the caller explains the failure)."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            if credentials is None:
+                port = server.add_insecure_port(listen)
+            else:
+                port = server.add_secure_port(listen, credentials)
+        except RuntimeError:  # grpc >= 1.5x raises instead of returning 0
+            port = 0
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if port:
+            capture.seek(0)
+            os.write(2, capture.read())
+    return port
 
 
 async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grace: float = 10.0,
                 ready: asyncio.Event | None = None, decode_workers: int = 1) -> None:
-    """Run the server until SIGTERM or SIGINT, then stop taking calls and let in-flight batches finish."""
+    """Run the server until SIGTERM or SIGINT, then stop taking calls and let in-flight batches finish.
+
+    OSError("cannot listen on ADDRESS: why") when the address cannot be bound. SO_REUSEPORT is off (gRPC
+    turns it on by default): a second server on a taken port must fail, not silently share the port and
+    split the agents between two databases."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),
                                       ("grpc.http2.max_pings_without_data", 0),
-                                      ("grpc.keepalive_permit_without_calls", 1)])
+                                      ("grpc.keepalive_permit_without_calls", 1),
+                                      ("grpc.so_reuseport", 0)])
     hub = JobHub()
     decoders = decoder_pool(decode_workers)
-    if decoders is not None:  # start the workers now, not on the first batch
-        await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(decoders, decode_batch, b"")
-                               for _ in range(decode_workers)))
-    _add_agent_service(AgentService(storage, tokens, hub, decoders), server)
-    rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub), server)
-    if credentials is None:
-        port = server.add_insecure_port(listen)
-    else:
-        port = server.add_secure_port(listen, credentials)
-    if port == 0:
-        raise OSError(f"cannot listen on {listen}")
-    await server.start()
-    log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if ready is not None:
-        ready.set()
-    await stop.wait()
-    log.info("stopping: draining in-flight calls for up to %.0f s", grace)
-    await server.stop(grace)
-    if decoders is not None:
-        decoders.shutdown(cancel_futures=True)
+    try:
+        _add_agent_service(AgentService(storage, tokens, hub, decoders), server)
+        rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub), server)
+        port = _bind(server, listen, credentials)
+        if port == 0:
+            raise OSError(f"cannot listen on {listen}: {_bind_failure(listen)}")
+        if decoders is not None:  # start the workers now, not on the first batch
+            await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(decoders, decode_batch, b"")
+                                   for _ in range(decode_workers)))
+        await server.start()
+        log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+        log.info("stopping: draining in-flight calls for up to %.0f s", grace)
+        await server.stop(grace)
+    finally:
+        if decoders is not None:
+            decoders.shutdown(cancel_futures=True)

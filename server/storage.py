@@ -124,6 +124,10 @@ class Storage:
             self._machine_ids[name] = pk
         return self._machine_ids[name]
 
+    def forget_machine(self, name: str) -> None:
+        """Drop a cached machine id: the next use looks the machine up again (its row may be gone)."""
+        self._machine_ids.pop(name, None)
+
     def list_machines(self) -> list[dict]:
         with self.engine.connect() as conn:
             counts = dict(conn.execute(select(samples.c.machine, func.count()).group_by(samples.c.machine)).all())

@@ -19,112 +19,272 @@ MAX_ARG_BYTES = 4096
 MAX_NAME = 256
 MAX_TEXT = 1024
 MAX_BACKENDS = 8
+MAX_BACKEND_NAME = 32
+MAX_UNIT = 16
+MAX_EXIT_STATUS = 255
+MAX_SIGNAL = 64  # SIGRTMAX on Linux
+MAX_CPU = 1 << 16
+MAX_RUN_INDEX = 10**9
+MAX_INVENTORY_BYTES = 64 << 10
+MAX_EVENTS = 256
 SCOPES = ("user", "kernel", "all")
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_EVENT = re.compile(r"^[A-Za-z0-9_:.\-]{1,128}$")
+HEARTBEAT_STATES = ("", "idle", "running")
+# \Z, not $: "$" also matches before a final newline, so "cycles\n" would pass as an event name.
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
+_EVENT = re.compile(r"^[A-Za-z0-9_:.\-]{1,128}\Z")
+# Control characters other than tab and newline: NUL, escape (terminal control sequences), carriage return...
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _GOOD_NAMES: set[tuple] = set()
 
 
-def _text(value: str, limit: int, name: str) -> str | None:
+def _printable(value: str, limit: int, field: str) -> str | None:
+    """A name (event, benchmark, machine, backend, user, path...): at most ``limit`` characters, all printable.
+
+    Names end up in tables, logs and terminals: a newline forges lines, an escape sequence drives the
+    terminal, NUL truncates in C libraries. str.isprintable() is false for all of them (and for other
+    Unicode format characters such as bidirectional overrides), in C and fast."""
     if len(value) > limit:
-        return f"{name} longer than {limit} characters"
+        return f"{field} longer than {limit} characters"
+    if not value.isprintable():
+        return f"{field} has control or non-printable characters"
+    return None
+
+
+def _text(value: str, limit: int, field: str) -> str | None:
+    """Free text (an argument, a reason): at most ``limit`` characters; tab and newline allowed, no other
+    control character."""
+    if len(value) > limit:
+        return f"{field} longer than {limit} characters"
+    if _CONTROL.search(value):
+        return f"{field} has control characters"
+    return None
+
+
+def _finite(value: float, field: str, minimum: float | None = None) -> str | None:
+    if not math.isfinite(value):
+        return f"{field} must be finite"
+    if minimum is not None and value < minimum:
+        return f"{field} must be >= {minimum:g}"
     return None
 
 
 def validate_sample(s) -> str | None:
-    """None if the wire Sample is acceptable, else what is wrong with it."""
+    """None if the wire Sample is acceptable, else what is wrong with it, naming the field.
+
+    Every field of Sample, Benchmark, Environment and Reading is bounded here (tests/test_server_hardening.py
+    walks the message descriptors, so a field added to the proto without a bound fails a test)."""
     if not _UUID.match(s.uuid):
         return "uuid is not a canonical lower-case UUID"
     if s.schema_version != 1:
         return f"schema_version {s.schema_version} is not 1"
     b = s.benchmark
-    if not b.name or len(b.name) > MAX_NAME:
-        return f"benchmark.name must be 1-{MAX_NAME} characters"
-    if len(b.argv) > MAX_ARGV or any(len(a) > MAX_ARG_BYTES for a in b.argv):
-        return f"benchmark.argv: at most {MAX_ARGV} arguments of {MAX_ARG_BYTES} characters"
-    if not _HEX64.match(b.executable_sha256) or not _HEX64.match(b.input_digest):
-        return "benchmark digests must be 64 lower-case hex digits"
-    for problem in (_text(b.executable, MAX_ARG_BYTES, "benchmark.executable"), _text(s.machine_id, 64, "machine_id"),
-                    _text(s.environment.user, MAX_NAME, "environment.user"),
-                    _text(s.environment.cwd, MAX_ARG_BYTES, "environment.cwd")):
+    if not b.name:
+        return "benchmark.name is empty"
+    if len(b.argv) > MAX_ARGV:
+        return f"benchmark.argv: more than {MAX_ARGV} arguments"
+    if not _HEX64.match(b.executable_sha256):
+        return "benchmark.executable_sha256 must be 64 lower-case hex digits"
+    if not _HEX64.match(b.input_digest):
+        return "benchmark.input_digest must be 64 lower-case hex digits"
+    env = s.environment
+    for problem in (_printable(b.name, MAX_NAME, "benchmark.name"),
+                    _printable(b.executable, MAX_ARG_BYTES, "benchmark.executable"),
+                    _printable(s.machine_id, 64, "machine_id"),
+                    _printable(env.user, MAX_NAME, "environment.user"),
+                    _printable(env.cwd, MAX_ARG_BYTES, "environment.cwd")):
         if problem:
             return problem
-    if s.job_id and not _UUID.match(s.job_id):
+    for index, argument in enumerate(b.argv):
+        problem = _text(argument, MAX_ARG_BYTES, f"benchmark.argv[{index}]")
+        if problem:
+            return problem
+    if s.HasField("job_id") and not _UUID.match(s.job_id):
         return "job_id is not a UUID"
-    if not 0 <= s.run_index <= 10**9:
-        return "run_index out of range"
-    if s.wall_ns < 0 or s.start_time_ns < 0:
-        return "negative time"
+    if not 0 <= s.run_index <= MAX_RUN_INDEX:
+        return f"run_index must be 0-{MAX_RUN_INDEX}"
+    if s.start_time_ns < 0:
+        return "start_time_ns is negative"
+    if s.wall_ns < 0:
+        return "wall_ns is negative"
     if s.outcome not in OUTCOMES:
-        return f"outcome {s.outcome!r} unknown"
+        return f"outcome {s.outcome[:32]!r} unknown"
+    if s.HasField("exit_status") and not 0 <= s.exit_status <= MAX_EXIT_STATUS:
+        return f"exit_status must be 0-{MAX_EXIT_STATUS}"
+    if s.HasField("signal") and not 1 <= s.signal <= MAX_SIGNAL:
+        return f"signal must be 1-{MAX_SIGNAL}"
+    if s.HasField("max_rss_kib") and s.max_rss_kib < 0:
+        return "max_rss_kib is negative"
+    # The benchmark's own stderr: shown only on request, may hold its colours; bounded in length only.
     if len(s.stderr_tail) > MAX_TEXT:
-        return "stderr_tail too long"
-    if not 0 <= s.environment.env_bytes <= 1 << 20:
-        return "environment.env_bytes out of range"
+        return f"stderr_tail longer than {MAX_TEXT} characters"
+    if not 0 <= env.env_bytes <= 1 << 20:
+        return "environment.env_bytes must be 0-1048576"
+    if env.HasField("pinned_cpu") and not 0 <= env.pinned_cpu < MAX_CPU:
+        return f"environment.pinned_cpu must be 0-{MAX_CPU - 1}"
     if len(s.backends) > MAX_BACKENDS:
-        return "too many backends"
+        return f"backends: more than {MAX_BACKENDS}"
+    for index, backend in enumerate(s.backends):
+        problem = _printable(backend, MAX_BACKEND_NAME, f"backends[{index}]")
+        if problem:
+            return problem
     if len(s.readings) > MAX_READINGS:
         return f"more than {MAX_READINGS} readings"
-    # Unset optional fields read as 0 / 0.0 / "", which pass every check below: no HasField calls needed.
-    # The names of a reading (event, status, scope, backend, unit) repeat across samples: a combination
-    # checked once is remembered (bounded), so the common case costs a tuple and a set lookup.
+    # The names of a reading repeat across samples: a combination checked once is remembered (bounded),
+    # so the common case costs a tuple and a set lookup.
     for index, r in enumerate(s.readings):
-        names = (r.event, r.status, r.scope, r.backend, r.unit)
+        names = (r.event, r.status, r.scope, r.backend, r.unit, r.source, r.correction_model)
         if names not in _GOOD_NAMES:
             problem = _check_names(index, *names)
             if problem:
                 return problem
             if len(_GOOD_NAMES) < 4096:
                 _GOOD_NAMES.add(names)
-        if r.value < 0:
-            return f"readings[{index}].value is negative"
-        scaled = r.scaled
-        if scaled < 0 or scaled != scaled or scaled == math.inf:
-            return f"readings[{index}].scaled must be finite and >= 0"
-        if len(r.reason) > MAX_TEXT:
-            return f"readings[{index}].reason too long"
+        problem = _check_numbers(index, r)
+        if problem:
+            return problem
+        if r.HasField("audit_id") and not _UUID.match(r.audit_id):
+            return f"readings[{index}].audit_id is not a UUID"
+        if r.HasField("reason"):
+            problem = _text(r.reason, MAX_TEXT, f"readings[{index}].reason")
+            if problem:
+                return problem
     return None
 
 
-def _check_names(index: int, event: str, status: str, scope: str, backend: str, unit: str) -> str | None:
+def _check_numbers(index: int, r) -> str | None:
+    # Unset optional numbers read as 0: HasField tells "absent" from "zero" where the difference matters.
+    if r.HasField("value"):
+        if r.value < 0:
+            return f"readings[{index}].value is negative"
+    elif r.status == "ok":
+        return f"readings[{index}].value is missing (status ok)"
+    if r.time_enabled < 0:
+        return f"readings[{index}].time_enabled is negative"
+    if r.time_running < 0:
+        return f"readings[{index}].time_running is negative"
+    if r.HasField("scaled"):
+        problem = _finite(r.scaled, f"readings[{index}].scaled", 0)
+        if problem:
+            return problem
+    if r.HasField("corrected"):
+        # A correction subtracts estimated artifacts; a small negative result is a measurement, not a bug.
+        problem = _finite(r.corrected, f"readings[{index}].corrected")
+        if problem:
+            return problem
+    return None
+
+
+def _check_names(index: int, event: str, status: str, scope: str, backend: str, unit: str, source: str,
+                 correction_model: str) -> str | None:
     if not _EVENT.match(event):
         return f"readings[{index}].event is not an event name"
     if status not in READING_STATUSES:
-        return f"readings[{index}].status {status!r} unknown"
+        return f"readings[{index}].status {status[:32]!r} unknown"
     if scope not in SCOPES:
-        return f"readings[{index}].scope {scope!r} unknown"
-    if len(backend) > 32 or len(unit) > 16:
-        return f"readings[{index}]: backend or unit too long"
-    return None
+        return f"readings[{index}].scope {scope[:32]!r} unknown"
+    return (_printable(backend, MAX_BACKEND_NAME, f"readings[{index}].backend")
+            or _printable(unit, MAX_UNIT, f"readings[{index}].unit")
+            or _printable(source, MAX_NAME, f"readings[{index}].source")
+            or _printable(correction_model, MAX_NAME, f"readings[{index}].correction_model"))
 
 
 def validate_job(job) -> str | None:
     if not 1 <= len(job.commands) <= 16:
         return "a job has 1 to 16 commands"
-    for command in job.commands:
-        if not command.argv or len(command.argv) > MAX_ARGV or any(len(a) > MAX_ARG_BYTES for a in command.argv):
-            return f"command argv: 1 to {MAX_ARGV} arguments of {MAX_ARG_BYTES} characters"
-        if len(command.name) > MAX_NAME:
-            return "command name too long"
+    for number, command in enumerate(job.commands):
+        if not command.argv or len(command.argv) > MAX_ARGV:
+            return f"commands[{number}].argv: 1 to {MAX_ARGV} arguments"
+        problem = _printable(command.name, MAX_NAME, f"commands[{number}].name")
+        for index, argument in enumerate(command.argv):
+            problem = problem or _text(argument, MAX_ARG_BYTES, f"commands[{number}].argv[{index}]")
+        if problem:
+            return problem
     if not 1 <= job.repetitions <= 100_000 or job.warmups > 1000:
         return "repetitions must be 1-100000 and warmups at most 1000"
     if len(job.events) > 64 or any(not _EVENT.match(e) for e in job.events):
         return "events: at most 64 event names"
     if job.backend:
+        problem = _printable(job.backend, MAX_NAME, "backend")
+        if problem:
+            return problem
         try:
             parse_backends(job.backend)
         except ValueError as err:
             return str(err)
     if not (0 <= job.timeout_seconds <= 86400 and math.isfinite(job.timeout_seconds)):
         return "timeout_seconds must be 0-86400"
+    if len(job.job_id) > 36:  # assigned by the server; a client's value is replaced
+        return "job_id longer than 36 characters"
     return None
 
 
 def validate_machine_name(name: str) -> str | None:
-    if not name or len(name) > 128 or any(c.isspace() for c in name):
-        return "machine name must be 1-128 characters without spaces"
+    if not name or len(name) > 128 or not name.isprintable() or any(c.isspace() for c in name):
+        return "machine name must be 1-128 printable characters without spaces"
     return None
+
+
+def validate_machine_info(info) -> str | None:
+    """Register's MachineInfo: the name, the inventory (a JSON object clients parse), backends and events."""
+    import json
+
+    problem = validate_machine_name(info.name) or _printable(info.machine_id, 64, "machine_id") or \
+        _printable(info.agent_version, 64, "agent_version")
+    if problem:
+        return problem
+    if len(info.inventory_json) > MAX_INVENTORY_BYTES:
+        return f"inventory_json larger than {MAX_INVENTORY_BYTES} bytes"
+    if info.inventory_json:
+        try:
+            inventory = json.loads(info.inventory_json)
+        except ValueError:
+            return "inventory_json is not JSON"
+        if not isinstance(inventory, dict):
+            return "inventory_json is not a JSON object"
+    if len(info.backends) > MAX_BACKENDS:
+        return f"backends: more than {MAX_BACKENDS}"
+    for index, backend in enumerate(info.backends):
+        problem = _printable(backend, MAX_BACKEND_NAME, f"backends[{index}]")
+        if problem:
+            return problem
+    if len(info.events) > MAX_EVENTS:
+        return f"events: more than {MAX_EVENTS}"
+    for index, entry in enumerate(info.events):
+        # a label, not only an event name: "task-clock@ebpf" when two backends count the same event
+        problem = _printable(entry.event, MAX_NAME, f"events[{index}].event") or \
+            _text(entry.reason, MAX_TEXT, f"events[{index}].reason")
+        if problem:
+            return problem
+    return None
+
+
+def validate_heartbeat(request) -> str | None:
+    if request.state not in HEARTBEAT_STATES:
+        return f"state {request.state[:32]!r} unknown"
+    if request.HasField("job_id") and not _UUID.match(request.job_id):
+        return "job_id is not a UUID"
+    return None
+
+
+JOB_REPORT_STATES = ("running", "done", "failed", "refused")
+
+
+def validate_job_report(request) -> str | None:
+    """ReportJob: the state is an enumeration, the job a UUID. The message is a human status line: see
+    job_message."""
+    if request.state not in JOB_REPORT_STATES:
+        return f"unknown job state {request.state[:32]!r}"
+    if not _UUID.match(request.job_id):
+        return "job_id is not a UUID"
+    return None
+
+
+def job_message(message: str) -> str:
+    """A job's status message as stored: at most 1000 characters, control characters other than tab and
+    newline replaced by U+FFFD. Replaced rather than refused: the message often quotes a failed command's
+    stderr, and refusing it would lose the job's final state (the agent does not re-send a refused report)."""
+    return _CONTROL.sub("\ufffd", message[:1000])
 
 
 AUDIT_VERDICTS = ("trusted", "degraded", "untrusted", "no-PMU")
@@ -145,8 +305,24 @@ def validate_audit(request) -> tuple[str | None, dict | None]:
         return "audit report is not JSON", None
     if not isinstance(report, dict) or report.get("verdict") not in AUDIT_VERDICTS:
         return f"audit verdict must be one of {AUDIT_VERDICTS}", None
-    if not isinstance(report.get("time_ns"), int) or report["time_ns"] < 0:
-        return "audit time_ns must be a non-negative integer", None
+    time_ns = report.get("time_ns")
+    if not isinstance(time_ns, int) or isinstance(time_ns, bool) or not 0 <= time_ns < 1 << 63:
+        return "audit time_ns must be an integer 0 to 2**63-1", None
     if report.get("audit_id") != request.audit_id:
         return "audit_id differs from the report's", None
     return None, report
+
+
+def validate_compare(request) -> str | None:
+    """Compare's selectors are only looked up, never stored; bounded so one request cannot hold a worker
+    thread or fill the log. The statistical parameters are checked by Parameters.validate()."""
+    if len(request.benchmarks) > 1000 or len(request.metrics) > 100:
+        return "at most 1000 benchmarks and 100 metrics"
+    for field, value, limit in (("machine_a", request.machine_a, 128), ("machine_b", request.machine_b, 128),
+                                ("format", request.format, 16), ("correction", request.correction, 16),
+                                *((f"benchmarks[{i}]", v, MAX_NAME) for i, v in enumerate(request.benchmarks)),
+                                *((f"metrics[{i}]", v, MAX_NAME) for i, v in enumerate(request.metrics))):
+        problem = _printable(value, limit, field)
+        if problem:
+            return problem
+    return None
