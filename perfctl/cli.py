@@ -1,15 +1,22 @@
 """The `perfctl` command: argument parsing and wiring only; the work lives in agent/ and analysis/.
 
 Exit codes (docs/stat.md): 0 every measured run exited 0; 1 some run failed, died of a signal or timed
-out (all recorded); 2 bad usage or input (nothing was run, or nothing more); 130 interrupted (every
-finished run is written).
+out (all recorded); 2 bad usage or input, or an output that cannot be written (nothing was run, or
+nothing more); 128 + N stopped by signal N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP (the run in progress is
+killed with its process tree, every finished run is written).
+
+Everything a file, an agent or a server supplies is printed through perfctl/text.py: control characters
+shown as escapes, rich markup shown as text.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
+import signal
 import sys
 
 from rich.console import Console
@@ -92,7 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     stat = sub.add_parser("stat", help="run a command N times and count events per run",
-                          description="Run CMD N times under controlled conditions and count events per run.")
+                          description="Run CMD N times under controlled conditions and count events per run.",
+                          epilog="exit status: 0 every measured run exited 0; 1 a run failed, died of a signal or "
+                                 "timed out; 2 bad usage or input, or an output that cannot be written; 128+N "
+                                 "stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP): the run in progress "
+                                 "is killed with its process tree, finished runs are kept (docs/stat.md)")
     stat.add_argument("-r", "--repeat", type=_positive_int, default=10, metavar="N", help="measured runs (default 10)")
     stat.add_argument("--warmup", type=_non_negative_int, default=0, metavar="K",
                       help="warmup runs before the measured ones, recorded and flagged")
@@ -223,8 +234,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _run(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`| head`): the exit code still describes the command
+        _quiet_stdout()
+    except OSError as err:
+        # what was still buffered; unflushed, Python would report it at exit with a traceback and status 120
+        _quiet_stdout()
+        _say(f"perfctl: cannot write the output: {err.strerror}")
+        return code if code >= 128 else EXIT_USAGE
+    return code
+
+
+# Errors of writing to a full or failing destination (stdout redirected to /dev/full, a full disk): the
+# user's to fix, so one line and exit 2 rather than a traceback.
+_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _run(argv: list[str] | None) -> int:
+    command = "perfctl"
     try:
         args = build_parser().parse_args(argv)
+        command = f"perfctl {args.command}"
         if args.command == "stat":
             return _stat(args)
         if args.command == "info":
@@ -247,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _say("perfctl: interrupted")
         return EXIT_INTERRUPTED
+    except OSError as err:
+        if err.errno not in _OUTPUT_ERRNOS:
+            raise
+        _quiet_stdout()
+        _say(f"{command}: cannot write the output: {err.strerror}")
     return EXIT_USAGE
 
 
@@ -351,11 +388,13 @@ def _info(args) -> int:
         return EXIT_OK
     from rich.table import Table
 
-    table = Table(title=f"{inv['hostname']} (machine id {inv['machine_id']})", title_justify="left")
+    from perfctl.text import cell
+
+    table = Table(title=cell(f"{inv['hostname']} (machine id {inv['machine_id']})"), title_justify="left")
     for column in ("item", "value", "what it means for the counters", "to change it"):
         table.add_column(column, overflow="fold")
     for check in inventory.checks(inv):
-        table.add_row(check.item, check.value, check.meaning, check.fix or "")
+        table.add_row(*map(cell, (check.item, check.value, check.meaning, check.fix or "")))
     _console().print(table)
     return EXIT_OK
 
@@ -388,18 +427,21 @@ def _stat(args) -> int:
 
     machine_readable = args.json or args.csv
     summary_console = _console(stderr=machine_readable)
-    writers = []
+    writers = []  # (where it writes, writer): an output that fails is named in the message
     output = None
     if args.output:
         try:
             output = open(args.output, "a", encoding="utf-8")
         except OSError as err:
             raise UsageError(f"perfctl stat: cannot write {args.output}: {err.strerror}") from None
-        writers.append(JsonlWriter(output))
+        writers.append((args.output, JsonlWriter(output)))
     if args.json:
-        writers.append(JsonlWriter(sys.stdout))
+        writers.append(("stdout", JsonlWriter(sys.stdout)))
     elif args.csv:
-        writers.append(CsvWriter(sys.stdout))
+        try:
+            writers.append(("stdout", CsvWriter(sys.stdout)))  # it writes the header line
+        except OSError as err:
+            raise _output_failed(_OutputError("stdout", err), 0) from None
 
     inv = inventory.collect()
     try:
@@ -410,52 +452,134 @@ def _stat(args) -> int:
         _say(f"perfctl stat: {fallback}")
     runner = Runner()
     summary = StatSummary(interference=_interference(args))
-    if backend.name == "perf_event":
-        from perfctl.agent.audit import make_corrector
-
-        corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs,
-                                                            ebpf="ebpf" in backend.names)
-    else:
-        corrector = None
     total = args.warmup + args.repeat
     progress = _progress(total, args.no_progress or not sys.stderr.isatty())
-    interrupted = False
+    stopped_by: Interrupted | None = None
     try:
-        for writer in writers:
-            writer.write_machine(inv)
-        with progress:
-            task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
-            for sample in session.run(plan, backend, runner, inv["machine_id"], corrector, identified):
-                for writer in writers:
-                    writer.write_sample(sample)
-                summary.add(sample)
-                progress.advance(task)
-    except KeyboardInterrupt:
-        interrupted = True
+        with _stop_on_signals():
+            try:
+                corrector = None
+                if backend.name == "perf_event":
+                    from perfctl.agent.audit import make_corrector
+
+                    corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs,
+                                                                        ebpf="ebpf" in backend.names)
+                _emit(writers, "write_machine", inv)
+                with progress:
+                    task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
+                    for sample in session.run(plan, backend, runner, inv["machine_id"], corrector, identified):
+                        _emit(writers, "write_sample", sample)
+                        summary.add(sample)
+                        progress.advance(task)
+            finally:
+                # still under _stop_on_signals: a second signal must not cut the cleanup short
+                backend.close()
+                runner.close()
+                if output is not None:
+                    try:
+                        output.close()
+                    except OSError:  # only a write that already failed and was reported leaves data here
+                        pass
+    except Interrupted as signalled:
+        stopped_by = signalled
     except RunError as err:
         raise UsageError(f"perfctl stat: {err}") from None
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise UsageError("perfctl stat: output pipe closed; measurement stopped") from None
-    finally:
-        backend.close()
-        runner.close()
-        if output is not None:
-            output.close()
+    except _OutputError as err:
+        raise _output_failed(err, summary.runs) from None
 
     title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
-    render(summary, summary_console, title)
-    if interrupted:
+    try:
+        render(summary, summary_console, title)
+    except OSError as err:
+        if err.errno not in _OUTPUT_ERRNOS or stopped_by is not None:
+            raise
+        _quiet_stdout()
+        raise UsageError(f"perfctl stat: cannot write the summary: {err.strerror}") from None
+    if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output else ""
-        _say(f"perfctl: interrupted after {summary.runs} measured runs{where}")
-        return EXIT_INTERRUPTED
+        _say(f"perfctl: interrupted after {summary.runs} measured runs "
+             f"({signal.Signals(stopped_by.signum).name}){where}")
+        return stopped_by.exit_code
     return EXIT_OK if summary.all_ok else EXIT_RUN_FAILED
 
 
+class _OutputError(Exception):
+    """A sample could not be written to ``where`` (a full disk, /dev/full, a closed pipe)."""
+
+    def __init__(self, where: str, error: OSError):
+        super().__init__(f"{where}: {error}")
+        self.where, self.error = where, error
+
+
+def _output_failed(err: _OutputError, runs: int) -> UsageError:
+    """The one line for a sample output that cannot be written; stdout is silenced so that nothing buffered
+    for it fails again on the way out."""
+    if err.where == "stdout":
+        _quiet_stdout()
+    if isinstance(err.error, BrokenPipeError):
+        return UsageError("perfctl stat: output pipe closed; measurement stopped")
+    return UsageError(f"perfctl stat: cannot write {err.where}: {err.error.strerror}; measurement stopped after "
+                      f"{runs} measured runs")
+
+
+def _emit(writers, method: str, record) -> None:
+    for where, writer in writers:
+        try:
+            getattr(writer, method)(record)
+        except OSError as err:
+            raise _OutputError(where, err) from None
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP during `perfctl stat`. A KeyboardInterrupt, so it unwinds the way Ctrl-C
+    does: the backend's cleanup kills the run's whole process tree (agent/runner.py kill_tree) and every
+    finished run is already written. The command then exits 128 + the signal's number, as a shell or
+    timeout(1) reports a process that a signal stopped: 130, 143, 129."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+    """Within the block the first of STOP_SIGNALS raises Interrupted; later ones are ignored, so that
+    the cleanup it starts (killing the benchmark's tree, closing counters and files) runs to its end."""
+    received: list[int] = []
+
+    def stop(signum, frame):
+        if not received:
+            received.append(signum)
+            raise Interrupted(signum)
+
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def _say(line: str) -> None:
-    """One unwrapped line on stderr: messages a user (or a script) must be able to grep."""
-    print(line.replace("\n", " "), file=sys.stderr, flush=True)
+    """One unwrapped line on stderr: messages a user (or a script) must be able to grep. They quote names
+    from files and servers, so control characters are shown, never sent to the terminal."""
+    from perfctl.text import visible
+
+    print(visible(line.replace("\n", " ")), file=sys.stderr, flush=True)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null once writing to it failed: what is still buffered, or printed on the way
+    out, must not fail again (or be reported at exit with a traceback)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class _Console(Console):

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfctl.analysis.compare import Comparison, finite_or_none
+from perfctl.text import cell, visible
 
 ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
               "ratio_high", "verdict", "difference_p_adjusted", "equivalence_p_adjusted", "mean_protocol",
@@ -79,14 +80,14 @@ def _number(value, digits: int = 4) -> str:
 
 def render_table(comparison: Comparison, context: dict, console: Console) -> None:
     for line in statement(comparison, context):
-        console.print(line, markup=False, highlight=False)
+        console.print(visible(line), markup=False, highlight=False)
     table = Table(title_justify="left")
     for column in ("benchmark", "metric", "n A/B", "median A", "median B", "A/B [CI]", "SPARC", "mean",
                    "median", "P[A>B]", f"SPA v{comparison.parameters.proportion:g} A", "SPA B"):
         table.add_column(column, overflow="fold")
     for row in rows(comparison):
-        table.add_row(row["benchmark"], row["metric"], f"{row['n_a']}/{row['n_b']}", _number(row["median_a"]),
-                      _number(row["median_b"]),
+        table.add_row(cell(row["benchmark"]), cell(row["metric"]), f"{row['n_a']}/{row['n_b']}",
+                      _number(row["median_a"]), _number(row["median_b"]),
                       "-" if row["ratio_a_over_b"] is None else
                       f"{row['ratio_a_over_b']:.4f} {_interval(row['ratio_low'], row['ratio_high'])}",
                       row["verdict"], row["mean_protocol"] or "-", row["median_protocol"] or "-",
@@ -98,9 +99,10 @@ def render_table(comparison: Comparison, context: dict, console: Console) -> Non
     console.print(table)
     for row in rows(comparison):
         if row["warnings"]:
-            console.print(f"  {row['benchmark']} ({row['metric']}): {row['warnings']}", markup=False, highlight=False)
+            console.print(visible(f"  {row['benchmark']} ({row['metric']}): {row['warnings']}"), markup=False,
+                          highlight=False)
     for summary in comparison.summaries:
-        console.print(f"overall, {summary.metric}:", markup=False, highlight=False)
+        console.print(visible(f"overall, {summary.metric}:"), markup=False, highlight=False)
         if summary.speedup_median is None:
             console.print("  no benchmark could be judged", markup=False, highlight=False)
             continue
@@ -116,7 +118,7 @@ def render_table(comparison: Comparison, context: dict, console: Console) -> Non
                       f"{summary.benchmarks_needed} benchmarks for ±{comparison.parameters.precision}",
                       markup=False, highlight=False)
         for note in acc.warnings:
-            console.print(f"  note: {note}", markup=False, highlight=False)
+            console.print(visible(f"  note: {note}"), markup=False, highlight=False)
         overall = summary.sparc_overall
         if overall is not None:
             if overall.pvalue is None:
@@ -126,10 +128,10 @@ def render_table(comparison: Comparison, context: dict, console: Console) -> Non
                         f"({overall.set_aside} set aside as equivalent or trivial): p = {overall.pvalue:.4g} at "
                         f"alpha {overall.alpha:.4g}: " + (f"B {overall.direction} overall" if overall.rejected
                                                           else "no overall difference shown"))
-            console.print(f"  SPARC overall: {text}", markup=False, highlight=False)
+            console.print(visible(f"  SPARC overall: {text}"), markup=False, highlight=False)
     if comparison.only_a or comparison.only_b:
-        console.print(f"only in A: {', '.join(comparison.only_a) or '-'}; "
-                      f"only in B: {', '.join(comparison.only_b) or '-'}",
+        console.print(visible(f"only in A: {', '.join(comparison.only_a) or '-'}; "
+                              f"only in B: {', '.join(comparison.only_b) or '-'}"),
                       markup=False, highlight=False)
 
 
@@ -182,26 +184,34 @@ def to_csv(comparison: Comparison) -> str:
     writer = csv.DictWriter(buffer, fieldnames=ROW_FIELDS)
     writer.writeheader()
     for row in rows(comparison):
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        writer.writerow({k: "" if v is None else visible(v) if isinstance(v, str) else v for k, v in row.items()})
     return buffer.getvalue()
 
 
 def to_markdown(comparison: Comparison, context: dict) -> str:
-    lines = [f"> {line}" for line in statement(comparison, context)] + [""]
+    lines = [f"> {visible(line)}" for line in statement(comparison, context)] + [""]
     lines.append("| benchmark | metric | n A/B | median A | median B | A/B [CI] | SPARC | mean | median | P[A>B] |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows(comparison):
         ratio = "-" if row["ratio_a_over_b"] is None else \
             f"{row['ratio_a_over_b']:.4f} {_interval(row['ratio_low'], row['ratio_high'])}"
-        lines.append(f"| {row['benchmark']} | {row['metric']} | {row['n_a']}/{row['n_b']} | {_number(row['median_a'])} "
+        lines.append(f"| {_markdown_cell(row['benchmark'])} | {_markdown_cell(row['metric'])} | "
+                     f"{row['n_a']}/{row['n_b']} | {_number(row['median_a'])} "
                      f"| {_number(row['median_b'])} | {ratio} | {row['verdict']} | {row['mean_protocol'] or '-'} | "
                      f"{row['median_protocol'] or '-'} | {_number(row['p_a_greater_b'], 3)} |")
     for summary in comparison.summaries:
         if summary.speedup_median is not None:
             lines.append("")
-            lines.append(f"Overall ({summary.metric}): speedup of medians {summary.speedup_median.speedup:.4f}, "
+            lines.append(f"Overall ({_markdown_cell(summary.metric)}): speedup of medians "
+                         f"{summary.speedup_median.speedup:.4f}, "
                          f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
     return "\n".join(lines) + "\n"
+
+
+def _markdown_cell(text: str) -> str:
+    """A name in a Markdown table: control characters visible, and a ``|`` escaped so that it cannot end
+    the cell (and shift or forge columns)."""
+    return visible(text).replace("|", "\\|")
 
 
 EXIT_NO_RELEVANT_SLOWDOWN, EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 0, 3, 4
@@ -227,7 +237,7 @@ def render(fmt: str, comparison: Comparison, context: dict, console: Console, no
     else:
         render_table(comparison, context, console)
         for note in notes:
-            console.print(f"note: {note}", markup=False, highlight=False)
+            console.print(visible(f"note: {note}"), markup=False, highlight=False)
 
 
 def compare_datasets(a, b, metrics, parameters, fmt: str, console: Console, labels: tuple[str, str]) -> int:

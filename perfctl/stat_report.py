@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
 from perfctl.model import InterferencePolicy, Sample, distinct_labels
+from perfctl.text import cell, visible
 
 WALL_TIME = "wall-time"
 
@@ -109,7 +111,7 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def render(summary: StatSummary, console: Console, title: str) -> None:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=cell(title), title_justify="left")
     for column in ("event", "n", "median", "mean", "stderr", "CV", "min", "max", "note"):
         table.add_column(column, justify="left" if column in ("event", "note") else "right")
     unsupported = []
@@ -126,17 +128,18 @@ def render(summary: StatSummary, console: Console, title: str) -> None:
             notes.append(f"{count} errors: {reason}")
         d = entry.description
         if d is None:
-            table.add_row(entry.label, "0", *["-"] * 6, "; ".join(notes))
+            table.add_row(cell(entry.label), "0", *["-"] * 6, cell("; ".join(notes)))
             continue
         cv = "-" if math.isnan(d.cv) else f"{d.cv:.2%}"
-        table.add_row(entry.label, str(d.n), _fmt(d.median, entry.unit), _fmt(d.mean, entry.unit),
+        table.add_row(cell(entry.label), str(d.n), _fmt(d.median, entry.unit), _fmt(d.mean, entry.unit),
                       _fmt(d.stderr, entry.unit), cv, _fmt(d.min, entry.unit), _fmt(d.max, entry.unit),
-                      "; ".join(notes))
+                      cell("; ".join(notes)))
     console.print(table)
     for entry in unsupported:
-        console.print(f"[bold]unsupported[/bold] {entry.label}: {entry.unsupported}", highlight=False)
+        console.print(Text.assemble(("unsupported", "bold"), visible(f" {entry.label}: {entry.unsupported}")),
+                      highlight=False)
     if summary.correction_note:
-        console.print(summary.correction_note, highlight=False, markup=False)
+        console.print(visible(summary.correction_note), highlight=False, markup=False)
     if summary.interfered:
         runs = ", ".join(str(i) for i in summary.interfered[:20]) + (", ..." if len(summary.interfered) > 20 else "")
         action = ("left out of the statistics above" if summary.interference.exclude
@@ -149,4 +152,4 @@ def render(summary: StatSummary, console: Console, title: str) -> None:
         console.print(f"[bold red]{failed} of {summary.runs} runs failed[/bold red] ({counts}); "
                       "they are recorded but not summarized", highlight=False)
         for line in summary.failure_examples:
-            console.print(f"  {line}", highlight=False, markup=False)
+            console.print(visible(f"  {line}"), highlight=False, markup=False)

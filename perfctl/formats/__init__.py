@@ -67,7 +67,7 @@ def detect(path: str) -> str:
         try:
             if json.loads(first_line).get("type") in ("machine", "sample"):
                 return "perfctl"
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):  # not a JSON object line: another format
             pass
         if '"results"' in text:
             return "hyperfine"
@@ -114,18 +114,56 @@ def load_json(path: str, what: str):
         raise DatasetError(f"{path}: {err.strerror}") from None
     except ValueError as err:
         raise DatasetError(f"{path}: not valid JSON ({what}): {err}") from None
+    except RecursionError:
+        raise DatasetError(f"{path}: not valid JSON ({what}): lists or objects nested too deeply to read") from None
 
 
 def stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
 
-def finite(path: str, where: str, value) -> float:
-    """A number from a file, or a DatasetError naming where the bad value is."""
+def finite(path: str, where: str, value, text: bool = False) -> float:
+    """A finite number from a file, or a DatasetError naming where the bad value is. A JSON value must be
+    a number (not a string, not a boolean); ``text`` accepts the digits of a text format such as CSV."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str) if text else (int, float)):
+        raise DatasetError(f"{path}: {where}: expected a number, got {json_kind(value)}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (ValueError, OverflowError):
         raise DatasetError(f"{path}: {where}: not a number: {value!r}") from None
     if number != number or number in (float("inf"), float("-inf")):
         raise DatasetError(f"{path}: {where}: non-finite value {value!r}")
     return number
+
+
+def json_kind(value) -> str:
+    """The JSON name of a value's type, for messages that say what was found where a number or a string
+    belongs."""
+    for types, name in ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "a list"),
+                        (dict, "an object"), (type(None), "null")):
+        if isinstance(value, types):
+            return name
+    return type(value).__name__
+
+
+def json_field(path: str, where: str, container: dict, key: str, types, wanted: str, default=None):
+    """``container[key]`` when it has one of ``types``; ``default`` when it is absent or null (a None
+    ``default`` makes it required); else a DatasetError naming the field."""
+    value = container.get(key)
+    if value is None:
+        if default is not None:
+            return default
+        raise DatasetError(f"{path}: {where}: missing")
+    problem = type_problem(value, types, wanted)
+    if problem:
+        raise DatasetError(f"{path}: {where}: {problem}")
+    return value
+
+
+def type_problem(value, types: type | tuple[type, ...], wanted: str) -> str | None:
+    """None when ``value`` has one of ``types``, else what is wrong. A boolean is never a number here,
+    although Python counts bool as an int."""
+    types = types if isinstance(types, tuple) else (types,)
+    if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
+        return None
+    return f"expected {wanted}, got {json_kind(value)}"

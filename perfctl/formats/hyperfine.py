@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from perfctl.formats import WALL_TIME, Dataset, DatasetError, finite, load_json
+from perfctl.formats import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json
 
 
 def read_dataset(path: str) -> Dataset:
@@ -15,16 +15,26 @@ def read_dataset(path: str) -> Dataset:
     for index, result in enumerate(results):
         if not isinstance(result, dict) or not isinstance(result.get("times"), list):
             raise DatasetError(f"{path}: results[{index}]: no 'times' list")
-        name = str(result.get("command") or f"command {index}")
-        codes = result.get("exit_codes") or [0] * len(result["times"])
+        times = result["times"]
+        name = json_field(path, f"results[{index}].command", result, "command", str, "a string",
+                          default=f"command {index}") or f"command {index}"
+        codes = json_field(path, f"results[{index}].exit_codes", result, "exit_codes", list, "a list",
+                           default=[0] * len(times))
+        if len(codes) != len(times):
+            # zip would pair the first runs only and drop the rest without a word
+            raise DatasetError(f"{path}: results[{index}]: {len(times)} times but {len(codes)} exit codes")
         bench = dataset.benchmark(name)
         failed = 0
-        for run, (seconds, code) in enumerate(zip(result["times"], codes)):
-            value = finite(path, f"results[{index}].times[{run}]", seconds)
+        for run, (seconds, code) in enumerate(zip(times, codes)):
+            where = f"results[{index}].times[{run}]"
+            value = finite(path, where, finite(path, where, seconds) * 1e9)  # a finite time can overflow in ns
+            if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+                raise DatasetError(f"{path}: results[{index}].exit_codes[{run}]: expected an integer, got "
+                                   f"{json_kind(code)}")
             if code not in (0, None):
                 failed += 1
                 continue
-            bench.add(WALL_TIME, value * 1e9, "ns", "hyperfine")
+            bench.add(WALL_TIME, value, "ns", "hyperfine")
         if failed:
             dataset.notes.append(f"{name}: left out {failed} runs with a non-zero exit code")
     return dataset

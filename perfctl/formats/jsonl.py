@@ -13,7 +13,8 @@ from typing import IO
 
 import orjson
 
-from perfctl.model import OUTCOMES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
+from perfctl.formats import json_kind, type_problem
+from perfctl.model import OUTCOMES, READING_STATUSES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
 
 
 class SampleFileError(ValueError):
@@ -71,19 +72,28 @@ class DatasetBuilder:
         self._executables: dict[str, set[str]] = {}
         self._interference = interference or InterferencePolicy()
         self._interfered: dict[str, int] = {}
+        self._records = 0
 
-    def add(self, record: dict) -> None:
-        """Add one sample record; raises ValueError/KeyError/TypeError on a malformed one."""
+    def add(self, record: dict, line: int | None = None) -> None:
+        """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
+        (``line`` of the file when given, else its place among the records added) and the field."""
+        from perfctl.formats import DatasetError
+
+        self._records += 1
+        try:
+            self._add(_checked(record))
+        except _FieldError as err:
+            where = f"{self.dataset.path}:{line}" if line is not None else \
+                f"{self.dataset.path}: sample record {self._records}"
+            raise DatasetError(f"{where}: {err}") from None
+
+    def _add(self, record: dict) -> None:
         from perfctl.formats import WALL_TIME
 
-        if record.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"unsupported schema_version {record.get('schema_version')!r}")
         bench_info = record["benchmark"]
-        name = str(bench_info["name"])
+        name = bench_info["name"]
         self._executables.setdefault(name, set()).add(bench_info.get("executable_sha256"))
         outcome = record["outcome"]
-        if outcome not in OUTCOMES:
-            raise ValueError(f"unknown outcome {outcome!r}")
         interfered = (not record["warmup"] and outcome == "ok"
                       and self._interference.flags(record["readings"], record["wall_ns"]))
         if interfered:
@@ -94,7 +104,7 @@ class DatasetBuilder:
             counts[reason] = counts.get(reason, 0) + 1
             return
         bench = self.dataset.benchmark(name)
-        bench.add(WALL_TIME, _number(record["wall_ns"]), "ns", "perfctl")
+        bench.add(WALL_TIME, record["wall_ns"], "ns", "perfctl")
         readings = record["readings"]
         names = distinct_labels([(r["event"] + _SCOPE_SUFFIX.get(r.get("scope"), ""), r.get("backend"))
                                  for r in readings])
@@ -143,38 +153,100 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None):
                 continue
             try:
                 record = orjson.loads(line)
-                kind = record.get("type")
-                if kind == "machine":
-                    builder.dataset.machine = builder.dataset.machine or record
-                elif kind == "sample":
-                    builder.add(record)
-                else:
-                    raise ValueError(f"unknown record type {kind!r}")
-            except (ValueError, TypeError, KeyError, AttributeError, orjson.JSONDecodeError) as err:
+            except orjson.JSONDecodeError as err:
                 raise DatasetError(f"{path}:{number}: not a perfctl sample line: {err}") from None
+            kind = record.get("type") if isinstance(record, dict) else None
+            if kind == "machine":
+                builder.dataset.machine = builder.dataset.machine or record
+            elif kind == "sample":
+                builder.add(record, line=number)
+            else:
+                raise DatasetError(f"{path}:{number}: not a perfctl sample line: unknown record type {kind!r}")
     return builder.finish()
 
 
 _SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
 
 
-def _number(value) -> float:
+class _FieldError(ValueError):
+    """A field of a sample record with the wrong type or value: ``field: problem``."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+
+
+def _field(record: dict, key: str, where: str, types, wanted: str, optional: bool = False):
+    """``record[key]`` if it has one of ``types`` (null or absent too when ``optional``)."""
+    value = record.get(key)
+    if value is None:
+        if optional:
+            return None
+        raise _FieldError(where, "missing" if key not in record else f"expected {wanted}, got null")
+    problem = type_problem(value, types, wanted)
+    if problem:
+        raise _FieldError(where, problem)
+    return value
+
+
+def _number(record: dict, key: str, where: str, optional: bool = False) -> float | None:
+    value = _field(record, key, where, (int, float), "a number", optional)
+    if value is None:
+        return None
     number = float(value)
     if number != number or number in (float("inf"), float("-inf")):
-        raise ValueError(f"non-finite value {value!r}")
+        raise _FieldError(where, f"non-finite value {value!r}")
     return number
 
 
+def _checked(record) -> dict:
+    """A sample record with every field the builder reads checked for type and range, numbers as floats;
+    _FieldError names the first bad field. Checked before use, so nothing downstream (interference
+    shares, labels, sets of digests) meets an object where it expects a string."""
+    if not isinstance(record, dict):
+        raise _FieldError("record", f"expected an object, got {json_kind(record)}")
+    if type(record.get("schema_version")) is not int or record["schema_version"] != SCHEMA_VERSION:
+        raise _FieldError("schema_version", f"unsupported {record.get('schema_version')!r} (perfctl reads "
+                                            f"{SCHEMA_VERSION})")
+    bench = _field(record, "benchmark", "benchmark", dict, "an object")
+    argv = _field(bench, "argv", "benchmark.argv", list, "a list of strings")
+    if not all(isinstance(arg, str) for arg in argv):
+        raise _FieldError("benchmark.argv", "expected a list of strings")
+    checked_bench = {"name": _field(bench, "name", "benchmark.name", str, "a string"), "argv": argv,
+                     "executable_sha256": _field(bench, "executable_sha256", "benchmark.executable_sha256", str,
+                                                 "a string", optional=True)}
+    outcome = _field(record, "outcome", "outcome", str, "a string")
+    if outcome not in OUTCOMES:
+        raise _FieldError("outcome", f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})")
+    wall_ns = _number(record, "wall_ns", "wall_ns")
+    if wall_ns < 0:
+        raise _FieldError("wall_ns", f"negative time {record['wall_ns']!r}")
+    readings = []
+    for index, reading in enumerate(_field(record, "readings", "readings", list, "a list")):
+        where = f"readings[{index}]"
+        if not isinstance(reading, dict):
+            raise _FieldError(where, f"expected an object, got {json_kind(reading)}")
+        status = _field(reading, "status", f"{where}.status", str, "a string")
+        if status not in READING_STATUSES:
+            raise _FieldError(f"{where}.status", f"unknown status {status!r} (one of {', '.join(READING_STATUSES)})")
+        checked = {"event": _field(reading, "event", f"{where}.event", str, "a string"), "status": status,
+                   "value": _number(reading, "value", f"{where}.value", optional=status != "ok"),
+                   "scaled": _number(reading, "scaled", f"{where}.scaled", optional=status != "multiplexed")}
+        for key in ("scope", "backend", "unit", "reason"):
+            checked[key] = _field(reading, key, f"{where}.{key}", str, "a string", optional=True)
+        readings.append(checked)
+    return {"benchmark": checked_bench, "outcome": outcome, "wall_ns": wall_ns, "readings": readings,
+            "warmup": _field(record, "warmup", "warmup", bool, "true or false")}
+
+
 def _add_reading(bench, label: str, reading: dict) -> None:
-    status = reading["status"]
+    """One checked reading (see _checked) into its benchmark: a value, or a note saying why there is none."""
+    status, unit = reading["status"], reading["unit"] or "count"
     if status == "ok":
-        bench.add(label, _number(reading["value"]), reading.get("unit", "count"), reading.get("backend"))
-    elif status == "multiplexed" and reading.get("scaled") is not None:
-        bench.add(label, _number(reading["scaled"]), reading.get("unit", "count"), reading.get("backend"))
+        bench.add(label, reading["value"], unit, reading["backend"])
+    elif status == "multiplexed":
+        bench.add(label, reading["scaled"], unit, reading["backend"])
         bench.note(label, "multiplexed counter: scaled estimates in some runs")
     elif status == "unsupported":
-        bench.note(label, f"unsupported: {reading.get('reason')}")
-    elif status == "error":
-        bench.note(label, f"counter error in some runs: {reading.get('reason')}")
+        bench.note(label, f"unsupported: {reading['reason']}")
     else:
-        raise ValueError(f"reading {label!r} has unknown status {status!r}")
+        bench.note(label, f"counter error in some runs: {reading['reason']}")

@@ -39,7 +39,7 @@ def read_dataset(path: str) -> Dataset:
             raise DatasetError(f"{path}:{number}: this is perf stat -r output (a mean with its spread), not "
                                "per-run values; record runs with perf stat -x, -o FILE --append")
         out_unit, scale = _SCALE.get(unit, (unit or "count", 1.0))
-        bench.add(event, finite(path, f"line {number}", value) * scale, out_unit, "perf-stat")
+        bench.add(event, finite(path, f"line {number}", value, text=True) * scale, out_unit, "perf-stat")
         if len(fields) > 4 and fields[4] not in ("", "100.00"):
             bench.note(event, f"multiplexed: counted {fields[4]}% of the time in some runs (scaled by perf)")
     return dataset

@@ -4,7 +4,7 @@ one sample, never counted as independent runs. Warmups and calibration runs (no 
 
 from __future__ import annotations
 
-from perfctl.formats import WALL_TIME, Dataset, DatasetError, finite, load_json, stem
+from perfctl.formats import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json, stem
 
 _SCALE = {"second": 1e9}
 
@@ -14,22 +14,30 @@ def read_dataset(path: str) -> Dataset:
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     if not isinstance(benchmarks, list):
         raise DatasetError(f"{path}: not pyperf JSON: no 'benchmarks' list")
-    common = data.get("metadata") or {}
+    common = json_field(path, "metadata", data, "metadata", dict, "an object", default={})
     dataset = Dataset(path, "pyperf")
     for index, benchmark in enumerate(benchmarks):
         if not isinstance(benchmark, dict) or not isinstance(benchmark.get("runs"), list):
             raise DatasetError(f"{path}: benchmarks[{index}]: no 'runs' list")
-        metadata = {**common, **(benchmark.get("metadata") or {})}
-        name = str(metadata.get("name") or stem(path))
-        unit = str(metadata.get("unit", "second"))
+        where = f"benchmarks[{index}]"
+        metadata = {**common, **json_field(path, f"{where}.metadata", benchmark, "metadata", dict, "an object",
+                                           default={})}
+        name = json_field(path, f"{where}.metadata.name", metadata, "name", str, "a string",
+                          default=stem(path)) or stem(path)
+        unit = json_field(path, f"{where}.metadata.unit", metadata, "unit", str, "a string", default="second")
         metric, scale, out_unit = (WALL_TIME, _SCALE[unit], "ns") if unit in _SCALE else (unit, 1.0, unit)
         bench = dataset.benchmark(name)
         for run_index, run in enumerate(benchmark["runs"]):
-            values = run.get("values") if isinstance(run, dict) else None
+            if not isinstance(run, dict):
+                raise DatasetError(f"{path}: {where}.runs[{run_index}]: expected an object, got {json_kind(run)}")
+            # a calibration or warmup-only run has no values: not a sample
+            values = json_field(path, f"{where}.runs[{run_index}].values", run, "values", list, "a list", default=[])
             if not values:
                 continue
-            numbers = [finite(path, f"benchmarks[{index}].runs[{run_index}].values", v) for v in values]
-            bench.add(metric, sum(numbers) / len(numbers) * scale, out_unit, "pyperf")
+            numbers = [finite(path, f"{where}.runs[{run_index}].values", v) for v in values]
+            # finite values can still sum or scale past the largest float
+            mean = finite(path, f"{where}.runs[{run_index}].values", sum(numbers) / len(numbers) * scale)
+            bench.add(metric, mean, out_unit, "pyperf")
             if len(numbers) > 1:
                 bench.note(metric, "pyperf values within a run averaged into one sample per process")
     return dataset
