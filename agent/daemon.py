@@ -7,15 +7,21 @@ has the uuid uuid5(job, k), so even a run repeated after a crash cannot be store
 off exponentially with jitter. Measurement runs in a worker thread; no os.fork() anywhere (benchmarks start
 through posix_spawn), so the gRPC threads are safe.
 
-Security: the agent runs only commands whose resolved executable matches its local allowlist, as argv (no
-shell), as the configured unprivileged user, in a clean fixed-size environment.
+Security: the agent runs only commands whose real executable (symlinks resolved) matches its local allowlist,
+as argv (no shell), as the configured unprivileged user, in a clean fixed-size environment. The allowlist is
+checked before any file a job names is opened; the job's input files are then read with that user's
+permissions, regular files only, bounded in size and time (agent/session.py identify).
+
+A job leaves 'queued' for the agent's own state 'preparing' before it is prepared; an agent that finds a job
+still 'preparing' when it starts died preparing it, and fails it rather than trying again forever. A full
+spool disk pauses measuring (the connection stays) until a write succeeds again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
+import os
 import random
 import re
 import signal
@@ -30,8 +36,8 @@ from prometheus_client import Counter, Gauge
 from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
-from perfctl.agent.runner import RunError, Runner, make_control
-from perfctl.agent.spool import Spool
+from perfctl.agent.runner import RunError, Runner, locate_command, make_control
+from perfctl.agent.spool import Spool, SpoolFull
 from perfctl.model import BACKENDS, parse_backends
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -43,8 +49,10 @@ ACKED = Counter("perfctl_agent_samples_acked_total", "Samples acked by the serve
 BATCHES_PENDING = Gauge("perfctl_agent_batches_pending", "Batches sent and not yet acked")
 SAMPLES_PENDING = Gauge("perfctl_agent_samples_pending", "Samples in the spool, not yet acked")
 CONNECTED = Gauge("perfctl_agent_connected", "1 while registered with the server")
+SPOOL_FULL = Gauge("perfctl_agent_spool_full", "1 while the spool's filesystem is full (measuring paused)")
 JOB_UUID_NAMESPACE = uuid_module.UUID("2d6f3c1e-6a8e-4f3b-9a4b-7f1f0c2f7e11")
 WINDOW = 4  # batches in flight
+SPOOL_RETRY_MAX = 8.0  # seconds between tries of a spool write while its disk is full
 LINGER = 0.05  # seconds to let a batch fill once samples arrive: fewer, larger commits on the server
 
 
@@ -64,15 +72,71 @@ class AgentConfig:
     batch_max: int = 500
 
 
+_GLOB_CHARACTERS = re.compile(r"[*?\[]")
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """An --allow pattern as a regular expression for re.fullmatch: ``**`` matches any characters, ``/``
+    included; ``*`` any characters within one path component; ``?`` one character other than ``/``;
+    ``[...]`` one character of a class as in fnmatch (``[!...]`` negates), never ``/``.
+
+    fnmatch's ``*`` also matches ``/``, so ``/opt/bench/*`` allowed every program below /opt/bench,
+    whatever directory (or symlink to /) was made there.
+    """
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            while i < n and pattern[i] == "*":
+                i += 1
+            continue
+        char = pattern[i]
+        i += 1
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = i + (pattern[i:i + 1] == "!")
+            end += pattern[end:end + 1] == "]"  # a ] right after [ or [! is a member, as in fnmatch
+            end = pattern.find("]", end)
+            if end < 0:
+                out.append(re.escape(char))  # no closing ]: a literal [, as in fnmatch
+                continue
+            members = pattern[i:end]
+            negate = members.startswith("!")
+            members = "".join("\\" + c if c in "\\[]&~|^" else c for c in members[negate:])
+            out.append(f"(?!/)[{'^' if negate else ''}{members}]")
+            i = end + 1
+        else:
+            out.append(re.escape(char))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def resolve_pattern(pattern: str) -> str:
+    """The pattern with its directories before the first wildcard resolved (os.path.realpath), as the
+    executable is: ``/bin/*`` allows /bin/true where /bin is a symlink to /usr/bin. A pattern without
+    wildcards is resolved whole: allowing a symlink allows the file it names."""
+    parts = pattern.split("/")
+    literal = next((k for k, part in enumerate(parts) if _GLOB_CHARACTERS.search(part)), len(parts))
+    if literal == len(parts):
+        return os.path.realpath(pattern)
+    head = os.path.realpath("/".join(parts[:literal]) or "/")
+    return head.rstrip("/") + "/" + "/".join(parts[literal:])
+
+
 def allowed(executable: str, patterns: list[str]) -> bool:
-    """Patterns match the resolved absolute path of the executable (fnmatch: * also matches /)."""
-    return any(fnmatch.fnmatchcase(executable, pattern) for pattern in patterns)
+    """Whether the executable's real path (symlinks resolved: a symlink to / in an allowed directory
+    must not open every program) matches one of the patterns (glob_regex's rules)."""
+    real = os.path.realpath(executable)
+    return any(glob_regex(resolve_pattern(pattern)).fullmatch(real) for pattern in patterns)
 
 
 class Agent:
-    def __init__(self, config: AgentConfig):
+    def __init__(self, config: AgentConfig, spool: Spool | None = None):
         self.config = config
-        self.spool = Spool(config.spool_dir)
+        self.spool = spool or Spool(config.spool_dir)
         self.inventory = inventory.collect()
         self.stopping = threading.Event()
         self._job_wakeup = threading.Event()
@@ -83,6 +147,8 @@ class Agent:
         self._backends_lock = threading.Lock()
         self._runner = Runner()
         self._current_job: str | None = None
+        self._spool_full = False
+        self._spool_full_lock = threading.Lock()
         self.backoff = 0.5
 
     # --- the measurement worker (a thread) ---
@@ -140,9 +206,9 @@ class Agent:
         fingerprint = f"{self.inventory['kernel']['release']} {self.inventory['cpu']['microcode']}"
         meta = {"audit_time_ns": str(time.time_ns()), "audit_fingerprint": fingerprint}
         if report is None:
-            self.spool.add_audit(str(uuid_module.uuid4()), "", {**meta, "audit_failed": "1"})
+            self._spool_write(self.spool.add_audit, str(uuid_module.uuid4()), "", {**meta, "audit_failed": "1"})
             return
-        self.spool.add_audit(report["audit_id"], json.dumps(report), meta)
+        self._spool_write(self.spool.add_audit, report["audit_id"], json.dumps(report), meta)
         try:
             from perfctl.agent.audit import save_latest
 
@@ -151,61 +217,128 @@ class Agent:
             log.warning("could not keep the audit for corrections: %s", err)
         log.info("audit %s: %s", report["audit_id"], report["verdict"])
 
+    def _spool_write(self, write, *args, **kwargs) -> bool:
+        """A spool write from the worker, waiting (backing off to SPOOL_RETRY_MAX s) while the spool's disk is
+        full: the job pauses, the connection stays, nothing spooled is lost. False if the agent stopped."""
+        delay = 1.0
+        while True:
+            try:
+                write(*args, **kwargs)
+            except SpoolFull as err:
+                self._spool_is_full(err)
+                if self.stopping.wait(delay):
+                    return False
+                delay = min(delay * 2, SPOOL_RETRY_MAX)
+                continue
+            self._spool_has_space()
+            return True
+
+    def _spool_is_full(self, err: SpoolFull) -> None:
+        with self._spool_full_lock:
+            if self._spool_full:
+                return  # said once per episode, not per retry
+            self._spool_full = True
+        SPOOL_FULL.set(1)
+        log.error("%s; measuring paused until the spool's filesystem has space again (retrying every few s)", err)
+
+    def _spool_has_space(self) -> None:
+        with self._spool_full_lock:
+            if not self._spool_full:
+                return
+            self._spool_full = False
+        SPOOL_FULL.set(0)
+        log.info("the spool is writable again; measuring resumed")
+
     def worker(self) -> None:
         while not self.stopping.is_set():
-            why = self._audit_due()
-            if why:
-                self._audit(why)
-            jobs = self.spool.unfinished_jobs()
-            if not jobs:
-                self._job_wakeup.wait(1.0)
-                self._job_wakeup.clear()
-                continue
-            for job_id in jobs:
-                if self.stopping.is_set():
-                    break
-                try:
-                    self._run_job(job_id)
-                except Exception as err:  # noqa: BLE001 - a bug in one job must not stop the agent's worker
-                    log.exception("job %s failed", job_id)
-                    self.spool.set_job_state(job_id, "failed", f"agent error: {type(err).__name__}: {err}"[:1000])
-                    self._notify_sender()
+            try:
+                self._work()
+            except Exception:  # noqa: BLE001 - the worker must outlive any one failure
+                log.exception("measurement worker: unexpected error; going on")
+                self.stopping.wait(1.0)
+
+    def _work(self) -> None:
+        why = self._audit_due()
+        if why:
+            self._audit(why)
+        jobs = self.spool.unfinished_jobs()
+        if not jobs:
+            self._job_wakeup.wait(1.0)
+            self._job_wakeup.clear()
+            return
+        for job_id in jobs:
+            if self.stopping.is_set():
+                break
+            try:
+                self._run_job(job_id)
+            except Exception as err:  # noqa: BLE001 - a bug in one job must not stop the agent's worker
+                log.exception("job %s failed", job_id)
+                self._spool_write(self.spool.set_job_state, job_id, "failed",
+                                  f"agent error: {type(err).__name__}: {err}"[:1000])
+            finally:
+                self._current_job = None
+                self._notify_sender()
+
+    def _prepare(self, job_id: str, job: pb.Job):
+        """Control, commands and backend of a job, or the (state, message) that ends it. The allowlist is
+        checked on each program's real path before anything opens a file a job names."""
+        control = make_control(clean_env=True, user=self.config.user, cwd=self.config.workdir,
+                               timeout_s=job.timeout_seconds or None)
+        path = dict(control.env).get("PATH")
+        programs = []
+        for command in job.commands:
+            argv = list(command.argv)
+            if not argv:
+                return "failed", "a command without a program"
+            real = os.path.realpath(locate_command(argv[0], path))
+            if not allowed(real, self.config.allow):
+                shown = argv[0] if real == argv[0] else f"{argv[0]} ({real})"
+                return "refused", f"{shown} is not allowed by this agent's --allow patterns"
+            programs.append((argv, command.name or None, real))
+        commands = [session.identify(argv, control, name, executable=real) for argv, name, real in programs]
+        backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)
+        corrector = None
+        if backend.name == "perf_event" and len(commands) == 1:
+            from perfctl.agent.audit import make_corrector
+
+            corrector, statement = make_corrector(self.inventory, commands[0][0], commands[0][1], control,
+                                                  self._runner,
+                                                  parse_events(list(job.events) or list(DEFAULT_EVENTS)),
+                                                  ebpf="ebpf" in backend.names)
+            if statement:
+                log.info("job %s: %s", job_id, statement)
+        return control, commands, backend, corrector
 
     def _run_job(self, job_id: str) -> None:
-        spec, next_index, _ = self.spool.job(job_id)
+        spec, next_index, state = self.spool.job(job_id)
         job = pb.Job.FromString(spec)
+        if state == "preparing":
+            # The agent stopped (killed, crashed or hung) while preparing this job: preparing it again
+            # could end the same way, on every restart.
+            self._spool_write(self.spool.set_job_state, job_id, "failed",
+                              "the agent stopped while preparing this job; not tried again")
+            return
+        # Out of 'queued'/'running' before anything that could block, so a restart cannot loop on this job.
+        if not self._spool_write(self.spool.set_job_state, job_id, "preparing", report=False):
+            return
         self._current_job = job_id
         try:
-            control = make_control(clean_env=True, user=self.config.user, cwd=self.config.workdir,
-                                   timeout_s=job.timeout_seconds or None)
-            commands = []
-            for command in job.commands:
-                resolved, bench = session.identify(list(command.argv), control, command.name or None)
-                if not allowed(resolved[0], self.config.allow):
-                    self.spool.set_job_state(job_id, "refused",
-                                             f"{resolved[0]} is not allowed by this agent's --allow patterns")
-                    return
-                commands.append((resolved, bench))
-            backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)
-            corrector = None
-            if backend.name == "perf_event" and len(commands) == 1:
-                from perfctl.agent.audit import make_corrector
-
-                corrector, statement = make_corrector(self.inventory, commands[0][0], commands[0][1], control,
-                                                      self._runner,
-                                                      parse_events(list(job.events) or list(DEFAULT_EVENTS)),
-                                                      ebpf="ebpf" in backend.names)
-                if statement:
-                    log.info("job %s: %s", job_id, statement)
+            prepared = self._prepare(job_id, job)
         except (RunError, UnknownEvent) as err:
-            self.spool.set_job_state(job_id, "failed", str(err))
+            prepared = ("failed", str(err))
+        if len(prepared) == 2:
+            self._spool_write(self.spool.set_job_state, job_id, *prepared)
             return
-        finally:
-            self._notify_sender()
+        if self.stopping.is_set():  # a clean stop: this job starts again with the agent
+            self._spool_write(self.spool.set_job_state, job_id, state, report=False)
+            return
+        control, commands, backend, corrector = prepared
         # Warmups first, then rounds: each round runs every command once (ABAB, not AABB).
         order = [(True, w, c) for w in range(job.warmups) for c in range(len(commands))]
         order += [(False, job.warmups + r, c) for r in range(job.repetitions) for c in range(len(commands))]
-        self.spool.set_job_state(job_id, "running")
+        if not self._spool_write(self.spool.set_job_state, job_id, "running"):
+            return
+        self._notify_sender()
         environment = session.environment_of(control)
         for index in range(next_index, len(order)):
             if self.stopping.is_set():
@@ -217,12 +350,14 @@ class Agent:
                                           run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
                                           machine_id=self.inventory["machine_id"], job_id=job_id,
                                           corrector=corrector)
-            self.spool.add_sample(sample_uuid, wire.sample_to_proto(sample).SerializeToString(), job_id, index + 1)
+            # While the disk is full the measured run waits here; if the agent stops meanwhile, the run
+            # (whose index was not advanced) is measured again, under the same uuid.
+            if not self._spool_write(self.spool.add_sample, sample_uuid,
+                                     wire.sample_to_proto(sample).SerializeToString(), job_id, index + 1):
+                return
             SPOOLED.inc()
             self._notify_sender()
-        self.spool.set_job_state(job_id, "done", f"{len(order)} runs")
-        self._current_job = None
-        self._notify_sender()
+        self._spool_write(self.spool.set_job_state, job_id, "done", f"{len(order)} runs")
 
     # --- the network side (asyncio) ---
 
@@ -287,6 +422,23 @@ class Agent:
         while not self.stopping.is_set() and time.monotonic() < deadline:
             await asyncio.sleep(min(0.2, deadline - time.monotonic()))
 
+    async def _spool_write_async(self, write, *args):
+        """_spool_write for the network side: waits without blocking the event loop, so heartbeats go on
+        while the disk is full. The write's result; _Stopped if the agent stopped meanwhile."""
+        delay = 1.0
+        while True:
+            try:
+                result = await asyncio.to_thread(write, *args)
+            except SpoolFull as err:
+                self._spool_is_full(err)
+                await self._sleep(delay)
+                if self.stopping.is_set():
+                    raise _Stopped from None
+                delay = min(delay * 2, SPOOL_RETRY_MAX)
+                continue
+            self._spool_has_space()
+            return result
+
     async def _until_stopped(self) -> None:
         while not self.stopping.is_set():
             await asyncio.sleep(0.2)
@@ -301,7 +453,7 @@ class Agent:
             try:
                 async for ack in call:
                     seqs = in_flight.pop(ack.sequence, [])
-                    await asyncio.to_thread(self.spool.acked, seqs)
+                    await self._spool_write_async(self.spool.acked, seqs)
                     ACKED.inc(len(seqs))
                     BATCHES_PENDING.set(len(in_flight))
                     window.release()
@@ -309,7 +461,7 @@ class Agent:
                 if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
                     match = re.match(r"batch (\d+)", err.details() or "")
                     seqs = in_flight.get(int(match.group(1)), []) if match else []
-                    await asyncio.to_thread(self.spool.reject, seqs, err.details() or "invalid")
+                    await self._spool_write_async(self.spool.reject, seqs, err.details() or "invalid")
                     log.error("server refused %d samples as invalid (kept in the spool's rejected table): %s",
                               len(seqs), err.details())
                 raise
@@ -353,7 +505,7 @@ class Agent:
 
     async def _watch(self, stub, metadata) -> None:
         async for job in stub.WatchJobs(pb.WatchJobsRequest(), metadata=metadata):
-            if await asyncio.to_thread(self.spool.add_job, job.job_id, job.SerializeToString()):
+            if await self._spool_write_async(self.spool.add_job, job.job_id, job.SerializeToString()):
                 log.info("job %s: %d commands x %d runs", job.job_id, len(job.commands), job.repetitions)
                 self._job_wakeup.set()
 
@@ -367,12 +519,12 @@ class Agent:
                     if err.code() not in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                         raise
                     log.warning("server refused the report of job %s (%s); not sent again", job_id, err.details())
-                await asyncio.to_thread(self.spool.mark_reported, job_id, state)
+                await self._spool_write_async(self.spool.mark_reported, job_id, state)
             for audit_id, report in await asyncio.to_thread(self.spool.unreported_audits):
                 if report:
                     await stub.ReportAudit(pb.AuditReport(audit_id=audit_id, report_json=report), metadata=metadata,
                                            timeout=10)
-                await asyncio.to_thread(self.spool.mark_audit_reported, audit_id)
+                await self._spool_write_async(self.spool.mark_audit_reported, audit_id)
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:
@@ -384,8 +536,8 @@ class _Stopped(Exception):
     pass
 
 
-async def run_agent(config: AgentConfig) -> None:
-    agent = Agent(config)
+async def run_agent(config: AgentConfig, spool: Spool | None = None) -> None:
+    agent = Agent(config, spool)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.stop)

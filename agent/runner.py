@@ -25,6 +25,7 @@ import pwd
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -121,24 +122,40 @@ def normalized_environment(base: dict[str, str], size: int, cwd: str) -> dict[st
     return env
 
 
-def resolve_command(argv0: str, path: str | None) -> str:
-    """Absolute path of the benchmark's executable, or a RunError saying why there is none."""
+def locate_command(argv0: str, path: str | None) -> str:
+    """Absolute path of the benchmark's executable as named (symlinks kept), without opening it: the agent
+    checks its allowlist on this before anything reads the file."""
     if "/" in argv0:
         candidate = os.path.abspath(argv0)
-        if not os.path.exists(candidate):
+        if not os.path.lexists(candidate):
             raise RunError(f"command not found: {argv0}")
-    else:
-        found = shutil.which(argv0, path=path)
-        if found is None:
-            raise RunError(f"command not found in PATH: {argv0}")
-        candidate = os.path.abspath(found)
-    if os.path.isdir(candidate):
+        return candidate
+    found = shutil.which(argv0, path=path)
+    if found is None:
+        raise RunError(f"command not found in PATH: {argv0}")
+    return os.path.abspath(found)
+
+
+def resolve_command(argv0: str, path: str | None) -> str:
+    """Absolute path of the benchmark's executable, or a RunError saying why there is none."""
+    candidate = locate_command(argv0, path)
+    try:
+        status = os.stat(candidate)
+    except OSError as err:
+        raise RunError(f"command not found: {argv0} ({err.strerror})") from None
+    if stat.S_ISDIR(status.st_mode):
         raise RunError(f"not an executable file (a directory): {argv0}")
+    if not stat.S_ISREG(status.st_mode):
+        # opening a FIFO or a device to read its magic could block the caller forever
+        raise RunError(f"not an executable file (not a regular file): {argv0}")
     if not os.access(candidate, os.X_OK):
         raise RunError(f"not executable (no execute permission): {argv0}")
     try:
-        with open(candidate, "rb") as f:
-            magic = f.read(4)
+        fd = os.open(candidate, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            magic = os.read(fd, 4)
+        finally:
+            os.close(fd)
     except OSError as err:
         raise RunError(f"cannot read {argv0}: {err.strerror}") from None
     if magic != b"\x7fELF" and not magic.startswith(b"#!"):
@@ -361,10 +378,10 @@ def descendants(pid: int) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
+                task_stat = f.read()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        ppid = int(task_stat[task_stat.rindex(b")") + 2:].split()[1])
         children.setdefault(ppid, []).append(int(entry))
     found, todo = [], [pid]
     while todo:

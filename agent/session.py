@@ -6,8 +6,11 @@ when the measurement is interrupted.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import stat
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from perfctl.agent.runner import Exit, RunControl, RunError, Runner, resolve_com
 from perfctl.model import BACKENDS, Benchmark, Environment, Reading, Sample
 
 _MAX_HASHED_INPUT = 256 << 20
+HASH_SECONDS = 30.0  # for all of a command's input files; 256 MiB take ~1 s
 
 
 class Backend(Protocol):
@@ -101,41 +105,118 @@ class Combined:
         self._tracker.close()
 
 
-def _sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
+def _file_digest(path: str, limit: int | None = None) -> str | None:
+    """sha256 of a regular file's content; ``size-mtime:SIZE:MTIME_NS`` instead when it is larger than
+    ``limit`` bytes; None when ``path`` is not a regular file. OSError when it cannot be read.
+
+    Only regular files are opened, without following a symlink swapped in after the path was resolved, and
+    non-blocking, so a FIFO or device put in its place cannot block the caller; the descriptor must be the
+    file that was checked. At most the size stat reported is read: pseudo-files (procfs, sysfs, tracefs)
+    report 0 or 4096 and are read no further, whatever their reads would produce.
+    """
+    real = os.path.realpath(path)
+    checked = os.stat(real)
+    if not stat.S_ISREG(checked.st_mode):
+        return None
+    if limit is not None and checked.st_size > limit:
+        return f"size-mtime:{checked.st_size}:{checked.st_mtime_ns}"
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+            return None
+        digest = hashlib.sha256()
+        remaining = opened.st_size
+        while remaining > 0:
+            block = os.read(fd, min(1 << 20, remaining))
+            if not block:
+                break
             digest.update(block)
-    return digest.hexdigest()
+            remaining -= len(block)
+        return digest.hexdigest()
+    finally:
+        os.close(fd)
 
 
 def input_digest(args: list[str], cwd: str) -> str:
     """Digest of the benchmark's input: its arguments, and the content of those that name regular files.
 
-    stdin is always /dev/null, so arguments and the files they name are the input a run can see.
+    stdin is always /dev/null, so arguments and the files they name are the input a run can see. A file
+    above _MAX_HASHED_INPUT bytes counts by its size and modification time (``size-mtime:`` in the digested
+    text says so); a file that cannot be read (for --user: that user may not read it) counts by its path
+    alone, as does anything that is not a regular file.
     """
     digest = hashlib.sha256()
     for arg in args:
         digest.update(arg.encode(errors="surrogateescape") + b"\0")
-        path = os.path.join(cwd, arg)
         try:
-            if os.path.isfile(path) and os.path.getsize(path) <= _MAX_HASHED_INPUT:
-                digest.update(_sha256_file(path).encode())
-        except OSError:
+            content = _file_digest(os.path.join(cwd, arg), _MAX_HASHED_INPUT)
+        except (OSError, ValueError):  # ValueError: a NUL in the argument, never a path
             continue
+        if content is not None:
+            digest.update(content.encode())
     return digest.hexdigest()
 
 
-def identify(argv: list[str], control: RunControl, name: str | None = None) -> tuple[list[str], Benchmark]:
-    """Resolve the command (a RunError if it cannot run) and name the benchmark."""
+_SYS_SETGROUPS = {"x86_64": 116, "aarch64": 159}
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _become_for_files(uid: int, gid: int, groups: list[int]) -> None:
+    """Make the calling thread (only: raw syscalls, not glibc's all-thread setgroups) open files as uid,
+    gid and groups. A fsuid other than 0 also drops the capabilities that bypass file permissions."""
+    number = _SYS_SETGROUPS.get(os.uname().machine)
+    if number is None:
+        raise RunError(f"cannot check file permissions for --user on {os.uname().machine}")
+    array = (ctypes.c_uint * max(1, len(groups)))(*groups)
+    if _libc.syscall(number, len(groups), array) != 0:
+        raise RunError(f"setgroups for --user failed: {os.strerror(ctypes.get_errno())}")
+    _libc.setfsgid(gid)
+    _libc.setfsuid(uid)
+    # setfs*id return the previous value and no error: call again to read the value now in force
+    if _libc.setfsuid(uid) != uid or _libc.setfsgid(gid) != gid:
+        raise RunError("could not switch to --user's file permissions to read the benchmark's inputs")
+
+
+def _digest_inputs(args: list[str], control: RunControl) -> str:
+    """input_digest in a thread of its own, as --user when the control has one (so a client learns nothing
+    of files that user cannot read), and at most HASH_SECONDS: a thread blocked in the kernel is left
+    behind, the caller gets a RunError. The thread's credentials end with it."""
+    result: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            if control.user_ids is not None and os.geteuid() == 0:
+                _become_for_files(*control.user_ids)
+            result["digest"] = input_digest(args, control.cwd)
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            result["error"] = err
+
+    thread = threading.Thread(target=work, name="perfctl-input-digest", daemon=True)
+    thread.start()
+    thread.join(HASH_SECONDS)
+    if thread.is_alive():
+        raise RunError(f"reading the benchmark's input files took more than {HASH_SECONDS:.0f} s; "
+                       "is an argument a file on a stalled filesystem?")
+    if "error" in result:
+        raise result["error"]
+    return result["digest"]
+
+
+def identify(argv: list[str], control: RunControl, name: str | None = None, *,
+             executable: str | None = None) -> tuple[list[str], Benchmark]:
+    """Resolve the command (a RunError if it cannot run) and name the benchmark. ``executable``: the
+    command's program already located (the agent's allowlisted real path), run instead of argv[0]."""
     path = dict(control.env).get("PATH")
-    executable = resolve_command(argv[0], path)
+    executable = resolve_command(executable or argv[0], path)
     try:
-        exe_digest = _sha256_file(executable)
+        exe_digest = _file_digest(executable)
     except OSError as err:
         raise RunError(f"cannot read {executable}: {err.strerror}") from None
+    if exe_digest is None:
+        raise RunError(f"not an executable file (not a regular file): {executable}")
     bench = Benchmark(name=name or os.path.basename(argv[0]), argv=tuple(argv), executable=executable,
-                      executable_sha256=exe_digest, input_digest=input_digest(argv[1:], control.cwd))
+                      executable_sha256=exe_digest, input_digest=_digest_inputs(argv[1:], control))
     return [executable, *argv[1:]], bench
 
 

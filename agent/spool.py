@@ -6,10 +6,13 @@ A sample and its job's progress are committed in one transaction: after a crash 
 neither, so no run is lost and none is repeated. WAL with synchronous=NORMAL: a commit survives the agent
 being killed (the requirement), and costs no fsync per run; a power cut may lose the last runs, which were
 then never acked and are simply measured again.
+
+A full disk makes a write raise SpoolFull and changes nothing: the caller waits and tries it again.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
@@ -28,25 +31,79 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
+_TABLES = {"samples", "jobs", "rejected", "audits", "meta"}
+
+
+class SpoolError(Exception):
+    """The spool cannot be opened (not a database, damaged, unwritable); the message is one line."""
+
+
+class SpoolFull(Exception):
+    """A write failed because the spool's filesystem is full; nothing of that write was kept, nothing
+    written before was lost. The same write can be tried again once there is space."""
+
+
+def is_disk_full(err: BaseException) -> bool:
+    if isinstance(err, sqlite3.Error):
+        return (getattr(err, "sqlite_errorcode", 0) & 0xFF) == sqlite3.SQLITE_FULL
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 class Spool:
     def __init__(self, directory: str):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+        except OSError as err:
+            raise SpoolError(f"spool directory {directory}: {err.strerror}") from None
         self.path = os.path.join(directory, "spool.db")
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as err:
+            raise SpoolError(f"cannot open spool {self.path}: {err}") from None
+        try:
+            self._open()
+        except sqlite3.Error as err:
+            self._db.close()
+            code = getattr(err, "sqlite_errorcode", 0) & 0xFF
+            if code == sqlite3.SQLITE_FULL:
+                raise SpoolFull(f"spool {self.path}: {err}") from None
+            if code == sqlite3.SQLITE_NOTADB:
+                raise SpoolError(f"spool {self.path} is not an SQLite database: {err}") from None
+            if code == sqlite3.SQLITE_BUSY:
+                raise SpoolError(f"spool {self.path} is in use by another process (another agent with this "
+                                 "--spool?)") from None
+            if code == sqlite3.SQLITE_CORRUPT:
+                raise SpoolError(f"spool {self.path} is damaged: {err} (move it aside to start an empty one; "
+                                 "its unsent samples stay in it)") from None
+            raise SpoolError(f"cannot open spool {self.path}: {err}") from None
+
+    def _open(self) -> None:
+        """Writes only what a new spool needs: an agent restarted on a full disk must still start (it then
+        waits for space before measuring). Exclusive locking keeps SQLite's WAL index in memory instead of a
+        -shm file, which could not be created on a full disk; it also keeps a second agent off this spool."""
+        self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # of this connection; nothing is written
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not _TABLES <= tables:
+            self._db.executescript(_SCHEMA)
 
     def _tx(self, statements: list[tuple[str, tuple]]) -> None:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
+                self._db.execute("BEGIN IMMEDIATE")
                 for sql, args in statements:
                     self._db.execute(sql, args)
                 self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as err:
+                # SQLite rolls back by itself after some errors (a full disk among them); a ROLLBACK then
+                # would fail with "no transaction is active" and hide the error that matters.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if is_disk_full(err):
+                    raise SpoolFull(f"spool {self.path}: {err}") from err
                 raise
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
@@ -96,15 +153,19 @@ class Spool:
         rows = self._query("SELECT spec, next_index, state FROM jobs WHERE job_id = ?", (job_id,))
         return rows[0] if rows else None
 
-    def set_job_state(self, job_id: str, state: str, message: str = "") -> None:
-        self._tx([("UPDATE jobs SET state = ?, message = ?, reported = 0 WHERE job_id = ?", (state, message, job_id))])
+    def set_job_state(self, job_id: str, state: str, message: str = "", *, report: bool = True) -> None:
+        """``report=False`` for the agent's own states (``preparing``), which the server does not know."""
+        self._tx([("UPDATE jobs SET state = ?, message = ?, reported = reported * ? WHERE job_id = ?",
+                   (state, message, 0 if report else 1, job_id))])
 
     def unfinished_jobs(self) -> list[str]:
-        rows = self._query("SELECT job_id FROM jobs WHERE state IN ('queued', 'running') ORDER BY rowid")
+        rows = self._query("SELECT job_id FROM jobs WHERE state IN ('queued', 'preparing', 'running') "
+                           "ORDER BY rowid")
         return [row[0] for row in rows]
 
     def unreported(self) -> list[tuple[str, str, str, int]]:
-        return self._query("SELECT job_id, state, message, next_index FROM jobs WHERE reported = 0")
+        return self._query("SELECT job_id, state, message, next_index FROM jobs "
+                           "WHERE reported = 0 AND state != 'preparing'")
 
     def mark_reported(self, job_id: str, state: str) -> None:
         self._tx([("UPDATE jobs SET reported = 1 WHERE job_id = ? AND state = ?", (job_id, state))])

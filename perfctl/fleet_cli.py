@@ -15,7 +15,6 @@ from rich.table import Table
 
 from perfctl import client, security
 from perfctl.cli import EXIT_OK, UsageError, _console
-from perfctl.text import cell, visible, visible_lines
 
 
 def _metrics(address: str | None) -> None:
@@ -55,7 +54,10 @@ def server(args) -> int:
 
 
 def agent(args) -> int:
+    import pwd
+
     from perfctl.agent.daemon import AgentConfig, run_agent
+    from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 
     try:
         settings = client.settings(args)
@@ -66,15 +68,33 @@ def agent(args) -> int:
         raise UsageError("perfctl agent: give at least one --allow PATTERN (the executables jobs may run)")
     if os.geteuid() == 0 and not args.user:
         raise UsageError("perfctl agent: running as root, give --user USER so benchmarks run unprivileged")
+    relative = [pattern for pattern in args.allow if not pattern.startswith("/")]
+    if relative:
+        raise UsageError(f"perfctl agent: --allow {relative[0]!r}: a pattern must be an absolute path")
+    if args.user:
+        try:
+            pwd.getpwnam(args.user)
+        except KeyError:
+            raise UsageError(f"perfctl agent: --user {args.user}: no such user") from None
+        if os.geteuid() != 0:
+            raise UsageError("perfctl agent: --user needs root (the agent opens the counters, the benchmark runs "
+                             "as the user)")
+    if not os.path.isdir(args.workdir):
+        raise UsageError(f"perfctl agent: --workdir {args.workdir}: not a directory")
     config = AgentConfig(server=settings.server, name=args.name, spool_dir=args.spool, token=settings.token,
                          allow=args.allow, user=args.user, tls=settings.tls, insecure=settings.insecure,
                          workdir=args.workdir, audit_every_hours=args.audit_every)
     try:
+        spool = Spool(args.spool)
+    except (SpoolError, SpoolFull) as err:
+        raise UsageError(f"perfctl agent: {err}") from None
+    try:
         _metrics(args.metrics)
     except (security.SecurityError, OSError) as err:
+        spool.close()
         raise UsageError(f"perfctl agent: {err}") from None
     _logging()
-    asyncio.run(run_agent(config))
+    asyncio.run(run_agent(config, spool))
     return EXIT_OK
 
 
@@ -130,7 +150,7 @@ def submit(args) -> int:
     machines = [m.strip() for m in args.machines.split(",") if m.strip()]
     response = _call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job))
     for machine, job_id in zip(machines, response.job_ids):
-        print(f"{visible(machine)}\t{visible(job_id)}")
+        print(f"{machine}\t{job_id}")
     return EXIT_OK
 
 
@@ -160,16 +180,14 @@ def machines(args) -> int:
     for m in response.machines:
         inv = json.loads(m.inventory_json or "{}")
         cpu = inv.get("cpu", {})
-        # every string here is the agent's (names, inventory, events): shown literally, see perfctl/text.py
-        table.add_row(*map(cell, (
-            m.name, "yes" if m.connected else "no", _ago(m.last_heard_ns), str(m.samples),
-            f"{cpu.get('vendor', '?')} {cpu.get('family', '?')}/{cpu.get('model', '?')}",
-            inv.get("kernel", {}).get("release", "?"),
-            "present" if inv.get("pmu", {}).get("present") else "absent",
-            f"{m.audit_verdict} ({_ago(m.audit_time_ns)})" if m.audit_verdict else "never",
-            ", ".join(m.backends),
-            ", ".join(e.event for e in m.events if e.supported),
-            ", ".join(e.event for e in m.events if not e.supported))))
+        table.add_row(m.name, "yes" if m.connected else "no", _ago(m.last_heard_ns), str(m.samples),
+                      f"{cpu.get('vendor', '?')} {cpu.get('family', '?')}/{cpu.get('model', '?')}",
+                      inv.get("kernel", {}).get("release", "?"),
+                      "present" if inv.get("pmu", {}).get("present") else "absent",
+                      f"{m.audit_verdict} ({_ago(m.audit_time_ns)})" if m.audit_verdict else "never",
+                      ", ".join(m.backends),
+                      ", ".join(e.event for e in m.events if e.supported),
+                      ", ".join(e.event for e in m.events if not e.supported))
     _console().print(table)
     return EXIT_OK
 
@@ -188,10 +206,8 @@ def jobs(args) -> int:
     for column in ("job", "machine", "state", "runs done", "commands", "updated", "message"):
         table.add_column(column, overflow="fold")
     for j in response.jobs:
-        # argv is the submitting client's, machine and message the agent's: shown literally (perfctl/text.py)
-        table.add_row(*map(cell, (j.job_id[:8], j.machine, j.state, str(j.samples),
-                                  " ::: ".join(" ".join(c.argv) for c in j.job.commands), _ago(j.updated_ns),
-                                  j.message)))
+        table.add_row(j.job_id[:8], j.machine, j.state, str(j.samples),
+                      " ::: ".join(" ".join(c.argv) for c in j.job.commands), _ago(j.updated_ns), j.message)
     _console().print(table)
     return EXIT_OK
 
@@ -209,7 +225,7 @@ def compare_machines(args, metrics, parameters) -> int:
     response = _call(args, "Compare", request)
     if response.exit_code == 2:
         raise UsageError(response.output.strip().replace("\n", " "))
-    sys.stdout.write(response.output if args.format == "json" else visible_lines(response.output))
+    sys.stdout.write(response.output)
     return response.exit_code
 
 
@@ -233,8 +249,8 @@ def audit_report(args) -> int:
     for column in ("machine", "audits", "latest", "when", "drift"):
         table.add_column(column, overflow="fold")
     for machine, reports in sorted(history.items()):
-        table.add_row(*map(cell, (machine, str(len(reports)), reports[-1]["verdict"], _ago(reports[-1]["time_ns"]),
-                                  "; ".join(drifts[machine]) or "none")))
+        table.add_row(machine, str(len(reports)), reports[-1]["verdict"], _ago(reports[-1]["time_ns"]),
+                      "; ".join(drifts[machine]) or "none")
     console.print(table)
     table = Table(title="fleet-wide spread of instruction counts per kernel (latest audits)", title_justify="left")
     for column in ("kernel", "machines", "source", "median", "CV"):

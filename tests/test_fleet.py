@@ -115,7 +115,8 @@ def test_a_job_counted_by_perf_event_and_ebpf_is_stored_with_both_backends(fleet
 
 def test_commands_outside_the_allowlist_are_refused(fleet):
     server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=("box-a",))
-    jobs = _run_job(fleet, server, ["box-a"], "-r", "2", "--", "/usr/sbin/ip", "link")
+    # nologin's real path is /usr/sbin/nologin (/usr/sbin/ip would be allowed: it links to /bin/ip)
+    jobs = _run_job(fleet, server, ["box-a"], "-r", "2", "--", "/usr/sbin/nologin")
     assert jobs[0]["state"] == "refused" and "not allowed" in jobs[0]["message"]
     assert json.loads(fleet.client("machines", "--json", server=server).stdout)[0]["samples"] == 0
 

@@ -1,0 +1,431 @@
+"""The agent against a hostile client and a hostile machine (issue 11, agent side): allowlist bypasses through
+symlinks and `*`, jobs that would block the worker or leak file digests, a full spool disk, a spool that is
+not a database. Real server and agent processes; pure functions tested directly."""
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from conftest import needs_root, perfctl
+from fleet import Fleet, free_port, wait_for
+
+from perfctl.agent import session
+from perfctl.agent.daemon import allowed, glob_regex
+from perfctl.agent.runner import RunError, make_control
+from perfctl.agent.spool import Spool, SpoolError, SpoolFull
+from perfctl.v1 import fleet_pb2 as pb
+from perfctl.v1 import fleet_pb2_grpc as rpc
+
+TRACE_PIPE = "/sys/kernel/tracing/trace_pipe"
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    f = Fleet(tmp_path)
+    yield f
+    f.stop_all()
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every user may enter (pytest's tmp_path is under a 0700 directory)."""
+    path = Path(tempfile.mkdtemp(prefix="perfctl-hardening-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _jobs(fleet, server):
+    result = fleet.client("jobs", "--json", server=server)
+    assert result.returncode == 0, result.stderr
+    return {j["job_id"]: j for j in json.loads(result.stdout)}
+
+
+def _submit(fleet, server, machine, *args) -> str:
+    result = fleet.client("submit", "--machines", machine, *args, server=server)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()[1]
+
+
+def _finished(fleet, server, job_id, timeout=60):
+    return wait_for(lambda: (j := _jobs(fleet, server)[job_id])["state"] in ("done", "failed", "refused") and j,
+                    timeout, f"job {job_id} to finish")
+
+
+def _machine(fleet, server, name):
+    result = fleet.client("machines", "--json", server=server)
+    if result.returncode != 0:
+        return None
+    return {m["name"]: m for m in json.loads(result.stdout)}.get(name)
+
+
+def _agent(fleet, name, server, spool, allow, extra=()):
+    args = ["agent", "--server", server, "--name", name, "--token-file", fleet.agent_token(name), "--spool",
+            str(spool), "--user", "nobody", "--audit-every", "0", *extra]
+    for pattern in allow:
+        args += ["--allow", pattern]
+    return fleet.start(name, args)
+
+
+def _server(fleet):
+    server = f"127.0.0.1:{free_port()}"
+    fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
+    return server
+
+
+def _connected(fleet, server, name, timeout=60):
+    wait_for(lambda: (m := _machine(fleet, server, name)) and m["connected"], timeout, f"{name} to connect")
+
+
+def _samples(fleet, server, machine):
+    channel = grpc.insecure_channel(server)
+    token = open(fleet.client_token).read()
+    try:
+        return list(rpc.QueryServiceStub(channel).GetSamples(pb.GetSamplesRequest(machine=machine),
+                                                             metadata=(("authorization", f"Bearer {token}"),)))
+    finally:
+        channel.close()
+
+
+# --- finding 3: the allowlist ---
+
+@pytest.mark.parametrize("pattern, path, matches", [
+    ("/opt/bench/*", "/opt/bench/x", True),
+    ("/opt/bench/*", "/opt/bench/sub/x", False),  # fnmatch's * crossed /
+    ("/opt/bench/**", "/opt/bench/sub/x", True),
+    ("/opt/**/x", "/opt/a/b/x", True),
+    ("/opt/bench/?", "/opt/bench/x", True),
+    ("/opt/bench?x", "/opt/bench/x", False),
+    ("/opt/bench/[ab]*", "/opt/bench/bx", True),
+    ("/opt/bench/[!ab]*", "/opt/bench/cx", True),
+    ("/opt/bench/[!ab]*", "/opt/bench/ax", False),
+    ("/opt/bench[!a]x", "/opt/bench/x", False),  # a class never matches /
+    ("/opt/bench/[]]", "/opt/bench/]", True),
+    ("/opt/bench/[x", "/opt/bench/[x", True),  # unclosed [ is literal, as in fnmatch
+    ("/opt/b.nch", "/opt/bench", False),
+    ("/opt/bench", "/opt/bench/x", False),  # anchored
+])
+def test_glob_star_stops_at_slash_and_double_star_crosses_it(pattern, path, matches):
+    assert bool(glob_regex(pattern).fullmatch(path)) is matches
+
+
+def test_allowed_judges_the_real_path_not_a_symlink_or_a_subdirectory(tmp_path):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "root").symlink_to("/")
+    (bench / "sub").mkdir()
+    shutil.copy("/bin/true", bench / "sub" / "true")
+    shutil.copy("/bin/true", bench / "true")
+    (bench / "link-to-true").symlink_to(bench / "true")
+    patterns = [f"{bench}/*"]
+    python = f"{bench}/root/usr/bin/python3"
+    assert not allowed(python, patterns)
+    assert not allowed(f"{bench}/sub/true", patterns)
+    assert allowed(f"{bench}/sub/true", [f"{bench}/**"])
+    assert allowed(f"{bench}/true", patterns) and allowed(f"{bench}/link-to-true", patterns)
+    # the pattern's directories are resolved as the executable is: /bin may be a symlink to /usr/bin
+    assert allowed("/bin/true", ["/bin/*"]) and allowed(os.path.realpath("/bin/true"), ["/bin/*"])
+
+
+@needs_root
+def test_a_symlink_to_root_in_an_allowed_directory_runs_nothing(fleet, shared_dir):
+    (shared_dir / "root").symlink_to("/")
+    shutil.copy("/bin/true", shared_dir / "true")
+    server = _server(fleet)
+    _agent(fleet, "box-a", server, fleet.dir / "spool", [f"{shared_dir}/*"])
+    _connected(fleet, server, "box-a")
+    marker = shared_dir / "ran"
+    escape = _submit(fleet, server, "box-a", "-r", "1", "--", f"{shared_dir}/root/usr/bin/python3", "-c",
+                     f"open('{marker}', 'w')")
+    job = _finished(fleet, server, escape)
+    assert job["state"] == "refused" and "/usr/bin/python3" in job["message"], job
+    assert not marker.exists()
+    fine = _finished(fleet, server, _submit(fleet, server, "box-a", "-r", "2", "--", f"{shared_dir}/true"))
+    assert fine["state"] == "done" and fine["samples"] == 2, fine
+
+
+# --- finding 2: identifying a job's benchmark ---
+
+def _digest_of(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def _in_thread(function, timeout):
+    """Run ``function`` so that a test fails instead of hanging when it blocks."""
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = function()
+        except BaseException as err:  # noqa: BLE001 - shown by the assertion
+            outcome["error"] = err
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"still blocked after {timeout} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+@pytest.mark.skipif(not os.access(TRACE_PIPE, os.R_OK), reason=f"probe: {TRACE_PIPE} not readable here")
+def test_identify_does_not_block_on_a_pseudo_file_that_never_ends():
+    _, bench = _in_thread(lambda: session.identify(["/bin/true", TRACE_PIPE], make_control(clean_env=True)), 20)
+    assert bench.input_digest  # named, and the worker goes on
+
+
+def test_inputs_are_regular_files_read_up_to_a_size(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.write_bytes(b"0123456789")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    content = hashlib.sha256(b"0123456789").hexdigest().encode()
+    assert session.input_digest(["data"], str(tmp_path)) == _digest_of(b"data\0", content)
+    assert _in_thread(lambda: session.input_digest([str(fifo)], "/"), 10) == _digest_of(str(fifo).encode() + b"\0")
+    monkeypatch.setattr(session, "_MAX_HASHED_INPUT", 4)
+    status = os.stat(data)
+    assert session.input_digest(["data"], str(tmp_path)) == \
+        _digest_of(b"data\0", f"size-mtime:{status.st_size}:{status.st_mtime_ns}".encode())
+
+
+def test_hashing_inputs_is_bounded_in_time(tmp_path, monkeypatch):
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(200 << 20)  # sparse: fast to make, ~0.5 s to hash
+    monkeypatch.setattr(session, "HASH_SECONDS", 0.01)
+    with pytest.raises(RunError, match="input files took more than"):
+        session.identify(["/bin/true", str(big)], make_control(clean_env=True))
+
+
+@needs_root
+def test_inputs_are_hashed_with_the_users_permissions(shared_dir):
+    secret = shared_dir / "secret"
+    secret.write_bytes(b"root only")
+    os.chmod(secret, 0o600)
+    control = make_control(clean_env=True, user="nobody", cwd=str(shared_dir))
+    arg_only = _digest_of(b"secret\0")
+    assert session.identify(["/bin/cat", "secret"], control)[1].input_digest == arg_only
+    os.chmod(secret, 0o644)
+    readable = _digest_of(b"secret\0", hashlib.sha256(b"root only").hexdigest().encode())
+    assert session.identify(["/bin/cat", "secret"], control)[1].input_digest == readable
+    os.chmod(shared_dir, 0o700)  # the file is readable, its directory is not searchable by nobody
+    assert session.identify(["/bin/cat", "secret"], control)[1].input_digest == arg_only
+    # without --user (perfctl stat as root) the file counts
+    assert session.identify(["/bin/cat", "secret"], make_control(clean_env=True, cwd=str(shared_dir)))[1] \
+        .input_digest == readable
+
+
+@needs_root
+@pytest.mark.skipif(not os.path.exists(TRACE_PIPE), reason=f"probe: no {TRACE_PIPE}")
+def test_jobs_naming_blocking_files_neither_hang_the_agent_nor_stay_queued(fleet, shared_dir):
+    fifo = shared_dir / "fifo"
+    os.mkfifo(fifo)
+    os.chmod(fifo, 0o777)  # "executable": opening it to read its magic blocked the agent, as root
+    server = _server(fleet)
+    _agent(fleet, "box-a", server, fleet.dir / "spool", ["/bin/*", "/usr/bin/*"])
+    _connected(fleet, server, "box-a")
+    pipe_job = _submit(fleet, server, "box-a", "-r", "1", "--", "/bin/true", TRACE_PIPE)
+    fifo_job = _submit(fleet, server, "box-a", "-r", "1", "--", str(fifo))
+    after = _submit(fleet, server, "box-a", "-r", "3", "--", "/bin/true")
+    assert _finished(fleet, server, pipe_job)["state"] == "done"
+    assert _finished(fleet, server, fifo_job)["state"] == "refused"
+    assert _finished(fleet, server, after)["samples"] == 3
+
+
+@needs_root
+def test_a_job_whose_preparation_was_cut_short_is_failed_not_retried_forever(fleet):
+    server = _server(fleet)
+    spool = fleet.dir / "spool"
+    _agent(fleet, "box-a", server, spool, ["/bin/*"])
+    _connected(fleet, server, "box-a")
+    fleet.kill("box-a", 15)
+    job_id = _submit(fleet, server, "box-a", "-r", "1", "--", "/bin/true")
+    # what the spool holds when an agent dies (killed, or hung and restarted) while preparing a job
+    job = pb.Job(commands=[pb.Command(name="true", argv=["/bin/true"])], repetitions=1)
+    kept = Spool(str(spool))
+    kept.add_job(job_id, job.SerializeToString())
+    kept.set_job_state(job_id, "preparing", report=False)
+    kept.close()
+    _agent(fleet, "box-a", server, spool, ["/bin/*"])
+    job = _finished(fleet, server, job_id)
+    assert job["state"] == "failed" and "stopped while preparing" in job["message"], job
+
+
+# --- finding 6: a full spool disk ---
+
+def _mount_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "probe: euid is not 0 (mounting a small tmpfs needs root)"
+    probe = tempfile.mkdtemp(prefix="perfctl-mount-probe-")
+    try:
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", probe], capture_output=True,
+                                text=True)
+        if result.returncode != 0:
+            return f"probe: mount -t tmpfs failed: {result.stderr.strip()}"
+        subprocess.run(["umount", probe], check=True)
+        return None
+    finally:
+        os.rmdir(probe)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    reason = _mount_reason()
+    if reason:
+        pytest.skip(reason)
+    mount = tmp_path / "spoolfs"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def _fill(directory: Path) -> Path:
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError as err:
+        assert err.errno == 28, err  # ENOSPC
+    try:
+        while True:
+            os.write(fd, b"\0")
+    except OSError:
+        pass
+    os.close(fd)
+    return filler
+
+
+def _metric(port: int, name: str) -> float | None:
+    import urllib.request
+
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return None
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")]
+    return values[0] if values else None
+
+
+@needs_root
+def test_a_full_spool_disk_pauses_the_agent_which_resumes_when_space_returns(fleet, small_fs):
+    server = _server(fleet)
+    spool = small_fs / "spool"
+    port = free_port()
+    agent = _agent(fleet, "box-a", server, spool, ["/bin/*"], ["--metrics", f"127.0.0.1:{port}"])
+    _connected(fleet, server, "box-a")
+    filler = _fill(small_fs)
+    job_id = _submit(fleet, server, "box-a", "-r", "40", "--", "/bin/true")
+    wait_for(lambda: "database or disk is full" in fleet.log("box-a"), 60, "the agent to find its disk full")
+    time.sleep(6)  # several retries
+    assert "cannot rollback" not in fleet.log("box-a")
+    assert agent.poll() is None, fleet.log("box-a")
+    assert fleet.log("box-a").count("measuring paused") == 1  # said once, not per retry
+    assert _metric(port, "perfctl_agent_spool_full") == 1
+    assert _metric(port, "perfctl_agent_connected") == 1 and _machine(fleet, server, "box-a")["connected"]
+    assert _jobs(fleet, server)[job_id]["state"] != "done"
+
+    # killed and restarted with the disk still full: it starts, connects and waits
+    fleet.kill("box-a")
+    agent = _agent(fleet, "box-a", server, spool, ["/bin/*"], ["--metrics", f"127.0.0.1:{port}"])
+    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 1, 60, "the restarted agent to wait for space")
+    _connected(fleet, server, "box-a")
+    assert agent.poll() is None, fleet.log("box-a")
+
+    filler.unlink()
+    job = wait_for(lambda: (j := _jobs(fleet, server)[job_id])["state"] == "done" and j, 120, "the job to finish")
+    assert job["samples"] == 40
+    samples = wait_for(lambda: len(s := _samples(fleet, server, "box-a")) >= 40 and s, 60, "every sample stored")
+    assert len(samples) == 40 and sorted(s.run_index for s in samples) == list(range(40))
+    assert len({s.uuid for s in samples}) == 40
+    assert "measuring resumed" in fleet.log("box-a")
+
+
+def test_a_full_spool_says_so_and_keeps_what_it_had(tmp_path):
+    spool = Spool(str(tmp_path))
+    spool.add_job("j", b"spec")
+    spool.add_sample("11111111-1111-4111-8111-111111111111", b"x", "j", 1)
+    # max_page_count: SQLite's own way to be out of space, with the error (and rollback) a full disk gives
+    pages = spool._db.execute("PRAGMA page_count").fetchone()[0]
+    spool._db.execute(f"PRAGMA max_page_count={pages}")
+    with pytest.raises(SpoolFull, match="database or disk is full"):  # was "cannot rollback - no transaction"
+        for index in range(2, 100):
+            spool.add_sample(f"11111111-1111-4111-8111-{index:012d}", b"y" * 3000, "j", index)
+    kept = spool.count()
+    assert kept >= 1 and spool.job("j")[1] == kept  # each sample with its progress, or neither
+    spool._db.execute("PRAGMA max_page_count=1073741823")
+    spool.add_sample("22222222-2222-4222-8222-222222222222", b"z", "j", kept + 1)
+    assert spool.count() == kept + 1
+    spool.close()
+
+
+# --- finding 11: the agent command at start ---
+
+def _agent_start(tmp_path, spool, *extra, user="nobody", allow="/bin/*", token=None):
+    token_file = tmp_path / "agent.tok"
+    token_file.write_text(token or "t" * 40)
+    os.chmod(token_file, 0o600)
+    args = ["agent", "--server", "127.0.0.1:1", "--name", "a", "--token-file", str(token_file), "--spool",
+            str(spool), "--allow", allow, "--audit-every", "0", *extra]
+    if user:
+        args += ["--user", user]
+    return perfctl(*args, timeout=60)
+
+
+def _one_line(result) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@needs_root
+def test_a_spool_that_is_not_sqlite_is_one_line(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "spool.db").write_text("garbage\n" * 100)
+    line = _one_line(_agent_start(tmp_path, spool))
+    assert line.startswith(f"perfctl agent: spool {spool}/spool.db is not an SQLite database: "), line
+
+
+@needs_root
+def test_agent_start_errors_are_one_line(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    assert "spool directory" in _one_line(_agent_start(tmp_path, a_file / "spool"))
+    (tmp_path / "dir-db" / "spool.db").mkdir(parents=True)
+    assert "cannot open spool" in _one_line(_agent_start(tmp_path, tmp_path / "dir-db"))
+    assert "no such user" in _one_line(_agent_start(tmp_path, tmp_path / "s", user="no-such-user-here"))
+    assert "absolute path" in _one_line(_agent_start(tmp_path, tmp_path / "s", allow="bin/*"))
+    assert "--workdir" in _one_line(_agent_start(tmp_path, tmp_path / "s", "--workdir", str(tmp_path / "none")))
+
+
+@needs_root
+def test_a_second_agent_on_the_same_spool_is_one_line(fleet):
+    server = _server(fleet)
+    spool = fleet.dir / "spool"
+    _agent(fleet, "box-a", server, spool, ["/bin/*"])
+    _connected(fleet, server, "box-a")
+    line = _one_line(_agent_start(fleet.dir, spool))
+    assert "in use by another process" in line, line
+
+
+def test_spool_errors_name_the_file(tmp_path):
+    (tmp_path / "spool.db").write_bytes(os.urandom(8192))
+    with pytest.raises(SpoolError, match="is not an SQLite database"):
+        Spool(str(tmp_path))
+    assert stat.S_ISREG(os.stat(tmp_path / "spool.db").st_mode)  # left as it was, for the operator
