@@ -15,6 +15,7 @@ from rich.table import Table
 
 from perfctl import client, security
 from perfctl.cli import EXIT_OK, UsageError, _console
+from perfctl.text import cell, visible, visible_lines
 
 
 def _metrics(address: str | None) -> None:
@@ -150,7 +151,7 @@ def submit(args) -> int:
     machines = [m.strip() for m in args.machines.split(",") if m.strip()]
     response = _call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job))
     for machine, job_id in zip(machines, response.job_ids):
-        print(f"{machine}\t{job_id}")
+        print(f"{visible(machine)}\t{visible(job_id)}")
     return EXIT_OK
 
 
@@ -180,14 +181,16 @@ def machines(args) -> int:
     for m in response.machines:
         inv = json.loads(m.inventory_json or "{}")
         cpu = inv.get("cpu", {})
-        table.add_row(m.name, "yes" if m.connected else "no", _ago(m.last_heard_ns), str(m.samples),
-                      f"{cpu.get('vendor', '?')} {cpu.get('family', '?')}/{cpu.get('model', '?')}",
-                      inv.get("kernel", {}).get("release", "?"),
-                      "present" if inv.get("pmu", {}).get("present") else "absent",
-                      f"{m.audit_verdict} ({_ago(m.audit_time_ns)})" if m.audit_verdict else "never",
-                      ", ".join(m.backends),
-                      ", ".join(e.event for e in m.events if e.supported),
-                      ", ".join(e.event for e in m.events if not e.supported))
+        # every string here is the agent's (names, inventory, events): shown literally, see perfctl/text.py
+        table.add_row(*map(cell, (
+            m.name, "yes" if m.connected else "no", _ago(m.last_heard_ns), str(m.samples),
+            f"{cpu.get('vendor', '?')} {cpu.get('family', '?')}/{cpu.get('model', '?')}",
+            inv.get("kernel", {}).get("release", "?"),
+            "present" if inv.get("pmu", {}).get("present") else "absent",
+            f"{m.audit_verdict} ({_ago(m.audit_time_ns)})" if m.audit_verdict else "never",
+            ", ".join(m.backends),
+            ", ".join(e.event for e in m.events if e.supported),
+            ", ".join(e.event for e in m.events if not e.supported))))
     _console().print(table)
     return EXIT_OK
 
@@ -206,8 +209,10 @@ def jobs(args) -> int:
     for column in ("job", "machine", "state", "runs done", "commands", "updated", "message"):
         table.add_column(column, overflow="fold")
     for j in response.jobs:
-        table.add_row(j.job_id[:8], j.machine, j.state, str(j.samples),
-                      " ::: ".join(" ".join(c.argv) for c in j.job.commands), _ago(j.updated_ns), j.message)
+        # argv is the submitting client's, machine and message the agent's: shown literally (perfctl/text.py)
+        table.add_row(*map(cell, (j.job_id[:8], j.machine, j.state, str(j.samples),
+                                  " ::: ".join(" ".join(c.argv) for c in j.job.commands), _ago(j.updated_ns),
+                                  j.message)))
     _console().print(table)
     return EXIT_OK
 
@@ -225,7 +230,7 @@ def compare_machines(args, metrics, parameters) -> int:
     response = _call(args, "Compare", request)
     if response.exit_code == 2:
         raise UsageError(response.output.strip().replace("\n", " "))
-    sys.stdout.write(response.output)
+    sys.stdout.write(response.output if args.format == "json" else visible_lines(response.output))
     return response.exit_code
 
 
@@ -249,8 +254,8 @@ def audit_report(args) -> int:
     for column in ("machine", "audits", "latest", "when", "drift"):
         table.add_column(column, overflow="fold")
     for machine, reports in sorted(history.items()):
-        table.add_row(machine, str(len(reports)), reports[-1]["verdict"], _ago(reports[-1]["time_ns"]),
-                      "; ".join(drifts[machine]) or "none")
+        table.add_row(*map(cell, (machine, str(len(reports)), reports[-1]["verdict"], _ago(reports[-1]["time_ns"]),
+                                  "; ".join(drifts[machine]) or "none")))
     console.print(table)
     table = Table(title="fleet-wide spread of instruction counts per kernel (latest audits)", title_justify="left")
     for column in ("kernel", "machines", "source", "median", "CV"):
