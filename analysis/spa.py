@@ -125,6 +125,10 @@ def minimal_samples(proportion: float, confidence: float) -> MinimalSamples:
     _check_unit("confidence", confidence)
 
     def fewest(base: float) -> int:
+        # A proportion within 1e-16 of 0 or 1 rounds the base to 1.0: no finite N exists (and log(1) = 0).
+        if not base < 1.0 or not confidence < 1.0:
+            raise ValueError(f"proportion {proportion!r} and confidence {confidence!r}: too close to 0 or 1 "
+                             "for any finite number of runs")
         # smallest N with base**N <= 1 - C; the epsilon keeps exact powers (0.1 = 0.9**N?) on the right side
         return max(1, math.ceil(math.log(1 - confidence) / math.log(base) - 1e-12))
 
