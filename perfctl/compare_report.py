@@ -145,7 +145,7 @@ def _clean(value):
     return value
 
 
-def to_json(comparison: Comparison, context: dict) -> str:
+def to_json(comparison: Comparison, context: dict, notes: list[str] = ()) -> str:
     summaries = []
     for s in comparison.summaries:
         entry = {"metric": s.metric, "benchmarks": s.benchmarks}
@@ -175,6 +175,8 @@ def to_json(comparison: Comparison, context: dict) -> str:
         "benchmarks": rows(comparison), "overall": summaries,
         "only_a": list(comparison.only_a), "only_b": list(comparison.only_b),
         "relevant_slowdowns": [r.benchmark for r in comparison.relevant_slowdowns],
+        # what was left out of the inputs and why (warmups, failed or interfered runs, unusable samples)
+        "notes": list(notes),
     }
     return json.dumps(_clean(document), indent=2)
 
@@ -188,7 +190,7 @@ def to_csv(comparison: Comparison) -> str:
     return buffer.getvalue()
 
 
-def to_markdown(comparison: Comparison, context: dict) -> str:
+def to_markdown(comparison: Comparison, context: dict, notes: list[str] = ()) -> str:
     lines = [f"> {visible(line)}" for line in statement(comparison, context)] + [""]
     lines.append("| benchmark | metric | n A/B | median A | median B | A/B [CI] | SPARC | mean | median | P[A>B] |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
@@ -205,6 +207,9 @@ def to_markdown(comparison: Comparison, context: dict) -> str:
             lines.append(f"Overall ({_markdown_cell(summary.metric)}): speedup of medians "
                          f"{summary.speedup_median.speedup:.4f}, "
                          f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
+    if notes:
+        lines.append("")
+        lines += [f"- note: {_markdown_cell(note)}" for note in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -229,11 +234,11 @@ def exit_code(comparison: Comparison) -> int:
 def render(fmt: str, comparison: Comparison, context: dict, console: Console, notes: list[str] = ()) -> None:
     """Print the comparison in ``fmt`` (table, json, csv, markdown) on ``console``."""
     if fmt == "json":
-        console.file.write(to_json(comparison, context) + "\n")
+        console.file.write(to_json(comparison, context, notes) + "\n")
     elif fmt == "csv":
         console.file.write(to_csv(comparison))
     elif fmt == "markdown":
-        console.file.write(to_markdown(comparison, context))
+        console.file.write(to_markdown(comparison, context, notes))
     else:
         render_table(comparison, context, console)
         for note in notes:

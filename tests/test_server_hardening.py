@@ -2,6 +2,7 @@
 RPCs made directly with grpc stubs and tokens. Each test reproduces one finding of the review."""
 
 import asyncio
+import json
 import math
 import os
 import signal
@@ -140,6 +141,10 @@ def test_compare_skips_a_stored_sample_it_cannot_use_and_says_so(server, measure
     note = text[text.index("could not be used"):]
     assert f"(first: sample {bad.uuid}: " in note and "value" in note.split(")")[0]
     assert "true" in response.output  # the comparison itself went ahead
+    as_json = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", metrics=["page-faults"],
+                                                     format="json"), metadata=server.client_md)
+    notes = json.loads(as_json.output)["notes"]
+    assert any("2 stored samples of machine box-a could not be used" in n for n in notes), notes
 
 
 # --- finding 8: every field an agent or client sends is bounded ---
