@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--name", required=True, help="this machine's name (its token must be for this name)")
     agent.add_argument("--spool", required=True, metavar="DIR", help="durable local spool directory")
     agent.add_argument("--allow", action="append", default=[], metavar="PATTERN",
-                       help="executables this agent may run (fnmatch on the absolute path); repeatable")
+                       help="executables this agent may run: a glob on the real path (* stays within a directory, "
+                            "** crosses /); repeatable")
     agent.add_argument("--user", metavar="USER", help="run benchmarks as USER (required when the agent is root)")
     agent.add_argument("--workdir", default="/", metavar="DIR", help="benchmarks' working directory (/)")
     agent.add_argument("--audit-every", type=float, default=24.0, metavar="HOURS",

@@ -106,8 +106,8 @@ def test_a_job_counted_by_perf_event_and_ebpf_is_stored_with_both_backends(fleet
     # Which runs are left out depends on what else this machine ran meanwhile: read it off the samples.
     kept = [s for s in samples if not InterferencePolicy(0.5).flags(
         [{"event": r.event, "status": r.status, "value": r.value} for r in s.readings], s.wall_ns)]
-    if kept:
-        assert compare.returncode in (0, 3), compare.stderr
+    if kept:  # with fewer than 3 runs left, no benchmark may be judged (exit 4)
+        assert compare.returncode in ((0, 3) if len(kept) == 3 else (0, 3, 4)), compare.stderr
         assert "sleep" in compare.stdout
     else:  # all three interfered with (a loaded machine): excluded, and said so
         assert compare.returncode == 2 and "no measured runs" in compare.stdout + compare.stderr
