@@ -9,47 +9,25 @@ unless it is named.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass, field
+
+from perfctl.formats.dataset import (
+    WALL_TIME,
+    BenchmarkData,
+    Dataset,
+    DatasetError,
+    finite,
+    json_field,
+    json_kind,
+    load_json,
+    stem,
+    type_problem,
+)
+
+# Re-exported: the readers' shared types are the package's interface to the rest of perfctl.
+__all__ = ["FORMATS", "WALL_TIME", "BenchmarkData", "Dataset", "DatasetError", "detect", "finite", "json_field",
+           "json_kind", "load_json", "read_dataset", "stem", "type_problem"]
 
 FORMATS = ("perfctl", "hyperfine", "pyperf", "perf-stat")
-WALL_TIME = "wall-time"
-
-
-class DatasetError(ValueError):
-    """A file that cannot be read as samples; the message is one line naming the file."""
-
-
-@dataclass
-class BenchmarkData:
-    name: str
-    metrics: dict[str, list[float]] = field(default_factory=dict)
-    units: dict[str, str] = field(default_factory=dict)
-    notes: dict[str, list[str]] = field(default_factory=dict)
-    backends: dict[str, set[str]] = field(default_factory=dict)
-
-    def add(self, metric: str, value: float, unit: str, backend: str | None = None) -> None:
-        self.metrics.setdefault(metric, []).append(float(value))
-        self.units.setdefault(metric, unit)
-        if backend:
-            self.backends.setdefault(metric, set()).add(backend)
-
-    def note(self, metric: str, text: str) -> None:
-        entries = self.notes.setdefault(metric, [])
-        if text not in entries:
-            entries.append(text)
-
-
-@dataclass
-class Dataset:
-    path: str
-    format: str
-    benchmarks: dict[str, BenchmarkData] = field(default_factory=dict)
-    machine: dict | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def benchmark(self, name: str) -> BenchmarkData:
-        return self.benchmarks.setdefault(name, BenchmarkData(name))
 
 
 def detect(path: str) -> str:
@@ -104,66 +82,3 @@ def read_dataset(path: str, input_format: str | None = None, interference=None) 
         why = f" ({'; '.join(dataset.notes)})" if dataset.notes else ""
         raise DatasetError(f"{path}: no measured runs in this {fmt} file{why}")
     return dataset
-
-
-def load_json(path: str, what: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as err:
-        raise DatasetError(f"{path}: {err.strerror}") from None
-    except ValueError as err:
-        raise DatasetError(f"{path}: not valid JSON ({what}): {err}") from None
-    except RecursionError:
-        raise DatasetError(f"{path}: not valid JSON ({what}): lists or objects nested too deeply to read") from None
-
-
-def stem(path: str) -> str:
-    return os.path.splitext(os.path.basename(path))[0]
-
-
-def finite(path: str, where: str, value, text: bool = False) -> float:
-    """A finite number from a file, or a DatasetError naming where the bad value is. A JSON value must be
-    a number (not a string, not a boolean); ``text`` accepts the digits of a text format such as CSV."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str) if text else (int, float)):
-        raise DatasetError(f"{path}: {where}: expected a number, got {json_kind(value)}")
-    try:
-        number = float(value)
-    except (ValueError, OverflowError):
-        raise DatasetError(f"{path}: {where}: not a number: {value!r}") from None
-    if number != number or number in (float("inf"), float("-inf")):
-        raise DatasetError(f"{path}: {where}: non-finite value {value!r}")
-    return number
-
-
-def json_kind(value) -> str:
-    """The JSON name of a value's type, for messages that say what was found where a number or a string
-    belongs."""
-    for types, name in ((bool, "a boolean"), ((int, float), "a number"), (str, "a string"), (list, "a list"),
-                        (dict, "an object"), (type(None), "null")):
-        if isinstance(value, types):
-            return name
-    return type(value).__name__
-
-
-def json_field(path: str, where: str, container: dict, key: str, types, wanted: str, default=None):
-    """``container[key]`` when it has one of ``types``; ``default`` when it is absent or null (a None
-    ``default`` makes it required); else a DatasetError naming the field."""
-    value = container.get(key)
-    if value is None:
-        if default is not None:
-            return default
-        raise DatasetError(f"{path}: {where}: missing")
-    problem = type_problem(value, types, wanted)
-    if problem:
-        raise DatasetError(f"{path}: {where}: {problem}")
-    return value
-
-
-def type_problem(value, types: type | tuple[type, ...], wanted: str) -> str | None:
-    """None when ``value`` has one of ``types``, else what is wrong. A boolean is never a number here,
-    although Python counts bool as an int."""
-    types = types if isinstance(types, tuple) else (types,)
-    if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
-        return None
-    return f"expected {wanted}, got {json_kind(value)}"

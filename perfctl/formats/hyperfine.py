@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from perfctl.formats import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json
+from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json
 
 
 def read_dataset(path: str) -> Dataset:

@@ -13,7 +13,7 @@ from typing import IO
 
 import orjson
 
-from perfctl.formats import json_kind, type_problem
+from perfctl.formats.dataset import json_kind, type_problem
 from perfctl.model import OUTCOMES, READING_STATUSES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
 
 
@@ -65,7 +65,7 @@ class DatasetBuilder:
     files here and for samples stored on the server (server/service.py)."""
 
     def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy | None = None):
-        from perfctl.formats import Dataset
+        from perfctl.formats.dataset import Dataset
 
         self.dataset = Dataset(path, fmt)
         self._excluded: dict[str, dict[str, int]] = {}
@@ -77,7 +77,7 @@ class DatasetBuilder:
     def add(self, record: dict, line: int | None = None) -> None:
         """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
         (``line`` of the file when given, else its place among the records added) and the field."""
-        from perfctl.formats import DatasetError
+        from perfctl.formats.dataset import DatasetError
 
         self._records += 1
         try:
@@ -88,7 +88,7 @@ class DatasetBuilder:
             raise DatasetError(f"{where}: {err}") from None
 
     def _add(self, record: dict) -> None:
-        from perfctl.formats import WALL_TIME
+        from perfctl.formats.dataset import WALL_TIME
 
         bench_info = record["benchmark"]
         name = bench_info["name"]
@@ -140,7 +140,7 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None):
     dataclasses took longer than the whole comparison (bench/compare_speed.py). Malformed lines are
     reported with the file and line.
     """
-    from perfctl.formats import DatasetError
+    from perfctl.formats.dataset import DatasetError
 
     builder = DatasetBuilder(path, interference=interference)
     try:

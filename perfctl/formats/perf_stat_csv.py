@@ -5,7 +5,7 @@ after the file. msec values (task-clock, cpu-clock) are converted to ns; ``<not 
 
 from __future__ import annotations
 
-from perfctl.formats import Dataset, DatasetError, finite, stem
+from perfctl.formats.dataset import Dataset, DatasetError, finite, stem
 
 _SCALE = {"msec": ("ns", 1e6)}
 

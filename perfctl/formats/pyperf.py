@@ -4,7 +4,7 @@ one sample, never counted as independent runs. Warmups and calibration runs (no 
 
 from __future__ import annotations
 
-from perfctl.formats import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json, stem
+from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json, stem
 
 _SCALE = {"second": 1e9}
 
