@@ -69,6 +69,17 @@ def _finite(value: float, field: str, minimum: float | None = None) -> str | Non
     return None
 
 
+def _backend_list(backends) -> str | None:
+    """A sample's or a machine's list of backend names: at most MAX_BACKENDS, each a printable name."""
+    if len(backends) > MAX_BACKENDS:
+        return f"backends: more than {MAX_BACKENDS}"
+    for index, backend in enumerate(backends):
+        problem = _printable(backend, MAX_BACKEND_NAME, f"backends[{index}]")
+        if problem:
+            return problem
+    return None
+
+
 def validate_sample(s) -> str | None:
     """None if the wire Sample is acceptable, else what is wrong with it, naming the field.
 
@@ -122,12 +133,9 @@ def validate_sample(s) -> str | None:
         return "environment.env_bytes must be 0-1048576"
     if env.HasField("pinned_cpu") and not 0 <= env.pinned_cpu < MAX_CPU:
         return f"environment.pinned_cpu must be 0-{MAX_CPU - 1}"
-    if len(s.backends) > MAX_BACKENDS:
-        return f"backends: more than {MAX_BACKENDS}"
-    for index, backend in enumerate(s.backends):
-        problem = _printable(backend, MAX_BACKEND_NAME, f"backends[{index}]")
-        if problem:
-            return problem
+    problem = _backend_list(s.backends)
+    if problem:
+        return problem
     if len(s.readings) > MAX_READINGS:
         return f"more than {MAX_READINGS} readings"
     # The names of a reading repeat across samples: a combination checked once is remembered (bounded),
@@ -242,12 +250,9 @@ def validate_machine_info(info) -> str | None:
             return "inventory_json is not JSON"
         if not isinstance(inventory, dict):
             return "inventory_json is not a JSON object"
-    if len(info.backends) > MAX_BACKENDS:
-        return f"backends: more than {MAX_BACKENDS}"
-    for index, backend in enumerate(info.backends):
-        problem = _printable(backend, MAX_BACKEND_NAME, f"backends[{index}]")
-        if problem:
-            return problem
+    problem = _backend_list(info.backends)
+    if problem:
+        return problem
     if len(info.events) > MAX_EVENTS:
         return f"events: more than {MAX_EVENTS}"
     for index, entry in enumerate(info.events):

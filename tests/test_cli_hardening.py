@@ -247,11 +247,19 @@ def test_fuzz_perfctl_jsonl_reader(tmp_path):
     assert checked > 400
 
 
-def test_fuzz_hyperfine_reader(tmp_path):
+HYPERFINE = {"results": [{"command": "sleep 0.1", "mean": 0.1, "stddev": 0.01, "median": 0.1, "user": 0.0,
+                           "system": 0.0, "min": 0.09, "max": 0.12, "times": [0.1, 0.11, 0.09, 0.12, 0.1],
+                           "exit_codes": [0, 0, 0, 0, 0], "parameters": {}}]}
+PYPERF = {"version": "1.0", "metadata": {"name": "bench", "unit": "second", "loops": 4},
+          "benchmarks": [{"metadata": {"name": "bench"},
+                          "runs": [{"metadata": {"date": "2024-01-01"}, "warmups": [[1, 0.2]],
+                                    "values": [0.1 + i / 1000, 0.1]} for i in range(4)]
+                          + [{"metadata": {"calibrate_loops": 4}, "warmups": [[1, 0.2]]}]}]}
+
+
+@pytest.mark.parametrize("valid, cases", [(HYPERFINE, 200), (PYPERF, 300)], ids=["hyperfine", "pyperf"])
+def test_fuzz_json_export_reader(tmp_path, valid, cases):
     good = tmp_path / "good.json"
-    valid = {"results": [{"command": "sleep 0.1", "mean": 0.1, "stddev": 0.01, "median": 0.1, "user": 0.0,
-                          "system": 0.0, "min": 0.09, "max": 0.12, "times": [0.1, 0.11, 0.09, 0.12, 0.1],
-                          "exit_codes": [0, 0, 0, 0, 0], "parameters": {}}]}
     good.write_text(json.dumps(valid))
     checked = 0
     for path, replacement, document in _json_cases(valid):
@@ -260,25 +268,7 @@ def test_fuzz_hyperfine_reader(tmp_path):
         code, _, stderr = _compare_in_process(str(bad), str(good))
         _check((path, replacement), code, stderr)
         checked += 1
-    assert checked > 200
-
-
-def test_fuzz_pyperf_reader(tmp_path):
-    good = tmp_path / "good.json"
-    valid = {"version": "1.0", "metadata": {"name": "bench", "unit": "second", "loops": 4},
-             "benchmarks": [{"metadata": {"name": "bench"},
-                             "runs": [{"metadata": {"date": "2024-01-01"}, "warmups": [[1, 0.2]],
-                                       "values": [0.1 + i / 1000, 0.1]} for i in range(4)]
-                             + [{"metadata": {"calibrate_loops": 4}, "warmups": [[1, 0.2]]}]}]}
-    good.write_text(json.dumps(valid))
-    checked = 0
-    for path, replacement, document in _json_cases(valid):
-        bad = tmp_path / "bad.json"
-        bad.write_text(json.dumps(document))
-        code, _, stderr = _compare_in_process(str(bad), str(good))
-        _check((path, replacement), code, stderr)
-        checked += 1
-    assert checked > 300
+    assert checked > cases
 
 
 def test_fuzz_perf_stat_csv_reader(tmp_path):
