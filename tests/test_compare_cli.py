@@ -4,6 +4,7 @@ outputs, exit codes and every kind of bad input."""
 import csv
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -164,8 +165,10 @@ def test_bad_files_and_options(tmp_path, builds):
 
 def test_readmes_main_job_compares_two_builds():
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    # the perfctl of the environment under test (.venv, or .venv-latest for an unpinned run)
+    environment = {**os.environ, "PERFCTL": os.path.join(os.path.dirname(sys.executable), "perfctl")}
     result = subprocess.run([str(root / "examples/compare-builds.sh"), "--format", "json"], capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=300, env=environment)
     assert result.returncode == 0, result.stdout + result.stderr  # -O2 is not slower than -O0
     row = json.loads(result.stdout)["benchmarks"][0]
     assert (row["verdict"], row["median_protocol"]) == ("relevant difference", "B faster")
