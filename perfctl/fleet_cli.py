@@ -95,7 +95,10 @@ def agent(args) -> int:
         spool.close()
         raise UsageError(f"perfctl agent: {err}") from None
     _logging()
-    asyncio.run(run_agent(config, spool))
+    try:
+        asyncio.run(run_agent(config, spool))
+    except SpoolError as err:  # the spool turned out damaged while running: said once, nothing more is run
+        raise UsageError(f"perfctl agent: {err}") from None
     return EXIT_OK
 
 
