@@ -9,6 +9,43 @@ import math
 from perfctl.analysis.summary import describe
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def audit_problem(report) -> str | None:
+    """None when ``report`` has what drift and fleet_spread read, with the types they read it as; else
+    what is wrong. Reports come from agents (stored by the server, possibly by an older version that
+    checked less): one that cannot be read is set aside by the caller, never fed to the functions below."""
+    if not isinstance(report, dict):
+        return "not a JSON object"
+    for key in ("verdict", "kernel", "microcode", "audit_id"):
+        if key in report and not isinstance(report[key], str):
+            return f"{key} is not a string"
+    if not isinstance(report.get("time_ns"), int) or isinstance(report.get("time_ns"), bool):
+        return "time_ns is not an integer"
+    fit = report.get("fit")
+    if fit is not None:
+        if not isinstance(fit, dict):
+            return "fit is not an object"
+        for name in ("a", "b"):
+            interval = fit.get(f"{name}_interval")
+            if not _number(fit.get(name)) or not (isinstance(interval, list) and len(interval) == 2
+                                                  and all(_number(v) for v in interval)):
+                return f"fit.{name} or fit.{name}_interval is not a number or a pair of numbers"
+    kernels = report.get("kernels", [])
+    if not isinstance(kernels, list):
+        return "kernels is not a list"
+    for index, kernel in enumerate(kernels):
+        if not isinstance(kernel, dict) or not isinstance(kernel.get("kernel"), str) \
+                or not isinstance(kernel.get("backend"), str) or not _number(kernel.get("expected")):
+            return f"kernels[{index}] lacks a kernel name, a backend or an expected count"
+        for key in ("median_excess", "page_faults", "interrupts"):
+            if kernel.get(key) is not None and not _number(kernel[key]):
+                return f"kernels[{index}].{key} is not a number"
+    return None
+
+
 def drift(reports: list[dict]) -> list[str]:
     """What changed between consecutive audits of one machine: verdict, kernel, microcode, and fitted
     artifact coefficients that left the previous audit's interval."""

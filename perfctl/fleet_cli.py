@@ -173,7 +173,7 @@ def machines(args) -> int:
         print(json.dumps([{"name": m.name, "machine_id": m.machine_id, "connected": m.connected,
                            "audit_verdict": m.audit_verdict or None, "audit_time_ns": m.audit_time_ns or None,
                            "last_heard_ns": m.last_heard_ns, "samples": m.samples, "backends": list(m.backends),
-                           "inventory": json.loads(m.inventory_json or "{}"),
+                           "inventory": _inventory(m.inventory_json),
                            "events": [{"event": e.event, "supported": e.supported, "reason": e.reason}
                                       for e in m.events]} for m in response.machines], indent=2))
         return EXIT_OK
@@ -182,20 +182,40 @@ def machines(args) -> int:
                    "counters available", "unsupported"):
         table.add_column(column, overflow="fold")
     for m in response.machines:
-        inv = json.loads(m.inventory_json or "{}")
-        cpu = inv.get("cpu", {})
+        inv = _inventory(m.inventory_json)
         # every string here is the agent's (names, inventory, events): shown literally, see perfctl/text.py
         table.add_row(*map(cell, (
             m.name, "yes" if m.connected else "no", _ago(m.last_heard_ns), str(m.samples),
-            f"{cpu.get('vendor', '?')} {cpu.get('family', '?')}/{cpu.get('model', '?')}",
-            inv.get("kernel", {}).get("release", "?"),
-            "present" if inv.get("pmu", {}).get("present") else "absent",
+            f"{_item(inv, 'cpu', 'vendor')} {_item(inv, 'cpu', 'family')}/{_item(inv, 'cpu', 'model')}",
+            _item(inv, "kernel", "release"),
+            {True: "present", False: "absent"}.get(_item(inv, "pmu", "present"), "?"),
             f"{m.audit_verdict} ({_ago(m.audit_time_ns)})" if m.audit_verdict else "never",
             ", ".join(m.backends),
             ", ".join(e.event for e in m.events if e.supported),
             ", ".join(e.event for e in m.events if not e.supported))))
     _console().print(table)
     return EXIT_OK
+
+
+def _inventory(text: str) -> dict:
+    """An agent's inventory as the server stored it; anything but a JSON object (an older server checked
+    less) reads as empty, so the listing shows '?' rather than failing for every machine."""
+    try:
+        inventory = json.loads(text or "{}", parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return {}
+    return inventory if isinstance(inventory, dict) else {}
+
+
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _item(inventory: dict, section: str, key: str):
+    """inventory[section][key] when it is a plain value, else '?'."""
+    value = inventory.get(section)
+    value = value.get(key, "?") if isinstance(value, dict) else "?"
+    return value if isinstance(value, (str, int, float, bool)) else "?"
 
 
 def jobs(args) -> int:
@@ -239,18 +259,29 @@ def compare_machines(args, metrics, parameters) -> int:
 
 def audit_report(args) -> int:
     """Per machine its audit history with drift; per kernel the fleet-wide spread (Weaver & McKee, Figure 1)."""
-    from perfctl.analysis.audits import drift, fleet_spread
+    from perfctl.analysis.audits import audit_problem, drift, fleet_spread
     from perfctl.v1 import fleet_pb2 as pb
 
     response = _call(args, "GetAudits", pb.GetAuditsRequest())
     history: dict[str, list[dict]] = {}
+    unreadable: dict[str, list[str]] = {}
     for record in response.audits:
-        history.setdefault(record.machine, []).append(json.loads(record.report_json))
+        try:
+            report = json.loads(record.report_json)
+        except (ValueError, RecursionError):
+            report = None
+        problem = "not JSON" if report is None else audit_problem(report)
+        if problem:  # stored by a server that checked less: set aside and said, never a traceback
+            unreadable.setdefault(record.machine, []).append(f"audit {record.audit_id}: {problem}")
+        else:
+            history.setdefault(record.machine, []).append(report)
     drifts = {machine: drift(reports) for machine, reports in history.items()}
     spread = fleet_spread({machine: reports[-1] for machine, reports in history.items()})
+    notes = [f"{len(problems)} audit reports of machine {machine} could not be read and were set aside "
+             f"(first: {problems[0]})" for machine, problems in sorted(unreadable.items())]
     if args.json:
         print(json.dumps({"machines": {m: {"audits": len(r), "latest": r[-1]["verdict"], "drift": drifts[m]}
-                                       for m, r in history.items()}, "spread": spread}, indent=2))
+                                       for m, r in history.items()}, "spread": spread, "notes": notes}, indent=2))
         return EXIT_OK
     console = _console()
     table = Table(title="audits", title_justify="left")
@@ -264,7 +295,9 @@ def audit_report(args) -> int:
     for column in ("kernel", "machines", "source", "median", "CV"):
         table.add_column(column)
     for row in spread:
-        table.add_row(row["kernel"], str(row["machines"]), row["source"], f"{row['median']:,.0f}",
-                      "-" if row["cv"] is None else f"{row['cv']:.3e}")
+        table.add_row(*map(cell, (row["kernel"], str(row["machines"]), row["source"], f"{row['median']:,.0f}",
+                                  "-" if row["cv"] is None else f"{row['cv']:.3e}")))
     console.print(table)
+    for note in notes:
+        console.print(cell(f"note: {note}"))
     return EXIT_OK

@@ -408,9 +408,23 @@ class _HostileQueries(rpc.QueryServiceServicer):
     row that predates the server's checks. The client is the last line of defence of the terminal."""
 
     def ListMachines(self, request, context):
+        malformed = [pb.MachineSummary(name=f"odd-{i}", machine_id="m", inventory_json=text) for i, text in enumerate(
+            ('{"cpu": 5, "kernel": "x", "pmu": [1]}', '{"cpu": {"vendor": NaN}}', "[" * 100_000, "not json"))]
         return pb.ListMachinesResponse(machines=[pb.MachineSummary(
             name=HOSTILE, machine_id="m", inventory_json=json.dumps({"kernel": {"release": HOSTILE}}),
-            backends=[HOSTILE], events=[pb.EventSupport(event=HOSTILE, supported=True)], audit_verdict=HOSTILE)])
+            backends=[HOSTILE], events=[pb.EventSupport(event=HOSTILE, supported=True)], audit_verdict=HOSTILE),
+            *malformed])
+
+    def GetAudits(self, request, context):
+        good = {"audit_id": "a" * 8, "verdict": "trusted", "time_ns": time.time_ns(), "fit": None,
+                "kernels": [{"kernel": HOSTILE, "backend": "dbi", "expected": 5, "exact": True}]}
+        broken = [{**good, "kernels": 5}, {**good, "fit": {"a": 1, "b": 1, "a_interval": [1], "b_interval": 2}},
+                  {**good, "time_ns": "now"}, [1, 2]]
+        return pb.GetAuditsResponse(audits=[
+            pb.AuditRecord(machine=HOSTILE, audit_id="1", report_json=json.dumps(good)),
+            *(pb.AuditRecord(machine="box-b", audit_id=str(i), report_json=json.dumps(report))
+              for i, report in enumerate(broken)),
+            pb.AuditRecord(machine="box-b", audit_id="9", report_json="{" * 100_000)])
 
     def GetJobs(self, request, context):
         return pb.GetJobsResponse(jobs=[pb.JobStatus(
@@ -442,7 +456,8 @@ def hostile_server(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["jobs"], ["machines"], ["compare", "box-a", "box-b", "--format", "csv"],
-                                     ["compare", "broken", "box-b"], ["submit", "--machines", "box-a"]])
+                                     ["compare", "broken", "box-b"], ["submit", "--machines", "box-a"],
+                                     ["audit", "report"]])
 def test_a_hostile_server_cannot_drive_the_terminal(hostile_server, command):
     args = [command[0], *hostile_server, *command[1:]] + (["--", "/bin/true"] if command[0] == "submit" else [])
     result = perfctl(*args)
@@ -455,6 +470,14 @@ def test_a_hostile_server_cannot_drive_the_terminal(hostile_server, command):
         _one_line(result)
     else:
         assert result.returncode == 0, result.stderr
+    if command == ["machines"]:  # inventories of the wrong shape show as '?', the listing goes on
+        assert all(f"odd-{i}" in result.stdout for i in range(4)), result.stdout
+    if command == ["audit", "report"]:  # reports of the wrong shape are set aside and counted
+        assert "5 audit reports of machine box-b could not be read" in " ".join(result.stdout.split())
+        for machines_json in (perfctl("machines", *hostile_server, "--json"),
+                              perfctl("audit", "report", *hostile_server, "--json")):
+            assert machines_json.returncode == 0, machines_json.stderr
+            json.loads(machines_json.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     if command[0] == "compare" and result.returncode == 0:
         # the server's line breaks stay line breaks: the client cannot tell them from a name's (the server
         # escapes names before it renders, see compare_report.py)
