@@ -7,10 +7,11 @@ has the uuid uuid5(job, k), so even a run repeated after a crash cannot be store
 off exponentially with jitter. Measurement runs in a worker thread; no os.fork() anywhere (benchmarks start
 through posix_spawn), so the gRPC threads are safe.
 
-Security: the agent runs only commands whose real executable (symlinks resolved) matches its local allowlist,
-as argv (no shell), as the configured unprivileged user, in a clean fixed-size environment. The allowlist is
-checked before any file a job names is opened; the job's input files are then read with that user's
-permissions, regular files only, bounded in size and time (agent/session.py identify).
+Security: the agent runs only commands that match its local allowlist both as named (lexically, before the
+filesystem is looked at: a refusal tells a client nothing it did not say) and as their real executable
+(symlinks resolved), as argv (no shell), as the configured unprivileged user, in a clean fixed-size
+environment. The allowlist is checked before any file a job names is opened; the job's input files are then
+read with that user's permissions, regular files only, bounded in size and time (agent/session.py identify).
 
 A job leaves 'queued' for the agent's own state 'preparing' before it is prepared; an agent that finds a job
 still 'preparing' when it starts died preparing it, and fails it rather than trying again forever. A full
@@ -24,6 +25,7 @@ import logging
 import os
 import random
 import re
+import shutil
 import signal
 import threading
 import time
@@ -36,7 +38,7 @@ from prometheus_client import Counter, Gauge
 from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
-from perfctl.agent.runner import RunError, Runner, locate_command, make_control
+from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolFull
 from perfctl.model import BACKENDS, parse_backends
 from perfctl.v1 import fleet_pb2 as pb
@@ -126,11 +128,56 @@ def resolve_pattern(pattern: str) -> str:
     return head.rstrip("/") + "/" + "/".join(parts[literal:])
 
 
+def matches(path: str, patterns: list[str]) -> bool:
+    """Whether the path, as it is (nothing resolved here), matches one of the patterns as written or with
+    their directories resolved (resolve_pattern), by glob_regex's rules."""
+    return any(glob_regex(form).fullmatch(path) for pattern in patterns
+               for form in dict.fromkeys((pattern, resolve_pattern(pattern))))
+
+
 def allowed(executable: str, patterns: list[str]) -> bool:
     """Whether the executable's real path (symlinks resolved: a symlink to / in an allowed directory
     must not open every program) matches one of the patterns (glob_regex's rules)."""
-    real = os.path.realpath(executable)
-    return any(glob_regex(resolve_pattern(pattern)).fullmatch(real) for pattern in patterns)
+    return matches(os.path.realpath(executable), patterns)
+
+
+class NotAllowed(Exception):
+    """A job's program is outside the agent's --allow patterns; the message names it as the client did."""
+
+
+def allowed_program(argv0: str, patterns: list[str], path: str | None, workdir: str) -> str:
+    """The real path of a job's program, checked against the allowlist: NotAllowed when it is outside,
+    RunError when it is inside but missing.
+
+    The program as the client named it is judged first, lexically (made absolute against ``workdir``,
+    normalised with os.path.normpath; a bare name is looked up in the clean environment's PATH, whose
+    directories are public): when no pattern matches it, the refusal repeats it as given and nothing of the
+    filesystem was looked at, so a client learns neither whether a path exists nor where a symlink points
+    (the agent is root). Only then is its real path resolved and judged too; that refusal does not name
+    the target either, and "not found" is said only of a path inside the allowlist.
+    """
+    refusal = NotAllowed(f"{argv0} is not allowed by this agent's --allow patterns")
+    if "\0" in argv0:  # never a path
+        raise refusal
+    if "/" in argv0:
+        named = os.path.normpath(os.path.join(workdir, argv0))
+    else:
+        directories = [os.path.normpath(os.path.join(workdir, entry or "."))
+                       for entry in (path if path is not None else os.defpath).split(os.pathsep)]
+        if not any(matches(os.path.join(directory, argv0), patterns) for directory in directories):
+            raise refusal
+        found = shutil.which(argv0, path=os.pathsep.join(directories))
+        if found is None:
+            raise RunError(f"command not found in PATH: {argv0}")
+        named = os.path.normpath(found)
+    if not matches(named, patterns):
+        raise refusal
+    real = os.path.realpath(named)
+    if not matches(real, patterns):
+        raise refusal
+    if not os.path.exists(real):
+        raise RunError(f"command not found: {argv0}")
+    return real
 
 
 class Agent:
@@ -280,8 +327,8 @@ class Agent:
                 self._notify_sender()
 
     def _prepare(self, job_id: str, job: pb.Job):
-        """Control, commands and backend of a job, or the (state, message) that ends it. The allowlist is
-        checked on each program's real path before anything opens a file a job names."""
+        """Control, commands and backend of a job, or the (state, message) that ends it. Every program is
+        checked against the allowlist (allowed_program) before anything opens a file a job names."""
         control = make_control(clean_env=True, user=self.config.user, cwd=self.config.workdir,
                                timeout_s=job.timeout_seconds or None)
         path = dict(control.env).get("PATH")
@@ -290,10 +337,10 @@ class Agent:
             argv = list(command.argv)
             if not argv:
                 return "failed", "a command without a program"
-            real = os.path.realpath(locate_command(argv[0], path))
-            if not allowed(real, self.config.allow):
-                shown = argv[0] if real == argv[0] else f"{argv[0]} ({real})"
-                return "refused", f"{shown} is not allowed by this agent's --allow patterns"
+            try:
+                real = allowed_program(argv[0], self.config.allow, path, self.config.workdir)
+            except NotAllowed as err:
+                return "refused", str(err)
             programs.append((argv, command.name or None, real))
         commands = [session.identify(argv, control, name, executable=real) for argv, name, real in programs]
         backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)

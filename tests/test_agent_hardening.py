@@ -147,10 +147,42 @@ def test_a_symlink_to_root_in_an_allowed_directory_runs_nothing(fleet, shared_di
     escape = _submit(fleet, server, "box-a", "-r", "1", "--", f"{shared_dir}/root/usr/bin/python3", "-c",
                      f"open('{marker}', 'w')")
     job = _finished(fleet, server, escape)
-    assert job["state"] == "refused" and "/usr/bin/python3" in job["message"], job
+    assert job["state"] == "refused", job
+    assert job["message"] == f"{shared_dir}/root/usr/bin/python3 is not allowed by this agent's --allow patterns"
     assert not marker.exists()
     fine = _finished(fleet, server, _submit(fleet, server, "box-a", "-r", "2", "--", f"{shared_dir}/true"))
     assert fine["state"] == "done" and fine["samples"] == 2, fine
+
+
+@needs_root
+def test_a_refusal_tells_a_client_nothing_about_paths_root_can_see(fleet, shared_dir, tmp_path):
+    private = tmp_path / "advpriv"
+    private.mkdir(mode=0o700)
+    (private / "link").symlink_to("/srv/secret/key.pem")
+    (private / "exists").write_text("x\n")
+    (shared_dir / "out").symlink_to(private / "exists")  # inside the allowlist, pointing out of it
+    (shared_dir / "dangling").symlink_to(private / "nothere")
+    shutil.copy("/bin/true", shared_dir / "true")
+    server = _server(fleet)
+    _agent(fleet, "box-a", server, fleet.dir / "spool", [f"{shared_dir}/*", "/usr/bin/*"],
+           ["--workdir", str(shared_dir)])
+    _connected(fleet, server, "box-a")
+    refused = [str(private / "exists"), str(private / "nothere"), str(private / "link"),
+               f"{shared_dir}/../{tmp_path.name}/advpriv/exists", f"{shared_dir}/out", f"{shared_dir}/dangling"]
+    jobs = {path: _submit(fleet, server, "box-a", "-r", "1", "--", path) for path in refused}
+    missing = _submit(fleet, server, "box-a", "-r", "1", "--", f"{shared_dir}/nothere")
+    relative = _submit(fleet, server, "box-a", "-r", "1", "--", "./true")
+    bare = _submit(fleet, server, "box-a", "-r", "1", "--", "true")
+    for path, job_id in jobs.items():
+        job = _finished(fleet, server, job_id)
+        # the same shape whether the path exists or not; no symlink's target
+        assert (job["state"], job["message"]) == \
+            ("refused", f"{path} is not allowed by this agent's --allow patterns"), job
+    job = _finished(fleet, server, missing)  # inside the allowlist, "not found" may be said
+    assert (job["state"], job["message"]) == ("failed", f"command not found: {shared_dir}/nothere"), job
+    assert _finished(fleet, server, relative)["state"] == "done"  # against --workdir
+    assert _finished(fleet, server, bare)["state"] == "done"  # in the clean environment's PATH
+    assert "/srv/secret" not in fleet.log("box-a")
 
 
 # --- finding 2: identifying a job's benchmark ---
