@@ -153,6 +153,10 @@ def test_json_exports_with_wrong_types_are_one_line(tmp_path, document, field):
     (lambda r: r.update(wall_ns=True), "wall_ns: expected a number, got a boolean"),
     (lambda r: r.update(warmup="no"), "warmup"),
     (lambda r: r["benchmark"].update(executable_sha256=["a"]), "benchmark.executable_sha256"),
+    # numbers no run can have: the statistics would overflow into inf (seen: a CSV with median inf, exit 0)
+    (lambda r: r.update(wall_ns=1.5e308), "wall_ns: 1.5e+308 is not a count or a time"),
+    (lambda r: r["readings"][0].update(value=-5), "readings[0].value: -5 is not a count or a time"),
+    (lambda r: r["readings"].append(dict(r["readings"][0])), "readings[3]: repeats the event, scope and backend"),
 ])
 def test_perfctl_samples_with_wrong_types_are_one_line_naming_line_and_field(tmp_path, change, field):
     records = _runs()
@@ -160,6 +164,47 @@ def test_perfctl_samples_with_wrong_types_are_one_line_naming_line_and_field(tmp
     path = _jsonl(tmp_path / "a.jsonl", records)
     line = _one_line(perfctl("compare", path, path))
     assert f"a.jsonl:4: {field}" in line, line
+
+
+def test_compare_reads_pipes_and_refuses_devices(tmp_path):
+    """<(cmd) and /dev/stdin are read once (detection and reading each opened the file: the second read of a
+    pipe found it empty); devices and directories are refused in one line."""
+    a = _jsonl(tmp_path / "a.jsonl", _runs())
+    b = _jsonl(tmp_path / "b.jsonl", _runs(base=2000))
+    expected = perfctl("compare", a, b, "--format", "csv")
+    assert expected.returncode == 3, expected.stderr
+    substituted = subprocess.run(["bash", "-c", f'"$0" -m perfctl compare <(cat {a}) <(cat {b}) --format csv',
+                                  sys.executable], capture_output=True, text=True, timeout=120)
+    assert (substituted.returncode, substituted.stdout) == (3, expected.stdout), substituted.stderr
+    with open(a, "rb") as source:
+        piped = subprocess.run([sys.executable, "-m", "perfctl", "compare", "/dev/stdin", b, "--format", "csv"],
+                               stdin=source, capture_output=True, text=True,
+                               timeout=120)
+    assert (piped.returncode, piped.stdout) == (3, expected.stdout), piped.stderr
+    cat = subprocess.Popen(["cat", a], stdout=subprocess.PIPE)
+    piped = subprocess.run([sys.executable, "-m", "perfctl", "compare", "/dev/stdin", b, "--format", "csv"],
+                           stdin=cat.stdout, capture_output=True, text=True, timeout=120)
+    cat.wait()
+    assert (piped.returncode, piped.stdout) == (3, expected.stdout), piped.stderr
+    broken = subprocess.run(["bash", "-c", f'"$0" -m perfctl compare <(echo "{{") {b}', sys.executable],
+                            capture_output=True, text=True, timeout=120)
+    assert _one_line(broken).startswith("perfctl compare: /dev/fd/"), broken.stderr  # named as the user did
+    for device in ("/dev/zero", str(tmp_path)):
+        for options in ([], ["--input-format", "perfctl"]):
+            assert "not a regular file or a pipe" in _one_line(perfctl("compare", *options, device, b))
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    a = _jsonl(tmp_path / "a.jsonl", _runs())
+    b = _jsonl(tmp_path / "b.jsonl", _runs(base=2000))
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + open(a, "rb").read())
+    hyperfine = tmp_path / "h.json"
+    hyperfine.write_bytes(b"\xef\xbb\xbf" + json.dumps({"results": [{"command": "x", "times": [0.1, 0.2, 0.1]}]})
+                          .encode())
+    assert perfctl("compare", str(marked), b, "--format", "csv").stdout == \
+        perfctl("compare", a, b, "--format", "csv").stdout
+    assert perfctl("compare", str(hyperfine), str(hyperfine)).returncode in (0, 4)
 
 
 def test_dataset_builder_names_the_record_and_field_without_a_file():

@@ -9,8 +9,12 @@ unless it is named.
 from __future__ import annotations
 
 import json
+import os
+import stat
+import tempfile
 
 from perfctl.formats.dataset import (
+    BOM,
     WALL_TIME,
     BenchmarkData,
     Dataset,
@@ -24,8 +28,8 @@ from perfctl.formats.dataset import (
 )
 
 # Re-exported: the readers' shared types are the package's interface to the rest of perfctl.
-__all__ = ["FORMATS", "WALL_TIME", "BenchmarkData", "Dataset", "DatasetError", "detect", "finite", "json_field",
-           "json_kind", "load_json", "read_dataset", "stem", "type_problem"]
+__all__ = ["BOM", "FORMATS", "WALL_TIME", "BenchmarkData", "Dataset", "DatasetError", "detect", "finite",
+           "json_field", "json_kind", "load_json", "read_dataset", "stem", "type_problem"]
 
 FORMATS = ("perfctl", "hyperfine", "pyperf", "perf-stat")
 
@@ -37,7 +41,7 @@ def detect(path: str) -> str:
             head = f.read(4096)
     except OSError as err:
         raise DatasetError(f"{path}: {err.strerror}") from None
-    text = head.decode("utf-8", errors="replace").lstrip()
+    text = head.decode("utf-8", errors="replace").removeprefix(BOM).lstrip()
     if not text:
         raise DatasetError(f"{path}: empty file")
     if text.startswith("{"):
@@ -58,9 +62,49 @@ def detect(path: str) -> str:
                        "perf stat -x, CSV)")
 
 
+MAX_PIPE_BYTES = 4 << 30
+
+
 def read_dataset(path: str, input_format: str | None = None, interference=None) -> Dataset:
     """Read a sample file; ``input_format`` overrides detection; ``interference`` (model.InterferencePolicy)
-    flags or leaves out perfctl runs that other tasks interfered with (other formats carry no such data)."""
+    flags or leaves out perfctl runs that other tasks interfered with (other formats carry no such data).
+
+    A pipe (``<(cmd)``, ``/dev/stdin``) is read once into a temporary file first: detecting the format and
+    reading the file each open it, and a pipe cannot be read twice. Devices and directories are refused
+    (``/dev/zero`` has no end and no lines)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise DatasetError(f"{path}: {err.strerror}") from None
+    if stat.S_ISFIFO(mode):
+        with tempfile.NamedTemporaryFile(prefix="perfctl-pipe-") as copy:
+            _copy_pipe(path, copy)
+            try:
+                dataset = _read_file(copy.name, input_format, interference)
+            except DatasetError as err:
+                raise DatasetError(str(err).replace(copy.name, path)) from None
+        dataset.path = path
+        return dataset
+    if not stat.S_ISREG(mode):
+        raise DatasetError(f"{path}: not a regular file or a pipe")
+    return _read_file(path, input_format, interference)
+
+
+def _copy_pipe(path: str, copy) -> None:
+    try:
+        with open(path, "rb") as pipe:
+            copied = 0
+            while block := pipe.read(1 << 20):
+                copied += len(block)
+                if copied > MAX_PIPE_BYTES:
+                    raise DatasetError(f"{path}: more than {MAX_PIPE_BYTES >> 30} GiB from a pipe; write it to a file")
+                copy.write(block)
+        copy.flush()
+    except OSError as err:
+        raise DatasetError(f"{path}: {err.strerror}") from None
+
+
+def _read_file(path: str, input_format: str | None, interference) -> Dataset:
     fmt = input_format or detect(path)
     if fmt == "perfctl":
         from functools import partial

@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass, field
 
 WALL_TIME = "wall-time"
+# Editors on some systems start UTF-8 files with a byte order mark: readers skip it (encoding utf-8-sig).
+BOM = "\ufeff"
 
 
 class DatasetError(ValueError):
@@ -49,7 +51,7 @@ class Dataset:
 
 def load_json(path: str, what: str):
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return json.load(f)
     except OSError as err:
         raise DatasetError(f"{path}: {err.strerror}") from None

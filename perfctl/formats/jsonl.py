@@ -13,7 +13,7 @@ from typing import IO
 
 import orjson
 
-from perfctl.formats.dataset import json_kind, type_problem
+from perfctl.formats.dataset import BOM, json_kind, type_problem
 from perfctl.model import OUTCOMES, READING_STATUSES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
 
 
@@ -149,6 +149,8 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None):
         raise DatasetError(f"{path}: {err.strerror}") from None
     with stream:
         for number, line in enumerate(stream, 1):
+            if number == 1:
+                line = line.removeprefix(BOM.encode())
             if not line.strip():
                 continue
             try:
@@ -188,13 +190,21 @@ def _field(record: dict, key: str, where: str, types, wanted: str, optional: boo
     return value
 
 
+# Counts and nanoseconds are unsigned 64-bit on the wire (protos/perfctl/v1/fleet.proto): anything larger
+# is no measurement, and sums of values near float's maximum overflow into inf in the statistics.
+MAX_VALUE = float(1 << 64)
+
+
 def _number(record: dict, key: str, where: str, optional: bool = False) -> float | None:
+    """A count or a time: a finite number in [0, 2^64]."""
     value = _field(record, key, where, (int, float), "a number", optional)
     if value is None:
         return None
     number = float(value)
     if number != number or number in (float("inf"), float("-inf")):
         raise _FieldError(where, f"non-finite value {value!r}")
+    if not 0 <= number <= MAX_VALUE:
+        raise _FieldError(where, f"{value!r} is not a count or a time (0 to 2^64)")
     return number
 
 
@@ -218,9 +228,7 @@ def _checked(record) -> dict:
     if outcome not in OUTCOMES:
         raise _FieldError("outcome", f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})")
     wall_ns = _number(record, "wall_ns", "wall_ns")
-    if wall_ns < 0:
-        raise _FieldError("wall_ns", f"negative time {record['wall_ns']!r}")
-    readings = []
+    readings, seen = [], {}
     for index, reading in enumerate(_field(record, "readings", "readings", list, "a list")):
         where = f"readings[{index}]"
         if not isinstance(reading, dict):
@@ -233,6 +241,11 @@ def _checked(record) -> dict:
                    "scaled": _number(reading, "scaled", f"{where}.scaled", optional=status != "multiplexed")}
         for key in ("scope", "backend", "unit", "reason"):
             checked[key] = _field(reading, key, f"{where}.{key}", str, "a string", optional=True)
+        # one run gives one value per counter: a repeated one would count as a second run
+        key = (checked["event"], checked["scope"], checked["backend"])
+        if key in seen:
+            raise _FieldError(where, f"repeats the event, scope and backend of readings[{seen[key]}]")
+        seen[key] = index
         readings.append(checked)
     return {"benchmark": checked_bench, "outcome": outcome, "wall_ns": wall_ns, "readings": readings,
             "warmup": _field(record, "warmup", "warmup", bool, "true or false")}

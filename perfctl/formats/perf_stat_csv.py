@@ -12,7 +12,7 @@ _SCALE = {"msec": ("ns", 1e6)}
 
 def read_dataset(path: str) -> Dataset:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError as err:
         raise DatasetError(f"{path}: {err.strerror}") from None
