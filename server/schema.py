@@ -54,7 +54,9 @@ benchmarks = Table(
 samples = Table(
     "samples", metadata,
     Column("id", Key, primary_key=True, autoincrement=True),
-    Column("uuid", String(36), nullable=False, unique=True),
+    # unique per machine (migration 0003): run uuids are predictable, so one machine must not be able to
+    # take another's
+    Column("uuid", String(36), nullable=False),
     Column("machine", Key, ForeignKey("machines.id"), nullable=False),
     Column("benchmark", Key, ForeignKey("benchmarks.id"), nullable=False),
     Column("job_id", String(36)),
@@ -65,6 +67,7 @@ samples = Table(
     Column("received_ns", BigInteger, nullable=False),
     Column("payload", LargeBinary, nullable=False),
     Index("ix_samples_machine_benchmark", "machine", "benchmark"),
+    UniqueConstraint("machine", "uuid", name="uq_samples_machine_uuid"),
 )
 
 jobs = Table(

@@ -229,6 +229,14 @@ class AgentService(_Base, rpc.AgentServiceServicer):
             if len(decoded) == 2:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, decoded[1])
             sequence, rows, payloads = decoded
+            job_ids = {row[2] for row in rows if row[2] is not None}
+            if job_ids and not self.storage.knows_jobs(principal.name, job_ids):
+                foreign = await self._db(context, self.storage.foreign_jobs, principal.name, job_ids)
+                if foreign:
+                    index = next(i for i, row in enumerate(rows) if row[2] in foreign)
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                        f"batch {sequence} sample {index} ({rows[index][0]}): job_id "
+                                        f"{rows[index][2]} is not a job of machine {principal.name}")
             try:
                 stored, duplicates = await self.writer.ingest(principal.name, rows, payloads)
             except StorageError as err:

@@ -1,7 +1,7 @@
 """Storage of machines, samples and jobs: SQLAlchemy 2 over SQLite (WAL, the embedded default, in a data
 directory) or PostgreSQL (psycopg 3) for fleets. The schema is created and migrated by Alembic at start.
 
-Samples are append-only and stored once per uuid: a batch is inserted in one transaction, and the caller
+Samples are append-only and stored once per machine and uuid: a batch is inserted in one transaction, and the caller
 acks it only after that transaction committed (server/service.py). SQLite runs with synchronous=FULL so a
 commit survives a crash of the machine, not only of the server.
 """
@@ -31,6 +31,7 @@ SAMPLE_COLUMNS = ("uuid", "machine", "benchmark", "job_id", "run_index", "warmup
                   "received_ns", "payload")
 JOB_STATES = ("queued", "dispatched", "running", "done", "failed", "refused")
 OPEN_JOB_STATES = ("queued", "dispatched", "running")
+MAX_CACHED_JOBS = 100_000
 
 
 class StorageError(Exception):
@@ -77,9 +78,11 @@ class Storage:
             self._insert_sql = f"INSERT OR IGNORE INTO samples ({columns}) VALUES ({marks})"
         else:
             self._insert_sql = (f"INSERT INTO samples ({columns}) VALUES ({', '.join(['%s'] * len(SAMPLE_COLUMNS))}) "
-                                "ON CONFLICT (uuid) DO NOTHING")
+                                "ON CONFLICT (machine, uuid) DO NOTHING")
         self._machine_ids: dict[str, int] = {}
         self._benchmark_ids: dict[tuple, int] = {}
+        # (machine name, job id) pairs known to exist: checked for every sample that names a job
+        self._machine_jobs: set[tuple[str, str]] = set()
 
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True) if hasattr(self, "engine") else self.url
@@ -181,8 +184,8 @@ class Storage:
         return results
 
     def insert_rows(self, conn, rows: list[tuple]) -> int:
-        """Insert sample rows (SAMPLE_COLUMNS order) through the driver's executemany, skipping uuids already
-        stored; returns how many were new. The same call is bench/ingest_rate.py's raw-insert baseline."""
+        """Insert sample rows (SAMPLE_COLUMNS order) through the driver's executemany, skipping (machine, uuid)
+        pairs already stored; returns how many were new. The same call is bench/ingest_rate.py's raw-insert baseline."""
         if not rows:
             return 0
         cursor = conn.connection.driver_connection.cursor()
@@ -232,7 +235,29 @@ class Storage:
             conn.execute(jobs.insert().values(id=job_id, machine=machine, spec=spec.SerializeToString(),
                                               state="queued", message="", samples=0, submitted_ns=now_ns,
                                               updated_ns=now_ns))
+        self._remember_jobs(machine, [job_id])
         return job_id
+
+    def _remember_jobs(self, machine: str, job_ids) -> None:
+        if len(self._machine_jobs) >= MAX_CACHED_JOBS:
+            self._machine_jobs.clear()
+        self._machine_jobs.update((machine, job_id) for job_id in job_ids)
+
+    def knows_jobs(self, machine: str, job_ids) -> bool:
+        """True if every one of ``job_ids`` is known (from memory, no query) to be a job of ``machine``."""
+        return all((machine, job_id) in self._machine_jobs for job_id in job_ids)
+
+    def foreign_jobs(self, machine: str, job_ids) -> set[str]:
+        """Those of ``job_ids`` that are not jobs of ``machine``: a sample may only name its own machine's
+        jobs. Jobs never change machine and are never deleted, so a pair found once is remembered."""
+        unknown = {job_id for job_id in job_ids if (machine, job_id) not in self._machine_jobs}
+        if not unknown:
+            return set()
+        with self.engine.connect() as conn:
+            found = set(conn.execute(select(jobs.c.id).where(jobs.c.machine == machine,
+                                                             jobs.c.id.in_(sorted(unknown)))).scalars())
+        self._remember_jobs(machine, found)
+        return unknown - found
 
     def open_jobs(self, machine: str) -> list[pb.Job]:
         with self.engine.connect() as conn:

@@ -559,3 +559,52 @@ def test_a_compare_that_hits_a_bug_ends_in_one_line_not_unknown(server, measured
         assert "ZeroDivisionError" in response.output
         wait_for(lambda: "Traceback" in server.fleet.log("server") and
                  "compare box-a box-b failed" in server.fleet.log("server"), 10, "the traceback in the server log")
+
+
+# --- second review, finding 1: one machine cannot suppress another's samples ---
+
+def _register_new_agent(server, name: str) -> None:
+    """An agent whose token is added while the server runs (it re-reads the tokens file within a second)."""
+    server.fleet.agent_token(name)
+    wait_for(lambda: _ok(lambda: server.register(name)), 10, f"the token of {name}")
+
+
+def test_an_agent_cannot_suppress_another_machine_s_samples_by_storing_their_uuids_first(server, measured):
+    from perfctl.agent.daemon import JOB_UUID_NAMESPACE
+
+    _register_new_agent(server, "evil")
+    job = pb.Job(commands=[pb.Command(name="true", argv=["/bin/true"])], repetitions=len(measured))
+    job_id = server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job),
+                                    metadata=server.client_md).job_ids[0]
+    predicted = [str(uuid.uuid5(JOB_UUID_NAMESPACE, f"{job_id}/{k}")) for k in range(len(measured))]
+
+    def run(k: int, with_job: bool) -> pb.Sample:
+        sample = fresh(measured[k])
+        sample.uuid = predicted[k]
+        if with_job:
+            sample.job_id = job_id
+        return sample
+
+    # naming box-a's job is refused outright; without it, evil's samples are evil's own
+    error = _error(lambda: server.send("evil", *(run(k, True) for k in range(len(measured))), sequence=7))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == f"batch 7 sample 0 ({predicted[0]}): job_id {job_id} is not a job of machine evil"
+    assert server.send("evil", *(run(k, False) for k in range(len(measured))))[0].stored == len(measured)
+    # box-a's real runs are stored all the same, and box-a's own re-send is a duplicate
+    acks = server.send("box-a", *(run(k, True) for k in range(len(measured))))
+    assert (acks[0].stored, acks[0].duplicates) == (len(measured), 0)
+    acks = server.send("box-a", *(run(k, True) for k in range(len(measured))))
+    assert (acks[0].stored, acks[0].duplicates) == (0, len(measured))
+    with sqlite3.connect(str(server.fleet.dir / "data" / "perfctl.db")) as conn:
+        stored = conn.execute("SELECT machines.name, samples.uuid FROM samples JOIN machines ON machines.id = "
+                              "samples.machine WHERE samples.uuid IN (%s) ORDER BY samples.id"
+                              % ", ".join("?" * len(predicted)), predicted).fetchall()
+    assert stored == [("evil", u) for u in predicted] + [("box-a", u) for u in predicted]
+
+
+def test_a_sample_naming_an_unknown_job_is_refused(server, measured):
+    sample = fresh(measured[0])
+    sample.job_id = str(uuid.uuid4())
+    error = _error(lambda: server.send("box-b", fresh(measured[1]), sample, sequence=3))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == f"batch 3 sample 1 ({sample.uuid}): job_id {sample.job_id} is not a job of machine box-b"

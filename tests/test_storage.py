@@ -97,3 +97,50 @@ def test_a_resent_job_never_moves_back_to_dispatched(database_url):
     storage.update_job(job_id, "box", "done")
     storage.mark_dispatched(job_id, "box")  # the agent reconnected and the job was offered again
     assert storage.list_jobs("box")[0]["state"] == "done"
+
+
+def test_a_uuid_is_deduplicated_per_machine(database_url, real_samples):
+    """Run uuids are predictable: another machine storing a uuid first must not suppress this machine's run."""
+    storage = Storage(database_url)
+    _machine(storage, "box")
+    _machine(storage, "evil")
+    assert storage.ingest("evil", real_samples[:3]) == (3, 0)
+    assert storage.ingest("box", real_samples) == (6, 0)
+    assert storage.ingest("box", real_samples[:2]) == (0, 2)  # its own re-send is still a duplicate
+    assert len(list(storage.sample_payloads("box"))) == 6 and len(list(storage.sample_payloads("evil"))) == 3
+
+
+def test_upgrading_a_database_of_revision_0002_keeps_its_samples(database_url, real_samples):
+    """Migration 0003 (unique uuid -> unique machine and uuid) on a database with samples in it."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from perfctl.server import migrations, schema
+
+    engine = create_engine(database_url)
+    config = Config()
+    config.set_main_option("script_location", migrations.__path__[0])
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0002")
+    with engine.begin() as connection:  # the 0002 tables have the columns these inserts name
+        machine = connection.execute(schema.machines.insert().values(
+            name="box", machine_id="m", inventory="{}", backends="[]", events="[]", agent_version="t",
+            first_seen_ns=1, last_heard_ns=1)).inserted_primary_key[0]
+        benchmark = connection.execute(schema.benchmarks.insert().values(
+            name="true", executable_sha256="a", input_digest="b", argv="[]", executable="/bin/true")
+        ).inserted_primary_key[0]
+        connection.execute(schema.samples.insert().values(
+            uuid=real_samples[0].uuid, machine=machine, benchmark=benchmark, job_id=None, run_index=0, warmup=False,
+            outcome="ok", start_time_ns=1, received_ns=1, payload=real_samples[0].SerializeToString()))
+    engine.dispose()
+    storage = Storage(database_url)  # upgrades to head
+    with storage.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+    assert storage.sample_uuids() == [real_samples[0].uuid]
+    assert [pb.Sample.FromString(p) for p in storage.sample_payloads("box")] == [real_samples[0]]
+    _machine(storage, "other")
+    assert storage.ingest("box", real_samples[:2]) == (1, 1)
+    assert storage.ingest("other", real_samples[:2]) == (2, 0)
+    storage.close()
