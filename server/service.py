@@ -21,6 +21,7 @@ import socket
 import tempfile
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import grpc
 from prometheus_client import Counter, Gauge, Histogram
@@ -198,10 +199,10 @@ class GroupCommit:
 
 
 class AgentService(_Base, rpc.AgentServiceServicer):
-    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub, decoders: Executor | None = None):
+    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub, decoders: Decoders | None = None):
         super().__init__(storage, tokens, hub)
         self.writer = GroupCommit(storage)
-        self.decoders = decoders
+        self.decoders = decoders or Decoders(0)
 
     async def Register(self, request, context):
         principal = await self._principal(context, "agent")
@@ -219,13 +220,13 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
     async def StreamSamples(self, request_iterator, context):
         principal = await self._principal(context, "agent")
-        loop = asyncio.get_running_loop()
         async for data in request_iterator:
             received = time.perf_counter()
-            if self.decoders is None:
-                decoded = decode_batch(data)
-            else:
-                decoded = await loop.run_in_executor(self.decoders, decode_batch, data)
+            try:
+                decoded = await self.decoders.decode(data)
+            except BrokenProcessPool:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "the server's decode workers keep dying; "
+                                                                 "send the batch again later")
             if len(decoded) == 2:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, decoded[1])
             sequence, rows, payloads = decoded
@@ -493,6 +494,55 @@ def _die_with_server(server_pid: int) -> None:
         os._exit(1)
 
 
+class Decoders:
+    """The decode worker pool (decoder_pool), replaced when a worker dies.
+
+    A worker killed from outside (the OOM killer, kill -9) breaks a ProcessPoolExecutor for good: every
+    later batch would fail with BrokenProcessPool. The first stream to see it replaces the pool, under a
+    lock so that concurrent streams replace it once, and every stream retries its batch in the new pool."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.pool = decoder_pool(workers)
+        self.replaced = 0
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Start the workers now, not on the first batch."""
+        if self.pool is not None:
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(self.pool, decode_batch, b"") for _ in range(self.workers)))
+
+    async def decode(self, data: bytes) -> tuple:
+        """decode_batch(data) in a worker; BrokenProcessPool if the pool broke again right after a
+        replacement (the caller answers UNAVAILABLE: the agent re-sends)."""
+        if self.pool is None:
+            return decode_batch(data)
+        for attempt in range(2):
+            pool = self.pool
+            try:
+                return await asyncio.get_running_loop().run_in_executor(pool, decode_batch, data)
+            except BrokenProcessPool:
+                await self._replace(pool)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _replace(self, broken: Executor) -> None:
+        async with self._lock:
+            if self.pool is not broken:  # another stream already replaced it
+                return
+            log.error("a decode worker died (killed from outside?); starting a new pool of %d workers",
+                      self.workers)
+            broken.shutdown(wait=False, cancel_futures=True)
+            self.pool = decoder_pool(self.workers)
+            self.replaced += 1
+
+    def shutdown(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
 def decoder_pool(workers: int) -> Executor | None:
     """Worker processes that decode batches; spawned, never forked (this process holds gRPC threads).
 
@@ -560,16 +610,14 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
                                       ("grpc.keepalive_permit_without_calls", 1),
                                       ("grpc.so_reuseport", 0)])
     hub = JobHub()
-    decoders = decoder_pool(decode_workers)
+    decoders = Decoders(decode_workers)
     try:
         _add_agent_service(AgentService(storage, tokens, hub, decoders), server)
         rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub), server)
         port = _bind(server, listen, credentials)
         if port == 0:
             raise OSError(f"cannot listen on {listen}: {_bind_failure(listen)}")
-        if decoders is not None:  # start the workers now, not on the first batch
-            await asyncio.gather(*(asyncio.get_running_loop().run_in_executor(decoders, decode_batch, b"")
-                                   for _ in range(decode_workers)))
+        await decoders.start()
         await server.start()
         log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
         stop = asyncio.Event()
@@ -582,5 +630,4 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         log.info("stopping: draining in-flight calls for up to %.0f s", grace)
         await server.stop(grace)
     finally:
-        if decoders is not None:
-            decoders.shutdown(cancel_futures=True)
+        decoders.shutdown()

@@ -608,3 +608,40 @@ def test_a_sample_naming_an_unknown_job_is_refused(server, measured):
     error = _error(lambda: server.send("box-b", fresh(measured[1]), sample, sequence=3))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == f"batch 3 sample 1 ({sample.uuid}): job_id {sample.job_id} is not a job of machine box-b"
+
+
+# --- second review, finding 4: a decode worker that dies ---
+
+def _decode_workers(server_pid: int) -> list[psutil.Process]:
+    return [p for p in psutil.Process(server_pid).children(recursive=True)
+            if any("spawn_main" in part for part in p.cmdline())]
+
+
+def test_a_killed_decode_worker_is_replaced_and_the_batch_still_acked(tmp_path, measured):
+    fleet = Fleet(tmp_path)
+    try:
+        server = start_server(fleet, ["--decode-workers", "2"])
+        server.register("box-a")
+        pid = fleet.processes["server"].pid
+        for round_number in (1, 2):
+            workers = wait_for(lambda: len(w := _decode_workers(pid)) == 2 and w, 30, "2 decode workers")
+            workers[0].send_signal(signal.SIGKILL)  # as the OOM killer would
+            workers[0].wait(timeout=10)
+            results = []
+
+            def stream(sequence: int) -> None:
+                try:
+                    results.append(server.send("box-a", fresh(measured[0]), sequence=sequence)[0])
+                except grpc.RpcError as err:
+                    results.append((err.code(), err.details()))
+
+            # concurrent streams all hit the broken pool: it is replaced once, each batch is acked
+            threads = [threading.Thread(target=stream, args=(n,)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted((a.sequence, a.stored) for a in results) == [(n, 1) for n in range(4)], results
+            assert fleet.log("server").count("a decode worker died") == round_number
+    finally:
+        fleet.stop_all()
