@@ -556,27 +556,38 @@ def decoder_pool(workers: int) -> Executor | None:
                                initializer=_die_with_server, initargs=(os.getpid(),))
 
 
-def _bind_failure(listen: str) -> str:
-    """Why gRPC could not bind ``listen``, in words: gRPC itself only says that it failed."""
+def _unbindable(listen: str) -> str | None:
+    """Why one of the addresses ``listen`` resolves to cannot be bound now, in words, or None.
+
+    gRPC binds every address a name resolves to (localhost: ::1 and 127.0.0.1) and carries on when only
+    some of them bind: a second server on localhost:P would take ::1 beside a first one on 127.0.0.1:P,
+    and agents and clients would split between the two. So each address is bound here first, as gRPC
+    binds it (SO_REUSEADDR, no SO_REUSEPORT)."""
     try:
         host, port = security.split_address(listen)
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (security.SecurityError, OSError) as err:
+    except (security.SecurityError, OSError, UnicodeError) as err:
         return str(err.strerror if isinstance(err, OSError) and err.strerror else err)
     for family, kind, proto, _, address in infos:
         with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(address)
             except OSError as err:
                 return "address in use" if err.errno == errno.EADDRINUSE else (err.strerror or str(err)).lower()
-    return "gRPC could not bind it (GRPC_VERBOSITY=debug shows why)"
+    return None
+
+
+# gRPC core's words when a name resolved to several addresses and only some of them bound
+_PARTIAL_BIND = b"addresses added out of total"
 
 
 def _bind(server, listen: str, credentials) -> int:
-    """The bound port, or 0. gRPC core prints its own bind error on file descriptor 2, a second line beside
-    the one-line error the caller gives: stderr is captured for the call, written back when the bind
-    succeeded (nothing is lost) and dropped when it failed (the caller explains the failure)."""
+    """The bound port, or 0 (also when gRPC bound only some of the addresses ``listen`` resolves to: the
+    server is then not started, so the ones it bound are released). gRPC core prints its own bind error on
+    file descriptor 2, a second line beside the one-line error the caller gives: stderr is captured for the
+    call, written back when the bind succeeded (nothing is lost) and dropped when it failed (the caller
+    explains the failure)."""
     saved = os.dup(2)
     with tempfile.TemporaryFile() as capture:
         os.dup2(capture.fileno(), 2)
@@ -590,9 +601,12 @@ def _bind(server, listen: str, credentials) -> int:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+        capture.seek(0)
+        printed = capture.read()
+        if _PARTIAL_BIND in printed:
+            return 0
         if port:
-            capture.seek(0)
-            os.write(2, capture.read())
+            os.write(2, printed)
     return port
 
 
@@ -600,9 +614,9 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
                 ready: asyncio.Event | None = None, decode_workers: int = 1) -> None:
     """Run the server until SIGTERM or SIGINT, then stop taking calls and let in-flight batches finish.
 
-    OSError("cannot listen on ADDRESS: why") when the address cannot be bound. SO_REUSEPORT is off (gRPC
-    turns it on by default): a second server on a taken port must fail, not silently share the port and
-    split the agents between two databases."""
+    OSError("cannot listen on ADDRESS: why") when the address, or one of those it resolves to, cannot be
+    bound. SO_REUSEPORT is off (gRPC turns it on by default): a second server on a taken port must fail, not
+    silently share the port and split the agents between two databases."""
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),
@@ -614,9 +628,12 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
     try:
         _add_agent_service(AgentService(storage, tokens, hub, decoders), server)
         rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub), server)
-        port = _bind(server, listen, credentials)
-        if port == 0:
-            raise OSError(f"cannot listen on {listen}: {_bind_failure(listen)}")
+        problem = _unbindable(listen)
+        if problem is None and _bind(server, listen, credentials) == 0:
+            # taken between the check and gRPC's bind, or gRPC's own reason
+            problem = _unbindable(listen) or "gRPC could not bind it (GRPC_VERBOSITY=debug shows why)"
+        if problem:
+            raise OSError(f"cannot listen on {listen}: {problem}")
         await decoders.start()
         await server.start()
         log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
