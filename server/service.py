@@ -286,11 +286,11 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
     async def ReportAudit(self, request, context):
         principal = await self._principal(context, "agent")
-        problem, report = validate_audit(request)
+        problem, report, report_json = validate_audit(request)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         await self._db(context, self.storage.add_audit, principal.name, request.audit_id, int(report["time_ns"]),
-                       report["verdict"], request.report_json)
+                       report["verdict"], report_json)
         log.info("agent %s audited: %s", principal.name, report["verdict"])
         return pb.ReportAuditResponse()
 

@@ -6,6 +6,7 @@ before anything is stored, and the gRPC message size is capped (server/service.p
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -233,10 +234,157 @@ def validate_machine_name(name: str) -> str | None:
     return None
 
 
-def validate_machine_info(info) -> str | None:
-    """Register's MachineInfo: the name, the inventory (a JSON object clients parse), backends and events."""
-    import json
+class _Constant:
+    """NaN, Infinity or -Infinity where a document had one: json.loads accepts them, JSON does not (a client
+    that prints the document again would print something that is not JSON)."""
 
+    def __init__(self, text: str):
+        self.text = text
+
+
+MAX_JSON_DEPTH = 32
+
+
+def _path_text(path: tuple) -> str:
+    """kernels[0].cv; a key the agent chose is shown as a bounded literal."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            key = part if part.isidentifier() and len(part) <= 64 else ascii(part[:64])
+            text += f".{key}" if text else key
+    return text
+
+
+def _json_document(text: str, field: str, allowed_constants=lambda path: False):
+    """(problem, document, replaced): ``text`` parsed as JSON, at most MAX_JSON_DEPTH levels deep, without
+    NaN or Infinity, except where ``allowed_constants(path)`` says so (those become None, and ``replaced``
+    is True). A deeply nested document makes json.loads raise RecursionError, which is not a ValueError."""
+    try:
+        document = json.loads(text, parse_constant=_Constant)
+    except RecursionError:
+        return f"{field} is nested deeper than {MAX_JSON_DEPTH} levels", None, False
+    except ValueError:
+        return f"{field} is not JSON", None, False
+    replaced = False
+    stack = [(document, (), 0, None, None)]
+    while stack:  # iterative: the walk must not recurse either
+        value, path, depth, parent, key = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return f"{field} is nested deeper than {MAX_JSON_DEPTH} levels", None, False
+        if isinstance(value, dict):
+            stack.extend((item, (*path, name), depth + 1, value, name) for name, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, (*path, index), depth + 1, value, index) for index, item in enumerate(value))
+        elif isinstance(value, _Constant):
+            if not allowed_constants(path):
+                return f"{field}: {value.text} at {_path_text(path) or 'the top'} is not JSON", None, False
+            parent[key] = None
+            replaced = True
+    return None, document, replaced
+
+
+class _Maybe:
+    """A shape that may also be null."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shape(value, shape, path: tuple) -> str | None:
+    """None if ``value`` has ``shape``: a dict of known keys (each optional, others free), [item] a list of
+    items, ("pair", item) exactly two, or a leaf: "name" (printable), "text" (tab and newline allowed),
+    "integer", "number" (finite), "boolean"."""
+    where = _path_text(path)
+    if isinstance(shape, _Maybe):
+        return None if value is None else _shape(value, shape.shape, path)
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where} is not an object"
+        for key, item in shape.items():
+            if key in value:
+                problem = _shape(value[key], item, (*path, key))
+                if problem:
+                    return problem
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is not a list"
+        for index, item in enumerate(value):
+            problem = _shape(item, shape[0], (*path, index))
+            if problem:
+                return problem
+        return None
+    if isinstance(shape, tuple):
+        if not (isinstance(value, list) and len(value) == 2):
+            return f"{where} is not a pair"
+        return _shape(value[0], shape[1], (*path, 0)) or _shape(value[1], shape[1], (*path, 1))
+    if shape in ("name", "text"):
+        if not isinstance(value, str):
+            return f"{where} is not a string"
+        return _printable(value, MAX_TEXT, where) if shape == "name" else _text(value, MAX_AUDIT_TEXT, where)
+    if shape == "integer" and not _integer(value):
+        return f"{where} is not an integer"
+    if shape == "number" and not _number(value):
+        return f"{where} is not a finite number"
+    if shape == "boolean" and not isinstance(value, bool):
+        return f"{where} is not true or false"
+    return None
+
+
+PAIR = ("pair", "number")
+MAX_AUDIT_TEXT = 64 << 10
+# What agent/inventory.py collect() sends; perfctl machines shows cpu, kernel and pmu from it. A key may be
+# missing (an older agent), and keys not listed here (a newer one) are free within the size and depth bounds.
+INVENTORY_SHAPE = {
+    "type": "name", "inventory_version": "integer", "machine_id": "name", "hostname": "name", "arch": "name",
+    "cpu": {"vendor": "name", "model_name": "name", "family": _Maybe("integer"), "model": _Maybe("integer"),
+            "stepping": _Maybe("integer"), "microcode": _Maybe("name"), "logical_cpus": _Maybe("integer"),
+            "hypervisor": "boolean"},
+    "kernel": {"release": "name", "version": "name"},
+    "hz": _Maybe("integer"), "tick_mode": "name", "nohz_full_cpus": _Maybe("name"), "isolated_cpus": "name",
+    "pmu": {"present": "boolean", "reason": "text"},
+    "perf_event_paranoid": _Maybe("integer"), "aslr": _Maybe("integer"), "governors": ["name"],
+    "turbo": _Maybe("name"), "smt": _Maybe("name"), "smt_active": "boolean", "nmi_watchdog": _Maybe("integer"),
+    "tracefs": {"available": "boolean", "state": "text"}, "euid": "integer", "exec_gate": "text",
+    "pointer_bits": "integer",
+}
+# What agent/audit.py run_audit reports; analysis/audits.py and perfctl audit report read it.
+AUDIT_SHAPE = {
+    "audit_id": "name", "machine_id": "name", "hostname": "name", "time_ns": "integer", "seconds": "number",
+    "kernel": "name", "microcode": _Maybe("name"), "aslr": "text", "verdict": "name", "reasons": ["text"],
+    "complete": "boolean", "not_checked": ["text"], "backends": ["name"],
+    "fit": _Maybe({"a": "number", "b": "number", "intercept": "number", "a_interval": PAIR, "b_interval": PAIR,
+                   "intercept_interval": PAIR, "residual_scale": "number", "n": "integer", "confidence": "number",
+                   "set_aside": "integer", "method": "text"}),
+    "erratum": {"vendor": "name", "family": _Maybe("integer"), "models": _Maybe(["integer"]), "k_fldcw": "number",
+                "note": "text", "source": "text"},
+    "kernels": [{"kernel": "name", "backend": "name", "expected": "number", "runs": "integer", "cv": _Maybe("number"),
+                 "exact": "boolean", "median_excess": _Maybe("number"), "page_faults": _Maybe("number"),
+                 "interrupts": _Maybe("number")}],
+    "checks": [{"item": "name", "value": "text", "meaning": "text", "fix": _Maybe("text"), "ok": "boolean"}],
+    "runs": "integer",
+}
+
+
+def _kernel_cv(path: tuple) -> bool:
+    """agent/audit.py writes a kernel's CV as NaN when it has fewer than 2 runs (no PMU: none): stored as
+    null, the one place a report may have NaN."""
+    return len(path) == 3 and path[0] == "kernels" and path[2] == "cv"
+
+
+def validate_machine_info(info) -> str | None:
+    """Register's MachineInfo: the name, the inventory (a JSON object clients parse and show, shaped as
+    INVENTORY_SHAPE), backends and events."""
     problem = validate_machine_name(info.name) or _printable(info.machine_id, 64, "machine_id") or \
         _printable(info.agent_version, 64, "agent_version")
     if problem:
@@ -244,12 +392,14 @@ def validate_machine_info(info) -> str | None:
     if len(info.inventory_json) > MAX_INVENTORY_BYTES:
         return f"inventory_json larger than {MAX_INVENTORY_BYTES} bytes"
     if info.inventory_json:
-        try:
-            inventory = json.loads(info.inventory_json)
-        except ValueError:
-            return "inventory_json is not JSON"
+        problem, inventory, _ = _json_document(info.inventory_json, "inventory_json")
+        if problem:
+            return problem
         if not isinstance(inventory, dict):
             return "inventory_json is not a JSON object"
+        problem = _shape(inventory, INVENTORY_SHAPE, ())
+        if problem:
+            return f"inventory_json: {problem}"
     problem = _backend_list(info.backends)
     if problem:
         return problem
@@ -296,26 +446,30 @@ AUDIT_VERDICTS = ("trusted", "degraded", "untrusted", "no-PMU")
 MAX_AUDIT_BYTES = 1 << 20
 
 
-def validate_audit(request) -> tuple[str | None, dict | None]:
-    """(problem, parsed report): an audit report must be a bounded JSON object with a known verdict."""
-    import json
+def validate_audit(request) -> tuple[str | None, dict | None, str | None]:
+    """(problem, parsed report, text to store): an audit report must be a bounded JSON object with a known
+    verdict, shaped as AUDIT_SHAPE, and readable by analysis/audits.py (audit_problem: what drift and
+    fleet_spread need). Stored as received, or re-encoded when a kernel's NaN CV became null."""
+    from perfctl.analysis.audits import audit_problem
 
     if not _UUID.match(request.audit_id):
-        return "audit_id is not a UUID", None
+        return "audit_id is not a UUID", None, None
     if len(request.report_json) > MAX_AUDIT_BYTES:
-        return f"audit report larger than {MAX_AUDIT_BYTES} bytes", None
-    try:
-        report = json.loads(request.report_json)
-    except ValueError:
-        return "audit report is not JSON", None
+        return f"audit report larger than {MAX_AUDIT_BYTES} bytes", None, None
+    problem, report, replaced = _json_document(request.report_json, "audit report", _kernel_cv)
+    if problem:
+        return problem, None, None
     if not isinstance(report, dict) or report.get("verdict") not in AUDIT_VERDICTS:
-        return f"audit verdict must be one of {AUDIT_VERDICTS}", None
+        return f"audit verdict must be one of {AUDIT_VERDICTS}", None, None
     time_ns = report.get("time_ns")
     if not isinstance(time_ns, int) or isinstance(time_ns, bool) or not 0 <= time_ns < 1 << 63:
-        return "audit time_ns must be an integer 0 to 2**63-1", None
+        return "audit time_ns must be an integer 0 to 2**63-1", None, None
     if report.get("audit_id") != request.audit_id:
-        return "audit_id differs from the report's", None
-    return None, report
+        return "audit_id differs from the report's", None, None
+    problem = _shape(report, AUDIT_SHAPE, ()) or audit_problem(report)
+    if problem:
+        return f"audit report: {problem}", None, None
+    return None, report, json.dumps(report) if replaced else request.report_json
 
 
 def validate_compare(request) -> str | None:
