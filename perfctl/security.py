@@ -38,6 +38,14 @@ def split_address(address: str) -> tuple[str, int]:
             ipaddress.IPv4Address(host)
         except ValueError:
             raise SecurityError(f"address {address!r}: {host!r} is not a full IPv4 address (a.b.c.d)") from None
+    else:
+        try:
+            # as the resolver will encode it: an empty label (a..b) or one over 63 characters is a UnicodeError
+            # there, not an OSError
+            host.encode("idna")
+        except UnicodeError:
+            raise SecurityError(f"address {address[:100]!r}: {host[:64]!r} is not a host name "
+                                "(empty label, or one longer than 63 characters)") from None
     return host, int(port)
 
 
@@ -49,7 +57,7 @@ def is_loopback(host: str) -> bool:
     except ValueError:
         try:
             return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
-        except OSError:
+        except (OSError, UnicodeError):  # UnicodeError: not a host name (split_address says why)
             return False
 
 

@@ -453,6 +453,7 @@ def test_a_second_server_on_localhost_of_a_taken_port_exits_with_one_line(tmp_pa
     ("127.1:7441", "'127.1' is not a full IPv4 address"), ("", "must be HOST:PORT"), (":", "must be HOST:PORT"),
     (":7441", "must be HOST:PORT"), ("127.0.0.1:99999", "port 1-65535"), ("[::1]:x", "must be HOST:PORT"),
     ("::1:7441", "in brackets"), ("[::1:7441", "unbalanced brackets"), ("[nope]:7441", "not an IPv6 address"),
+    ("a..b:1", "'a..b' is not a host name"), ("a" * 300 + ":1", "is not a host name"),
 ])
 def test_a_malformed_listen_address_is_one_line(tmp_path, listen, message):
     tokens = str(tmp_path / "tokens")
@@ -793,3 +794,17 @@ def test_a_real_inventory_and_a_full_audit_are_accepted_and_render(server):
         result = server.fleet.client(*command, server=server.address)
         assert result.returncode == 0, (command, result.stderr)
         assert "NaN" not in result.stdout and "Traceback" not in result.stderr
+
+
+# --- second review, finding 6: a host name the resolver cannot encode ---
+
+@pytest.mark.parametrize("address", ["a..b:1", "a" * 300 + ":1", ".lab:7441"])
+def test_a_client_given_a_host_that_is_not_a_name_exits_with_one_line(tmp_path, address):
+    token = tmp_path / "client.tok"
+    token.write_text(add_token(str(tmp_path / "tokens"), "client", "tester"))
+    os.chmod(token, 0o600)
+    result = subprocess.run(perfctl_command("machines", "--server", address, "--token-file", str(token)),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "is not a host name" in result.stderr
+    assert result.stderr.startswith("perfctl machines: address ")
