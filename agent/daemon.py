@@ -276,9 +276,17 @@ class Agent:
                 if self.stopping.wait(delay):
                     return False
                 delay = min(delay * 2, SPOOL_RETRY_MAX)
+                self._release_wal()
                 continue
             self._spool_has_space()
             return True
+
+    def _release_wal(self) -> None:
+        """Before a write is tried again on a full disk: the space the spool's WAL holds, given back."""
+        try:
+            self.spool.release_wal()
+        except SpoolFull:
+            pass  # still no room to checkpoint into; the write tried next says so
 
     def _spool_is_full(self, err: SpoolFull) -> None:
         with self._spool_full_lock:
@@ -482,6 +490,7 @@ class Agent:
                 if self.stopping.is_set():
                     raise _Stopped from None
                 delay = min(delay * 2, SPOOL_RETRY_MAX)
+                await asyncio.to_thread(self._release_wal)
                 continue
             self._spool_has_space()
             return result

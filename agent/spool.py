@@ -7,7 +7,13 @@ neither, so no run is lost and none is repeated. WAL with synchronous=NORMAL: a 
 being killed (the requirement), and costs no fsync per run; a power cut may lose the last runs, which were
 then never acked and are simply measured again.
 
-A full disk makes a write raise SpoolFull and changes nothing: the caller waits and tries it again.
+A full disk makes a write raise SpoolFull and changes nothing: the caller waits, gives back the space the
+WAL holds (release_wal) and tries it again. The WAL is kept small (WAL_AUTOCHECKPOINT_PAGES, JOURNAL_SIZE_LIMIT):
+with SQLite's default of 1000 pages (4 MB) a WAL on a small filesystem grew into every byte freed, and the
+checkpoint that would have emptied it could then never grow the database, so measuring never resumed.
+
+A spool damaged while the agent runs (a read or write fails with any database error but a full disk) raises
+SpoolError: the agent stops with one line rather than going on with a spool it cannot trust.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 
 _TABLES = {"samples", "jobs", "rejected", "audits", "meta"}
+WAL_AUTOCHECKPOINT_PAGES = 64  # 256 KiB of WAL at most between checkpoints (SQLite's default: 1000 pages)
+JOURNAL_SIZE_LIMIT = 1 << 20  # bytes of WAL file kept after a checkpoint empties it
 
 
 class SpoolError(Exception):
@@ -85,7 +93,10 @@ class Spool:
         self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
         if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # of this connection; nothing is written
+        # settings of this connection, as the locking mode: nothing is written
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not _TABLES <= tables:
             self._db.executescript(_SCHEMA)
@@ -101,14 +112,43 @@ class Spool:
                 # SQLite rolls back by itself after some errors (a full disk among them); a ROLLBACK then
                 # would fail with "no transaction is active" and hide the error that matters.
                 if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # a damaged spool may fail this too; err, raised below, is the one to report
                 if is_disk_full(err):
                     raise SpoolFull(f"spool {self.path}: {err}") from err
+                self._raise_if_damaged(err)
                 raise
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
-            return self._db.execute(sql, args).fetchall()
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as err:
+                self._raise_if_damaged(err)
+                raise
+
+    def _raise_if_damaged(self, err: BaseException) -> None:
+        """A database error other than a full disk (and other than a misuse, a bug of ours) means the spool
+        cannot be trusted: SpoolError. Called with the lock held."""
+        if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.ProgrammingError) \
+                and not is_disk_full(err):
+            raise SpoolError(f"spool {self.path} is damaged: {err} (move it aside to start an empty one; its "
+                             "unsent samples stay in it)") from None
+
+    def release_wal(self) -> None:
+        """Checkpoint the WAL into the database and truncate it to nothing, giving its space back to a full
+        filesystem before a write is tried again. SpoolFull if the database cannot grow by what the WAL
+        holds (the WAL is then kept whole: nothing is lost)."""
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.DatabaseError as err:
+                if is_disk_full(err):
+                    raise SpoolFull(f"spool {self.path}: {err}") from None
+                self._raise_if_damaged(err)
+                raise
 
     # --- samples ---
 

@@ -387,6 +387,56 @@ def test_a_full_spool_disk_pauses_the_agent_which_resumes_when_space_returns(fle
     assert "measuring resumed" in fleet.log("box-a")
 
 
+def _every_run_once(fleet, server, job_id, runs, before=()):
+    job = wait_for(lambda: (j := _jobs(fleet, server)[job_id])["state"] in ("done", "failed") and j, 180,
+                   f"job {job_id} to finish")
+    assert (job["state"], job["samples"]) == ("done", runs), job
+    samples = wait_for(lambda: len(s := [x for x in _samples(fleet, server, "box-a") if x.job_id == job_id])
+                       >= runs and s, 60, "every sample stored")
+    assert sorted(s.run_index for s in samples) == list(range(runs))
+    assert len({s.uuid for s in samples}) == runs
+
+
+@needs_root
+def test_a_disk_filled_while_a_job_runs_pauses_it_and_it_finishes_once_space_returns(fleet, small_fs):
+    """The reviewer's sequence: the WAL must not keep the space freed after the filler goes (SQLite's
+    default autocheckpoint is 4 MB, twice this filesystem), before or after a restart on the full disk."""
+    server = _server(fleet)
+    spool = small_fs / "spool"
+    port = free_port()
+    extra = ["--metrics", f"127.0.0.1:{port}"]
+    agent = _agent(fleet, "box-a", server, spool, ["/bin/*"], extra)
+    _connected(fleet, server, "box-a")
+    first = _submit(fleet, server, "box-a", "-r", "400", "--", "/bin/true")
+    time.sleep(1.5)
+    filler = _fill(small_fs)
+    time.sleep(4)  # paused (the default WAL had taken the space) or, a small WAL reused, not even that
+    filler.unlink()
+    _every_run_once(fleet, server, first, 400)
+    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 0, 30, "the full-disk metric to clear")
+    wait_for(lambda: _metric(port, "perfctl_agent_samples_pending") == 0, 30, "the spool to empty")
+
+    # Again, killed and restarted while full. The server is down meanwhile, so that nothing is acked and the
+    # spool must grow: a small WAL alone can absorb a filler arriving while acks keep the spool small.
+    second = _submit(fleet, server, "box-a", "-r", "400", "--", "/bin/sleep", "0.02")  # 8 s at least
+    wait_for(lambda: _jobs(fleet, server)[second]["state"] == "running", 30, "the job to start")
+    fleet.kill("server", 15)
+    time.sleep(1.5)
+    filler = _fill(small_fs)
+    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 1, 60, "the agent to pause")
+    fleet.kill("box-a")  # SIGKILL: the WAL stays as it was
+    agent = _agent(fleet, "box-a", server, spool, ["/bin/*"], extra)
+    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 1, 60, "the restarted agent to wait for space")
+    fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
+    _connected(fleet, server, "box-a")
+    time.sleep(3)  # a few retries on the full disk, connected
+    filler.unlink()
+    _every_run_once(fleet, server, second, 400)
+    wait_for(lambda: _metric(port, "perfctl_agent_samples_pending") == 0, 30, "the spool to empty")
+    assert agent.poll() is None, fleet.log("box-a")
+    assert _metric(port, "perfctl_agent_spool_full") == 0
+
+
 def test_a_full_spool_says_so_and_keeps_what_it_had(tmp_path):
     spool = Spool(str(tmp_path))
     spool.add_job("j", b"spec")
