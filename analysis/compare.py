@@ -35,6 +35,7 @@ from perfctl.analysis.speedup_test import (
 )
 
 FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"
+MIN_PRECISION = 1e-6
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class Parameters:
             value = getattr(self, name)
             if not 0 < value < 1:
                 raise ValueError(f"{name}: must be strictly between 0 and 1, got {value}")
+        # the half-width of the interval of a proportion of benchmarks: below MIN_PRECISION it would ask for
+        # more than 10^11 benchmarks (and below ~1e-154 its square underflows)
+        if self.precision < MIN_PRECISION:
+            raise ValueError(f"precision: must be between {MIN_PRECISION:g} and 1, got {self.precision}")
         if self.correction not in ("holm", "bonferroni", "bh"):
             raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
 

@@ -260,5 +260,14 @@ def benchmarks_needed(proportion: float, precision: float, confidence: float = 0
         raise ValueError(f"precision: must be strictly between 0 and 1, got {precision}")
     if not 0 <= proportion <= 1:
         raise ValueError(f"proportion: must be in [0, 1], got {proportion}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: must be strictly between 0 and 1, got {confidence}")
     z = float(special.ndtri((1 + confidence) / 2))
-    return max(1, math.ceil(z * z * proportion * (1 - proportion) / precision**2 - 1e-9))
+    # (z / r)^2, not z^2 / r^2: r^2 underflows to 0 below r ~ 1e-162; a count beyond floats is refused
+    try:
+        needed = (z / precision) ** 2 * proportion * (1 - proportion)
+    except OverflowError:
+        needed = math.inf
+    if not math.isfinite(needed):
+        raise ValueError(f"precision: {precision} asks for more benchmarks than can be counted")
+    return max(1, math.ceil(needed - 1e-9))

@@ -808,3 +808,27 @@ def test_a_client_given_a_host_that_is_not_a_name_exits_with_one_line(tmp_path, 
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "is not a host name" in result.stderr
     assert result.stderr.startswith("perfctl machines: address ")
+
+
+# --- second review, finding 7: a precision whose square underflows ---
+
+@pytest.mark.parametrize("precision", [1e-160, 1e-300])
+def test_compare_refuses_a_precision_out_of_range_in_one_line(server, measured, precision):
+    for name in ("box-a", "box-b"):
+        server.send(name, *(fresh(s) for s in measured))
+    response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", precision=precision),
+                                    metadata=server.client_md)
+    assert (response.exit_code, response.output) == (2, f"perfctl compare: precision: must be between 1e-06 and 1, "
+                                                        f"got {precision}")
+
+
+@pytest.mark.xfail(strict=True, reason="perfctl/cli.py _compare lets Parameters.validate()'s ValueError through "
+                                       "as a traceback; cli.py belongs to another change (reported)")
+def test_local_compare_refuses_a_precision_out_of_range_in_one_line():
+    from conftest import ROOT
+
+    results = ROOT / "examples" / "results"
+    result = subprocess.run(perfctl_command("compare", str(results / "A.jsonl"), str(results / "B.jsonl"),
+                                            "--precision", "1e-300"), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "perfctl compare: precision: must be between 1e-06 and 1, got 1e-300"

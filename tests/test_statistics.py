@@ -122,6 +122,23 @@ def test_benchmarks_needed_example():
     assert benchmarks_needed(17 / 30, 0.05, 0.95) == 378
 
 
+@pytest.mark.parametrize("precision", [1e-160, 1e-300, 5e-324])
+def test_benchmarks_needed_refuses_a_precision_beyond_floats(precision):
+    """r^2 underflows (1e-300: ZeroDivisionError) or the count overflows (1e-160: OverflowError in ceil)."""
+    with pytest.raises(ValueError, match=f"precision: {precision} asks for more benchmarks than can be counted"):
+        benchmarks_needed(0.5, precision, 0.95)
+    assert benchmarks_needed(0.5, 1e-6, 0.95) == 960364705174  # the smallest compare accepts
+
+
+@pytest.mark.parametrize("precision", [1e-160, 1e-300, 9.9e-7])
+def test_compare_parameters_bound_the_precision(precision):
+    from perfctl.analysis.compare import Parameters
+
+    with pytest.raises(ValueError, match=rf"^precision: must be between 1e-06 and 1, got {precision}$"):
+        Parameters(precision=precision).validate()
+    Parameters(precision=1e-6).validate()
+
+
 def test_overall_speedup_and_gain():
     xs = [np.array([10.0, 10.0]), np.array([30.0, 30.0])]
     ys = [np.array([5.0, 5.0]), np.array([15.0, 15.0])]
