@@ -15,7 +15,8 @@ read with that user's permissions, regular files only, bounded in size and time 
 
 A job leaves 'queued' for the agent's own state 'preparing' before it is prepared; an agent that finds a job
 still 'preparing' when it starts died preparing it, and fails it rather than trying again forever. A full
-spool disk pauses measuring (the connection stays) until a write succeeds again.
+spool disk pauses measuring (the connection stays) until a write succeeds again; a damaged spool (SpoolError)
+stops the agent, and run_agent raises that one error.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
 from perfctl.agent.runner import RunError, Runner, make_control
-from perfctl.agent.spool import Spool, SpoolFull
+from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.model import BACKENDS, parse_backends
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -196,6 +197,7 @@ class Agent:
         self._current_job: str | None = None
         self._spool_full = False
         self._spool_full_lock = threading.Lock()
+        self._spool_error: SpoolError | None = None
         self.backoff = 0.5
 
     # --- the measurement worker (a thread) ---
@@ -304,10 +306,20 @@ class Agent:
         SPOOL_FULL.set(0)
         log.info("the spool is writable again; measuring resumed")
 
+    def _spool_damaged(self, err: SpoolError) -> None:
+        """A spool that cannot be trusted stops the agent, worker and network side; run() raises the error
+        (perfctl agent: one line, exit 2)."""
+        with self._spool_full_lock:
+            if self._spool_error is None:
+                self._spool_error = err
+        self.stop()
+
     def worker(self) -> None:
         while not self.stopping.is_set():
             try:
                 self._work()
+            except SpoolError as err:
+                self._spool_damaged(err)
             except Exception:  # noqa: BLE001 - the worker must outlive any one failure
                 log.exception("measurement worker: unexpected error; going on")
                 self.stopping.wait(1.0)
@@ -326,6 +338,8 @@ class Agent:
                 break
             try:
                 self._run_job(job_id)
+            except SpoolError:
+                raise
             except Exception as err:  # noqa: BLE001 - a bug in one job must not stop the agent's worker
                 log.exception("job %s failed", job_id)
                 self._spool_write(self.spool.set_job_state, job_id, "failed",
@@ -460,6 +474,8 @@ class Agent:
                     log.warning("server %s: %s: %s", self.config.server, err.code().name, err.details())
             except* _Stopped:
                 pass
+            except* SpoolError as group_error:
+                self._spool_damaged(group_error.exceptions[0])
             finally:
                 CONNECTED.set(0)
                 BATCHES_PENDING.set(0)
@@ -470,6 +486,8 @@ class Agent:
                 await self._sleep(delay)
                 self.backoff = min(self.backoff * 2, self.config.backoff_max)
         worker.join(timeout=5)
+        if self._spool_error is not None:
+            raise self._spool_error
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake at once when the agent is asked to stop."""
@@ -593,6 +611,8 @@ class _Stopped(Exception):
 
 
 async def run_agent(config: AgentConfig, spool: Spool | None = None) -> None:
+    """Run the agent until it is stopped (SIGTERM, SIGINT). A spool found damaged meanwhile stops it and is
+    raised as the one SpoolError, never inside an ExceptionGroup."""
     agent = Agent(config, spool)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

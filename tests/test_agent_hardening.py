@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import subprocess
 import tempfile
@@ -504,6 +505,57 @@ def test_a_second_agent_on_the_same_spool_is_one_line(fleet):
     _connected(fleet, server, "box-a")
     line = _one_line(_agent_start(fleet.dir, spool))
     assert "in use by another process" in line, line
+
+
+def _damaged_spool(spool: Path, only_samples: bool = False) -> Path:
+    """A spool with rows whose pages after the first (header and schema) are random bytes, as the
+    reviewer's repro: SQLite opens it, and the first query of a table finds it malformed. ``only_samples``:
+    only the samples table's pages, so that the worker finds nothing wrong and the network side does."""
+    kept = Spool(str(spool))
+    kept.add_job("j", b"spec" * 100)
+    for index in range(40):
+        kept.add_sample(f"11111111-1111-4111-8111-{index:012d}", os.urandom(1000), "j", index + 1)
+    kept.set_job_state("j", "done", report=False)
+    kept.close()
+    database = spool / "spool.db"
+    connection = sqlite3.connect(database)
+    connection.execute("PRAGMA journal_mode=DELETE")
+    roots = {name: page for name, page in connection.execute("SELECT name, rootpage FROM sqlite_master")}
+    connection.close()
+    size = database.stat().st_size
+    assert size > 3 * 4096
+    keep = {1} | ({page for name, page in roots.items() if "samples" not in name} if only_samples else set())
+    with open(database, "r+b") as f:  # the header and the schema stay: SQLite opens it
+        for page in range(2, size // 4096 + 1):
+            if page not in keep:
+                f.seek((page - 1) * 4096)
+                f.write(os.urandom(4096))
+    return database
+
+
+@needs_root
+def test_a_spool_damaged_past_its_first_page_stops_the_agent_with_one_line(tmp_path):
+    spool = tmp_path / "spool"
+    database = _damaged_spool(spool)
+    result = _agent_start(tmp_path, spool)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "unexpected error" not in result.stderr, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"perfctl agent: spool {database} is damaged: "), result.stderr
+    assert sum("damaged" in line for line in result.stderr.splitlines()) == 1, result.stderr
+
+
+@needs_root
+def test_a_damaged_spool_stops_a_connected_agent_with_one_line(fleet):
+    server = _server(fleet)
+    spool = fleet.dir / "spool"
+    database = _damaged_spool(spool, only_samples=True)  # found by the sender, inside the TaskGroup
+    agent = _agent(fleet, "box-a", server, spool, ["/bin/*"])
+    assert agent.wait(timeout=60) == 2, fleet.log("box-a")
+    log = fleet.log("box-a")
+    assert f"registered with {server}" in log, log
+    assert "Traceback" not in log and "unexpected error" not in log, log
+    assert log.strip().splitlines()[-1].startswith(f"perfctl agent: spool {database} is damaged: "), log
 
 
 def test_spool_errors_name_the_file(tmp_path):
