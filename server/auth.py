@@ -9,8 +9,9 @@ The file is re-read when it changes (checked at most once a second), so tokens a
 without a restart, and the server never keeps serving tokens from a file it would refuse to start with:
 
 - a file with no tokens (empty, or only comments) revokes every token; at start it is refused ("no tokens");
-- a file that goes missing, turns readable by group or others, becomes unreadable or syntactically invalid
-  revokes every token and is logged as an error, once per change of the file, not per call;
+- a file that goes missing, turns readable by group or others, passes to an owner other than the server's
+  user or root, becomes unreadable or syntactically invalid revokes every token and is logged as an error,
+  once per change of the file, not per call;
 - fixing the file restores the tokens it lists.
 """
 
@@ -69,7 +70,7 @@ class Tokens:
             st = os.stat(path)
         except OSError as err:
             return ("error", err.errno)
-        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid)
 
     def _refresh(self) -> None:
         if self._path is None or time.monotonic() - self._checked < 1.0:
@@ -95,15 +96,19 @@ class Tokens:
     def _parse(path: str) -> dict[bytes, Principal]:
         try:
             with open(path) as f:
-                # the mode of the file read, not of whatever is at the path a moment later
-                mode = os.fstat(f.fileno()).st_mode
+                # the mode and owner of the file read, not of whatever is at the path a moment later
+                st = os.fstat(f.fileno())
                 lines = f.read().splitlines()
         except OSError as err:
             raise TokenFileError(f"{path}: {err.strerror}") from None
         except UnicodeDecodeError:
             raise TokenFileError(f"{path}: not UTF-8 text") from None
-        if mode & 0o077:
+        if st.st_mode & 0o077:
             raise TokenFileError(f"{path}: readable by others; chmod 600 it")
+        # another user who owns the file can write tokens into it (or chmod it), whatever its mode
+        if st.st_uid not in (os.geteuid(), 0):
+            raise TokenFileError(f"{path}: owned by uid {st.st_uid}, not by the server's user "
+                                 f"(uid {os.geteuid()}) or root; chown it")
         entries = {}
         for number, line in enumerate(lines, 1):
             text = line.split("#", 1)[0].strip()

@@ -31,7 +31,7 @@ from perfctl import security
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch
-from perfctl.server.storage import Storage, StorageError
+from perfctl.server.storage import JobReportError, Storage, StorageError
 from perfctl.server.validation import (
     MAX_BATCH_SAMPLES,
     MAX_MESSAGE_BYTES,
@@ -278,8 +278,11 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         problem = validate_job_report(request)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        updated = await self._db(context, self.storage.update_job, request.job_id, principal.name,
-                                 request.state, job_message(request.message), request.samples)
+        try:
+            updated = await self._db(context, self.storage.update_job, request.job_id, principal.name,
+                                     request.state, job_message(request.message), request.samples)
+        except JobReportError as err:  # INVALID_ARGUMENT: the agent gives the report up, never re-sends it
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         if not updated:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r} for {principal.name}")
         return pb.ReportJobResponse()

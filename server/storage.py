@@ -38,6 +38,16 @@ class StorageError(Exception):
     """The database cannot be used as asked; one line for the user."""
 
 
+class JobReportError(ValueError):
+    """A job report the job's state cannot take (a state back, more runs than the job has); one line."""
+
+
+# A job moves only forward: queued/dispatched -> running -> done, failed or refused, which are final.
+JOB_MOVES = {"queued": {"running", "done", "failed", "refused"},
+             "dispatched": {"running", "done", "failed", "refused"},
+             "running": {"running", "done", "failed", "refused"}}
+
+
 def database_url(data_dir: str | None, url: str | None) -> str:
     if url:
         if url.startswith("postgresql://"):
@@ -269,15 +279,30 @@ class Storage:
     def update_job(self, job_id: str, machine: str, state: str, message: str = "", samples_count: int | None = None,
                    now_ns: int | None = None) -> bool:
         """Record a job's new state, reported by the machine it was given to; False if it is not that
-        machine's job."""
+        machine's job. JobReportError if the job cannot move to ``state`` (JOB_MOVES) or has fewer runs
+        than ``samples_count``. The same final state reported again (an agent that re-sends after a
+        reconnect) changes nothing and is not an error."""
         if state not in JOB_STATES:
             raise StorageError(f"unknown job state {state!r}")
         values = dict(state=state, message=message[:1000], updated_ns=now_ns or time.time_ns())
-        if samples_count is not None:
-            values["samples"] = samples_count
         with self._write_lock, self.engine.begin() as conn:
-            result = conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine).values(**values))
-        return result.rowcount == 1
+            row = conn.execute(select(jobs.c.state, jobs.c.spec).where(jobs.c.id == job_id, jobs.c.machine == machine)
+                               .with_for_update()).one_or_none()
+            if row is None:
+                return False
+            if row.state == state and state not in JOB_MOVES:
+                return True
+            if state not in JOB_MOVES.get(row.state, ()):
+                raise JobReportError(f"job {job_id} is {row.state}: it cannot become {state} (a job moves only "
+                                     "forward: queued, running, then done, failed or refused)")
+            if samples_count is not None:
+                spec = pb.Job.FromString(bytes(row.spec))
+                runs = (spec.repetitions + spec.warmups) * len(spec.commands)
+                if not 0 <= samples_count <= runs:
+                    raise JobReportError(f"job {job_id}: {samples_count} samples reported, the job has {runs} runs")
+                values["samples"] = samples_count
+            conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine).values(**values))
+        return True
 
     def mark_dispatched(self, job_id: str, machine: str) -> None:
         """queued -> dispatched, and nothing else: a job re-sent on reconnect must not move back from

@@ -49,6 +49,8 @@ def _printable(value: str, limit: int, field: str) -> str | None:
         return f"{field} longer than {limit} characters"
     if not value.isprintable():
         return f"{field} has control or non-printable characters"
+    if value.isspace():  # invisible in a table
+        return f"{field} has no character other than spaces"
     return None
 
 
@@ -141,7 +143,12 @@ def validate_sample(s) -> str | None:
         return f"more than {MAX_READINGS} readings"
     # The names of a reading repeat across samples: a combination checked once is remembered (bounded),
     # so the common case costs a tuple and a set lookup.
+    counted: dict[tuple[str, str, str], int] = {}
     for index, r in enumerate(s.readings):
+        # one count per event, backend and scope in a run: a repeat would be taken as a second run
+        first = counted.setdefault((r.event, r.backend, r.scope), index)
+        if first != index:
+            return f"readings[{index}] repeats event/backend/scope of readings[{first}]"
         names = (r.event, r.status, r.scope, r.backend, r.unit, r.source, r.correction_model)
         if names not in _GOOD_NAMES:
             problem = _check_names(index, *names)
@@ -472,11 +479,16 @@ def validate_audit(request) -> tuple[str | None, dict | None, str | None]:
     return None, report, json.dumps(report) if replaced else request.report_json
 
 
+COMPARE_FORMATS = ("table", "json", "csv", "markdown")  # perfctl compare --format
+
+
 def validate_compare(request) -> str | None:
     """Compare's selectors are only looked up, never stored; bounded so one request cannot hold a worker
     thread or fill the log. The statistical parameters are checked by Parameters.validate()."""
     if len(request.benchmarks) > 1000 or len(request.metrics) > 100:
         return "at most 1000 benchmarks and 100 metrics"
+    if request.format and request.format not in COMPARE_FORMATS:
+        return f"format {request.format[:16]!r} unknown: one of {', '.join(COMPARE_FORMATS)}"
     for field, value, limit in (("machine_a", request.machine_a, 128), ("machine_b", request.machine_b, 128),
                                 ("format", request.format, 16), ("correction", request.correction, 16),
                                 *((f"benchmarks[{i}]", v, MAX_NAME) for i, v in enumerate(request.benchmarks)),

@@ -832,3 +832,109 @@ def test_local_compare_refuses_a_precision_out_of_range_in_one_line():
                                             "--precision", "1e-300"), capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == "perfctl compare: precision: must be between 1e-06 and 1, got 1e-300"
+
+
+# --- second review, finding 8 ---
+
+def test_a_sample_that_repeats_a_reading_is_refused(server, measured):
+    sample = fresh(measured[0])
+    sample.readings.add().CopyFrom(sample.readings[0])
+    error = _error(lambda: server.send("box-b", sample, sequence=5))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    last = len(sample.readings) - 1
+    assert error.details() == f"batch 5 sample 0 ({sample.uuid}): readings[{last}] repeats event/backend/scope " \
+                              "of readings[0]"
+    other_scope = fresh(measured[0])
+    other_scope.readings.add().CopyFrom(other_scope.readings[0])
+    other_scope.readings[-1].scope = "kernel" if other_scope.readings[0].scope != "kernel" else "user"
+    assert server.send("box-b", other_scope)[0].stored == 1  # the same event in another scope is another count
+
+
+def test_a_job_moves_only_forward_and_reports_at_most_its_runs(server):
+    job = pb.Job(commands=[pb.Command(name="a", argv=["/bin/true"]), pb.Command(name="b", argv=["/bin/true"])],
+                 repetitions=3, warmups=1)
+    job_id = server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job),
+                                    metadata=server.client_md).job_ids[0]
+    md = server.agent_md("box-a")
+
+    def report(state: str, samples: int = 0):
+        return server.agent.ReportJob(pb.JobReport(job_id=job_id, state=state, samples=samples), metadata=md)
+
+    def stored():
+        j = next(j for j in server.query.GetJobs(pb.GetJobsRequest(machine="box-a"), metadata=server.client_md).jobs
+                 if j.job_id == job_id)
+        return j.state, j.samples
+
+    report("running", 2)
+    error = _error(lambda: report("running", 4294967295))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == f"job {job_id}: 4294967295 samples reported, the job has 8 runs"
+    report("failed", 8)
+    assert stored() == ("failed", 8)
+    report("failed", 8)  # an agent re-sending its last report after a reconnect: accepted, nothing changes
+    for state in ("running", "done", "refused"):
+        error = _error(lambda state=state: report(state, 1))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error.details() == f"job {job_id} is failed: it cannot become {state} (a job moves only forward: " \
+                                  "queued, running, then done, failed or refused)"
+    assert stored() == ("failed", 8)
+
+
+@pytest.mark.parametrize("path", ["benchmark.name", "readings[0].source", "environment.user"])
+def test_a_name_of_only_spaces_is_refused(server, measured, path):
+    sample = fresh(measured[0])
+    _set(sample, path, "   ")
+    error = _error(lambda: server.send("box-b", sample, sequence=2))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details().endswith(f"{path} has no character other than spaces")
+
+
+def test_a_job_command_or_compare_selector_of_only_spaces_is_refused(server):
+    job = pb.Job(commands=[pb.Command(name="   ", argv=["/bin/true"])], repetitions=1)
+    error = _error(lambda: server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job),
+                                                  metadata=server.client_md))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == "commands[0].name has no character other than spaces"
+    response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", benchmarks=["  "]),
+                                    metadata=server.client_md)
+    assert (response.exit_code, response.output) == (2, "perfctl compare: benchmarks[0] has no character other "
+                                                        "than spaces")
+
+
+def test_compare_refuses_an_unknown_format(server, measured):
+    for name in ("box-a", "box-b"):
+        server.send(name, *(fresh(s) for s in measured))
+    response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", format="xml"),
+                                    metadata=server.client_md)
+    assert (response.exit_code, response.output) == (2, "perfctl compare: format 'xml' unknown: one of table, json, "
+                                                        "csv, markdown")
+    for known in ("table", "json", "csv", "markdown"):
+        response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", format=known,
+                                                          metrics=["page-faults"]), metadata=server.client_md)
+        assert response.exit_code in (0, 3, 4), (known, response.output)
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0 (chown to another user needs root)")
+def test_a_tokens_file_owned_by_another_user_is_refused_at_start_and_revokes_when_given_away(tmp_path, caplog):
+    path = str(tmp_path / "tokens")
+    token = add_token(path, "client", "tester")
+    os.chown(path, NOBODY, -1)  # still mode 600: nobody could write tokens into it
+    expected = f"{path}: owned by uid {NOBODY}, not by the server's user (uid 0) or root; chown it"
+    result = subprocess.run(perfctl_command("server", "--listen", f"127.0.0.1:{free_port()}", "--data-dir",
+                                            str(tmp_path / "d"), "--tokens", path),
+                            capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (2, f"perfctl server: {expected}")
+    os.chown(path, 0, -1)
+    tokens = Tokens.load(path)
+    principal = tokens.identify(token)
+    assert principal is not None
+    caplog.set_level("INFO", logger="perfctl.server")
+    os.chown(path, NOBODY, -1)
+    _identify_within(tokens, token, None)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == \
+        [f"tokens file refused, every token is revoked until it is fixed: {expected}"]
+    os.chown(path, 0, -1)
+    _identify_within(tokens, token, principal)
