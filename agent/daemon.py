@@ -340,6 +340,9 @@ class Agent:
                 self._run_job(job_id)
             except SpoolError:
                 raise
+            except RunError as err:  # a run cannot start as asked (perf-stat with --user): the job's reason
+                log.error("job %s failed: %s", job_id, err)
+                self._spool_write(self.spool.set_job_state, job_id, "failed", str(err)[:1000])
             except Exception as err:  # noqa: BLE001 - a bug in one job must not stop the agent's worker
                 log.exception("job %s failed", job_id)
                 self._spool_write(self.spool.set_job_state, job_id, "failed",

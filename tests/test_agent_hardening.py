@@ -186,6 +186,22 @@ def test_a_refusal_tells_a_client_nothing_about_paths_root_can_see(fleet, shared
     assert "/srv/secret" not in fleet.log("box-a")
 
 
+@needs_root
+@pytest.mark.skipif(shutil.which("perf") is None, reason="probe: no perf(1) (apt-get install linux-perf)")
+def test_a_job_that_cannot_run_as_asked_fails_with_one_log_line(fleet):
+    server = _server(fleet)
+    _agent(fleet, "box-a", server, fleet.dir / "spool", ["/bin/*"])
+    _connected(fleet, server, "box-a")
+    job_id = _submit(fleet, server, "box-a", "--backend", "perf-stat", "-r", "1", "--", "/bin/true")
+    job = _finished(fleet, server, job_id)
+    assert job["state"] == "failed" and job["message"].startswith("--user is not available with --backend "
+                                                                  "perf-stat"), job
+    log = fleet.log("box-a")
+    assert "Traceback" not in log, log
+    said = [line for line in log.splitlines() if f"job {job_id} failed" in line]
+    assert len(said) == 1 and f"job {job_id} failed: --user is not available" in said[0], log
+
+
 # --- finding 2: identifying a job's benchmark ---
 
 def _digest_of(*parts: bytes) -> str:
