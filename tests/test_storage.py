@@ -144,3 +144,18 @@ def test_upgrading_a_database_of_revision_0002_keeps_its_samples(database_url, r
     assert storage.ingest("box", real_samples[:2]) == (1, 1)
     assert storage.ingest("other", real_samples[:2]) == (2, 0)
     storage.close()
+
+
+def test_a_job_moves_only_forward(database_url):
+    from perfctl.server.storage import JobReportError
+
+    storage = Storage(database_url)
+    job_id = storage.create_job("box", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=2, warmups=1))
+    assert storage.update_job(job_id, "box", "running", samples_count=1)
+    with pytest.raises(JobReportError, match="4 samples reported, the job has 3 runs"):
+        storage.update_job(job_id, "box", "running", samples_count=4)
+    assert storage.update_job(job_id, "box", "done", samples_count=3)
+    assert storage.update_job(job_id, "box", "done", samples_count=3)  # re-sent: nothing changes
+    with pytest.raises(JobReportError, match="is done: it cannot become running"):
+        storage.update_job(job_id, "box", "running")
+    assert [(j["state"], j["samples"]) for j in storage.list_jobs("box")] == [("done", 3)]
