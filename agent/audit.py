@@ -58,6 +58,11 @@ class Assessment:
     kernels: tuple[dict, ...]
 
 
+def _json_number(value: float) -> float | None:
+    """JSON has no NaN: a statistic that does not exist (a CV of fewer than two runs) is null."""
+    return None if math.isnan(value) else value
+
+
 def _cv(values: list[float]) -> float:
     if len(values) < 2:
         return math.nan
@@ -72,7 +77,7 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
     for r in runs:
         entry = {"kernel": r.label, "backend": r.backend, "expected": r.expected_instructions,
                  "runs": len(r.instructions),
-                 "cv": _cv(r.instructions)}
+                 "cv": _json_number(_cv(r.instructions))}
         if r.backend == "dbi":
             exact = all(v == r.expected_instructions for v in r.instructions)
             reps_ok = all(v == r.expected_rep_iterations for v in r.rep_iterations)

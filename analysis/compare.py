@@ -58,6 +58,11 @@ class Parameters:
         # more than 10^11 benchmarks (and below ~1e-154 its square underflows)
         if self.precision < MIN_PRECISION:
             raise ValueError(f"precision: must be between {MIN_PRECISION:g} and 1, got {self.precision}")
+        # SPA's minimal sample (Eq. 6-8) grows as 1/proportion: beyond 1e-6 of 0 or 1 it asks for millions of
+        # runs per benchmark, and within 1e-16 its base rounds to 1.0 and no number of runs exists
+        if not MIN_PRECISION <= self.proportion <= 1 - MIN_PRECISION:
+            raise ValueError(f"proportion: must be between {MIN_PRECISION:g} and {1 - MIN_PRECISION}, "
+                             f"got {self.proportion}")
         if self.correction not in ("holm", "bonferroni", "bh"):
             raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
 

@@ -294,8 +294,14 @@ _FLEET_COMMANDS = ("server", "agent", "token", "submit", "machines", "jobs")
 def _compare_parameters(args):
     from perfctl.analysis.compare import Parameters
 
-    return Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion, margin=args.margin,
-                      paired=args.paired, correction=args.correction, precision=args.precision, seed=args.seed)
+    parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
+                            margin=args.margin, paired=args.paired, correction=args.correction,
+                            precision=args.precision, seed=args.seed)
+    try:
+        parameters.validate()
+    except ValueError as err:  # before any file is read or server called: one line, exit 2
+        raise UsageError(f"perfctl compare: {err}") from None
+    return parameters
 
 
 def _interference(args):
@@ -360,7 +366,7 @@ def _audit(args) -> int:
         table.add_column(column)
     for k in report["kernels"]:
         detail = ("yes" if k.get("exact") else "NO") if k["backend"] == "dbi" else str(k.get("median_excess") or "-")
-        cv = "-" if k["cv"] != k["cv"] else f"{k['cv']:.2e}"
+        cv = "-" if k["cv"] is None else f"{k['cv']:.2e}"
         table.add_row(k["kernel"], k["backend"], f"{k['expected']:,}", cv, detail, str(k.get("page_faults") or "-"),
                       str(k.get("interrupts") if k.get("interrupts") is not None else "-"))
     console.print(table)
