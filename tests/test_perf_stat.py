@@ -14,8 +14,13 @@ SOFTWARE = ["page-faults", "minor-faults", "major-faults", "context-switches", "
 
 
 def _both(argv, events, runs=5, **control):
-    return (measure(argv, events, runs=runs, **control),
-            measure(argv, events, runs=runs, backend="perf-stat", **control))
+    """Runs of each backend, interleaved (ABAB): a drift of the machine (page cache, other load) cannot
+    land on one backend's runs only, as it could when one backend's runs all came first."""
+    ours, perfs = [], []
+    for _ in range(runs):
+        ours += measure(argv, events, **control)
+        perfs += measure(argv, events, backend="perf-stat", **control)
+    return ours, perfs
 
 
 def _median(samples, label):
