@@ -8,9 +8,14 @@ import math
 
 from perfctl.analysis.summary import describe
 
+# Counts in an audit are far below 2^64; beyond it, statistics over them overflow floats (10^200 broke the
+# fleet spread's standard deviation).
+MAX_COUNT = float(1 << 64)
+
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number within +-2^64 (abs() <= bound is False for NaN and inf and never converts a huge int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_COUNT
 
 
 def audit_problem(report) -> str | None:

@@ -44,11 +44,14 @@ def _int_at_least(minimum: int):
         if value < minimum:
             rule = "cannot be negative" if minimum == 0 else f"must be at least {minimum}"
             raise argparse.ArgumentTypeError(f"{rule}, got {value}")
+        if value > MAX_OPTION_INT:  # the wire's integers are 32 bits (runs, warmups) or 64 (seed)
+            raise argparse.ArgumentTypeError(f"must be at most {MAX_OPTION_INT}, got {value}")
         return value
 
     return parse
 
 
+MAX_OPTION_INT = (1 << 32) - 1
 _positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
 
 

@@ -21,7 +21,8 @@ def split_address(address: str) -> tuple[str, int]:
     the C resolver reads 127.1 as 127.0.0.1 but gRPC does not, so it would be checked as one address and
     bound (or dialled) as another."""
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    # isascii: str.isdigit and int() also take other scripts' digits ("١٧٥١١" would be port 17511)
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise SecurityError(f"address {address!r} must be HOST:PORT with a port 1-65535")
     if host.startswith("["):
         if not host.endswith("]"):

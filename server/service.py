@@ -57,6 +57,7 @@ AGENTS_CONNECTED = Gauge("perfctl_agents_connected", "Agents with an open job wa
 JOBS = Gauge("perfctl_jobs", "Jobs by state", ["state"])
 
 HEARTBEAT_SECONDS = 10
+TOKEN_RECHECK_SECONDS = 1.0
 
 
 def _add_agent_service(servicer, server) -> None:
@@ -106,6 +107,12 @@ class _Base:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"a {principal.role} token cannot call this")
         return principal
 
+    async def _still_authorized(self, context, principal: Principal) -> None:
+        """Long calls (a sample stream, a job watch) check their token again: revoking it in the tokens file
+        ends them within a second or so, not at the agent's next reconnect."""
+        if self.tokens.identify(_bearer(context)) != principal:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the token was revoked")
+
     async def _db(self, context, function, *args):
         try:
             return await asyncio.to_thread(function, *args)
@@ -114,16 +121,36 @@ class _Base:
 
 
 class JobHub:
-    """Jobs waiting for connected agents: one queue per agent watching."""
+    """Jobs waiting for connected agents: a queue per open job watch. Two watches under one name (an agent
+    restarted before its old connection timed out, or a second agent given the same token) are kept apart:
+    jobs go to the newest, and one leaving never takes the other's queue with it."""
 
     def __init__(self) -> None:
-        self.queues: dict[str, asyncio.Queue] = {}
+        self._watches: dict[str, list[asyncio.Queue]] = {}
+
+    def watch(self, machine: str) -> asyncio.Queue:
+        queue: asyncio.Queue = asyncio.Queue()
+        self._watches.setdefault(machine, []).append(queue)
+        return queue
+
+    def unwatch(self, machine: str, queue: asyncio.Queue) -> None:
+        queues = self._watches.get(machine, [])
+        if queue in queues:
+            queues.remove(queue)
+        if not queues:
+            self._watches.pop(machine, None)
+
+    def connected(self, machine: str) -> bool:
+        return machine in self._watches
+
+    def machines(self) -> int:
+        return len(self._watches)
 
     def offer(self, machine: str, job: pb.Job) -> bool:
-        queue = self.queues.get(machine)
-        if queue is None:
+        queues = self._watches.get(machine)
+        if not queues:
             return False
-        queue.put_nowait(job)
+        queues[-1].put_nowait(job)
         return True
 
 
@@ -230,6 +257,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
             if len(decoded) == 2:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, decoded[1])
             sequence, rows, payloads = decoded
+            await self._still_authorized(context, principal)  # a token revoked mid-stream stores nothing more
             job_ids = {row[2] for row in rows if row[2] is not None}
             if job_ids and not self.storage.knows_jobs(principal.name, job_ids):
                 foreign = await self._db(context, self.storage.foreign_jobs, principal.name, job_ids)
@@ -258,20 +286,24 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
     async def WatchJobs(self, request, context):
         principal = await self._principal(context, "agent")
-        queue: asyncio.Queue = asyncio.Queue()
-        self.hub.queues[principal.name] = queue
-        AGENTS_CONNECTED.set(len(self.hub.queues))
+        queue = self.hub.watch(principal.name)
+        AGENTS_CONNECTED.set(self.hub.machines())
         try:
             for job in await self._db(context, self.storage.open_jobs, principal.name):
                 queue.put_nowait(job)
             while True:
-                job = await queue.get()
+                try:
+                    job = await asyncio.wait_for(queue.get(), TOKEN_RECHECK_SECONDS)
+                except TimeoutError:
+                    await self._still_authorized(context, principal)
+                    continue
+                # a job taken here but not sent stays queued in the database: the next watch offers it
+                await self._still_authorized(context, principal)
                 await self._db(context, self.storage.mark_dispatched, job.job_id, principal.name)
                 yield job
         finally:
-            if self.hub.queues.get(principal.name) is queue:
-                del self.hub.queues[principal.name]
-            AGENTS_CONNECTED.set(len(self.hub.queues))
+            self.hub.unwatch(principal.name, queue)
+            AGENTS_CONNECTED.set(self.hub.machines())
 
     async def ReportJob(self, request, context):
         principal = await self._principal(context, "agent")
@@ -353,7 +385,7 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             summary = response.machines.add(name=row["name"], machine_id=row["machine_id"],
                                             inventory_json=row["inventory"], backends=json.loads(row["backends"]),
                                             last_heard_ns=row["last_heard_ns"],
-                                            connected=row["name"] in self.hub.queues, samples=row["samples"],
+                                            connected=self.hub.connected(row["name"]), samples=row["samples"],
                                             audit_verdict=audit["verdict"] if audit else "",
                                             audit_time_ns=audit["time_ns"] if audit else 0)
             for entry in json.loads(row["events"]):

@@ -250,6 +250,7 @@ class _Constant:
 
 
 MAX_JSON_DEPTH = 32
+MAX_JSON_NUMBER = float(1 << 64)
 
 
 def _path_text(path: tuple) -> str:
@@ -289,6 +290,9 @@ def _json_document(text: str, field: str, allowed_constants=lambda path: False):
                 return f"{field}: {value.text} at {_path_text(path) or 'the top'} is not JSON", None, False
             parent[key] = None
             replaced = True
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and not abs(value) <= MAX_JSON_NUMBER:
+            # 1e400 parses as inf (printed again as Infinity, not JSON); a 400-digit integer overflows floats
+            return f"{field}: a number at {_path_text(path) or 'the top'} is beyond +-2^64", None, False
     return None, document, replaced
 
 
@@ -304,7 +308,8 @@ def _integer(value) -> bool:
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    # abs() <= bound is False for NaN and inf, and never converts a huge int to float (which raises)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_JSON_NUMBER
 
 
 def _shape(value, shape, path: tuple) -> str | None:

@@ -378,6 +378,15 @@ def test_json_keeps_names_exact(tmp_path):
     assert ESC not in result.stdout and json.loads(result.stdout)["benchmarks"][0]["benchmark"] == HOSTILE
 
 
+def test_integer_options_beyond_the_wire_are_one_line(tmp_path):
+    """A seed of 10^23 passed argparse and then overflowed the request's uint64 (a ValueError traceback)."""
+    path = _jsonl(tmp_path / "a.jsonl", _runs())
+    line = _one_line(perfctl("compare", path, path, "--seed", "9" * 23))
+    assert "--seed: must be at most 4294967295" in line
+    assert "must be at most 4294967295" in _one_line(perfctl("stat", "-r", str(1 << 40), "--", "/bin/true"),
+                                                     "perfctl stat: ")
+
+
 def test_error_lines_show_control_characters(tmp_path):
     result = perfctl("compare", str(tmp_path / "no\x1b[2Jfile.jsonl"), str(tmp_path / "b.jsonl"))
     line = _one_line(result)
@@ -466,7 +475,9 @@ class _HostileQueries(rpc.QueryServiceServicer):
         good = {"audit_id": "a" * 8, "verdict": "trusted", "time_ns": time.time_ns(), "fit": None,
                 "kernels": [{"kernel": HOSTILE, "backend": "dbi", "expected": 5, "exact": True}]}
         broken = [{**good, "kernels": 5}, {**good, "fit": {"a": 1, "b": 1, "a_interval": [1], "b_interval": 2}},
-                  {**good, "time_ns": "now"}, [1, 2]]
+                  {**good, "time_ns": "now"}, [1, 2],
+                  # counts whose squares overflow floats broke the fleet spread's standard deviation
+                  {**good, "kernels": [{**good["kernels"][0], "kernel": "k", "expected": 10**200}]}]
         return pb.GetAuditsResponse(audits=[
             pb.AuditRecord(machine=HOSTILE, audit_id="1", report_json=json.dumps(good)),
             *(pb.AuditRecord(machine="box-b", audit_id=str(i), report_json=json.dumps(report))
@@ -520,7 +531,7 @@ def test_a_hostile_server_cannot_drive_the_terminal(hostile_server, command):
     if command == ["machines"]:  # inventories of the wrong shape show as '?', the listing goes on
         assert all(f"odd-{i}" in result.stdout for i in range(4)), result.stdout
     if command == ["audit", "report"]:  # reports of the wrong shape are set aside and counted
-        assert "5 audit reports of machine box-b could not be read" in " ".join(result.stdout.split())
+        assert "6 audit reports of machine box-b could not be read" in " ".join(result.stdout.split())
         for machines_json in (perfctl("machines", *hostile_server, "--json"),
                               perfctl("audit", "report", *hostile_server, "--json")):
             assert machines_json.returncode == 0, machines_json.stderr

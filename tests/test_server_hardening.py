@@ -451,6 +451,7 @@ def test_a_second_server_on_localhost_of_a_taken_port_exits_with_one_line(tmp_pa
 
 @pytest.mark.parametrize("listen, message", [
     ("127.1:7441", "'127.1' is not a full IPv4 address"), ("", "must be HOST:PORT"), (":", "must be HOST:PORT"),
+    ("localhost:\u0661\u0667\u0665\u0661\u0661", "must be HOST:PORT"),  # Arabic-Indic digits int() would take
     (":7441", "must be HOST:PORT"), ("127.0.0.1:99999", "port 1-65535"), ("[::1]:x", "must be HOST:PORT"),
     ("::1:7441", "in brackets"), ("[::1:7441", "unbalanced brackets"), ("[nope]:7441", "not an IPv6 address"),
     ("a..b:1", "'a..b' is not a host name"), ("a" * 300 + ":1", "is not a host name"),
@@ -510,6 +511,72 @@ def test_a_tokens_file_that_is_emptied_loosened_broken_or_removed_revokes_every_
     assert ":2: expected 'agent|client NAME TOKEN'" in errors[1]
     assert "No such file" in errors[2] and all("every token is revoked" in e for e in errors)
     assert any("has no tokens" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+
+
+def _revoke(fleet: Fleet, name: str) -> None:
+    """Remove NAME's line from the tokens file, as an operator would (rewritten in place, mode kept)."""
+    lines = open(fleet.tokens).read().splitlines(keepends=True)
+    with open(fleet.tokens, "w") as f:
+        f.writelines(line for line in lines if f" {name} " not in line)
+
+
+def test_a_revoked_token_ends_the_calls_it_has_open(tmp_path, measured):
+    """Revocation used to reach only new calls: a sample stream kept storing and a job watch kept
+    delivering jobs until the agent reconnected."""
+    import queue as queue_module
+
+    fleet = Fleet(tmp_path)
+    try:
+        server = start_server(fleet)
+        server.register("box-a")
+        server.register("box-b")
+        batches: queue_module.Queue = queue_module.Queue()
+        stream = server.agent.StreamSamples(iter(batches.get, None), metadata=server.agent_md("box-a"))
+        first = fresh(measured[0])
+        batches.put(pb.SampleBatch(sequence=1, samples=[first]))
+        assert next(stream).sequence == 1
+        watch = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-b"))
+        _revoke(fleet, "box-a")
+        _revoke(fleet, "box-b")
+        time.sleep(1.5)  # the file is re-checked at most once a second
+        late = fresh(measured[1])
+        batches.put(pb.SampleBatch(sequence=2, samples=[late]))
+        error = _error(lambda: next(stream))
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED and "revoked" in error.details()
+        batches.put(None)
+        error = _error(lambda: next(watch))  # ends within TOKEN_RECHECK_SECONDS, with no job to send
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+        storage = Storage(server.db())
+        try:
+            uuids = set(storage.sample_uuids())
+        finally:
+            storage.close()
+        assert first.uuid in uuids and late.uuid not in uuids
+    finally:
+        fleet.stop_all()
+
+
+def test_a_second_watch_under_one_name_does_not_orphan_the_first(tmp_path):
+    """Two job watches as box-a (an agent restarted while its old connection lingers, or a second agent
+    given the same token): when the newer one leaves, jobs reach the one still there."""
+    fleet = Fleet(tmp_path)
+    try:
+        server = start_server(fleet)
+        server.register("box-a")
+        first = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-a"), timeout=30)
+        second = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-a"), timeout=30)
+        time.sleep(0.5)  # both registered with the hub
+        second.cancel()
+        time.sleep(0.5)
+        machines = server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md).machines
+        assert next(m for m in machines if m.name == "box-a").connected
+        job = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1)
+        submitted = server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job),
+                                           metadata=server.client_md)
+        assert next(first).job_id == submitted.job_ids[0]
+        first.cancel()
+    finally:
+        fleet.stop_all()
 
 
 def test_a_running_server_stops_honouring_a_loosened_tokens_file(tmp_path):
@@ -743,6 +810,14 @@ def test_nan_and_infinity_in_json_documents_are_refused(server):
     error = _error(lambda: _report_audit(server, "box-a", _audit(seconds=math.inf)))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == "audit report: Infinity at seconds is not JSON"
+    # numbers JSON can write but floats cannot hold: 1e400 parses as inf, a 400-digit integer overflows
+    error = _error(lambda: _register_inventory(server, "box-c", '{"x": 1, "cpu": {"flags": [1e400]}}'))
+    assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                               "inventory_json: a number at cpu.flags[0] is beyond +-2^64")
+    huge = _audit().replace('"seconds": 12.5', '"seconds": ' + "9" * 400)
+    error = _error(lambda: _report_audit(server, "box-a", huge))
+    assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                               "audit report: a number at seconds is beyond +-2^64")
     # the one NaN agent/audit.py writes (the CV of a kernel without 2 runs) is kept, as null
     report = _audit()
     _report_audit(server, "box-a", report)
