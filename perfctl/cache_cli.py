@@ -7,7 +7,7 @@ import csv
 import json
 import os
 
-from perfctl.cli import EXIT_OK, UsageError, _console, _say
+from perfctl.output import EXIT_OK, UsageError, _console, _say
 
 LINE = 64
 AUTO_SAMPLES = 100_000  # 50 windows of 2000: StatStack's own error, not the sample's, dominates (docs/cache.md)

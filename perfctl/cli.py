@@ -21,11 +21,7 @@ import sys
 
 from rich.console import Console
 
-EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
+from perfctl.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, UsageError, _console, _say
 
 
 class _Parser(argparse.ArgumentParser):
@@ -578,32 +574,10 @@ def _stop_on_signals():
             signal.signal(number, handler)
 
 
-def _say(line: str) -> None:
-    """One unwrapped line on stderr: messages a user (or a script) must be able to grep. They quote names
-    from files and servers, so control characters are shown, never sent to the terminal."""
-    from perfctl.text import visible
-
-    print(visible(line.replace("\n", " ")), file=sys.stderr, flush=True)
-
-
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null once writing to it failed: what is still buffered, or printed on the way
     out, must not fail again (or be reported at exit with a traceback)."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        """A reader that stopped early (`| head`) loses the rest of the table, nothing else: rich's default
-        would exit 1, which here means "a run failed", so the exit code keeps describing the measurement."""
-        self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
-
-
-def _console(stderr: bool = False) -> Console:
-    """Wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
-    stream = sys.stderr if stderr else sys.stdout
-    return _Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 150)
 
 
 def _check_tracepoints(specs) -> None:

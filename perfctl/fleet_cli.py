@@ -14,7 +14,7 @@ import grpc
 from rich.table import Table
 
 from perfctl import client, security
-from perfctl.cli import EXIT_OK, UsageError, _console
+from perfctl.output import EXIT_OK, UsageError, _console
 from perfctl.text import cell, visible, visible_lines
 
 
