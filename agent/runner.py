@@ -216,13 +216,16 @@ class Runner:
         finally:
             self._on_start = None
 
-    def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None) -> GatedProcess:
+    def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None,
+              pass_fds: tuple[int, ...] = ()) -> GatedProcess:
         """Start ``argv`` blocked in the exec gate. ``gate_target`` replaces argv as what the gate execs
-        (the perf-stat backend execs ``perf stat ... -- argv``)."""
+        (the perf-stat backend execs ``perf stat ... -- argv``). ``pass_fds``: descriptors of ours (3 and up)
+        the gated program inherits under the same numbers: how valgrind writes its log to a file only perfctl
+        can open (--log-fd), rather than to a path anyone could edit between runs."""
         self._stderr.seek(0)
         self._stderr.truncate()
         gated = GatedProcess(self._gate, gate_target or argv, control, None if control.show_output else self._stderr,
-                             self._persona)
+                             self._persona, pass_fds)
         if self._on_start is not None:
             try:
                 self._on_start(gated.pid)
@@ -263,14 +266,14 @@ class GatedProcess:
     """One benchmark process, blocked in the gate until :meth:`release_and_wait`."""
 
     def __init__(self, gate_to_use: gate.Gate, argv: list[str], control: RunControl, stderr_file,
-                 persona: _Persona) -> None:
+                 persona: _Persona, pass_fds: tuple[int, ...]) -> None:
         self._control = control
         self._stderr_file = stderr_file
         self._reaped = False
         read_end, self._gate = os.pipe()
         persona.ensure(control.aslr_off)
         try:
-            self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file)
+            self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds)
         except OSError as err:
             os.close(self._gate)
             raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
@@ -340,7 +343,7 @@ class GatedProcess:
 
 
 def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
-           stderr_file) -> tuple[int, subprocess.Popen | None]:
+           stderr_file, pass_fds: tuple[int, ...]) -> tuple[int, subprocess.Popen | None]:
     """Start the gate with posix_spawn (vfork-based: no fork handlers, no Python in the child). The static
     gate switches user and directory itself; only the sh fallback needs subprocess's forking child for
     that, and says so in `perfctl info`."""
@@ -360,13 +363,16 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
             actions.append((os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0))
         if stderr_file is not None:
             actions.append((os.POSIX_SPAWN_DUP2, stderr_file.fileno(), 2))
+        # dup2 of a descriptor onto itself clears its close-on-exec flag (POSIX 2018; glibc >= 2.29)
+        actions += [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in pass_fds]
         return os.posix_spawn(command[0], command, control.env_map, file_actions=actions, setsid=True), None
     user_args = {}
     if control.user_ids is not None:
         uid, gid, groups = control.user_ids
         user_args = dict(user=uid, group=gid, extra_groups=groups)
     popen = subprocess.Popen(command, stdin=stdin_fd, stdout=stdout, stderr=stderr_file, env=control.env_map,
-                             cwd=control.cwd, start_new_session=True, close_fds=True, **user_args)
+                             cwd=control.cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds,
+                             **user_args)
     return popen.pid, popen
 
 
