@@ -13,10 +13,14 @@ where no PMU exists (tests/test_audit.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
 import math
 import os
+import stat
+import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -164,7 +168,7 @@ def run_audit(runs: int = 5) -> dict:
     results: list[KernelRuns] = []
     backends = ["perf_event"]
     not_run = []
-    interrupted = False
+    interrupted: KeyboardInterrupt | None = None
     try:
         for kernel in [*short, long_loop]:
             results.append(_measure(kernel, "perf_event", HARDWARE_EVENTS, runs, inv))
@@ -176,8 +180,8 @@ def run_audit(runs: int = 5) -> dict:
             raise
         except Exception as err:  # noqa: BLE001 - valgrind missing or failing: say so, audit the rest
             not_run.append(f"dbi reference: {err}")
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as stop:  # perfctl.output.Interrupted names its signal; Ctrl-C otherwise
+        interrupted = stop
         not_run.append(f"interrupted after {len(results)} of {len(short) * 2 + 1} kernel measurements")
     checks = inventory.checks(inv)
     assessment = assess(results, inv["pmu"]["present"], inv["pmu"]["reason"], checks)
@@ -191,7 +195,8 @@ def run_audit(runs: int = 5) -> dict:
         "time_ns": time.time_ns(), "seconds": round(time.time() - started, 1),
         "kernel": inv["kernel"]["release"], "microcode": inv["cpu"]["microcode"],
         "aslr": f"system randomize_va_space={inv['aslr']}; perfctl turns it off for every run (personality)",
-        "verdict": verdict, "reasons": reasons, "complete": not interrupted,
+        "verdict": verdict, "reasons": reasons, "complete": interrupted is None,
+        "interrupted_by": None if interrupted is None else getattr(interrupted, "name", "SIGINT"),
         "not_checked": list(assessment.not_checked) + not_run, "backends": backends,
         "fit": asdict(assessment.fit) if assessment.fit else None,
         "erratum": asdict(erratum), "kernels": list(assessment.kernels),
@@ -205,28 +210,96 @@ AUDIT_MAX_AGE_NS = 7 * 24 * 3600 * 10**9
 
 
 def latest_path() -> str:
+    """The last complete audit: what corrections use."""
     from perfctl.agent.build import cache_dir
 
     return os.path.join(cache_dir(), "audit-latest.json")
 
 
-def save_latest(report: dict) -> None:
-    """Keep the newest audit where `perfctl stat` and the agent find it (written atomically)."""
-    path = latest_path()
-    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    temporary = path + f".{os.getpid()}"
-    with open(temporary, "w") as f:
-        json.dump(report, f)
-    os.replace(temporary, path)
+def interrupted_path() -> str:
+    """The last interrupted audit, kept beside the complete one for the record, never used for corrections."""
+    return os.path.join(os.path.dirname(latest_path()), "audit-interrupted.json")
 
 
-def load_latest() -> dict | None:
+def save_latest(report: dict) -> str:
+    """Keep the audit where `perfctl stat` and the agent find it; returns the path written.
+
+    A complete audit replaces audit-latest.json; an interrupted one goes to audit-interrupted.json, so a
+    machine that had a valid audit keeps its corrections. Written to a private temporary name in the same
+    directory, flushed to disk, then renamed (a full disk leaves the previous file whole), mode 0644.
+    """
+    path = latest_path() if report.get("complete") else interrupted_path()
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".audit-")
     try:
-        with open(latest_path()) as f:
-            report = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) else None
+        with os.fdopen(fd, "w") as f:
+            json.dump(report, f, allow_nan=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return path
+
+
+class UntrustedFile(Exception):
+    """A file perfctl would act on that someone else could have written."""
+
+
+def read_trusted(path: str, limit: int = 1 << 20) -> bytes:
+    """The content of ``path`` if it is a regular file (not a symlink) owned by us and writable by no one
+    else, in a directory with the same properties; FileNotFoundError if absent, UntrustedFile otherwise."""
+    directory = os.lstat(os.path.dirname(path))
+    if directory.st_uid != os.geteuid() or directory.st_mode & 0o022:
+        raise UntrustedFile(f"{os.path.dirname(path)} is not ours or is writable by others")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UntrustedFile(f"{path} is a symbolic link") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UntrustedFile(f"{path} is not a regular file")
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise UntrustedFile(f"{path} is not ours or is writable by others")
+        return f.read(limit)
+
+
+def load_latest() -> tuple[dict | None, str]:
+    """The last complete audit, or None and why there is none to use.
+
+    Corrections change every instruction count perfctl stores, so the file is trusted as the exec gate is
+    (agent/build.py): not a symlink, owned by us, writable by nobody else, in a directory of ours that
+    nobody else can write to.
+    """
+    path = latest_path()
+    try:
+        text = read_trusted(path)
+    except FileNotFoundError:
+        return None, "no audit of this machine: run perfctl audit"
+    except UntrustedFile as err:
+        return None, f"the latest audit is not trusted ({err}): remove it and run perfctl audit"
+    except OSError as err:
+        return None, f"cannot read {path}: {err.strerror}"
+    try:
+        report = json.loads(text)
+    except ValueError:
+        return None, f"{path} is not JSON: run perfctl audit"
+    if not isinstance(report, dict):
+        return None, f"{path} is not an audit report: run perfctl audit"
+    return report, ""
+
+
+def latest_correction(inv: dict) -> tuple[Correction | None, str]:
+    """correction_for the last complete audit kept on disk, or None and why there is none."""
+    report, unusable = load_latest()
+    return correction_for(report, inv) if report is not None else (None, unusable)
 
 
 def correction_for(report: dict | None, inv: dict, now_ns: int | None = None) -> tuple[Correction | None, str]:
@@ -306,7 +379,7 @@ def make_corrector(inv: dict, resolved_argv: list[str], bench, control, runner, 
     if not ebpf and not {"page-faults:u", "timer-interrupts"} <= labels:
         return None, ("instructions not corrected: the correction needs page-faults:u and timer-interrupts measured "
                       "too (or --backend perf_event,ebpf)")
-    correction, why = correction_for(load_latest(), inv)
+    correction, why = latest_correction(inv)
     if correction is None:
         return None, f"instructions not corrected: {why}"
     fldcw = 0.0

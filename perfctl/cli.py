@@ -12,7 +12,6 @@ shown as escapes, rich markup shown as text.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import json
 import os
@@ -21,7 +20,17 @@ import sys
 
 from rich.console import Console
 
-from perfctl.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, UsageError, _console, _say
+from perfctl.output import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+    Interrupted,
+    UsageError,
+    _console,
+    _say,
+    exit_code_of,
+    stop_on_signals,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,8 +38,10 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def _int_at_least(minimum: int):
-    """An argparse type: an integer >= minimum, with a message that says which rule was broken."""
+def _int_at_least(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer >= minimum (and <= maximum, by default the wire's 32 bits), with a
+    message that says which rule was broken."""
+    maximum = MAX_OPTION_INT if maximum is None else maximum
 
     def parse(text: str) -> int:
         try:
@@ -40,8 +51,8 @@ def _int_at_least(minimum: int):
         if value < minimum:
             rule = "cannot be negative" if minimum == 0 else f"must be at least {minimum}"
             raise argparse.ArgumentTypeError(f"{rule}, got {value}")
-        if value > MAX_OPTION_INT:  # the wire's integers are 32 bits (runs, warmups) or 64 (seed)
-            raise argparse.ArgumentTypeError(f"must be at most {MAX_OPTION_INT}, got {value}")
+        if value > maximum:  # the wire's integers are 32 bits (runs, warmups) or 64 (seed)
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     return parse
@@ -49,6 +60,9 @@ def _int_at_least(minimum: int):
 
 MAX_OPTION_INT = (1 << 32) - 1
 _positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
+# Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
+# follows nothing more and only asks the kernel for memory it may refuse.
+_ebpf_tasks = _int_at_least(1, 1 << 22)
 
 
 def _float_between(low: float, high: float, what: str, rule: str):
@@ -110,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma-separated perf-style event names (default: the full default set)")
     stat.add_argument("--backend", type=_backends, default=("perf_event",), metavar="NAME[,NAME]",
                       help="perf_event (default), perf-stat, dbi, ebpf, or perf_event,ebpf (both count each run)")
-    stat.add_argument("--ebpf-max-tasks", type=_positive_int, default=DEFAULT_MAX_TASKS, metavar="N",
+    stat.add_argument("--ebpf-max-tasks", type=_ebpf_tasks, default=DEFAULT_MAX_TASKS, metavar="N",
                       help=f"tasks of the benchmark's tree the ebpf backend can follow at once ({DEFAULT_MAX_TASKS})")
     _interference_options(stat)
     stat.add_argument("--pin", type=_non_negative_int, metavar="CPU", help="pin the benchmark to this CPU")
@@ -257,28 +271,16 @@ def _run(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         command = f"perfctl {args.command}"
-        if args.command == "stat":
-            return _stat(args)
-        if args.command == "info":
-            return _info(args)
-        if args.command == "compare":
-            return _compare(args)
-        if args.command == "audit":
-            return _audit(args)
-        if args.command == "cache":
-            from perfctl import cache_cli
-
-            return cache_cli.run(args)
-        if args.command in _FLEET_COMMANDS:
-            from perfctl import fleet_cli
-
-            return getattr(fleet_cli, args.command)(args)
+        if args.command in _SERVING_COMMANDS:  # they stop their event loop on a signal instead
+            return _dispatch(args)
+        with stop_on_signals():
+            return _dispatch(args)
     except UsageError as err:
         _say(str(err) if str(err).startswith("perfctl") else f"perfctl: {err}")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        _say("perfctl: interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as err:
+        _say(f"{command}: interrupted" + (f" ({err.name})" if isinstance(err, Interrupted) else ""))
+        return exit_code_of(err)
     except OSError as err:
         if err.errno not in _OUTPUT_ERRNOS:
             raise
@@ -287,7 +289,25 @@ def _run(argv: list[str] | None) -> int:
     return EXIT_USAGE
 
 
-_FLEET_COMMANDS = ("server", "agent", "token", "submit", "machines", "jobs")
+_SERVING_COMMANDS = ("server", "agent")
+
+
+def _dispatch(args) -> int:
+    if args.command == "stat":
+        return _stat(args)
+    if args.command == "info":
+        return _info(args)
+    if args.command == "compare":
+        return _compare(args)
+    if args.command == "audit":
+        return _audit(args)
+    if args.command == "cache":
+        from perfctl import cache_cli
+
+        return cache_cli.run(args)
+    from perfctl import fleet_cli
+
+    return getattr(fleet_cli, args.command)(args)
 
 
 def _compare_parameters(args):
@@ -344,14 +364,23 @@ def _audit(args) -> int:
     try:
         report = run_audit(args.repeat)
     except BuildError as err:
-        raise UsageError(f"perfctl audit: cannot build the calibration kernels: {err}") from None
+        message = f"perfctl audit: cannot build the calibration kernels: {err}"
+        if args.json:  # a script reading stdout gets a document either way
+            print(json.dumps({"error": message, "complete": False}))
+        raise UsageError(message) from None
     try:
-        save_latest(report)
+        kept = save_latest(report)
     except OSError as err:
+        kept = None
         _say(f"perfctl audit: could not keep the report for corrections: {err.strerror}")
-    code = AUDIT_EXIT[report["verdict"]] if report["complete"] else EXIT_INTERRUPTED
+    if report["complete"]:
+        code = AUDIT_EXIT[report["verdict"]]
+    else:
+        code = 128 + signal.Signals[report["interrupted_by"]]
+        _say(f"perfctl audit: interrupted ({report['interrupted_by']}): partial report"
+             + (f" kept in {kept}" if kept else "") + "; corrections keep using the last complete audit")
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, allow_nan=False))
         return code
     from rich.table import Table
 
@@ -462,30 +491,32 @@ def _stat(args) -> int:
     progress = _progress(total, args.no_progress or not sys.stderr.isatty())
     stopped_by: Interrupted | None = None
     try:
-        with _stop_on_signals():
-            try:
-                corrector = None
-                if backend.name == "perf_event":
-                    from perfctl.agent.audit import make_corrector
+        try:
+            corrector = None
+            if backend.name == "perf_event":
+                from perfctl.agent.audit import make_corrector
 
-                    corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs,
-                                                                        ebpf="ebpf" in backend.names)
-                _emit(writers, "write_machine", inv)
-                with progress:
-                    task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
-                    for sample in session.run(plan, backend, runner, inv["machine_id"], corrector, identified):
-                        _emit(writers, "write_sample", sample)
-                        summary.add(sample)
-                        progress.advance(task)
-            finally:
-                # still under _stop_on_signals: a second signal must not cut the cleanup short
-                backend.close()
-                runner.close()
-                if output is not None:
-                    try:
-                        output.close()
-                    except OSError:  # only a write that already failed and was reported leaves data here
-                        pass
+                corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs,
+                                                                    ebpf="ebpf" in backend.names)
+            with progress:
+                task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
+                for sample in session.run(plan, backend, runner, inv["machine_id"], corrector, identified):
+                    if summary.runs + summary.warmups == 0:
+                        # with the first sample, not before: a run that cannot start is a usage error that
+                        # must leave -o FILE as it was
+                        _emit(writers, "write_machine", inv)
+                    _emit(writers, "write_sample", sample)
+                    summary.add(sample)
+                    progress.advance(task)
+        finally:
+            # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
+            backend.close()
+            runner.close()
+            if output is not None:
+                try:
+                    output.close()
+                except OSError:  # only a write that already failed and was reported leaves data here
+                    pass
     except Interrupted as signalled:
         stopped_by = signalled
     except RunError as err:
@@ -505,7 +536,7 @@ def _stat(args) -> int:
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output else ""
         _say(f"perfctl: interrupted after {summary.runs} measured runs "
-             f"({signal.Signals(stopped_by.signum).name}){where}")
+             f"({stopped_by.name}){where}")
         return stopped_by.exit_code
     return EXIT_OK if summary.all_ok else EXIT_RUN_FAILED
 
@@ -535,43 +566,6 @@ def _emit(writers, method: str, record) -> None:
             getattr(writer, method)(record)
         except OSError as err:
             raise _OutputError(where, err) from None
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP during `perfctl stat`. A KeyboardInterrupt, so it unwinds the way Ctrl-C
-    does: the backend's cleanup kills the run's whole process tree (agent/runner.py kill_tree) and every
-    finished run is already written. The command then exits 128 + the signal's number, as a shell or
-    timeout(1) reports a process that a signal stopped: 130, 143, 129."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def _stop_on_signals():
-    """Within the block the first of STOP_SIGNALS raises Interrupted; later ones are ignored, so that
-    the cleanup it starts (killing the benchmark's tree, closing counters and files) runs to its end."""
-    received: list[int] = []
-
-    def stop(signum, frame):
-        if not received:
-            received.append(signum)
-            raise Interrupted(signum)
-
-    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
 
 
 def _quiet_stdout() -> None:

@@ -1,10 +1,12 @@
-"""What every perfctl command shares for its output: exit codes, the usage error, one-line messages on
-stderr and the console tables are printed on. cli, cache_cli and fleet_cli import it from here, so none of
-them needs another."""
+"""What every perfctl command shares for its output: exit codes, the usage error, the signal policy,
+one-line messages on stderr and the console tables are printed on. cli, cache_cli and fleet_cli import it
+from here, so none of them needs another."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 
 from rich.console import Console
@@ -14,6 +16,55 @@ EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP during a command. A KeyboardInterrupt, so it unwinds the way Ctrl-C does:
+    every ``finally`` runs, which kills a run's whole process tree (agent/runner.py), closes counters and
+    removes temporary files, and every finished run is already written. The command then exits 128 + the
+    signal's number, as a shell or timeout(1) reports a process that a signal stopped: 130 SIGINT, 143
+    SIGTERM, 129 SIGHUP. systemd, timeout(1) and CI cancellation send SIGTERM; a closed terminal SIGHUP."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """The one signal policy of every command that is not a server (server and agent stop their event loop
+    on SIGTERM, SIGINT and SIGHUP instead). Within the block the first of STOP_SIGNALS raises Interrupted;
+    later ones are ignored, so that the cleanup it starts (killing the benchmark's tree, closing counters
+    and files) runs to its end."""
+    received: list[int] = []
+
+    def stop(signum, frame):
+        if not received:
+            received.append(signum)
+            raise Interrupted(signum)
+
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def exit_code_of(interrupt: KeyboardInterrupt) -> int:
+    """128 + N for a stop signal N; 130 for a KeyboardInterrupt raised some other way."""
+    return interrupt.exit_code if isinstance(interrupt, Interrupted) else EXIT_INTERRUPTED
 
 
 def _say(line: str) -> None:

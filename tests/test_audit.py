@@ -120,7 +120,7 @@ def _report(**overrides):
     inv = inventory.collect()
     report = {"audit_id": "a" * 8, "machine_id": inv["machine_id"], "kernel": inv["kernel"]["release"],
               "microcode": inv["cpu"]["microcode"], "time_ns": __import__("time").time_ns(), "verdict": "trusted",
-              "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}}
+              "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}, "complete": True}
     report.update(overrides)
     return report, inv
 
@@ -182,9 +182,9 @@ def test_stat_says_why_instructions_are_not_corrected():
     else:
         # with a PMU the sentence follows from this machine's latest audit: say exactly that one
         from perfctl.agent import inventory
-        from perfctl.agent.audit import correction_for, load_latest
+        from perfctl.agent.audit import latest_correction
 
-        correction, why = correction_for(load_latest(), inventory.collect())
+        correction, why = latest_correction(inventory.collect())
         expected = f"instructions {why}" if correction else f"instructions not corrected: {why}"
         assert expected in result.stdout, result.stdout
 
