@@ -27,7 +27,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import threading
 import time
 import uuid as uuid_module
@@ -42,6 +41,7 @@ from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.model import BACKENDS, parse_backends
+from perfctl.output import STOP_SIGNALS
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -614,11 +614,11 @@ class _Stopped(Exception):
 
 
 async def run_agent(config: AgentConfig, spool: Spool | None = None) -> None:
-    """Run the agent until it is stopped (SIGTERM, SIGINT). A spool found damaged meanwhile stops it and is
-    raised as the one SpoolError, never inside an ExceptionGroup."""
+    """Run the agent until it is stopped (SIGTERM, SIGINT, SIGHUP: perfctl/output.py STOP_SIGNALS). A spool
+    found damaged meanwhile stops it and is raised as the one SpoolError, never inside an ExceptionGroup."""
     agent = Agent(config, spool)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, agent.stop)
     try:
         await agent.run()

@@ -29,6 +29,7 @@ from rich.console import Console
 
 from perfctl import security
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
+from perfctl.output import STOP_SIGNALS
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch
 from perfctl.server.storage import JobReportError, Storage, StorageError
@@ -674,7 +675,7 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:  # the signal policy of every command (perfctl/output.py)
             loop.add_signal_handler(sig, stop.set)
         if ready is not None:
             ready.set()
