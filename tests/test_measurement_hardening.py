@@ -1,0 +1,124 @@
+"""Issue 12, the command side: one signal policy for every command, an audit that an interruption cannot
+undo, strict JSON from `perfctl audit`, bounds said as usage errors, and nothing written when a run cannot
+start. Real processes, real signals, real (small, read-only) filesystems."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import perfctl
+
+
+def _strict_json(text: str):
+    """json.loads that refuses NaN and Infinity, as strict parsers (jq, Go, browsers) do."""
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _one_line_usage_error(result, *needles):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_a_run_that_cannot_start_leaves_the_output_file_as_it_was(tmp_path):
+    """perfctl receives the arguments; the benchmark receives them plus a 1 MiB environment, which passes
+    ARG_MAX only there: execve fails in the first run. That is a usage error, and -o FILE keeps exactly
+    what it held (it used to get this machine's inventory line appended)."""
+    out = tmp_path / "samples.jsonl"
+    before = '{"type": "machine", "kept": true}\n'
+    out.write_text(before)
+    arg_max = os.sysconf("SC_ARG_MAX")
+    arguments = ["y" * 100_000] * ((arg_max - (1 << 20)) // 100_000 + 2)
+    result = perfctl("stat", "-o", str(out), "--env-size", str(1 << 20), "-r", "1", "--", "/bin/true", *arguments)
+    _one_line_usage_error(result, "perfctl stat:")
+    assert out.read_text() == before
+
+
+@pytest.mark.parametrize("value", ["4194305", "100000000000"])
+def test_ebpf_max_tasks_beyond_the_kernels_task_limit_is_a_usage_error(value):
+    """Linux has at most PID_MAX_LIMIT (2^22) tasks; a bigger map follows nothing more."""
+    result = perfctl("stat", "--backend", "perf_event,ebpf", "--ebpf-max-tasks", value, "-r", "1", "--", "/bin/true")
+    _one_line_usage_error(result, "--ebpf-max-tasks", "4194304")
+
+
+def _cache_env(directory) -> dict:
+    return {**os.environ, "PERFCTL_CACHE_DIR": str(directory)}
+
+
+def _kernel_processes(directory) -> list[int]:
+    """Processes running a program from ``directory`` (the audit's calibration kernels)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/exe").startswith(str(directory)):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_an_audit_which_keeps_the_last_complete_one(tmp_path, monkeypatch, signum):
+    """systemd, timeout(1) and CI cancellation send SIGTERM, a closed terminal SIGHUP: the audit stops like
+    Ctrl-C, exits 128 + N, prints its partial report as strict JSON, records it in audit-interrupted.json
+    and leaves audit-latest.json, the last complete audit that corrections use, as it was."""
+    from perfctl.agent import audit
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
+    complete = {"audit_id": "complete-one", "complete": True, "verdict": "no-PMU", "time_ns": time.time_ns()}
+    latest = audit.save_latest(complete)
+    assert latest == str(cache / "audit-latest.json")
+    kept = (cache / "audit-latest.json").read_bytes()
+
+    process = subprocess.Popen([sys.executable, "-m", "perfctl", "audit", "--json", "-r", "40"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cache_env(cache))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _kernel_processes(cache):
+            time.sleep(0.01)
+        assert _kernel_processes(cache), "the audit should be running a calibration kernel by now"
+        time.sleep(0.5)
+        process.send_signal(signum)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 128 + signum, stderr
+    report = _strict_json(stdout)
+    assert report["complete"] is False and report["interrupted_by"] == signal.Signals(signum).name
+    assert report["verdict"] != "trusted"
+    assert (cache / "audit-latest.json").read_bytes() == kept
+    assert _strict_json((cache / "audit-interrupted.json").read_text())["audit_id"] == report["audit_id"]
+    assert "corrections keep using the last complete audit" in stderr and "Traceback" not in stderr
+    assert not [name for name in os.listdir(cache) if name.startswith(".audit-")]
+    assert _kernel_processes(cache) == []
+
+
+def test_an_audit_that_cannot_build_its_kernels_exits_2_with_a_json_document(tmp_path):
+    """A read-only cache: the kernels cannot be built. One line on stderr, exit 2 (docs/audit.md), and with
+    --json a document on stdout saying so rather than nothing for the script that reads it."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755,ro", "tmpfs", str(cache)], check=True)
+    try:
+        result = subprocess.run([sys.executable, "-m", "perfctl", "audit", "--json", "-r", "2"], capture_output=True,
+                                text=True, env=_cache_env(cache), timeout=120)
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)
+    _one_line_usage_error(result, "perfctl audit: cannot build the calibration kernels")
+    document = _strict_json(result.stdout)
+    assert document["complete"] is False and document["error"] == result.stderr.strip()
