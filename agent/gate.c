@@ -10,7 +10,9 @@
  * saved), changes to DIR, and execve()s the benchmark with the environment it was given. Dropping
  * privileges here rather than in a forked Python child lets perfctl start every benchmark with
  * posix_spawn: a fork() in a process holding gRPC threads can crash the child. Exit 126: a setup step
- * failed (message on stderr); 127: execve failed.
+ * failed; 127: execve failed. Either says on stderr what failed and the system's reason: the errno's name
+ * and text for the usual ones ("execve failed: EACCES (Permission denied)"), else "errno N", since
+ * without libc there is no strerror and a sample's stderr is all the user sees.
  */
 #include <asm/unistd.h>
 #include <fcntl.h>
@@ -28,13 +30,56 @@ static void __attribute__((noreturn)) leave(long status) {
         syscall3(__NR_exit_group, status, 0, 0);
 }
 
-static void __attribute__((noreturn)) fail(long status, const char *message) {
+static void say(const char *text) {
     long length = 0;
-    while (message[length])
+    while (text[length])
         length++;
-    syscall3(__NR_write, 2, (long)"perfctl-gate: ", 14);
-    syscall3(__NR_write, 2, (long)message, length);
-    syscall3(__NR_write, 2, (long)"\n", 1);
+    syscall3(__NR_write, 2, (long)text, length);
+}
+
+static void __attribute__((noreturn)) fail(long status, const char *message) {
+    say("perfctl-gate: ");
+    say(message);
+    say("\n");
+    leave(status);
+}
+
+/* asm-generic/errno-base.h and errno.h numbers, as x86-64 Linux uses them */
+static const struct {
+    long number;
+    const char *name;
+} ERRORS[] = {
+    {1, "EPERM (Operation not permitted)"},     {2, "ENOENT (No such file or directory)"},
+    {7, "E2BIG (Argument list too long)"},      {8, "ENOEXEC (Exec format error)"},
+    {12, "ENOMEM (Cannot allocate memory)"},    {13, "EACCES (Permission denied)"},
+    {20, "ENOTDIR (Not a directory)"},          {21, "EISDIR (Is a directory)"},
+    {22, "EINVAL (Invalid argument)"},          {26, "ETXTBSY (Text file busy)"},
+    {36, "ENAMETOOLONG (File name too long)"},  {40, "ELOOP (Too many levels of symbolic links)"},
+};
+
+/* ``result``: a failed system call's return value, -errno. */
+static void __attribute__((noreturn)) fail_errno(long status, const char *message, long result) {
+    long error = -result;
+    say("perfctl-gate: ");
+    say(message);
+    say(": ");
+    for (unsigned long i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++) {
+        if (ERRORS[i].number == error) {
+            say(ERRORS[i].name);
+            say("\n");
+            leave(status);
+        }
+    }
+    char digits[24];
+    int at = sizeof digits;
+    digits[--at] = 0;
+    do {
+        digits[--at] = (char)('0' + error % 10);
+        error /= 10;
+    } while (error > 0 && at > 0);
+    say("errno ");
+    say(digits + at);
+    say("\n");
     leave(status);
 }
 
@@ -114,16 +159,17 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         syscall3(__NR_dup2, null, 0, 0);
         syscall3(__NR_close, null, 0, 0);
     }
-    if (group_count >= 0 && syscall3(__NR_setgroups, group_count, (long)groups, 0) < 0)
-        fail(126, "setgroups failed");
-    if (gid >= 0 && syscall3(__NR_setresgid, gid, gid, gid) < 0)
-        fail(126, "setresgid failed");
-    if (uid >= 0 && syscall3(__NR_setresuid, uid, uid, uid) < 0)
-        fail(126, "setresuid failed");
-    if (directory && syscall3(__NR_chdir, (long)directory, 0, 0) < 0)
-        fail(126, "cannot change to the working directory");
-    syscall3(__NR_execve, (long)argv[i], (long)(argv + i), (long)envp);
-    fail(127, "execve failed");
+    long result;
+    if (group_count >= 0 && (result = syscall3(__NR_setgroups, group_count, (long)groups, 0)) < 0)
+        fail_errno(126, "setgroups failed", result);
+    if (gid >= 0 && (result = syscall3(__NR_setresgid, gid, gid, gid)) < 0)
+        fail_errno(126, "setresgid failed", result);
+    if (uid >= 0 && (result = syscall3(__NR_setresuid, uid, uid, uid)) < 0)
+        fail_errno(126, "setresuid failed", result);
+    if (directory && (result = syscall3(__NR_chdir, (long)directory, 0, 0)) < 0)
+        fail_errno(126, "cannot change to the working directory", result);
+    result = syscall3(__NR_execve, (long)argv[i], (long)(argv + i), (long)envp);
+    fail_errno(127, "execve failed", result);
 }
 
 __asm__(".globl _start\n_start:\n\tmov %rsp, %rdi\n\tand $-16, %rsp\n\tcall gate_main\n");

@@ -159,7 +159,8 @@ def collect() -> dict:
         "nmi_watchdog": _int_or_none(read_text("/proc/sys/kernel/nmi_watchdog")),
         "tracefs": {"available": events is not None, "state": tracefs_state},
         "euid": os.geteuid(),
-        "exec_gate": gate.gate_command()[1],
+        "exec_gate": gate.find_gate().description,
+        "exec_gate_fix": gate.find_gate().fix,
         "pointer_bits": struct.calcsize("P") * 8,
     }
 
@@ -271,9 +272,11 @@ def checks(inv: dict) -> list[Check]:
             "; --backend perf_event,ebpf adds interrupt classes, user/kernel faults and interference per run"),
             None if ebpf["available"] else "run as root on a kernel with BTF; ./deploy/setup.sh installs clang, "
                                            "bpftool and libbpf"))
+    # The fix is the one agent/build.py gave for why the static gate is not in use: a compiler to install,
+    # or an untrusted cache entry to remove; an inventory older than exec_gate_fix records no fix.
     out.append(Check("exec gate", inv["exec_gate"], "how benchmarks wait for their counters before exec; the "
                      "static gate and sh count the same, the static one costs ~0.6 ms less per run",
-                     "apt-get install gcc" if inv["exec_gate"].startswith("sh gate") else None))
+                     inv.get("exec_gate_fix")))
     throttles = [int(v) for v in (read_text(p) for p in glob.glob(
         "/sys/devices/system/cpu/cpu*/thermal_throttle/core_throttle_count")) if v and v.isdigit()]
     out.append(Check("thermal throttling", f"{sum(throttles)} events" if throttles else "not exposed",

@@ -161,17 +161,20 @@ class BpfObject:
     """A CO-RE object file opened, optionally trimmed of programs, loaded and attached.
 
     ``skip`` names programs not to load (their tracepoint is missing here); ``max_entries`` resizes maps
-    before the load. Closing detaches everything; the kernel frees the programs with the last fd.
+    before the load; ``shown_as`` names the object in messages when ``path`` is a descriptor's
+    (/proc/self/fd/N, how a checked cached object is loaded). Closing detaches everything; the kernel frees
+    the programs with the last fd.
     """
 
-    def __init__(self, path: str, *, skip: set[str] = frozenset(), max_entries: dict[str, int] | None = None):
+    def __init__(self, path: str, *, skip: set[str] = frozenset(), max_entries: dict[str, int] | None = None,
+                 shown_as: str | None = None):
         self._lib, self._log = library()
         self._links: list[int] = []
         self._log.start()
         self._obj = self._lib.bpf_object__open_file(path.encode(), None)
         if not self._obj:
             err = ctypes.get_errno()
-            raise BpfError(f"cannot open BPF object {path}: {os.strerror(err)} ({self._log.reason()})")
+            raise BpfError(f"cannot open BPF object {shown_as or path}: {os.strerror(err)} ({self._log.reason()})")
         try:
             for name in skip:
                 program = self._lib.bpf_object__find_program_by_name(self._obj, name.encode())
@@ -183,7 +186,7 @@ class BpfObject:
                     self._lib.bpf_map__set_max_entries(handle, entries)
             if self._lib.bpf_object__load(self._obj) != 0:
                 err = ctypes.get_errno()
-                raise BpfError(f"the kernel refused {os.path.basename(path)} ({os.strerror(err)}): "
+                raise BpfError(f"the kernel refused {os.path.basename(shown_as or path)} ({os.strerror(err)}): "
                                f"{self._log.reason()}")
             self._attach(skip)
         except BaseException:

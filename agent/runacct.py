@@ -12,7 +12,7 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from perfctl.agent.build import BuildError, build_bpf
+from perfctl.agent.build import BuildError, build_bpf, open_artifact
 from perfctl.agent.libbpf import BPF_NOEXIST, BpfError, BpfObject, kernel_tracepoints
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runacct.bpf.c")
@@ -62,6 +62,19 @@ def object_path() -> str:
     return path
 
 
+def _load(path: str, **options) -> BpfObject:
+    """``path`` loaded and attached; a cached object through the descriptor agent/build.py checked (ours,
+    not writable by others, content as recorded when built), so the checked bytes are the loaded ones. An
+    object named by $PERFCTL_EBPF_OBJECT is the operator's choice and loaded as it is."""
+    if os.environ.get(OBJECT_ENV):
+        return BpfObject(path, **options)
+    descriptor = open_artifact(path)
+    try:
+        return BpfObject(f"/proc/self/fd/{descriptor}", shown_as=path, **options)
+    finally:
+        os.close(descriptor)  # libbpf has read the object by the time it is loaded
+
+
 def _privilege_problem() -> str | None:
     if os.geteuid() == 0:
         return None
@@ -93,8 +106,8 @@ class RunAccounting:
         self.max_tasks = max_tasks
         path = object_path()
         try:
-            self._object = BpfObject(path, skip=set(self.missing), max_entries={"tracked": max_tasks})
-        except BpfError as err:
+            self._object = _load(path, skip=set(self.missing), max_entries={"tracked": max_tasks})
+        except (BpfError, BuildError) as err:
             raise Unavailable(str(err)) from None
         try:
             self._state, self._tracked, self._counters = (self._object.map(name) for name in ("state", "tracked",
