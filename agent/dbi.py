@@ -44,25 +44,27 @@ class DbiBackend:
             raise RunError("--backend dbi needs valgrind: apt-get install valgrind")
         self._specs = specs
         self._reasons = {spec.label: _reason(spec) for spec in specs}
-        fd, self._log = tempfile.mkstemp(prefix="perfctl-dbi-", suffix=".log")
-        os.close(fd)
-        os.chmod(self._log, 0o666)  # valgrind may run as --user and must write it
+        # An unlinked file (O_TMPFILE where the file system has it), mode 0600, that valgrind inherits as its
+        # --log-fd: it writes there also as --user, and no other local user can open it to edit the totals
+        # between the run and the read (a named 0666 file in /tmp could be)
+        self._log = tempfile.TemporaryFile(prefix="perfctl-dbi-", suffix=".log")
 
     def support(self) -> dict[str, str | None]:
         return dict(self._reasons)
 
     def measure(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
-        with open(self._log, "wb"):
-            pass  # truncate: each run's totals stand alone
-        target = [self._valgrind, "--tool=exp-bbv", "--instr-count-only=yes", "--bb-out-file=/dev/null",
-                  f"--log-file={self._log}", "--", *argv]
-        gated = runner.start(argv, control, gate_target=target)
+        fd = self._log.fileno()
+        os.ftruncate(fd, 0)  # each run's totals stand alone
+        os.lseek(fd, 0, os.SEEK_SET)  # valgrind writes at the offset it shares with us
+        # --vgdb=no: no gdbserver FIFOs in TMPDIR, which a killed valgrind (timeout, interrupt) would leave there
+        target = [self._valgrind, "--tool=exp-bbv", "--instr-count-only=yes", "--bb-out-file=/dev/null", "--vgdb=no",
+                  f"--log-fd={fd}", "--", *argv]
+        gated = runner.start(argv, control, gate_target=target, pass_fds=(fd,))
         try:
             exit_ = gated.release_and_wait()
         finally:
             gated.kill()
-        with open(self._log, "rb") as f:
-            log = f.read()
+        log = os.pread(fd, os.fstat(fd).st_size, 0)
         totals = {name: int(m.group(1)) for name, pattern in _TOTALS.items() if (m := pattern.search(log))}
         return exit_, [self._reading(spec, totals, log) for spec in self._specs]
 
@@ -78,7 +80,4 @@ class DbiBackend:
         return Reading(**base, status="ok", value=totals[spec.name])
 
     def close(self) -> None:
-        try:
-            os.unlink(self._log)
-        except OSError:
-            pass
+        self._log.close()

@@ -70,12 +70,21 @@ class Pirate:
         except BuildError as err:
             raise RunError(f"cannot build the Pirate: {err}") from None
         fd, self._path = tempfile.mkstemp(prefix="perfctl-pirate-")
-        os.write(fd, bytes(_CONTROL.size))
-        self._map = mmap.mmap(fd, _CONTROL.size)
-        os.close(fd)
-        self.process = subprocess.Popen([binary, str(max_bytes), self._path], stdin=subprocess.DEVNULL)
-        os.sched_setaffinity(self.process.pid, {cpu})
+        try:
+            os.write(fd, bytes(_CONTROL.size))
+            self._map = mmap.mmap(fd, _CONTROL.size)
+            self.process = subprocess.Popen([binary, str(max_bytes), self._path], stdin=subprocess.DEVNULL)
+        except BaseException:  # an error or an interrupt before close() could be called: leave no file
+            os.unlink(self._path)
+            raise
+        finally:
+            os.close(fd)
         self.max_bytes = max_bytes
+        try:
+            os.sched_setaffinity(self.process.pid, {cpu})
+        except BaseException:
+            self.close()
+            raise
 
     def state(self) -> tuple[int, int, int]:
         size, passes, lines, _ = _CONTROL.unpack(self._map[:_CONTROL.size])
@@ -94,14 +103,21 @@ class Pirate:
             time.sleep(0.0005)
 
     def close(self) -> None:
-        self._map[24:32] = struct.pack("=Q", 1)
+        """Ask the Pirate to stop; kill it if it has not within 5 s, or at once on an interrupt (which then
+        goes on); the control file goes in every case."""
         try:
+            self._map[24:32] = struct.pack("=Q", 1)
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        self._map.close()
-        os.unlink(self._path)
+        except KeyboardInterrupt:
+            self.process.kill()
+            self.process.wait()
+            raise
+        finally:
+            self._map.close()
+            os.unlink(self._path)
 
 
 class FetchCounter:
@@ -142,8 +158,9 @@ def sweep(measure_target, sizes: list[int], cache_bytes: int, llc_source: str, r
     check_sizes(sizes, cache_bytes)
     points = {size: PiratePoint(size, cache_bytes) for size in sizes}
     pirate = Pirate(max(max(sizes), 4096), pirate_cpu)
-    counter = FetchCounter(pirate.process.pid, inventory)
+    counter = None
     try:
+        counter = FetchCounter(pirate.process.pid, inventory)
         for _ in range(rounds):
             for size in sizes:
                 pirate.resize(size)
@@ -157,8 +174,7 @@ def sweep(measure_target, sizes: list[int], cache_bytes: int, llc_source: str, r
                 points[size].values.append(value)
                 points[size].pirate_fetch_ratios.append(fetch)
     finally:
-        counter.close()
-        pirate.close()
+        _close(counter, pirate)
     return SweepResult(list(points.values()), metric, counter.reason, llc_source)
 
 
@@ -170,11 +186,11 @@ def dynamic_sweep(start_target, sizes: list[int], cache_bytes: int, llc_source: 
     check_sizes(sizes, cache_bytes)
     points = {size: PiratePoint(size, cache_bytes) for size in sizes}
     pirate = Pirate(max(max(sizes), 4096), pirate_cpu)
-    counter = FetchCounter(pirate.process.pid, inventory)
-    pid, read_counts, poll = start_target()
-    current = 0
+    counter = None
     try:
-        index = 0
+        counter = FetchCounter(pirate.process.pid, inventory)
+        pid, read_counts, poll = start_target()
+        current = index = 0
         while poll() is None:
             size = sizes[index % len(sizes)]
             if size > current:  # the Pirate grows: the Target waits while it warms its new lines
@@ -199,9 +215,18 @@ def dynamic_sweep(start_target, sizes: list[int], cache_bytes: int, llc_source: 
                     None if misses0 is None or touched <= 0 else (misses1 - misses0) / touched)
             index += 1
     finally:
-        counter.close()
-        pirate.close()
+        _close(counter, pirate)
     return SweepResult(list(points.values()), "CPI", counter.reason, llc_source)
+
+
+def _close(counter: FetchCounter | None, pirate: Pirate) -> None:
+    """Cleanup of both sweeps, also on KeyboardInterrupt (perfctl's signal policy raises one): the Pirate
+    is stopped and its control file removed even if closing the counter fails."""
+    try:
+        if counter is not None:
+            counter.close()
+    finally:
+        pirate.close()
 
 
 def _signal_group(pid: int, sig: int) -> None:

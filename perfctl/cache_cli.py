@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
+import sys
 
 from perfctl.output import EXIT_OK, UsageError, _console, _say
+from perfctl.text import cell, visible
 
 LINE = 64
 AUTO_SAMPLES = 100_000  # 50 windows of 2000: StatStack's own error, not the sample's, dominates (docs/cache.md)
 EXACT_LIMIT = 30_000_000  # ~45 s and a few GB for the exact reference beyond this
+# Lackey writes ~15 bytes per instruction and per access: 2 GiB is ~10^8 instructions, a few minutes under
+# valgrind, and at most ~1.4*10^8 accesses (1 GB of line ids), well past what the exact reference handles
+DEFAULT_MAX_TRACE = "2G"
 DEFAULT_SIZES = "1K,2K,4K,8K,16K,32K,64K,128K,256K,512K,1M,2M,4M,8M,16M,32M,64M"
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
           "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
@@ -70,6 +76,8 @@ def add_parser(sub, parser_class) -> None:
                      help=f"skip the exact LRU reference (skipped anyway above {EXACT_LIMIT:,} accesses)")
     mrc.add_argument("--from-lackey", metavar="LOG", help="model an existing `valgrind --tool=lackey "
                                                           "--trace-mem=yes` log instead of running CMD")
+    mrc.add_argument("--max-trace-bytes", default=DEFAULT_MAX_TRACE, metavar="BYTES",
+                     help=f"stop valgrind and fail when lackey's trace grows past this ({DEFAULT_MAX_TRACE})")
     mrc.add_argument("--rds", metavar="FILE", help="write the reuse-distance sample (for perfctl cache corun)")
     mrc.add_argument("--csv", metavar="FILE", help="write the curve as CSV")
     mrc.add_argument("--plot", metavar="FILE.png", help="plot the curves (needs matplotlib)")
@@ -126,20 +134,43 @@ def _trace(args):
             raise UsageError("perfctl cache mrc: give either --from-lackey LOG or a command, not both")
         return {"name": args.name or os.path.basename(args.from_lackey)}, lackey.parse(args.from_lackey)
     cmd = _command(args)
+    max_bytes = parse_bytes(args.max_trace_bytes)
+    if max_bytes < 1:
+        raise UsageError("perfctl cache mrc: --max-trace-bytes must be at least 1 byte")
+    progress = _TraceProgress() if sys.stderr.isatty() else None
     try:
         control = make_control()
         resolved, bench = session.identify(cmd, control, args.name)
         _say(f"perfctl cache mrc: tracing {bench.name} under valgrind lackey (tens of times slower than native)")
         runner = Runner()
         try:
-            exit_, trace = lackey.trace(runner, resolved, control)
+            exit_, trace = lackey.trace(runner, resolved, control, max_bytes, progress)
         finally:
             runner.close()
+            if progress is not None:
+                progress.done()
     except RunError as err:
         raise UsageError(f"perfctl cache mrc: {err}") from None
     if exit_.outcome != "ok":
         _say(f"perfctl cache mrc: the traced run ended {exit_.outcome}; modelling what it did before")
     return {"name": bench.name, "argv": list(bench.argv), "executable_sha256": bench.executable_sha256}, trace
+
+
+class _TraceProgress:
+    """Accesses and log size so far, rewritten in place on a terminal (the reader calls it once a second);
+    nothing when stderr is a file or pipe, where a line a second would only fill a log."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, accesses: int, log_bytes: int) -> None:
+        self.shown = True
+        print(f"\rperfctl cache mrc: {accesses:,} data accesses, {human(log_bytes)} of trace so far ",
+              end="", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.shown:
+            print(file=sys.stderr, flush=True)
 
 
 def _mrc(args) -> int:
@@ -190,10 +221,9 @@ def _mrc(args) -> int:
     from rich.table import Table
 
     console = _console()
-    console.print(f"{benchmark['name']}: {len(trace.lines):,} data accesses ({trace.split:,} from line-crossing "
-                  f"splits), footprint {footprint:,} lines ({human(footprint * LINE)}), mix "
-                  f"{trace.mix:.3f} accesses/instruction" if trace.mix else
-                  f"{benchmark['name']}: {len(trace.lines):,} data accesses, footprint {footprint:,} lines")
+    console.print(f"{visible(benchmark['name'])}: {len(trace.lines):,} data accesses ({trace.split:,} from "
+                  f"line-crossing splits), footprint {footprint:,} lines ({human(footprint * LINE)}), mix "
+                  f"{trace.mix:.3f} accesses/instruction", markup=False)
     console.print(f"sample: {sample.size:,} reuse distances ({sample.dangling:,} dangling) at rate "
                   f"{sample.sampler['rate']:.2g}, {len(np.unique(sample.windows))} windows, estimated "
                   f"{summary['estimation']}")
@@ -260,8 +290,11 @@ def _corun(args) -> int:
     from perfctl.formats import rds
 
     latencies = [float(x) for x in args.latencies.split(",")]
-    if len(latencies) != 3 or min(latencies) < 0:
+    # `not 0 <= x < inf` also refuses nan, which float() accepts and every comparison would let through
+    if len(latencies) != 3 or not all(0 <= x < math.inf for x in latencies):
         raise UsageError("perfctl cache corun: --latencies takes three non-negative numbers: L1,shared,memory")
+    if not 0 <= args.base_cpi < math.inf:
+        raise UsageError(f"perfctl cache corun: --base-cpi must be a non-negative number, got {args.base_cpi}")
     apps = []
     for path in args.rds:
         sample, benchmark = rds.read(path)
@@ -289,8 +322,8 @@ def _corun(args) -> int:
         for column in ("application", "mix", "miss ratio alone", "CPI alone", "miss ratio co-run", "CPI co-run"):
             table.add_column(column, justify="right")
         for app in document["applications"]:
-            table.add_row(app["name"], f"{app['mix']:.3f}", f"{app['alone_miss_ratio']:.4f}", f"{app['alone_cpi']:.3f}",
-                          f"{app['corun_miss_ratio']:.4f}", f"{app['corun_cpi']:.3f}")
+            table.add_row(cell(app["name"]), f"{app['mix']:.3f}", f"{app['alone_miss_ratio']:.4f}",
+                          f"{app['alone_cpi']:.3f}", f"{app['corun_miss_ratio']:.4f}", f"{app['corun_cpi']:.3f}")
         console.print(table)
         state = ("converged" if result.converged else "did NOT converge") + (
             f" in {result.iterations} iterations (largest last CPI change {result.residual:.1e}"
@@ -324,7 +357,14 @@ def _pirate(args) -> int:
         cache_bytes, source = pirate.llc_bytes()
         if cache_bytes is None:
             raise UsageError(f"perfctl cache pirate: the shared cache size is unknown ({source}): give --llc BYTES")
+    if cache_bytes < LINE:
+        raise UsageError(f"perfctl cache pirate: a shared cache of {cache_bytes} bytes has no lines to share")
+    # 0 is a Pirate size, not a cache size: the baseline with the whole cache left to the Target (the default
+    # sweep starts with it). A sweep of nothing else runs no Pirate and has no curve to show.
     sizes = parse_sizes(args.sizes, allow_zero=True) if args.sizes else [cache_bytes * k // 8 for k in range(8)]
+    if not any(sizes):
+        raise UsageError("perfctl cache pirate: --sizes has only 0 (the baseline without a Pirate): add at least "
+                         "one Pirate size, e.g. --sizes 0,4M")
     inv = inventory.collect()
     try:
         control = make_control(pin_cpu=args.target_cpu, timeout_s=args.timeout)
@@ -369,8 +409,8 @@ def _pirate(args) -> int:
     from rich.table import Table
 
     console = _console()
-    table = Table(title=f"{bench.name}: {result.metric} by cache left to it ({human(cache_bytes)} shared cache, "
-                        f"{source})", title_justify="left")
+    table = Table(title=cell(f"{bench.name}: {result.metric} by cache left to it ({human(cache_bytes)} shared "
+                             f"cache, {source})"), title_justify="left")
     for column in ("cache for Target", "Pirate", f"median {result.metric}", "runs kept", "discarded", "verified"):
         table.add_column(column, justify="right")
     unit = "ns" if result.metric == "task-clock" else ""

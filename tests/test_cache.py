@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 from conftest import perfctl, pmu_reason
 
+from perfctl.agent.runner import descendants, kill_tree
 from perfctl.analysis import lru, pirate, reuse, statcc, statstack
 
 RNG = np.random.default_rng(2024)
@@ -271,6 +276,11 @@ def test_dynamic_pirate_without_a_pmu_says_why(programs):
     (["mrc", "--csv", "/nonexistent/dir/c.csv", "--", "/bin/true"], "not a writable directory"),
     (["pirate", "--llc", "1M", "--sizes", "2M", "--", "/bin/true"], "does not fit the 1048576-byte shared cache"),
     (["pirate", "--target-cpu", "0", "--pirate-cpu", "0", "--", "/bin/true"], "different CPUs"),
+    (["pirate", "--llc", "32M", "--sizes", "0", "--", "/bin/true"], "--sizes has only 0 (the baseline"),
+    (["pirate", "--llc", "32M", "--sizes", "0,0K", "--", "/bin/true"], "--sizes has only 0 (the baseline"),
+    (["mrc", "--max-trace-bytes", "0", "--", "/bin/true"], "--max-trace-bytes must be at least 1 byte"),
+    (["corun", "--base-cpi", "nan", "x.rds"], "--base-cpi must be a non-negative number"),
+    (["corun", "--latencies", "1,nan,130", "x.rds"], "--latencies takes three non-negative numbers"),
     (["corun", "/nonexistent.rds"], "No such file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
@@ -295,3 +305,200 @@ def test_empty_truncated_and_reuse_free_inputs(tmp_path):
     assert "were never reused" in result.stdout and "only cold misses remain" in result.stdout
     with pytest.raises(statstack.CannotEstimate, match="empty"):
         statstack.statstack(reuse.ReuseSample(np.zeros(0, np.int64), np.zeros(0, np.int64), 10), [1])
+
+
+# --- issue 12: traces that end early, the size cap, signals, hostile .rds files ---
+
+
+def _valgrind_of(marker: str) -> list[int]:
+    """Live lackey processes whose command line holds ``marker`` (an argument unique to one test)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--tool=lackey" in argv and marker.encode() in argv:
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A real 20 MB tmpfs, as the issue's full TMPDIR."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="probe: mounting a tmpfs needs root")
+def test_a_full_tmpdir_cannot_cut_the_trace_short(programs, small_tmpfs):
+    """Lackey's log of sort 10000 is ~80 MB: through a 20 MB TMPDIR it came out cut at 370,380 accesses with no
+    instruction count (sort 30000) and exit 0. Streamed through a pipe, the whole trace arrives."""
+    result = perfctl("cache", "mrc", "--json", "--no-exact", "--sizes", "64K", "--", str(programs / "sort"), "10000",
+                     env={**os.environ, "TMPDIR": str(small_tmpfs)}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["instructions"] is not None and document["instructions"] > 3_500_000, document
+    assert document["accesses"] > 1_500_000 and 0.3 < document["mix"] < 0.5, document
+    assert os.listdir(small_tmpfs) == []
+
+
+def test_a_lackey_log_without_its_instruction_total_is_refused(tmp_path):
+    """A log cut off by a full disk has accesses but no 'guest instrs' total: not a complete trace."""
+    cut = tmp_path / "cut.log"
+    cut.write_text("".join(f" L {0x1000 + 8 * (i % 300):x},8\n" for i in range(5000)) + " S 1f")
+    result = perfctl("cache", "mrc", "--from-lackey", str(cut))
+    assert result.returncode == 2, result.stdout
+    assert "without its 'guest instrs' total" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_trace_size_cap_kills_valgrind_and_progress_shows_on_a_terminal(programs):
+    marker = "31337"  # sort's N, unique to this test: finds this test's valgrind in /proc
+    leader, follower = os.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "perfctl", "cache", "mrc", "--no-exact",
+                                    "--max-trace-bytes", "40M", "--", str(programs / "sort"), marker],
+                                   stdout=subprocess.PIPE, stderr=follower, text=True)
+        os.close(follower)
+        stdout, _ = process.communicate(timeout=300)
+        terminal = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: every writer has closed the terminal
+                break
+            if not chunk:
+                break
+            terminal += chunk
+    finally:
+        os.close(leader)
+        for pid in _valgrind_of(marker):
+            kill_tree(pid)
+    lines = [line for line in terminal.decode().replace("\r", "\n").splitlines() if line.strip()]
+    assert process.returncode == 2 and stdout == "", lines
+    assert "passed --max-trace-bytes 41,943,040" in lines[-1], lines
+    assert sum("--max-trace-bytes" in line for line in lines) == 1
+    progress = [line for line in lines if "of trace so far" in line]
+    assert progress and "data accesses" in progress[0], lines
+    assert _valgrind_of(marker) == []
+
+
+def test_sigterm_kills_valgrind_tree_and_leaves_no_temp_files(programs, tmp_path):
+    """SIGTERM exits 143 (128 + 15) with valgrind's tree killed and nothing left in TMPDIR. Needs the
+    signal policy of perfctl/cli.py (SIGINT, SIGTERM, SIGHUP raise a KeyboardInterrupt subclass in every
+    command): until it lands this test fails with returncode -15 and valgrind left running."""
+    marker = "400000"  # sort of 400,000 values: minutes under lackey, so valgrind is still tracing
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "perfctl", "cache", "mrc", "--no-exact", "--",
+                                str(programs / "sort"), marker], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmpdir)})
+    tracers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not tracers and time.monotonic() < deadline and process.poll() is None:
+            tracers = [pid for pid in _valgrind_of(marker) if pid in descendants(process.pid)]
+            time.sleep(0.1)
+        assert tracers, "valgrind never started under perfctl"
+        time.sleep(1)  # valgrind is tracing, perfctl reading its log
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 143, (process.returncode, stderr)
+        assert _valgrind_of(marker) == [], "valgrind outlived perfctl"
+        assert os.listdir(tmpdir) == []
+    finally:
+        process.kill()
+        process.wait()
+        for pid in _valgrind_of(marker):
+            kill_tree(pid)
+
+
+def _rds_document() -> dict:
+    """A real sample (a cyclic scan over 300 lines), as perfctl cache mrc --rds writes it."""
+    lines = np.tile(np.arange(300), 40)
+    sample = reuse.hierarchical_sample(lines, reuse.settings_for_rate(0.5, len(lines)), seed=1, instructions=30_000)
+    return {"format": "perfctl-rds", "version": 1, "benchmark": {"name": "scan"}, "line_bytes": 64,
+            "accesses": sample.accesses, "instructions": sample.instructions, "sampler": sample.sampler,
+            "distances": sample.distances.tolist(), "windows": sample.windows.tolist()}
+
+
+def _hostile(document: dict, field: str, value, index: int | None = None) -> dict:
+    changed = json.loads(json.dumps(document))
+    if index is None:
+        changed[field] = value
+    else:
+        changed[field][index] = value
+    return changed
+
+
+@pytest.mark.parametrize("field,value,index,message", [
+    ("distances", 3.5, 0, '"distances" must hold only integers, found float'),
+    ("distances", "7", 1, '"distances" must hold only integers, found str'),
+    ("distances", True, 2, '"distances" must hold only integers, found bool'),
+    ("distances", None, 3, '"distances" must hold only integers, found NoneType'),
+    ("distances", -2, 0, '"distances" must lie in [-1, 12000)'),
+    ("distances", 12000, 0, '"distances" must lie in [-1, 12000)'),
+    ("distances", 2 ** 64, 0, '"distances" must lie in [-1, 12000)'),
+    ("distances", "NaN", 0, "NaN is not a number"),
+    ("windows", -1, 0, '"windows" must lie in [0, 12000)'),
+    ("windows", 2 ** 62, 0, '"windows" must lie in [0, 12000)'),
+    ("windows", 0.0, 0, '"windows" must hold only integers, found float'),
+    # 12,000 accesses in 1 instruction (the issue's file had 39,803): beyond the mix bound
+    ("instructions", 1, None, '"accesses" / "instructions" = 1.2e+04 data accesses per instruction; no x86'),
+    ("instructions", 0, None, '"instructions" must be between 1 and 2^63 - 1'),
+    ("instructions", "Infinity", None, "Infinity is not a number"),
+    ("instructions", 1.5e4, None, '"instructions" must be an integer, got float'),
+    ("accesses", 1e30, None, '"accesses" must be an integer, got float'),
+    ("accesses", 2 ** 63, None, '"accesses" must be between 1 and 2^63 - 1'),
+    ("accesses", "12000", None, '"accesses" must be an integer, got str'),
+    ("version", True, None, "unsupported version True"),
+    ("line_bytes", 64.0, None, "lines of 64.0 bytes"),
+    ("distances", {"a": 1}, None, '"distances" must be a list of integers, got dict'),
+    ("benchmark", ["x"], None, '"benchmark" must be an object'),
+    ("benchmark", {"name": 5}, None, '"benchmark.name" must be a string'),
+])
+def test_corun_refuses_hostile_rds_fields_naming_the_field(tmp_path, field, value, index, message):
+    """Each hostile file was accepted, and corun said "converged" for some: now one line naming the field,
+    exit 2."""
+    document = _rds_document()
+    hostile = _hostile(document, field, value, index)
+    text = json.dumps(hostile)
+    if value in ("NaN", "Infinity"):  # JSON has no such numbers; Python's reader accepts them bare
+        text = text.replace(f'"{value}"', value)
+    path = tmp_path / "hostile.rds"
+    path.write_text(text)
+    good = tmp_path / "good.rds"
+    good.write_text(json.dumps(document))
+    result = perfctl("cache", "corun", str(good), str(path), "--cache", "16K", "--json")
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr and str(path) in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_corun_refuses_more_samples_than_accesses(tmp_path):
+    document = _rds_document()
+    document["accesses"] = len(document["distances"]) - 1
+    document["distances"] = [min(d, document["accesses"] - 1) for d in document["distances"]]
+    document["windows"] = [0] * len(document["distances"])
+    document["instructions"] = document["accesses"]
+    path = tmp_path / "many.rds"
+    path.write_text(json.dumps(document))
+    result = perfctl("cache", "corun", str(path))
+    assert result.returncode == 2 and "each sample is one access" in result.stderr, result.stderr
+
+
+def test_corun_shows_a_hostile_benchmark_name_literally(tmp_path):
+    document = _rds_document()
+    document["benchmark"]["name"] = "\x1b]0;owned\x07\x1b[2J[bold red]evil"
+    path = tmp_path / "named.rds"
+    path.write_text(json.dumps(document))
+    result = perfctl("cache", "corun", str(path), "--cache", "16K")
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\\x1b]0;owned\\x07\\x1b[2J[bold red]evil" in result.stdout

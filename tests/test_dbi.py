@@ -1,9 +1,12 @@
 """The dbi backend reproduces the calibration kernels' counts exactly (they are known by construction)."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 from conftest import measure, perfctl, value
@@ -73,3 +76,39 @@ def test_kernel_parameters_are_checked():
         calibration.build("loop", N=0)
     with pytest.raises(KeyError):
         calibration.build("nonexistent")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0 (--user needs root)")
+def test_the_dbi_log_is_no_file_another_user_could_edit(tmp_path):
+    """The log was a named mode-0666 perfctl-dbi-*.log in TMPDIR for the whole measurement: any local user
+    could rewrite the totals between the run and the read. Now it is an unlinked 0600 file valgrind gets as
+    --log-fd; the counts stay exact, also when the benchmark runs as nobody."""
+    kernel = calibration.build("loop", N=123457)
+    with tempfile.TemporaryDirectory(prefix="test-dbi-") as tmpdir:  # in /tmp: valgrind as nobody needs TMPDIR
+        os.chmod(tmpdir, 0o1777)
+        _watch_dbi_run(kernel, tmpdir, tmp_path / "s.jsonl")
+
+
+def _watch_dbi_run(kernel, tmpdir: str, out) -> None:
+    process = subprocess.Popen([sys.executable, "-m", "perfctl", "stat", "-r", "5", "--backend", "dbi",
+                                "-e", "instructions:u", "--user", "nobody", "-o", str(out), "--", kernel.path],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TMPDIR": tmpdir})
+    exposed, looks = set(), 0
+    while process.poll() is None:
+        looks += 1
+        for entry in os.scandir(tmpdir):
+            if entry.name.startswith(("perfctl-dbi-", "perfctl-lackey-")):
+                try:
+                    if entry.stat().st_mode & 0o002:
+                        exposed.add(entry.name)
+                except FileNotFoundError:
+                    pass
+        time.sleep(0.01)
+    stderr = process.stderr.read()
+    assert process.returncode == 0, stderr
+    assert looks > 10, "the run ended before the temp dir could be watched"
+    assert exposed == set()
+    samples = [json.loads(line) for line in out.read_text().splitlines() if '"type":"sample"' in line]
+    counts = [r["value"] for s in samples for r in s["readings"] if r["event"] == "instructions"]
+    assert counts == [kernel.instructions] * 5

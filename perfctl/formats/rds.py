@@ -33,36 +33,101 @@ def write(path: str, sample: ReuseSample, benchmark: dict) -> None:
 
 
 def read(path: str) -> tuple[ReuseSample, dict]:
-    """The sample and its benchmark description."""
+    """The sample and its benchmark description; RdsError (one line naming the field) for anything a real
+    trace cannot have produced. The rules, and why (docs/cache.md, "Reuse-distance samples"):
+
+    - integers are JSON integers (not floats, strings or booleans) and below 2^63 (numpy's int64); NaN and
+      Infinity, which Python's JSON reader would accept, appear nowhere;
+    - ``accesses`` >= 1; ``instructions`` null or >= 1;
+    - the mix, accesses / instructions, is at most MAX_MIX: StatCC's rescaling multiplies every distance
+      by ratios of mixes, so an absurd mix (1 instruction for 39,803 accesses) gives absurd co-run CPIs;
+    - every distance is -1 (dangling) or in [0, accesses), every window id in [0, accesses) (a window holds at
+      least one access), and there are no more samples than accesses;
+    - ``benchmark`` and ``sampler`` are objects when present; the benchmark's name is a string.
+    """
     try:
         with open(path, "rb") as f:
-            document = json.loads(f.read())
+            document = json.loads(f.read(), parse_constant=_refuse_constant)
     except OSError as err:
         raise RdsError(f"{path}: {err.strerror}") from None
-    except ValueError as err:
+    except RdsError as err:
+        raise RdsError(f"{path}: {err}") from None
+    except (ValueError, RecursionError) as err:
         raise RdsError(f"{path}: not JSON (truncated?): {err}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise RdsError(f"{path}: not a perfctl reuse-distance sample (no \"format\": \"{FORMAT}\")")
-    if document.get("version") != VERSION:
+    if not _is_int(document.get("version")) or document["version"] != VERSION:
         raise RdsError(f"{path}: unsupported version {document.get('version')!r}")
-    if document.get("line_bytes") != LINE_BYTES:
+    if not _is_int(document.get("line_bytes")) or document["line_bytes"] != LINE_BYTES:
         raise RdsError(f"{path}: lines of {document.get('line_bytes')!r} bytes; perfctl models 64-byte lines")
     try:
-        distances = np.asarray(document["distances"], dtype=np.int64)
-        windows = np.asarray(document["windows"], dtype=np.int64)
-        accesses = int(document["accesses"])
-        instructions = document.get("instructions")
-        instructions = int(instructions) if instructions is not None else None
-    except (KeyError, TypeError, ValueError, OverflowError) as err:
-        raise RdsError(f"{path}: malformed field: {err}") from None
-    if distances.ndim != 1 or windows.shape != distances.shape:
-        raise RdsError(f"{path}: distances and windows must be lists of the same length")
+        sample, benchmark = _validated(document)
+    except RdsError as err:
+        raise RdsError(f"{path}: {err}") from None
+    return sample, benchmark
+
+
+# An x86 instruction touches at most a few data operands (push/pop or movs to memory: 2; a gather: 16); the
+# most lines one instruction can reach is an XSAVE area (up to ~2.7 kB, 43 lines). 64 per instruction is
+# beyond any of them; real programs are at 0.05-1 (docs/cache.md).
+MAX_MIX = 64
+_INT_LIMIT = 1 << 63
+
+
+def _refuse_constant(name: str):
+    raise RdsError(f"{name} is not a number a trace can produce")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _count(document: dict, field: str, *, optional: bool = False) -> int | None:
+    value = document.get(field)
+    if value is None and optional:
+        return None
+    if not _is_int(value):
+        raise RdsError(f"\"{field}\" must be an integer, got {type(value).__name__} {str(value)[:40]!r}")
+    if not 1 <= value < _INT_LIMIT:
+        raise RdsError(f"\"{field}\" must be between 1 and 2^63 - 1, got {str(value)[:40]}")
+    return value
+
+
+def _int_array(document: dict, field: str, low: int, high: int) -> np.ndarray:
+    """The list ``field`` as int64, every element an integer in [low, high)."""
+    values = document.get(field)
+    if not isinstance(values, list):
+        raise RdsError(f"\"{field}\" must be a list of integers, got {type(values).__name__}")
+    bad = [v for v in values if not _is_int(v)][:1]  # null is bad too: no sentinel
+    if bad:
+        raise RdsError(f"\"{field}\" must hold only integers, found {type(bad[0]).__name__} {str(bad[0])[:40]!r}")
+    outside = [v for v in values if not low <= v < high][:1]
+    if outside:
+        raise RdsError(f"\"{field}\" must lie in [{low}, {high}), found {str(outside[0])[:40]}")
+    return np.asarray(values, dtype=np.int64)
+
+
+def _validated(document: dict) -> tuple[ReuseSample, dict]:
+    accesses = _count(document, "accesses")
+    instructions = _count(document, "instructions", optional=True)
+    if instructions is not None and accesses > MAX_MIX * instructions:
+        raise RdsError(f"\"accesses\" / \"instructions\" = {accesses / instructions:.4g} data accesses per "
+                       f"instruction; no x86 program exceeds {MAX_MIX}")
+    distances = _int_array(document, "distances", DANGLING, accesses)
+    windows = _int_array(document, "windows", 0, accesses)
+    if len(windows) != len(distances):
+        raise RdsError(f"\"distances\" ({len(distances)}) and \"windows\" ({len(windows)}) must have the same "
+                       "length")
     if len(distances) == 0:
-        raise RdsError(f"{path}: the sample is empty")
-    if (distances < DANGLING).any() or accesses < 1 or (instructions is not None and instructions < 1):
-        raise RdsError(f"{path}: negative distances (other than -1), or no accesses or instructions")
-    if (distances >= accesses).any():
-        raise RdsError(f"{path}: a reuse distance exceeds the {accesses} accesses of the trace")
-    sampler = document.get("sampler") if isinstance(document.get("sampler"), dict) else {}
-    benchmark = document.get("benchmark") if isinstance(document.get("benchmark"), dict) else {}
-    return ReuseSample(distances, windows, accesses, instructions, sampler), benchmark
+        raise RdsError("the sample is empty")
+    if len(distances) > accesses:
+        raise RdsError(f"{len(distances)} samples of a trace of {accesses} accesses: each sample is one access")
+    parts = {}
+    for field in ("benchmark", "sampler"):
+        parts[field] = document.get(field, {})
+        if not isinstance(parts[field], dict):
+            raise RdsError(f"\"{field}\" must be an object, got {type(parts[field]).__name__}")
+    name = parts["benchmark"].get("name")
+    if name is not None and not isinstance(name, str):
+        raise RdsError(f"\"benchmark.name\" must be a string, got {type(name).__name__}")
+    return ReuseSample(distances, windows, accesses, instructions, parts["sampler"]), parts["benchmark"]
