@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import json
 import math
 import os
-import stat
 import tempfile
 import time
 import uuid
@@ -246,44 +244,21 @@ def save_latest(report: dict) -> str:
     return path
 
 
-class UntrustedFile(Exception):
-    """A file perfctl would act on that someone else could have written."""
-
-
-def read_trusted(path: str, limit: int = 1 << 20) -> bytes:
-    """The content of ``path`` if it is a regular file (not a symlink) owned by us and writable by no one
-    else, in a directory with the same properties; FileNotFoundError if absent, UntrustedFile otherwise."""
-    directory = os.lstat(os.path.dirname(path))
-    if directory.st_uid != os.geteuid() or directory.st_mode & 0o022:
-        raise UntrustedFile(f"{os.path.dirname(path)} is not ours or is writable by others")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise UntrustedFile(f"{path} is a symbolic link") from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UntrustedFile(f"{path} is not a regular file")
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise UntrustedFile(f"{path} is not ours or is writable by others")
-        return f.read(limit)
-
-
 def load_latest() -> tuple[dict | None, str]:
     """The last complete audit, or None and why there is none to use.
 
     Corrections change every instruction count perfctl stores, so the file is trusted as the exec gate is
     (agent/build.py): not a symlink, owned by us, writable by nobody else, in a directory of ours that
-    nobody else can write to.
+    nobody else can write to (agent/build.py read_trusted).
     """
+    from perfctl.agent.build import UntrustedError, read_trusted
+
     path = latest_path()
     try:
         text = read_trusted(path)
     except FileNotFoundError:
         return None, "no audit of this machine: run perfctl audit"
-    except UntrustedFile as err:
+    except UntrustedError as err:
         return None, f"the latest audit is not trusted ({err}): remove it and run perfctl audit"
     except OSError as err:
         return None, f"cannot read {path}: {err.strerror}"

@@ -87,9 +87,9 @@ def test_a_signal_stops_an_audit_which_keeps_the_last_complete_one(tmp_path, mon
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cache_env(cache))
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _kernel_processes(cache):
-            time.sleep(0.01)
-        assert _kernel_processes(cache), "the audit should be running a calibration kernel by now"
+        while not _kernel_processes(cache):  # each kernel run lasts milliseconds: seen once is enough
+            assert time.monotonic() < deadline, "the audit should be running its calibration kernels by now"
+            time.sleep(0.005)
         time.sleep(0.5)
         process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=120)
@@ -122,3 +122,35 @@ def test_an_audit_that_cannot_build_its_kernels_exits_2_with_a_json_document(tmp
     _one_line_usage_error(result, "perfctl audit: cannot build the calibration kernels")
     document = _strict_json(result.stdout)
     assert document["complete"] is False and document["error"] == result.stderr.strip()
+
+
+def test_an_audit_file_someone_else_could_have_written_is_not_used_for_corrections(tmp_path, monkeypatch):
+    """audit-latest.json decides every corrected count: a copy others may write, or a symbolic link to a
+    file of someone else's choosing, is refused with the reason, as the exec gate is."""
+    from perfctl.agent import audit, inventory
+    from perfctl.agent.events import parse_events
+    from perfctl.model import Benchmark
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
+    inv = {**inventory.collect(), "pmu": {"present": True, "reason": "as if"}}  # the decision only; no counter
+    specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
+    bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
+    report = {"audit_id": "c" * 8, "machine_id": inv["machine_id"], "kernel": inv["kernel"]["release"],
+              "microcode": inv["cpu"]["microcode"], "time_ns": time.time_ns(), "verdict": "trusted",
+              "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}, "complete": True}
+    path = audit.save_latest(report)
+    assert os.stat(path).st_mode & 0o777 == 0o644
+    assert audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)[1].endswith("audit cccccccc")
+
+    os.chmod(path, 0o666)
+    said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    assert said[0] is None and "the latest audit is not trusted" in said[1], said
+
+    elsewhere = tmp_path / "planted.json"
+    elsewhere.write_text(json.dumps({**report, "audit_id": "d" * 8}))
+    os.unlink(path)
+    os.symlink(elsewhere, path)
+    said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    assert said[0] is None and "the latest audit is not trusted" in said[1] and "dddddddd" not in said[1], said
