@@ -368,13 +368,13 @@ INVENTORY_SHAPE = {
     "perf_event_paranoid": _Maybe("integer"), "aslr": _Maybe("integer"), "governors": ["name"],
     "turbo": _Maybe("name"), "smt": _Maybe("name"), "smt_active": "boolean", "nmi_watchdog": _Maybe("integer"),
     "tracefs": {"available": "boolean", "state": "text"}, "euid": "integer", "exec_gate": "text",
-    "pointer_bits": "integer",
+    "exec_gate_fix": _Maybe("text"), "pointer_bits": "integer",
 }
 # What agent/audit.py run_audit reports; analysis/audits.py and perfctl audit report read it.
 AUDIT_SHAPE = {
     "audit_id": "name", "machine_id": "name", "hostname": "name", "time_ns": "integer", "seconds": "number",
     "kernel": "name", "microcode": _Maybe("name"), "aslr": "text", "verdict": "name", "reasons": ["text"],
-    "complete": "boolean", "not_checked": ["text"], "backends": ["name"],
+    "complete": "boolean", "interrupted_by": _Maybe("name"), "not_checked": ["text"], "backends": ["name"],
     "fit": _Maybe({"a": "number", "b": "number", "intercept": "number", "a_interval": PAIR, "b_interval": PAIR,
                    "intercept_interval": PAIR, "residual_scale": "number", "n": "integer", "confidence": "number",
                    "set_aside": "integer", "method": "text"}),
