@@ -13,13 +13,18 @@ releasing the gate, the gate's read sees EOF and the gate exits 125 without runn
 ASLR is turned off for the benchmark only: personality(ADDR_NO_RANDOMIZE) is set on the spawning thread
 (personality is per task, inherited across fork and exec, and read only at exec), so perfctl itself keeps
 the randomized layout it was exec'd with and the system setting is untouched; Runner.close() restores it.
+
+perfctl is a child subreaper (become_subreaper), so what a benchmark leaves running, daemons included, ends
+up among perfctl's children, and every run ends with it killed and reaped (kill_leftovers, kill_tree).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import functools
+import math
 import os
 import pwd
 import select
@@ -34,12 +39,27 @@ from dataclasses import dataclass
 from perfctl.agent import gate
 
 ADDR_NO_RANDOMIZE = 0x0040000
+PR_SET_CHILD_SUBREAPER = 36
 ENV_PAD_VARIABLE = "PERFCTL_ENV_PAD"
+# Linux refuses (E2BIG) an exec whose environment holds one "NAME=value" string longer than MAX_ARG_STRLEN,
+# 32 pages = 131072 bytes counting its NUL; a larger pad is split over PERFCTL_ENV_PAD, PERFCTL_ENV_PAD_1, ...
+MAX_ENV_STRING = 32 * 4096
 # Without --env-size the environment block (sum of len("NAME=value") + 1 per variable) is padded to the
 # smallest multiple of ENV_SIZE_STEP that holds it: 4096 for a typical login shell, 8192 for a CI job's.
 # The size is fixed for the whole measurement and recorded in every sample; see docs/stat.md.
 ENV_SIZE_STEP = 4096
 CLEAN_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "TERM", "TZ")
+# A pidfd reports only exits, so a benchmark that stops itself (SIGSTOP, or a ptrace stop with perfctl as its
+# tracer) would be waited for forever. The wait wakes every STOP_CHECK_S to ask waitid whether it is stopped:
+# rarely, because each wake is perfctl running, maybe on the benchmark's CPU (the ebpf backend counts that as
+# interference). A stop is only final once it has lasted STOP_GRACE_S without the benchmark running in between
+# (its context switches unchanged): `perfctl cache --dynamic` (agent/pirate.py) stops and continues the Target
+# on purpose while its Pirate warms up, for milliseconds at a time.
+STOP_CHECK_S = 0.5
+STOP_GRACE_S = 2.0
+# How long killed processes get to end (a task in uninterruptible sleep dies only when it wakes); one still
+# there is reaped by a later run's cleanup, as a leftover.
+REAP_SECONDS = 5.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -90,6 +110,8 @@ class Exit:
     timed_out: bool
     max_rss_kib: int | None
     stderr_tail: str | None
+    # processes of the benchmark's tree still running when it exited by itself, killed then (Sample.extra)
+    outlived: int = 0
 
     @property
     def outcome(self) -> str:
@@ -105,20 +127,51 @@ def env_block_size(env: dict[str, str]) -> int:
     return sum(len(k.encode()) + len(v.encode()) + 2 for k, v in env.items())
 
 
+def _is_pad(name: str) -> bool:
+    suffix = name.removeprefix(ENV_PAD_VARIABLE)
+    return name.startswith(ENV_PAD_VARIABLE) and (suffix == "" or (suffix[:1] == "_" and suffix[1:].isdigit()))
+
+
+def _unpadded(base: dict[str, str], cwd: str) -> tuple[dict[str, str], int]:
+    """``base`` without pad variables (perfctl's own, when it runs under perfctl) plus PWD, and the bytes it
+    needs with one (empty) pad variable."""
+    env = {k: v for k, v in base.items() if not _is_pad(k)}
+    env["PWD"] = cwd
+    return env, env_block_size(env) + len(ENV_PAD_VARIABLE) + 2
+
+
+def _pad_name(index: int) -> str:
+    return ENV_PAD_VARIABLE if index == 0 else f"{ENV_PAD_VARIABLE}_{index}"
+
+
+def pad_variables(pad_bytes: int) -> dict[str, str]:
+    """Variables whose block is exactly ``pad_bytes`` (at least one variable's name, ``=`` and NUL), none
+    longer than the kernel takes (MAX_ENV_STRING)."""
+    pads: dict[str, str] = {}
+    while pad_bytes > 0:
+        name, next_overhead = _pad_name(len(pads)), len(_pad_name(len(pads) + 1)) + 2
+        entry = min(pad_bytes, MAX_ENV_STRING)
+        if 0 < pad_bytes - entry < next_overhead:
+            # too little left for the next variable's own name: leave it enough for an empty one
+            entry -= next_overhead - (pad_bytes - entry)
+        pads[name] = "x" * (entry - len(name) - 2)
+        pad_bytes -= entry
+    return pads
+
+
 def normalized_environment(base: dict[str, str], size: int, cwd: str) -> dict[str, str]:
-    """``base`` plus PWD, padded with PERFCTL_ENV_PAD to exactly ``size`` bytes.
+    """``base`` plus PWD, padded with PERFCTL_ENV_PAD (and PERFCTL_ENV_PAD_1, ... beyond the kernel's
+    limit on one variable) to exactly ``size`` bytes.
 
     PWD is set explicitly because sh adds it when missing, which would make the size depend on the
     directory. A fixed-size environment keeps the benchmark's stack at the same address run to run
     (Weaver & McKee, ../shared/seeds/003_7d2f7057436bc279.txt, padded theirs to 422 bytes).
     """
-    env = {k: v for k, v in base.items() if k != ENV_PAD_VARIABLE}
-    env["PWD"] = cwd
-    used = env_block_size(env) + len(ENV_PAD_VARIABLE) + 2
+    env, used = _unpadded(base, cwd)
     if used > size:
         raise RunError(f"the environment needs {used} bytes, more than --env-size {size}; "
                        "raise --env-size or use --clean-env")
-    env[ENV_PAD_VARIABLE] = "x" * (size - used)
+    env.update(pad_variables(size - env_block_size(env)))
     return env
 
 
@@ -188,7 +241,7 @@ def make_control(*, env_size: int | None = None, clean_env: bool = False, aslr_o
     if timeout_s is not None and not timeout_s > 0:
         raise RunError(f"--timeout must be a positive number of seconds, got {timeout_s}")
     if env_size is None:
-        needed = env_block_size({**base, "PWD": cwd}) + len(ENV_PAD_VARIABLE) + 2
+        _, needed = _unpadded(base, cwd)
         env_size = -(-needed // ENV_SIZE_STEP) * ENV_SIZE_STEP
     if not 0 < env_size <= 1 << 20:
         raise RunError(f"--env-size must be between 1 and 1048576 bytes, got {env_size}")
@@ -205,6 +258,7 @@ class Runner:
         self._gate = gate_to_use or gate.find_gate()
         self._persona = _Persona()
         self._on_start = None
+        become_subreaper()
 
     @contextlib.contextmanager
     def watching(self, on_start):
@@ -276,44 +330,84 @@ class GatedProcess:
             self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds)
         except OSError as err:
             os.close(self._gate)
+            if err.errno == errno.E2BIG:
+                raise RunError(_too_big(argv, control)) from None
             raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
         finally:
             os.close(read_end)
+        _live_gates.add(self.pid)
+        self._born = _start_ticks(self.pid) or 0  # its leftovers started no earlier (kill_leftovers)
+        self._cleaned = False
         self._pidfd = os.pidfd_open(self.pid)
         if control.pin_cpu is not None:
             os.sched_setaffinity(self.pid, {control.pin_cpu})
 
     def release_and_wait(self) -> Exit:
-        """Let the gate exec the benchmark; wait for the exit or the timeout (which kills the whole tree)."""
+        """Let the gate exec the benchmark; wait for the exit, the timeout or a stop that would never end
+        (both kill the whole tree); then kill what the benchmark left running."""
         start_time_ns = time.time_ns()
         start = time.perf_counter_ns()
         os.write(self._gate, b"\n")
         os.close(self._gate)
         self._gate = -1
-        poller = select.poll()
-        poller.register(self._pidfd, select.POLLIN)
-        timeout_ms = None if self._control.timeout_s is None else int(self._control.timeout_s * 1000)
-        timed_out = not poller.poll(timeout_ms)
+        timed_out, stop = self._wait()
         wall_ns = time.perf_counter_ns() - start
-        if timed_out:
+        if timed_out or stop is not None:
             kill_tree(self.pid)
-        _, status, rusage = os.wait4(self.pid, 0)
-        self._reaped = True
-        if self._popen is not None:
-            self._popen.returncode = os.waitstatus_to_exitcode(status)
-        self._kill_leftovers()
+        status, rusage = self._reap()
+        outlived = len(self._kill_leftovers())  # none after a kill_tree, which took them
         exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        stderr_tail = self._stderr_tail()
+        if stop is not None:
+            # recorded as the signal that stopped it: the SIGKILL that ended it was perfctl's
+            signal_number, stderr_tail = stop.si_status, _describe_stop(stop)
         return Exit(start_time_ns=start_time_ns, wall_ns=wall_ns, exit_status=exit_status,
                     signal=None if timed_out else signal_number, timed_out=timed_out,
-                    max_rss_kib=rusage.ru_maxrss, stderr_tail=self._stderr_tail())
+                    max_rss_kib=rusage.ru_maxrss, stderr_tail=stderr_tail, outlived=outlived)
 
-    def _kill_leftovers(self) -> None:
-        # Processes the benchmark left behind in its process group would run into the next measurement.
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _wait(self) -> tuple[bool, os.waitid_result | None]:
+        """Wait for the benchmark to exit: (whether the timeout came first, the stop that would never end).
+        The exit is seen at once (the pidfd); the stop check runs only every STOP_CHECK_S."""
+        poller = select.poll()
+        poller.register(self._pidfd, select.POLLIN)
+        timeout_s = self._control.timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        stopped_since: tuple[float, int] | None = None  # when a stop was first seen, and the switches then
+        while True:
+            slice_s = STOP_CHECK_S if deadline is None else min(STOP_CHECK_S, deadline - time.monotonic())
+            if slice_s <= 0:
+                return True, None
+            if poller.poll(math.ceil(slice_s * 1000)):
+                return False, None
+            # WNOWAIT: only look; the stop stays reportable and the final wait4 still sees the exit
+            stop = os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+            if stop is None:
+                stopped_since = None
+                continue
+            now, switches = time.monotonic(), _context_switches(self.pid)
+            if stopped_since is None or stopped_since[1] != switches:
+                stopped_since = (now, switches)
+            elif now - stopped_since[0] >= STOP_GRACE_S:
+                return False, stop
+
+    def _reap(self) -> tuple[int, object]:
+        """wait4 the benchmark: its exit status and rusage. A traced child (PTRACE_TRACEME makes perfctl its
+        tracer) can report one last ptrace stop before the exit of the kill; that is skipped."""
+        while True:
+            _, status, rusage = os.wait4(self.pid, 0)
+            if not os.WIFSTOPPED(status):
+                break
+        self._reaped = True
+        _live_gates.discard(self.pid)
+        if self._popen is not None:
+            self._popen.returncode = os.waitstatus_to_exitcode(status)
+        return status, rusage
+
+    def _kill_leftovers(self) -> list[int]:
+        # Processes the benchmark left running would disturb the next run (and be counted as interference).
+        self._cleaned = True
+        return kill_leftovers(self._born)
 
     def _stderr_tail(self) -> str | None:
         if self._stderr_file is None:
@@ -333,13 +427,47 @@ class GatedProcess:
             self._gate = -1
         if not self._reaped:
             kill_tree(self.pid)
-            os.waitpid(self.pid, 0)
+            self._reap()
             if self._popen is not None:
                 self._popen.returncode = -signal.SIGKILL
-            self._reaped = True
+        if not self._cleaned:  # an interrupt between the benchmark's exit and the cleanup
+            self._kill_leftovers()
         if self._pidfd != -1:
             os.close(self._pidfd)
             self._pidfd = -1
+
+
+def _too_big(argv: list[str], control: RunControl) -> str:
+    """Why an exec failed with E2BIG, in the user's terms rather than as the gate's path."""
+    arg_bytes = sum(len(os.fsencode(arg)) + 1 for arg in argv)
+    longest = max([len(os.fsencode(arg)) + 1 for arg in argv] +
+                  [len(name) + len(value) + 2 for name, value in control.env_map.items()])
+    limit = os.sysconf("SC_ARG_MAX")
+    why = (f"one argument or variable of {longest} bytes is longer than the kernel's {MAX_ENV_STRING}"
+           if longest > MAX_ENV_STRING else
+           f"the arguments ({arg_bytes} bytes) and environment ({control.env_bytes} bytes) together are more "
+           f"than the kernel's {limit} (a quarter of the stack limit, ulimit -s)")
+    return f"cannot start the benchmark: its arguments and environment are too large: {why}; lower --env-size " \
+           "or shorten the arguments"
+
+
+def _describe_stop(stop: os.waitid_result) -> str:
+    try:
+        name = signal.Signals(stop.si_status).name
+    except ValueError:
+        name = f"signal {stop.si_status}"
+    how = "stopped under ptrace with perfctl as its tracer" if stop.si_code == os.CLD_TRAPPED else "stopped"
+    return f"perfctl: the benchmark {how} ({name}) and would never finish; killed with its process tree"
+
+
+def _context_switches(pid: int) -> int | None:
+    """Voluntary plus involuntary context switches of ``pid``: unchanged while it stays stopped, since running
+    even once in between (a SIGCONT, then a new stop) takes a switch out."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            return sum(int(line.split()[1]) for line in f if b"ctxt_switches:" in line)
+    except OSError:
+        return None
 
 
 def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
@@ -376,8 +504,25 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
     return popen.pid, popen
 
 
-def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid``, from /proc (they may have left its session or process group)."""
+# Pids of gated processes (benchmarks) started and not yet reaped, across every Runner of this process.
+_live_gates: set[int] = set()
+
+
+@functools.cache
+def become_subreaper() -> None:
+    """Make perfctl the child subreaper of everything it starts, once per process.
+
+    A daemon (fork, setsid, fork again) leaves the benchmark's tree: its parent exits and it would be
+    reparented to init, where no /proc walk from the benchmark finds it. As a subreaper perfctl inherits
+    such orphans instead, so after every run they are among its own children (kill_leftovers).
+    """
+    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise RunError(f"cannot make perfctl a child subreaper (prctl): {os.strerror(ctypes.get_errno())}; "
+                       "processes a benchmark leaves behind could not be found")
+
+
+def _parents() -> dict[int, list[int]]:
+    """Every live process's children, from one walk of /proc."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -389,7 +534,16 @@ def descendants(pid: int) -> list[int]:
             continue
         ppid = int(task_stat[task_stat.rindex(b")") + 2:].split()[1])
         children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid``, from /proc (they may have left its session or process group)."""
+    return _below([pid], _parents())
+
+
+def _below(roots: list[int], children: dict[int, list[int]]) -> list[int]:
+    found, todo = [], list(roots)
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
@@ -397,26 +551,113 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process, every descendant, and its process group: a timeout leaves nothing running.
+def _own_children() -> list[int]:
+    """perfctl's children: those of each of its threads (a child belongs to the thread that started it or
+    inherited it), from /proc/self/task/*/children; a walk of all of /proc (~30 µs a process) only where
+    the kernel lacks those files (CONFIG_PROC_CHILDREN)."""
+    found: list[int] = []
+    for thread in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{thread}/children", "rb") as f:
+                found += map(int, f.read().split())
+        except FileNotFoundError:
+            if os.path.exists(f"/proc/self/task/{thread}/stat"):  # the thread is there, the file is not
+                return _parents().get(os.getpid(), [])
+    return found
 
-    The tree is frozen with SIGSTOP first, rescanning until it stops growing, so a forking benchmark
-    cannot outrun the kill.
+
+def _start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (/proc/PID/stat field 22); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            task_stat = f.read()
+    except OSError:
+        return None
+    return int(task_stat[task_stat.rindex(b")") + 2:].split()[19])
+
+
+def _orphans(born_since: int) -> list[int]:
+    """Processes a benchmark started no earlier than ``born_since`` (clock ticks) left behind, reparented to
+    perfctl (its subreaper), with their own descendants.
+
+    perfctl's other children are told apart without a per-run cgroup (root only, a delegated cgroup v2
+    tree, a mkdir and rmdir per run): a benchmark starts a session of its own (setsid in _spawn) and a
+    process can stay in its session or start a new one but never join perfctl's, so a child of perfctl
+    outside perfctl's session is a benchmark's (or one of Runner's gates: only Runner starts new sessions).
+    That keeps a Pirate or perf that subprocess started. A process reparented to perfctl that started
+    before the run (a server a test fixture daemonized, whose parent exited) is no leftover of it; a
+    benchmark still running (another Runner's) is left to its owner.
     """
-    stopped: set[int] = set()
-    for _ in range(10):
-        tree = {pid, *descendants(pid)}
-        if tree <= stopped:
-            break
-        for target in tree - stopped:
-            _signal(target, signal.SIGSTOP)
-        stopped |= tree
-    for target in stopped:
-        _signal(target, signal.SIGKILL)
+    own_session = os.getsid(0)
+    roots = []
+    for child in _own_children():
+        if child in _live_gates:
+            continue
+        try:
+            foreign = os.getsid(child) != own_session
+        except ProcessLookupError:
+            continue
+        started = _start_ticks(child)
+        if foreign and started is not None and started >= born_since:
+            roots.append(child)
+    return [*roots, *_below(roots, _parents())] if roots else []
+
+
+def kill_leftovers(born_since: int) -> list[int]:
+    """Kill and reap what benchmarks started no earlier than ``born_since`` (clock ticks since boot) left
+    running after they exited; their pids."""
+    return _kill_frozen(lambda: _orphans(born_since))
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process, every descendant, its process group and what it left behind reparented to perfctl,
+    and reap them (all but ``pid``, which its owner reaps): a timeout leaves nothing running."""
+    born = _start_ticks(pid)
+    _kill_frozen(lambda: [pid, *descendants(pid), *(_orphans(born) if born is not None else ())], pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _kill_frozen(scan, owned: int | None = None) -> list[int]:
+    """SIGKILL every process ``scan()`` finds, then reap them but ``owned``; their pids.
+
+    The processes are frozen with SIGSTOP first, rescanning until no new one appears, so a forking
+    benchmark cannot outrun the kill.
+    """
+    stopped: set[int] = set()
+    for _ in range(10):
+        found = set(scan())
+        if found <= stopped:
+            break
+        for target in found - stopped:
+            _signal(target, signal.SIGSTOP)
+        stopped |= found
+    for target in stopped:
+        _signal(target, signal.SIGKILL)
+    _reap_killed(stopped - {owned})
+    return sorted(stopped)
+
+
+def _reap_killed(pids: set[int]) -> None:
+    """Reap killed processes, by pid only (never a wait for any child: subprocess.Popen objects elsewhere in
+    perfctl own theirs). A process killed with its parent becomes perfctl's child when that parent exits,
+    so one that is not ours yet is waited for until it is, or is gone."""
+    deadline = time.monotonic() + REAP_SECONDS
+    pending = set(pids)
+    while pending:
+        for pid in list(pending):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    pending.discard(pid)
+            except ChildProcessError:
+                if not os.path.exists(f"/proc/{pid}"):
+                    pending.discard(pid)
+        if pending:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
 
 
 def _signal(pid: int, sig: int) -> None:

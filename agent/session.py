@@ -256,7 +256,9 @@ def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: B
         warmup=warmup, start_time_ns=exit_.start_time_ns, wall_ns=exit_.wall_ns, outcome=exit_.outcome,
         exit_status=exit_.exit_status, signal=exit_.signal, environment=environment, readings=tuple(readings),
         backends=backend.names, stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None,
-        max_rss_kib=exit_.max_rss_kib)
+        max_rss_kib=exit_.max_rss_kib,
+        # only when there were any: a run that cleaned up after itself carries nothing extra
+        extra={"outlived": exit_.outlived} if exit_.outlived else {})
 
 
 def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector=None,

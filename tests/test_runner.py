@@ -1,16 +1,22 @@
 """Controlled runs, observed from inside the benchmark: ASLR, environment size, stdin, pinning, user,
 timeouts, crashes and leftovers."""
 
+import contextlib
+import json
 import os
+import resource
+import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import measure, needs_root, value
+from conftest import measure, needs_root, perfctl, value
 
-from perfctl.agent.runner import RunError, make_control
+from perfctl.agent.runner import MAX_ENV_STRING, STOP_GRACE_S, RunError, env_block_size, make_control, pad_variables
 
 SH = "/bin/sh"
 
@@ -32,10 +38,45 @@ def test_aslr_is_off_for_the_benchmark_only(tmp_path):
         assert int(f.read(), 16) & 0x0040000 == 0
 
 
-@pytest.mark.parametrize("size", [1500, 4096, 10000])
+@pytest.mark.parametrize("size", [1500, 4096, 10000, 200000, 1 << 20])
 def test_environment_has_exactly_the_configured_size(tmp_path, size):
-    samples, lines = _observe(tmp_path, "wc -c < /proc/$$/environ > OUT", env_size=size, clean_env=True)
+    # 200000 and 1 MiB are beyond what Linux takes in one variable (128 KiB): the pad is split
+    samples, lines = _observe(tmp_path, "wc -c < /proc/$$/environ > OUT; tr '\\0' '\\n' < /proc/$$/environ | "
+                                        "wc -L >> OUT", env_size=size, clean_env=True)
     assert int(lines[0]) == size == samples[0].environment.env_bytes
+    assert int(lines[1]) < MAX_ENV_STRING
+
+
+@pytest.mark.parametrize("size", [17, 131072, 131073, 131072 + 18, 131072 + 19, 131072 + 20, 3 * 131072 + 1])
+def test_pad_variables_fill_exactly_and_each_fits_the_kernel(size):
+    # around the limit, what is left after a full variable may be too little for the next one's name
+    pads = pad_variables(size)
+    assert env_block_size(pads) == size
+    assert all(len(name) + len(value) + 2 <= MAX_ENV_STRING for name, value in pads.items())
+
+
+def test_stat_with_the_largest_environment_runs_and_records_it(tmp_path):
+    out = tmp_path / "s.jsonl"
+    result = perfctl("stat", "--env-size", "1048576", "-r", "1", "-o", str(out), "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out.read_text().splitlines()[1])["environment"]["env_bytes"] == 1048576
+
+
+def test_argument_too_long_for_the_kernel_is_explained_not_blamed_on_the_gate():
+    with pytest.raises(RunError, match="too large: one argument or variable of 140001 bytes.*--env-size") as err:
+        measure(["/bin/echo", "x" * 140000], ["page-faults"])
+    assert "gate" not in str(err.value)
+
+
+def test_environment_beyond_the_stack_limit_is_one_line_naming_env_size():
+    # ulimit -s 1 MiB: the kernel takes a quarter of it, 256 KiB, for arguments and environment together
+    def small_stack():
+        resource.setrlimit(resource.RLIMIT_STACK, (1 << 20, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+
+    result = perfctl("stat", "--env-size", "1048576", "-r", "1", "--", "true", preexec_fn=small_stack)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "environment are too large" in lines[0] and "--env-size" in lines[0] and "gate" not in lines[0]
 
 
 def test_environment_too_large_for_the_size_is_refused():
@@ -95,9 +136,146 @@ def test_timeout_kills_the_whole_tree_and_records_the_run(tmp_path):
 def test_processes_left_behind_in_the_group_are_killed(tmp_path):
     pids = tmp_path / "pids"
     sample = measure([SH, "-c", f"sleep 30 & echo $! > {pids}"], ["page-faults"])[0]
-    assert sample.outcome == "ok"
+    assert sample.outcome == "ok" and sample.extra == {"outlived": 1}
     time.sleep(0.2)
     assert _dead(int(pids.read_text()))
+
+
+def _gone(pid: int) -> bool:
+    """Dead and reaped: perfctl leaves no zombies either."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+# A daemon: fork, setsid, fork again; its parents exit, so it is nobody's descendant but init's (or
+# perfctl's, as a subreaper). It writes its two pids to PIDS.
+DAEMON = "(setsid sh -c 'sleep 30 & echo $! >> PIDS; echo $$ >> PIDS; exec sleep 31' &)"
+
+
+def _daemon_then(pids, lines: int) -> str:
+    """A benchmark that starts DAEMON and exits once ``lines`` pids are in ``pids``."""
+    return f"{DAEMON.replace('PIDS', str(pids))}; until [ $(cat {pids} 2>/dev/null | wc -l) -ge {lines} ]; do " \
+           "sleep 0.01; done"
+
+
+def test_timeout_kills_a_daemon_that_left_the_tree(tmp_path):
+    pids = tmp_path / "pids"
+    sample = measure([SH, "-c", _daemon_then(pids, 2) + "; sleep 30"], ["page-faults"], timeout_s=1)[0]
+    assert sample.outcome == "timeout"
+    daemon = list(map(int, pids.read_text().split()))
+    assert len(daemon) == 2 and all(map(_gone, daemon)), f"daemon {daemon} survived the timeout"
+
+
+def test_leftovers_of_a_normal_exit_are_killed_reaped_and_counted(tmp_path):
+    pids = tmp_path / "pids"
+    own_group = f"{sys.executable} -c 'import os, time; os.setpgid(0, 0); time.sleep(30)' & echo $! >> {pids}"
+    sample = measure([SH, "-c", f"{own_group}; {_daemon_then(pids, 3)}"], ["page-faults"])[0]
+    assert sample.outcome == "ok"
+    left = list(map(int, pids.read_text().split()))
+    assert len(left) == 3 and all(map(_gone, left)), f"left running: {[p for p in left if not _gone(p)]}"
+    assert sample.extra == {"outlived": 3}
+
+
+def test_a_clean_run_records_no_leftovers():
+    assert measure(["/bin/true"], ["page-faults"])[0].extra == {}
+
+
+def test_perfctls_own_children_and_older_orphans_survive_the_cleanup(tmp_path):
+    from perfctl.agent.runner import become_subreaper
+
+    become_subreaper()
+    # perfctl's own children (a Pirate, perf) in its session and in one of their own, and a daemon that
+    # became perfctl's orphan before the run: none of them is the benchmark's
+    own = [subprocess.Popen(["sleep", "30"]), subprocess.Popen(["sleep", "30"], start_new_session=True)]
+    older = int(subprocess.run([SH, "-c", "setsid sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True,
+                               text=True).stdout)
+    try:
+        time.sleep(0.05)
+        sample = measure([SH, "-c", _daemon_then(tmp_path / "pids", 2)], ["page-faults"])[0]
+        assert sample.extra == {"outlived": 2}
+        assert [p.poll() for p in own] == [None, None] and not _dead(older)
+    finally:
+        for process in own:
+            process.kill()
+            process.wait()
+        os.kill(older, signal.SIGKILL)
+        os.waitpid(older, 0)
+
+
+def test_interrupted_stat_kills_the_daemon_of_the_run_in_progress(tmp_path):
+    pids = tmp_path / "pids"
+    proc = subprocess.Popen([sys.executable, "-m", "perfctl", "stat", "-r", "1", "--", SH, "-c",
+                             DAEMON.replace("PIDS", str(pids)) + "; sleep 30"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while (not pids.exists() or len(pids.read_text().split()) < 2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    daemon = list(map(int, pids.read_text().split()))
+    time.sleep(0.2)  # perfctl has exited: init reaps what it killed
+    assert len(daemon) == 2 and all(map(_dead, daemon)), f"daemon {daemon} survived the interrupt"
+
+
+def test_leftovers_are_in_the_jsonl_of_stat(tmp_path):
+    out = tmp_path / "s.jsonl"
+    result = perfctl("stat", "-r", "1", "-o", str(out), "--", SH, "-c", _daemon_then(tmp_path / "p", 2))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out.read_text().splitlines()[1])["extra"] == {"outlived": 2}
+
+
+TRACE_ME_AND_STOP = ("import ctypes, os, signal, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
+                     "ctypes.CDLL(None).ptrace(0, 0, 0, 0); os.kill(os.getpid(), signal.SIGSTOP)")
+
+
+@pytest.mark.parametrize("command, how", [
+    ([SH, "-c", 'echo $$ > "$0"; kill -STOP $$'], "stopped (SIGSTOP)"),
+    ([sys.executable, "-c", TRACE_ME_AND_STOP], "stopped under ptrace with perfctl as its tracer (SIGSTOP)")])
+def test_a_benchmark_that_stops_forever_is_killed_and_recorded(tmp_path, command, how):
+    out, pid_file = tmp_path / "s.jsonl", tmp_path / "pid"
+    start = time.monotonic()
+    try:
+        # subprocess timeout: the hang this guards against fails the test instead of blocking the suite
+        result = perfctl("stat", "-r", "1", "-o", str(out), "--", *command, str(pid_file), timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the stopped benchmark perfctl left behind
+        raise
+    assert result.returncode == 1, result.stderr
+    assert time.monotonic() - start < STOP_GRACE_S + 15
+    sample = json.loads(out.read_text().splitlines()[1])
+    assert (sample["outcome"], sample["signal"], sample["exit_status"]) == ("signal", signal.SIGSTOP, None)
+    assert sample["stderr_tail"] == f"perfctl: the benchmark {how} and would never finish; killed with its process tree"
+    assert _dead(int(pid_file.read_text()))
+
+
+def test_a_benchmark_stopped_and_continued_by_someone_else_runs_on(tmp_path):
+    # `perfctl cache --dynamic` stops the Target's group while its Pirate warms up, again and again, longer
+    # in total than STOP_GRACE_S: only one stop that lasts is final
+    pid_file = tmp_path / "pid"
+
+    def stop_and_continue():
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            time.sleep(0.01)
+        group = int(pid_file.read_text())
+        until = time.monotonic() + STOP_GRACE_S * 1.5
+        with contextlib.suppress(ProcessLookupError):  # it may end first on a slow machine
+            while time.monotonic() < until:
+                os.killpg(group, signal.SIGSTOP)
+                time.sleep(0.4)
+                os.killpg(group, signal.SIGCONT)
+                time.sleep(0.02)
+
+    pauser = threading.Thread(target=stop_and_continue)
+    pauser.start()
+    try:
+        sample = measure([SH, "-c", f"echo $$ > {pid_file}; sleep {STOP_GRACE_S * 1.5 + 0.5}; exit 7"],
+                         ["page-faults"])[0]
+    finally:
+        pauser.join()
+    assert (sample.outcome, sample.exit_status) == ("failed", 7), sample.stderr_tail
 
 
 def test_crash_is_recorded_with_its_signal():
