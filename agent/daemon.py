@@ -422,6 +422,8 @@ class Agent:
                                           run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
                                           machine_id=self.inventory["machine_id"], job_id=job_id,
                                           corrector=corrector)
+            if self.stopping.is_set():  # a run the stop cut short measures nothing: it runs again at restart
+                return
             # While the disk is full the measured run waits here; if the agent stops meanwhile, the run
             # (whose index was not advanced) is measured again, under the same uuid.
             if not self._spool_write(self.spool.add_sample, sample_uuid,
@@ -605,8 +607,11 @@ class Agent:
             await asyncio.sleep(0.5)
 
     def stop(self) -> None:
+        """SIGTERM, SIGINT, SIGHUP: the run in progress is killed with its process tree (perfctl's signal
+        policy) and not recorded; the job resumes at that run, under the same uuid, when the agent restarts."""
         self.stopping.set()
         self._job_wakeup.set()
+        self._runner.kill_running()
 
 
 class _Stopped(Exception):

@@ -288,6 +288,12 @@ class Runner:
                 raise
         return gated
 
+    def kill_running(self) -> None:
+        """Kill the tree of every run in progress; safe from another thread (how a stopped agent ends the run
+        its worker waits for). The waiting thread sees the exit, reaps it and cleans up as after any run."""
+        for pid in list(_live_gates):
+            kill_tree(pid)
+
     def close(self) -> None:
         self._stderr.close()
         self._persona.restore()
@@ -347,7 +353,10 @@ class GatedProcess:
         (both kill the whole tree); then kill what the benchmark left running."""
         start_time_ns = time.time_ns()
         start = time.perf_counter_ns()
-        os.write(self._gate, b"\n")
+        try:
+            os.write(self._gate, b"\n")
+        except BrokenPipeError:  # the gate exited before its release (it refused its options): its status says why
+            pass
         os.close(self._gate)
         self._gate = -1
         timed_out, stop = self._wait()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -85,12 +86,25 @@ class StatSummary:
         return self.runs > 0 and self.outcomes["ok"] == self.runs
 
 
+_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}  # their default action stops
+
+
+def _signal_name(number: int | None) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
 def describe_failure(sample: Sample) -> str:
     """One line: which run failed and how."""
     if sample.outcome == "timeout":
         what = "timed out and was killed with its process tree"
+    elif sample.outcome == "signal" and sample.signal in _STOP_SIGNALS:
+        # a stop signal cannot kill: perfctl saw a stop that would never end and killed the tree itself
+        what = f"stopped by signal {sample.signal} ({_signal_name(sample.signal)})"
     elif sample.outcome == "signal":
-        what = f"killed by signal {sample.signal}"
+        what = f"killed by signal {sample.signal} ({_signal_name(sample.signal)})"
     else:
         what = f"exited with status {sample.exit_status}"
     tail = f": {sample.stderr_tail}" if sample.stderr_tail else ""

@@ -27,6 +27,8 @@ def sample_to_proto(sample: Sample) -> pb.Sample:
         value = getattr(sample, name)
         if value is not None:
             setattr(message, name, value)
+    if sample.extra.get("outlived"):
+        message.outlived = sample.extra["outlived"]
     for reading in sample.readings:
         out = message.readings.add(event=reading.event, backend=reading.backend, scope=reading.scope,
                                    status=reading.status, unit=reading.unit)
@@ -63,5 +65,5 @@ def proto_to_dict(message: pb.Sample) -> dict:
         "readings": readings, "backends": list(message.backends),
         "stderr_tail": message.stderr_tail if message.HasField("stderr_tail") else None,
         "max_rss_kib": message.max_rss_kib if message.HasField("max_rss_kib") else None,
-        "extra": {},
+        "extra": {"outlived": message.outlived} if message.HasField("outlived") else {},
     }

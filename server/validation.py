@@ -26,6 +26,7 @@ MAX_EXIT_STATUS = 255
 MAX_SIGNAL = 64  # SIGRTMAX on Linux
 MAX_CPU = 1 << 16
 MAX_RUN_INDEX = 10**9
+MAX_TASKS = 1 << 22  # PID_MAX_LIMIT: no machine has more processes to leave behind
 MAX_INVENTORY_BYTES = 64 << 10
 MAX_EVENTS = 256
 SCOPES = ("user", "kernel", "all")
@@ -129,6 +130,8 @@ def validate_sample(s) -> str | None:
         return f"signal must be 1-{MAX_SIGNAL}"
     if s.HasField("max_rss_kib") and s.max_rss_kib < 0:
         return "max_rss_kib is negative"
+    if s.HasField("outlived") and not 1 <= s.outlived <= MAX_TASKS:
+        return f"outlived must be 1-{MAX_TASKS} (absent when nothing outlived the benchmark)"
     # The benchmark's own stderr: shown only on request, may hold its colours; bounded in length only.
     if len(s.stderr_tail) > MAX_TEXT:
         return f"stderr_tail longer than {MAX_TEXT} characters"

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,37 @@ def database_url(request, tmp_path):
 
         return url(str(tmp_path / "data"), None)
     return request.getfixturevalue("postgres").new_database()
+
+
+def processes_with(*needles: str) -> list[int]:
+    """Live processes (other than this one) whose command line holds every needle: how a test finds the
+    processes of a benchmark it gave a unique argument, wherever they were reparented."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command_line = f.read()
+        except OSError:
+            continue
+        if int(entry) != os.getpid() and all(needle.encode() in command_line for needle in needles):
+            found.append(int(entry))
+    return found
+
+
+def signal_when(process: subprocess.Popen, ready, signum: int, what: str, *, settle: float = 0.0,
+                timeout: float = 60) -> tuple[str, str]:
+    """Send ``signum`` to ``process`` once ``ready()`` holds (then ``settle`` s more: into the work) and
+    return its (stdout, stderr). Fails if ``what`` does not happen within ``timeout`` s; the process never
+    outlives the call."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert time.monotonic() < deadline and process.poll() is None, f"{what} did not happen"
+            time.sleep(0.005)
+        time.sleep(settle)
+        process.send_signal(signum)
+        return process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -9,11 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-from conftest import perfctl, pmu_reason
+from conftest import perfctl, pmu_reason, processes_with, signal_when
 
 from perfctl.agent.runner import descendants, kill_tree
 from perfctl.analysis import lru, pirate, reuse, statcc, statstack
@@ -310,20 +309,6 @@ def test_empty_truncated_and_reuse_free_inputs(tmp_path):
 # --- issue 12: traces that end early, the size cap, signals, hostile .rds files ---
 
 
-def _valgrind_of(marker: str) -> list[int]:
-    """Live lackey processes whose command line holds ``marker`` (an argument unique to one test)."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"--tool=lackey" in argv and marker.encode() in argv:
-            found.append(int(entry))
-    return found
-
-
 @pytest.fixture
 def small_tmpfs(tmp_path):
     """A real 20 MB tmpfs, as the issue's full TMPDIR."""
@@ -378,7 +363,7 @@ def test_the_trace_size_cap_kills_valgrind_and_progress_shows_on_a_terminal(prog
             terminal += chunk
     finally:
         os.close(leader)
-        for pid in _valgrind_of(marker):
+        for pid in processes_with("--tool=lackey", marker):
             kill_tree(pid)
     lines = [line for line in terminal.decode().replace("\r", "\n").splitlines() if line.strip()]
     assert process.returncode == 2 and stdout == "", lines
@@ -386,36 +371,30 @@ def test_the_trace_size_cap_kills_valgrind_and_progress_shows_on_a_terminal(prog
     assert sum("--max-trace-bytes" in line for line in lines) == 1
     progress = [line for line in lines if "of trace so far" in line]
     assert progress and "data accesses" in progress[0], lines
-    assert _valgrind_of(marker) == []
+    assert processes_with("--tool=lackey", marker) == []
 
 
 def test_sigterm_kills_valgrind_tree_and_leaves_no_temp_files(programs, tmp_path):
     """SIGTERM exits 143 (128 + 15) with valgrind's tree killed and nothing left in TMPDIR. Needs the
     signal policy of perfctl/cli.py (SIGINT, SIGTERM, SIGHUP raise a KeyboardInterrupt subclass in every
-    command): until it lands this test fails with returncode -15 and valgrind left running."""
+    command); without it, returncode -15 and valgrind left running."""
     marker = "400000"  # sort of 400,000 values: minutes under lackey, so valgrind is still tracing
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     process = subprocess.Popen([sys.executable, "-m", "perfctl", "cache", "mrc", "--no-exact", "--",
                                 str(programs / "sort"), marker], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmpdir)})
-    tracers: list[int] = []
     try:
-        deadline = time.monotonic() + 60
-        while not tracers and time.monotonic() < deadline and process.poll() is None:
-            tracers = [pid for pid in _valgrind_of(marker) if pid in descendants(process.pid)]
-            time.sleep(0.1)
-        assert tracers, "valgrind never started under perfctl"
-        time.sleep(1)  # valgrind is tracing, perfctl reading its log
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
+        def tracing():
+            return set(processes_with("--tool=lackey", marker)) & set(descendants(process.pid))
+
+        # one second more: valgrind traces, perfctl reads its log
+        _, stderr = signal_when(process, tracing, signal.SIGTERM, "valgrind tracing under perfctl", settle=1)
         assert process.returncode == 143, (process.returncode, stderr)
-        assert _valgrind_of(marker) == [], "valgrind outlived perfctl"
+        assert processes_with("--tool=lackey", marker) == [], "valgrind outlived perfctl"
         assert os.listdir(tmpdir) == []
     finally:
-        process.kill()
-        process.wait()
-        for pid in _valgrind_of(marker):
+        for pid in processes_with("--tool=lackey", marker):
             kill_tree(pid)
 
 

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-from conftest import perfctl
+from conftest import perfctl, processes_with, signal_when
 from fleet import Fleet, free_port, wait_for
 
 from perfctl import cli, wire
@@ -568,19 +568,6 @@ def test_visible_lines_keeps_line_ends_and_escapes_the_rest():
 
 # ---- finding 12: SIGTERM and SIGHUP of `perfctl stat` -------------------------------------------------------
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)])
 def test_a_signal_stops_stat_keeps_finished_runs_and_kills_the_benchmark_tree(tmp_path, signum, code):
     """The benchmark forks a child into its own session (as a daemon would) and waits for it: the signal
@@ -593,22 +580,14 @@ def test_a_signal_stops_stat_keeps_finished_runs_and_kills_the_benchmark_tree(tm
     proc = subprocess.Popen([sys.executable, "-m", "perfctl", "stat", "-r", "1000", "-e", "task-clock",
                              "-o", str(out), "--", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") < 4):
-            time.sleep(0.05)
-        time.sleep(0.1)  # into the next run
-        assert _processes_with(marker), "the benchmark's child should be running now"
-        proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # a few runs finished, then into the next one, whose child must be running
+    stdout, stderr = signal_when(
+        proc, lambda: out.exists() and out.read_text().count("\n") >= 4 and processes_with(marker), signum,
+        "four finished runs", settle=0.1)
     assert proc.returncode == code, stderr
     assert "Traceback" not in stderr and "interrupted after" in stderr and signal.Signals(signum).name in stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]  # nothing torn
     samples = [r for r in records if r["type"] == "sample"]
     assert len(samples) >= 3 and all(s["outcome"] == "ok" for s in samples)
     assert f"({len(samples)} runs" in " ".join(stdout.split())  # the summary of exactly the finished runs
-    assert _processes_with(marker) == [], "a process of the benchmark's tree survived"
+    assert processes_with(marker) == [], "a process of the benchmark's tree survived"

@@ -4,11 +4,13 @@ commands, and every refusal the security design promises."""
 import json
 import os
 import shutil
+import signal
+import sqlite3
 import uuid
 
 import grpc
 import pytest
-from conftest import measure, needs_ebpf, needs_root
+from conftest import measure, needs_ebpf, needs_root, processes_with
 from fleet import Fleet, free_port, make_certs, wait_for
 
 from perfctl import wire
@@ -297,3 +299,32 @@ def test_audit_reports_are_validated(fleet):
                                                                                    report_json=report),
                                                       metadata=md))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.details()
+
+
+def test_leftovers_reach_the_server_and_a_stopped_agent_kills_its_run_in_progress(fleet):
+    """Issue 12 in the fleet. A benchmark that leaves a daemon behind: the agent kills it and the stored sample
+    says so (extra.outlived, carried on the wire). Then SIGTERM to an agent in the middle of a run: the
+    benchmark's tree dies with the agent, and the cut run is not recorded (it runs again at restart)."""
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")], agents=("box-a",))
+    marker = f"{os.getpid()}.5"  # seconds of sleep no other process asks for: its name in /proc
+    jobs = _run_job(fleet, server, ["box-a"], "-r", "2", "-e", "task-clock", "--", "/bin/sh", "-c",
+                    f"(setsid /bin/sleep 3{marker} &)")
+    assert jobs[0]["state"] == "done", jobs[0]
+    token = open(fleet.client_token).read()
+    samples = list(rpc.QueryServiceStub(grpc.insecure_channel(server)).GetSamples(
+        pb.GetSamplesRequest(machine="box-a"), metadata=(("authorization", f"Bearer {token}"),)))
+    assert [wire.proto_to_dict(s)["extra"] for s in samples] == [{"outlived": 1}] * 2
+    assert processes_with(f"3{marker}") == []
+
+    result = fleet.client("submit", "--machines", "box-a", "-r", "3", "-e", "task-clock", "--", "/bin/sleep",
+                          f"300{marker}", server=server)
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: processes_with(f"300{marker}"), 60, "the job's first run")
+    fleet.kill("box-a", signal.SIGTERM)  # within 15 s, or the test fails
+    assert processes_with(f"300{marker}") == [], "the benchmark outlived the agent"
+    stored = sqlite3.connect(fleet.dir / "spool-box-a" / "spool.db")
+    try:
+        payloads = [pb.Sample.FromString(row[0]) for row in stored.execute("SELECT payload FROM samples")]
+    finally:
+        stored.close()
+    assert not [s for s in payloads if s.benchmark.name == "sleep"], "a run cut by the stop was recorded"

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import perfctl
+from conftest import perfctl, signal_when
 
 
 def _strict_json(text: str):
@@ -85,18 +85,9 @@ def test_a_signal_stops_an_audit_which_keeps_the_last_complete_one(tmp_path, mon
 
     process = subprocess.Popen([sys.executable, "-m", "perfctl", "audit", "--json", "-r", "40"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cache_env(cache))
-    try:
-        deadline = time.monotonic() + 60
-        while not _kernel_processes(cache):  # each kernel run lasts milliseconds: seen once is enough
-            assert time.monotonic() < deadline, "the audit should be running its calibration kernels by now"
-            time.sleep(0.005)
-        time.sleep(0.5)
-        process.send_signal(signum)
-        stdout, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    # each kernel run lasts milliseconds: seen once is enough
+    stdout, stderr = signal_when(process, lambda: _kernel_processes(cache), signum, "a calibration kernel run",
+                                 settle=0.5)
     assert process.returncode == 128 + signum, stderr
     report = _strict_json(stdout)
     assert report["complete"] is False and report["interrupted_by"] == signal.Signals(signum).name

@@ -109,7 +109,7 @@ class Reading(_message.Message):
     def __init__(self, event: _Optional[str] = ..., backend: _Optional[str] = ..., scope: _Optional[str] = ..., status: _Optional[str] = ..., unit: _Optional[str] = ..., value: _Optional[int] = ..., time_enabled: _Optional[int] = ..., time_running: _Optional[int] = ..., scaled: _Optional[float] = ..., reason: _Optional[str] = ..., source: _Optional[str] = ..., corrected: _Optional[float] = ..., correction_model: _Optional[str] = ..., audit_id: _Optional[str] = ...) -> None: ...
 
 class Sample(_message.Message):
-    __slots__ = ("uuid", "machine_id", "benchmark", "job_id", "run_index", "warmup", "start_time_ns", "wall_ns", "outcome", "exit_status", "signal", "environment", "readings", "backends", "stderr_tail", "max_rss_kib", "schema_version")
+    __slots__ = ("uuid", "machine_id", "benchmark", "job_id", "run_index", "warmup", "start_time_ns", "wall_ns", "outcome", "exit_status", "signal", "environment", "readings", "backends", "stderr_tail", "max_rss_kib", "schema_version", "outlived")
     UUID_FIELD_NUMBER: _ClassVar[int]
     MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
     BENCHMARK_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +127,7 @@ class Sample(_message.Message):
     STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_KIB_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    OUTLIVED_FIELD_NUMBER: _ClassVar[int]
     uuid: str
     machine_id: str
     benchmark: Benchmark
@@ -144,7 +145,8 @@ class Sample(_message.Message):
     stderr_tail: str
     max_rss_kib: int
     schema_version: int
-    def __init__(self, uuid: _Optional[str] = ..., machine_id: _Optional[str] = ..., benchmark: _Optional[_Union[Benchmark, _Mapping]] = ..., job_id: _Optional[str] = ..., run_index: _Optional[int] = ..., warmup: _Optional[bool] = ..., start_time_ns: _Optional[int] = ..., wall_ns: _Optional[int] = ..., outcome: _Optional[str] = ..., exit_status: _Optional[int] = ..., signal: _Optional[int] = ..., environment: _Optional[_Union[Environment, _Mapping]] = ..., readings: _Optional[_Iterable[_Union[Reading, _Mapping]]] = ..., backends: _Optional[_Iterable[str]] = ..., stderr_tail: _Optional[str] = ..., max_rss_kib: _Optional[int] = ..., schema_version: _Optional[int] = ...) -> None: ...
+    outlived: int
+    def __init__(self, uuid: _Optional[str] = ..., machine_id: _Optional[str] = ..., benchmark: _Optional[_Union[Benchmark, _Mapping]] = ..., job_id: _Optional[str] = ..., run_index: _Optional[int] = ..., warmup: _Optional[bool] = ..., start_time_ns: _Optional[int] = ..., wall_ns: _Optional[int] = ..., outcome: _Optional[str] = ..., exit_status: _Optional[int] = ..., signal: _Optional[int] = ..., environment: _Optional[_Union[Environment, _Mapping]] = ..., readings: _Optional[_Iterable[_Union[Reading, _Mapping]]] = ..., backends: _Optional[_Iterable[str]] = ..., stderr_tail: _Optional[str] = ..., max_rss_kib: _Optional[int] = ..., schema_version: _Optional[int] = ..., outlived: _Optional[int] = ...) -> None: ...
 
 class SampleBatch(_message.Message):
     __slots__ = ("sequence", "samples")
