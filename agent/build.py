@@ -10,9 +10,11 @@ exited 0 and the output is complete), fsynced and renamed into place whole (:fun
 disk or a crash never leaves a truncated artifact where a later run would take it for a built one.
 
 perfctl (often root) executes or loads what it finds there, so before every use the cache directory, the
-entry, the record and the artifact must be ours, not writable by group or others and not symbolic links,
+entry, the record and the artifact must be ours, not writable by group or others, not symbolic links and
+(below the directories) regular files, never a FIFO or a device, which are refused without being read,
 and the artifact's content must match its record (:func:`open_artifact`); anything else is refused with
-the reason and the command that fixes it, never rebuilt over silently.
+the reason and the command that fixes it, never rebuilt over silently. A descriptor kept open across uses
+(the exec gate's) is checked again before each one by :func:`check_descriptor`.
 """
 
 from __future__ import annotations
@@ -78,23 +80,51 @@ def _user_name() -> str:
         return str(os.geteuid())
 
 
+# Every open of an artifact, a record or a trusted file: no symbolic link followed, never blocking (a FIFO in
+# place of a file would otherwise hang perfctl in open(2) before any check), never a controlling terminal.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(st: os.stat_result, path: str, fix: str | None) -> UntrustedError:
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), f"of type {stat.S_IFMT(st.st_mode):o}")
+    return UntrustedError(f"{path} is not a regular file ({kind})", fix or f"rm {path}")
+
+
 def _open_checked(name: str, path: str, dir_fd: int | None, directory: bool, fix: str | None) -> int:
-    """``name`` opened relative to ``dir_fd`` without following a symbolic link, then checked through the
-    descriptor, so what was checked is what is read."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
+    """``name`` opened relative to ``dir_fd`` without following a symbolic link and without blocking, then
+    checked through the descriptor, so what was checked is what is read. A file that is not a regular one
+    (a FIFO, a device) is refused on its lstat, before it is opened (opening a device can do something),
+    and again on the descriptor should it have been put there between the two."""
+    if not directory:
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise
+        except OSError:
+            pass  # open says why, below
+        else:
+            if not stat.S_ISREG(st.st_mode):
+                _check_owner_and_mode(st, path, fix)
+                raise _not_regular(st, path, fix)
+    flags = _READ_FLAGS | (os.O_DIRECTORY if directory else 0)
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link (or a file where a directory goes)
-            _check_owner_and_mode(os.lstat(name, dir_fd=dir_fd), path, fix)
-            raise UntrustedError(f"{path} is not a {'directory' if directory else 'regular file'}",
-                                 fix or f"rm {path}") from None
+            st = os.lstat(name, dir_fd=dir_fd)
+            _check_owner_and_mode(st, path, fix)
+            if directory:
+                raise UntrustedError(f"{path} is not a directory", fix or f"rm {path}") from None
+            raise _not_regular(st, path, fix) from None
         raise
     try:
         st = os.fstat(fd)
         _check_owner_and_mode(st, path, fix)
         if not directory and not stat.S_ISREG(st.st_mode):
-            raise UntrustedError(f"{path} is not a regular file", fix or f"rm {path}")
+            raise _not_regular(st, path, fix)
     except BaseException:
         os.close(fd)
         raise
@@ -145,9 +175,15 @@ def open_artifact(path: str) -> int:
     returned by :func:`build_static` and :func:`build_bpf`) after every check of the module docstring,
     its content included. Execute or load through it (/proc/PID/fd/N) and the content checked is the
     content used. Raises UntrustedError with the reason and the fix, or BuildError."""
+    return open_artifact_with_digest(path)[0]
+
+
+def open_artifact_with_digest(path: str) -> tuple[int, str]:
+    """:func:`open_artifact`, and the sha256 (hex) its content was checked against: what
+    :func:`check_descriptor` compares the descriptor's content with before each later use."""
     entry, name = os.path.split(os.path.abspath(path))
     top, entry_name = os.path.split(entry)
-    fix = f"rm -r {entry}; perfctl rebuilds it"
+    fix = _entry_fix(entry)
     try:
         record_fd = _open_below(top, (entry_name, RECORD), fix)
         try:
@@ -168,7 +204,35 @@ def open_artifact(path: str) -> int:
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, digest
+
+
+def _entry_fix(entry: str) -> str:
+    return f"rm -r {entry}; perfctl rebuilds it"
+
+
+def check_descriptor(fd: int, path: str, digest: str) -> None:
+    """The artifact ``path``, held open as ``fd`` since :func:`open_artifact_with_digest` checked it, checked
+    again before another use: still ours, not writable by group or others, a regular file, and its content,
+    re-read from offset 0 with pread (the descriptor's offset is left alone), still hashing to ``digest``.
+    Catches the file rewritten, truncated, chmod'ed or chown'ed in place (same inode) since; replacing it by
+    a rename changes nothing that runs through ``fd``. Costs an fstat and reading the file (a static gate
+    is a few KB: microseconds). Raises UntrustedError (one line, ``.reason`` and ``.fix``)."""
+    fix = _entry_fix(os.path.dirname(os.path.abspath(path)))
+    try:
+        st = os.fstat(fd)
+        _check_owner_and_mode(st, path, fix)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(st, path, fix)
+        hashed, offset = hashlib.sha256(), 0
+        while chunk := os.pread(fd, 1 << 20, offset):
+            hashed.update(chunk)
+            offset += len(chunk)
+    except OSError as err:
+        raise UntrustedError(f"cannot check {path} again: {err.strerror}", fix) from None
+    if hashed.hexdigest() != digest:
+        raise UntrustedError(f"{path} changed since it was checked: it no longer matches the digest recorded "
+                             "when it was built", fix)
 
 
 def _verified(path: str) -> str:
@@ -221,8 +285,11 @@ def _install(entry: str, name: str, produce: Callable[[str], None], complete: Ca
         temporary = tempfile.mkdtemp(dir=directory, prefix=f".{os.path.basename(entry)}-")
         artifact = os.path.join(temporary, name)
         produce(artifact)
-        fd = os.open(artifact, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(artifact, _READ_FLAGS)
         try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise BuildError(f"{name} was not built as a regular file")
             content = _read_all(fd)
             missing = complete(content)
             if missing:
@@ -292,10 +359,18 @@ def _input_digest(inputs: tuple[str, ...], flags: tuple[str, ...]) -> str:
     digest = hashlib.sha256("\0".join((LAYOUT, *flags)).encode())
     for path in inputs:
         try:
-            with open(path, "rb") as f:
-                digest.update(f.read())
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO must not hang
         except OSError as err:
             raise BuildError(f"{path} unreadable: {err.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise BuildError(f"{path} is not a regular file")
+            digest.update(_read_all(fd))
+        except OSError as err:
+            raise BuildError(f"{path} unreadable: {err.strerror}") from None
+        finally:
+            os.close(fd)
     return digest.hexdigest()
 
 
