@@ -28,6 +28,7 @@ from perfctl.agent.events import parse_events
 from perfctl.agent.runner import Runner, make_control
 from perfctl.analysis.correction import EXCESS_TOLERANCE, MODEL_VERSION, ArtifactFit, Correction, correct, fit_artifacts
 from perfctl.analysis.summary import describe
+from perfctl.text import visible
 
 HARDWARE_EVENTS = ["instructions:u", "page-faults:u", "timer-interrupts", "task-clock"]
 DBI_EVENTS = ["instructions", "rep-iterations", "fldcw-instructions"]
@@ -264,7 +265,7 @@ def load_latest() -> tuple[dict | None, str]:
         return None, f"cannot read {path}: {err.strerror}"
     try:
         report = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None, f"{path} is not JSON: run perfctl audit"
     if not isinstance(report, dict):
         return None, f"{path} is not an audit report: run perfctl audit"
@@ -288,13 +289,42 @@ def correction_for(report: dict | None, inv: dict, now_ns: int | None = None) ->
         return None, "kernel or microcode changed since the latest audit: run perfctl audit"
     if report.get("complete") is False:
         return None, "the latest audit was interrupted: run perfctl audit again"
-    if now_ns - int(report.get("time_ns", 0)) > AUDIT_MAX_AGE_NS:
+    malformed = _malformed(report)
+    if malformed:
+        return None, f"the latest audit is malformed ({malformed}): run perfctl audit"
+    if now_ns - report["time_ns"] > AUDIT_MAX_AGE_NS:
         return None, "the latest audit is older than 7 days: run perfctl audit"
     if report.get("verdict") not in ("trusted", "degraded") or not report.get("fit"):
-        return None, f"the latest audit ({report.get('verdict')}) has no artifact fit to correct with"
+        verdict = visible(str(report.get("verdict"))[:40])
+        return None, f"the latest audit ({verdict}) has no artifact fit to correct with"
     fit = report["fit"]
     return Correction(a=fit["a"], b=fit["b"], k_fldcw=report["erratum"]["k_fldcw"],
                       audit_id=report["audit_id"]), f"corrected with model {MODEL_VERSION}, audit {report['audit_id']}"
+
+
+def _finite(value) -> bool:
+    # the bound first: math.isfinite cannot take an int beyond a float's range
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 2**64 \
+        and math.isfinite(value)
+
+
+def _malformed(report: dict) -> str | None:
+    """What in a kept audit cannot drive a correction (a file edited or damaged since it was written), or
+    None. Only the fields corrections read; the report's other contents are for people."""
+    if not isinstance(report.get("time_ns"), int) or isinstance(report.get("time_ns"), bool):
+        return "time_ns is not an integer"
+    audit_id = report.get("audit_id")
+    if not isinstance(audit_id, str) or not 0 < len(audit_id) <= 64 or not audit_id.isprintable():
+        return "audit_id is not a short printable name"
+    fit = report.get("fit")
+    if fit is None:
+        return None  # no fit: nothing to correct with, said by the caller
+    if not isinstance(fit, dict) or not all(_finite(fit.get(term)) for term in ("a", "b")):
+        return "fit.a and fit.b are not finite numbers"
+    erratum = report.get("erratum")
+    if not isinstance(erratum, dict) or not _finite(erratum.get("k_fldcw")):
+        return "erratum.k_fldcw is not a finite number"
+    return None
 
 
 def user_mode_interrupts(readings) -> tuple[float, str] | None:

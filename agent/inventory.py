@@ -161,8 +161,16 @@ def collect() -> dict:
         "euid": os.geteuid(),
         "exec_gate": gate.find_gate().description,
         "exec_gate_fix": gate.find_gate().fix,
+        "run_containment": _containment(),
         "pointer_bits": struct.calcsize("P") * 8,
     }
+
+
+def _containment() -> str:
+    from perfctl.agent.runner import containment
+
+    how, reason = containment()
+    return "cgroup per run (cgroup.kill)" if how == "cgroup" else f"subreaper and /proc scan: {reason}"
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -277,6 +285,12 @@ def checks(inv: dict) -> list[Check]:
     out.append(Check("exec gate", inv["exec_gate"], "how benchmarks wait for their counters before exec; the "
                      "static gate and sh count the same, the static one costs ~0.6 ms less per run",
                      inv.get("exec_gate_fix")))
+    if "run_containment" in inv:  # absent from inventories of older agents
+        scan = not inv["run_containment"].startswith("cgroup")
+        out.append(Check("process trees", inv["run_containment"], "what a benchmark leaves running (daemons too) "
+                         "is killed after every run; a cgroup per run kills it in one step, a /proc scan can be "
+                         "outrun by a benchmark that forks in a tight loop",
+                         "run perfctl as root with cgroup v2 mounted, Linux 5.14 or later" if scan else None))
     throttles = [int(v) for v in (read_text(p) for p in glob.glob(
         "/sys/devices/system/cpu/cpu*/thermal_throttle/core_throttle_count")) if v and v.isdigit()]
     out.append(Check("thermal throttling", f"{sum(throttles)} events" if throttles else "not exposed",

@@ -20,6 +20,7 @@ up among perfctl's children, and every run ends with it killed and reaped (kill_
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import errno
@@ -276,6 +277,10 @@ class Runner:
         (the perf-stat backend execs ``perf stat ... -- argv``). ``pass_fds``: descriptors of ours (3 and up)
         the gated program inherits under the same numbers: how valgrind writes its log to a file only perfctl
         can open (--log-fd), rather than to a path anyone could edit between runs."""
+        # the static gate runs as root before it drops to --user: its content is checked before every run
+        refused = self._gate.verify()
+        if refused:
+            raise RunError(refused)
         self._stderr.seek(0)
         self._stderr.truncate()
         gated = GatedProcess(self._gate, gate_target or argv, control, None if control.show_output else self._stderr,
@@ -292,6 +297,8 @@ class Runner:
         """Kill the tree of every run in progress; safe from another thread (how a stopped agent ends the run
         its worker waits for). The waiting thread sees the exit, reaps it and cleans up as after any run."""
         for pid in list(_live_gates):
+            if (cgroup := RunCgroup.of.get(pid)) is not None:
+                cgroup.kill()
             kill_tree(pid)
 
     def close(self) -> None:
@@ -342,6 +349,8 @@ class GatedProcess:
         finally:
             os.close(read_end)
         _live_gates.add(self.pid)
+        # while the gate still blocks: everything the benchmark starts is born into the run's cgroup
+        self._cgroup = RunCgroup.join(self.pid)
         self._born = _start_ticks(self.pid) or 0  # its leftovers started no earlier (kill_leftovers)
         self._cleaned = False
         self._pidfd = os.pidfd_open(self.pid)
@@ -362,7 +371,7 @@ class GatedProcess:
         timed_out, stop = self._wait()
         wall_ns = time.perf_counter_ns() - start
         if timed_out or stop is not None:
-            kill_tree(self.pid)
+            self._kill_tree()
         status, rusage = self._reap()
         outlived = len(self._kill_leftovers())  # none after a kill_tree, which took them
         exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
@@ -389,6 +398,7 @@ class GatedProcess:
                 return True, None
             if poller.poll(math.ceil(slice_s * 1000)):
                 return False, None
+            reap_exited_orphans(self._born)
             # WNOWAIT: only look; the stop stays reportable and the final wait4 still sees the exit
             stop = os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
             if stop is None:
@@ -413,10 +423,22 @@ class GatedProcess:
             self._popen.returncode = os.waitstatus_to_exitcode(status)
         return status, rusage
 
+    def _kill_tree(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.kill()
+        kill_tree(self.pid)
+
     def _kill_leftovers(self) -> list[int]:
-        # Processes the benchmark left running would disturb the next run (and be counted as interference).
+        """Kill and reap what the benchmark left running (it would disturb the next run and be counted as
+        interference); the pids of those that were still running. With a cgroup, its list is the answer
+        and cgroup.kill the means; the scan of perfctl's orphans then only reaps them."""
         self._cleaned = True
-        return kill_leftovers(self._born)
+        if self._cgroup is None:
+            return kill_leftovers(self._born)
+        running = self._cgroup.kill()
+        kill_leftovers(self._born)
+        self._cgroup.remove()
+        return running
 
     def _stderr_tail(self) -> str | None:
         if self._stderr_file is None:
@@ -435,7 +457,7 @@ class GatedProcess:
             os.close(self._gate)
             self._gate = -1
         if not self._reaped:
-            kill_tree(self.pid)
+            self._kill_tree()
             self._reap()
             if self._popen is not None:
                 self._popen.returncode = -signal.SIGKILL
@@ -511,6 +533,142 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
                              cwd=control.cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds,
                              **user_args)
     return popen.pid, popen
+
+
+class RunCgroup:
+    """The cgroup (v2) of one run: a directory perfctl makes below its own cgroup, perfctl-PID/run-GATE.
+
+    The gate is moved into it while it still blocks, so the benchmark and everything it starts are born
+    inside, whatever session, process group or parent they move to. ``cgroup.kill`` (Linux 5.14) then
+    kills every process in it in one step, forks in flight included: a /proc scan (kill_tree) freezes
+    what it finds, but a benchmark that forks and exits in a loop moves on faster than /proc can be
+    walked. Where no cgroup can be made (not root, no cgroup2 mount, a kernel without cgroup.kill, a
+    cgroup perfctl may not write), runs are contained by the subreaper and the scan alone:
+    ``RunCgroup.unavailable`` says why (perfctl info).
+    """
+
+    of: dict[int, RunCgroup] = {}  # by gate pid, for Runner.kill_running from another thread
+    unavailable: str | None = None
+
+    def __init__(self, path: str, pid: int) -> None:
+        self.path, self.pid = path, pid
+
+    @classmethod
+    def join(cls, pid: int) -> RunCgroup | None:
+        """A new cgroup holding ``pid``, or None (the reason, once, in RunCgroup.unavailable)."""
+        parent = _cgroup_parent()
+        if parent is None:
+            return None
+        path = os.path.join(parent, f"run-{pid}")
+        try:
+            os.mkdir(path)
+            try:
+                _write(os.path.join(path, "cgroup.procs"), str(pid))
+            except OSError:
+                os.rmdir(path)
+                raise
+        except OSError as err:
+            RunCgroup.unavailable = f"cannot make a cgroup per run in {parent}: {err.strerror}"
+            return None
+        cls.of[pid] = cgroup = cls(path, pid)
+        return cgroup
+
+    def kill(self) -> list[int]:
+        """Kill every process in the cgroup and wait until it is empty; the pids that were in it."""
+        try:
+            with open(os.path.join(self.path, "cgroup.procs")) as f:
+                inside = [int(line) for line in f]
+        except OSError:
+            return []
+        if inside:
+            _write(os.path.join(self.path, "cgroup.kill"), "1")
+            deadline = time.monotonic() + REAP_SECONDS
+            while time.monotonic() < deadline and self._populated():
+                time.sleep(0.001)
+        return inside
+
+    def _populated(self) -> bool:
+        try:
+            with open(os.path.join(self.path, "cgroup.events")) as f:
+                return "populated 1" in f.read()
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        RunCgroup.of.pop(self.pid, None)
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path)
+
+
+def containment() -> tuple[str, str | None]:
+    """How runs are contained here: ("cgroup", None), or ("scan", why no cgroup per run can be made)."""
+    return ("cgroup", None) if _cgroup_parent() is not None else ("scan", RunCgroup.unavailable)
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _cgroup_parent() -> str | None:
+    """perfctl-PID below the cgroup v2 perfctl runs in, made once per process and removed at its exit; None
+    with RunCgroup.unavailable set when it cannot be made or lacks cgroup.kill."""
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f if line.split()[2:3] == ["cgroup2"]]
+        with open("/proc/self/cgroup") as f:
+            own = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
+    except OSError as err:
+        RunCgroup.unavailable = f"cannot read /proc/self/mounts or /proc/self/cgroup: {err.strerror}"
+        return None
+    if not mounts or own is None:
+        RunCgroup.unavailable = "no cgroup v2 hierarchy is mounted"
+        return None
+    here = os.path.join(mounts[0], own.lstrip("/"))
+    _remove_stale(here)
+    parent = os.path.join(here, f"perfctl-{os.getpid()}")
+    try:
+        os.mkdir(parent, 0o755)
+    except FileExistsError:
+        pass
+    except OSError as err:
+        RunCgroup.unavailable = f"cannot make a cgroup in {here}: {err.strerror}"
+        return None
+    if not os.path.exists(os.path.join(parent, "cgroup.kill")):
+        os.rmdir(parent)
+        RunCgroup.unavailable = "this kernel has no cgroup.kill (Linux 5.14 or later)"
+        return None
+    atexit.register(_remove_parent, parent)
+    return parent
+
+
+def _remove_parent(parent: str) -> None:
+    for run in RunCgroup.of.values():
+        run.kill()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(parent):
+            if entry.startswith("run-"):
+                os.rmdir(os.path.join(parent, entry))
+        os.rmdir(parent)
+
+
+def _remove_stale(here: str) -> None:
+    """perfctl-PID cgroups of perfctl processes that died without removing theirs (SIGKILL): empty ones go."""
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(here):
+            if entry.startswith("perfctl-") and entry[8:].isdigit() and not os.path.exists(f"/proc/{entry[8:]}"):
+                stale = os.path.join(here, entry)
+                with contextlib.suppress(OSError):
+                    for run in os.listdir(stale):
+                        if run.startswith("run-"):  # what its runs left behind dies now
+                            left = RunCgroup(os.path.join(stale, run), 0)
+                            left.kill()
+                            left.remove()
+                    os.rmdir(stale)
 
 
 # Pids of gated processes (benchmarks) started and not yet reaped, across every Runner of this process.
@@ -597,6 +755,12 @@ def _orphans(born_since: int) -> list[int]:
     before the run (a server a test fixture daemonized, whose parent exited) is no leftover of it; a
     benchmark still running (another Runner's) is left to its owner.
     """
+    roots = _orphan_roots(born_since)
+    return [*roots, *_below(roots, _parents())] if roots else []
+
+
+def _orphan_roots(born_since: int) -> list[int]:
+    """perfctl's children that are a benchmark's orphans (see _orphans)."""
     own_session = os.getsid(0)
     roots = []
     for child in _own_children():
@@ -604,18 +768,47 @@ def _orphans(born_since: int) -> list[int]:
             continue
         try:
             foreign = os.getsid(child) != own_session
-        except ProcessLookupError:
-            continue
+        except ProcessLookupError:  # a zombie has no session any more: its start time still tells
+            foreign = True
         started = _start_ticks(child)
         if foreign and started is not None and started >= born_since:
             roots.append(child)
-    return [*roots, *_below(roots, _parents())] if roots else []
+    return roots
+
+
+def reap_exited_orphans(born_since: int) -> None:
+    """Reap the benchmark's orphans that have exited, while it runs. As their subreaper perfctl inherits
+    them as zombies, where init would have reaped them at once: a benchmark that starts daemons in a loop
+    would otherwise fill the pid table before the run ends."""
+    for pid in _orphan_roots(born_since):
+        if _is_zombie(pid):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 def kill_leftovers(born_since: int) -> list[int]:
     """Kill and reap what benchmarks started no earlier than ``born_since`` (clock ticks since boot) left
-    running after they exited; their pids."""
-    return _kill_frozen(lambda: _orphans(born_since))
+    behind after they exited; the pids of those that were still running (not the zombies, which only
+    needed reaping)."""
+    running: set[int] = set()
+
+    def scan() -> list[int]:
+        found = _orphans(born_since)
+        running.update(pid for pid in found if not _is_zombie(pid))
+        return found
+
+    _kill_frozen(scan)
+    return sorted(running)
+
+
+def _is_zombie(pid: int) -> bool:
+    """Exited, waiting only to be reaped (state Z in /proc/PID/stat); a process gone already counts too."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            task_stat = f.read()
+    except OSError:
+        return True
+    return task_stat[task_stat.rindex(b")") + 2:task_stat.rindex(b")") + 3] in (b"Z", b"X")
 
 
 def kill_tree(pid: int) -> None:

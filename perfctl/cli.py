@@ -12,6 +12,7 @@ shown as escapes, rich markup shown as text.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -465,6 +466,7 @@ def _stat(args) -> int:
     writers = []  # (where it writes, writer): an output that fails is named in the message
     output = None
     if args.output:
+        created = not os.path.lexists(args.output)
         try:
             output = open(args.output, "a", encoding="utf-8")
         except OSError as err:
@@ -517,6 +519,8 @@ def _stat(args) -> int:
                     output.close()
                 except OSError:  # only a write that already failed and was reported leaves data here
                     pass
+                if created and summary.runs + summary.warmups == 0:
+                    _remove_if_empty(args.output)  # opened early to fail fast; nothing came to write
     except Interrupted as signalled:
         stopped_by = signalled
     except RunError as err:
@@ -534,7 +538,7 @@ def _stat(args) -> int:
         _quiet_stdout()
         raise UsageError(f"perfctl stat: cannot write the summary: {err.strerror}") from None
     if stopped_by is not None:
-        where = f"; samples are in {args.output}" if args.output else ""
+        where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         _say(f"perfctl: interrupted after {summary.runs} measured runs "
              f"({stopped_by.name}){where}")
         return stopped_by.exit_code
@@ -566,6 +570,12 @@ def _emit(writers, method: str, record) -> None:
             getattr(writer, method)(record)
         except OSError as err:
             raise _OutputError(where, err) from None
+
+
+def _remove_if_empty(path: str) -> None:
+    with contextlib.suppress(OSError):
+        if os.stat(path).st_size == 0:
+            os.unlink(path)
 
 
 def _quiet_stdout() -> None:

@@ -371,7 +371,7 @@ INVENTORY_SHAPE = {
     "perf_event_paranoid": _Maybe("integer"), "aslr": _Maybe("integer"), "governors": ["name"],
     "turbo": _Maybe("name"), "smt": _Maybe("name"), "smt_active": "boolean", "nmi_watchdog": _Maybe("integer"),
     "tracefs": {"available": "boolean", "state": "text"}, "euid": "integer", "exec_gate": "text",
-    "exec_gate_fix": _Maybe("text"), "pointer_bits": "integer",
+    "exec_gate_fix": _Maybe("text"), "run_containment": "text", "pointer_bits": "integer",
 }
 # What agent/audit.py run_audit reports; analysis/audits.py and perfctl audit report read it.
 AUDIT_SHAPE = {

@@ -5,7 +5,6 @@ and FIFOs or devices where a cached or trusted file goes (F4, F5)."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ import time
 import pytest
 from conftest import ebpf_reason, measure, needs_root, perfctl
 
-from perfctl.agent import audit, build, calibration, gate, inventory, runacct, runner
+from perfctl.agent import audit, build, calibration, gate, inventory, runacct
 
 
 @pytest.fixture
@@ -276,10 +275,6 @@ def test_gate_verify_refuses_a_gate_rewritten_or_made_writable_in_place(cache, t
         os.close(held.descriptor)
 
 
-def _runner_verifies_the_gate() -> bool:
-    return ".verify()" in inspect.getsource(runner)
-
-
 def _children_running(parent: int, comm: str) -> list[int]:
     """Pids of ``parent``'s live (not zombie) children whose command name is ``comm``."""
     found = []
@@ -297,8 +292,6 @@ def _children_running(parent: int, comm: str) -> list[int]:
 
 
 @needs_root
-@pytest.mark.skipif(not _runner_verifies_the_gate(), reason="agent/runner.py does not call Gate.verify() before "
-                    "each spawn yet")
 def test_a_gate_rewritten_in_place_during_stat_refuses_the_remaining_runs_and_never_runs(cache, tmp_path):
     path, _ = build.build_static(gate.SOURCE, gate.CFLAGS, "gate")
     marker = tmp_path / "uid"

@@ -42,6 +42,10 @@ def test_a_run_that_cannot_start_leaves_the_output_file_as_it_was(tmp_path):
     result = perfctl("stat", "-o", str(out), "--env-size", str(1 << 20), "-r", "1", "--", "/bin/true", *arguments)
     _one_line_usage_error(result, "perfctl stat:")
     assert out.read_text() == before
+    absent = tmp_path / "new.jsonl"  # a file that did not exist is not left behind empty
+    result = perfctl("stat", "-o", str(absent), "--env-size", str(1 << 20), "-r", "1", "--", "/bin/true", *arguments)
+    _one_line_usage_error(result, "perfctl stat:")
+    assert not absent.exists()
 
 
 @pytest.mark.parametrize("value", ["4194305", "100000000000"])
@@ -145,3 +149,45 @@ def test_an_audit_file_someone_else_could_have_written_is_not_used_for_correctio
     os.symlink(elsewhere, path)
     said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert said[0] is None and "the latest audit is not trusted" in said[1] and "dddddddd" not in said[1], said
+
+
+def _kept_audit(inv, **fields) -> dict:
+    return {"audit_id": "c" * 8, "machine_id": inv["machine_id"], "kernel": inv["kernel"]["release"],
+            "microcode": inv["cpu"]["microcode"], "time_ns": time.time_ns(), "verdict": "trusted",
+            "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}, "complete": True, **fields}
+
+
+HOSTILE_AUDITS = {
+    "time_ns a word": {"time_ns": "soon"}, "time_ns a list": {"time_ns": [1]}, "time_ns true": {"time_ns": True},
+    "fit a string": {"fit": "x"}, "fit without a": {"fit": {"b": 1.0}}, "fit.a NaN": {"fit": {"a": "NaN", "b": 1}},
+    "fit.a a string": {"fit": {"a": "1", "b": None}}, "fit.b huge": {"fit": {"a": 1, "b": 10**400}},
+    "no erratum": {"erratum": None}, "erratum a string": {"erratum": "x"}, "no audit id": {"audit_id": None},
+    "audit id with escapes": {"audit_id": "\x1b[2Jx"},
+}
+
+
+@pytest.mark.parametrize("text", [*HOSTILE_AUDITS, "1e400", "deep", "binary"])
+def test_a_damaged_audit_file_is_refused_with_a_reason_and_never_crashes_a_measurement(tmp_path, monkeypatch, text):
+    """audit-latest.json is ours (owner, mode) but its content may be damaged or edited: `perfctl stat` and the
+    agent read it before every measurement with a PMU, so each bad field is a reason, never a traceback."""
+    from perfctl.agent import audit, inventory
+    from perfctl.agent.events import parse_events
+    from perfctl.model import Benchmark
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
+    inv = {**inventory.collect(), "pmu": {"present": True, "reason": "as if"}}  # the decision only; no counter
+    if text in HOSTILE_AUDITS:
+        content = json.dumps(_kept_audit(inv, **HOSTILE_AUDITS[text])).replace('"NaN"', "NaN")
+    else:
+        content = {"1e400": json.dumps(_kept_audit(inv)).replace('"a": 1.0', '"a": 1e400'),
+                   "deep": "[" * 100_000 + "]" * 100_000, "binary": "\x00\xff{"}[text]
+    (cache / "audit-latest.json").write_text(content, errors="surrogateescape")
+    os.chmod(cache / "audit-latest.json", 0o644)
+    specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
+    bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
+    corrector, said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    assert corrector is None, said
+    assert said.startswith("instructions not corrected: ") and ("malformed" in said or "not JSON" in said), said
+    assert "\x1b" not in said

@@ -347,3 +347,72 @@ def test_default_environment_size_is_the_next_multiple_of_4096():
     small = make_control(base_env={"A": "1"})
     big = make_control(base_env={"BIG": "x" * 5000})
     assert small.env_bytes == 4096 and big.env_bytes == 8192
+
+
+# --- benchmarks that fork faster than /proc can be walked (a cgroup per run) ---
+
+FORK_CHAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+/* main forks and returns at once (or, with a second argument, sleeps first: a --timeout kills it); the
+ * child leaves the session and forks in a loop, each parent exiting: a chain whose head is always a new
+ * process. Whoever reaches the deadline writes the marker file: proof that the chain outlived its run. */
+int main(int argc, char **argv) {
+    time_t end = time(0) + atoi(argv[1]);
+    if (fork() == 0) {
+        setsid();
+        while (time(0) < end) {
+            pid_t child = fork();
+            if (child > 0)
+                _exit(0);
+        }
+        FILE *marker = fopen(argv[2], "a");
+        fprintf(marker, "survived\n");
+        fclose(marker);
+        _exit(0);
+    }
+    if (argc > 3)
+        sleep(30);
+    return 0;
+}
+"""
+
+
+def _containment_reason() -> str | None:
+    from perfctl.agent.runner import containment
+
+    how, reason = containment()
+    return None if how == "cgroup" else reason
+
+
+@pytest.mark.skipif(_containment_reason() is not None, reason=f"probe: {_containment_reason()}")
+@pytest.mark.parametrize("timeout", [None, 1.0])
+def test_a_benchmark_forking_in_a_loop_cannot_outrun_the_cleanup(tmp_path, timeout):
+    """The chain moves on faster than a /proc walk: the run's cgroup (cgroup.kill) ends it with the run, after
+    a normal exit and at a timeout; nothing of it is left to write the marker at its deadline."""
+    source, program, marker = tmp_path / "chain.c", tmp_path / "chain", tmp_path / "survived"
+    source.write_text(FORK_CHAIN)
+    subprocess.run(["cc", "-O2", "-o", str(program), str(source)], check=True)
+    deadline_s = 3
+    args = ["--timeout", str(timeout)] if timeout else []
+    result = perfctl("stat", "-r", "2", "-e", "task-clock", "--json", *args, "--", str(program), str(deadline_s),
+                     str(marker), *(["sleep"] if timeout else []))
+    assert result.returncode == (1 if timeout else 0), result.stderr
+    samples = [json.loads(line) for line in result.stdout.splitlines() if '"sample"' in line]
+    assert [s["outcome"] for s in samples] == ["timeout" if timeout else "ok"] * 2
+    if not timeout:  # the chain's head was running when the benchmark exited
+        assert all(s["extra"]["outlived"] >= 1 for s in samples), samples
+    time.sleep(deadline_s + 1)
+    assert not marker.exists(), "the fork chain outlived its run"
+
+
+def test_children_that_exited_unreaped_are_reaped_and_not_counted_as_outliving(tmp_path):
+    """Zombies left by a benchmark (children it never waited for) were running nothing: the sample does not
+    count them in extra.outlived, and perfctl, their subreaper, reaps them."""
+    script = tmp_path / "zombies.py"
+    script.write_text("import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n        os._exit(0)\n"
+                      "time.sleep(0.1)\n")
+    samples = measure([sys.executable, str(script)], ["task-clock"], runs=2)
+    assert [s.extra for s in samples] == [{}, {}]
