@@ -20,6 +20,7 @@ the bytes are counted for progress and for the size cap.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -31,14 +32,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfctl.agent.runner import Exit, RunControl, RunError, Runner, kill_tree
+from perfctl.formats.rds import MAX_MIX
 
 LINE_SHIFT = 6
 _ACCESS = re.compile(rb"^ [LSM] ([0-9a-fA-F]+),(\d+)$", re.M)
-_INSTRUCTIONS = re.compile(rb"guest instrs:\s+([\d,]+)")
+_INSTRUCTIONS = re.compile(rb"guest instrs:[ \t]*([^\n]*)")
+_COUNT = re.compile(rb"\d{1,3}(?:,\d{3})+|\d+")  # lackey prints the total with thousands separators
 _CHUNK = 64 << 20
 _PIPE_READ = 1 << 20
 PROGRESS_EVERY_S = 1.0
 _READER_GRACE_S = 10.0  # after the tree is killed the pipe's last writer is gone; EOF follows at once
+# Lackey reports one access per guest memory operation of the IR: at most 64 bytes for an AVX-512 load or
+# store, 32 for a cmpxchg16b (its CAS is read and written as twice the 16 bytes), 108 and 464 for the x87
+# FSAVE and FXSAVE helpers (XSAVE is split into those helpers and 16/32-byte stores). lk_main.c asserts every
+# size is in [1, MAX_DSIZE = 512] before it writes the line, so a larger size (or 0) is not lackey's output,
+# and the bound keeps an access to at most 9 lines: ` L 0400,4000000000` used to expand into 62 million.
+MAX_ACCESS_BYTES = 512
+_ADDRESS_LIMIT = 1 << 64
+_COUNT_LIMIT = 1 << 63  # numpy's int64, and the .rds format's integers
+_UINT64_MAX = np.uint64(_ADDRESS_LIMIT - 1)
 
 
 class TruncatedTrace(ValueError):
@@ -50,21 +62,34 @@ class Trace:
     lines: np.ndarray  # cache-line id per data access, in program order
     accesses: int  # data accesses as lackey reported them (before line splitting)
     split: int  # extra accesses from line-crossing
-    instructions: int
+    instructions: int  # >= 1: the parser refuses a total of 0
 
     @property
     def mix(self) -> float:
         return len(self.lines) / self.instructions
 
 
+def _shown(field: bytes) -> str:
+    """A field of a hostile log as it appears in an error: printable and short."""
+    text = field.decode("ascii", "replace")
+    return text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+
+
 class _Parser:
-    """Lackey's log fed in blocks of any size (a file read, a pipe read): the one parser of both routes."""
+    """Lackey's log fed in blocks of any size (a file read, a pipe read): the one parser of both routes.
+
+    Every field is checked, on the arrays of a whole block (numpy), and a bad one raises a ValueError naming
+    its line and field: address < 2^64, size in [1, MAX_ACCESS_BYTES], address + size - 1 < 2^64 (no access
+    wraps), and exactly one ``guest instrs`` total, a count in [1, 2^63), after the last access.
+    """
 
     def __init__(self, source: str) -> None:
         self.source = source
         self.chunks: list[np.ndarray] = []
         self.accesses = self.split = self.bytes = 0
         self.instructions: int | None = None
+        self._total_line: int | None = None
+        self._lines_before = 0  # newlines in the blocks parsed so far: line numbers for errors
         self._tail = b""
 
     def feed(self, block: bytes) -> None:
@@ -74,16 +99,76 @@ class _Parser:
         self._tail = block[cut:]
         self._parse(block[:cut])
 
+    def _line(self, block: bytes, position: int) -> int:
+        return self._lines_before + block.count(b"\n", 0, position) + 1
+
+    def _refuse(self, block: bytes, position: int, reason: str) -> ValueError:
+        return ValueError(f"{self.source}: line {self._line(block, position):,}: {reason}")
+
     def _parse(self, block: bytes) -> None:
+        if not block:
+            return
+        self._totals(block)
         found = _ACCESS.findall(block)
         if found:
-            addresses = np.array([int(a, 16) for a, _ in found], dtype=np.uint64)
-            sizes = np.array([int(s) for _, s in found], dtype=np.uint64)
+            try:
+                addresses = np.array([int(a, 16) for a, _ in found], dtype=np.uint64)
+                sizes = np.array([int(s) for _, s in found], dtype=np.uint64)
+            except (OverflowError, ValueError):  # a field past 2^64 (or past int()'s 4300 digits)
+                raise self._bad_field(block) from None
+            spans = np.clip(sizes, 1, MAX_ACCESS_BYTES) - np.uint64(1)  # clipped: no wrap in this check
+            bad = (sizes < 1) | (sizes > MAX_ACCESS_BYTES) | (addresses > _UINT64_MAX - spans)
+            if bad.any():
+                raise self._bad_access(block, int(np.flatnonzero(bad)[0]))
             self.chunks.append(_lines(addresses, sizes))
             self.accesses += len(found)
             self.split += len(self.chunks[-1]) - len(found)
-        if (match := _INSTRUCTIONS.search(block)) is not None:
-            self.instructions = int(match.group(1).replace(b",", b""))
+        self._lines_before += block.count(b"\n")
+
+    def _totals(self, block: bytes) -> None:
+        """The ``guest instrs`` totals of a block: exactly one in the log, a count, after every access."""
+        after = 0 if self._total_line is not None else None  # where accesses are refused in this block
+        for match in _INSTRUCTIONS.finditer(block):
+            where = "'guest instrs' total"
+            if self._total_line is not None:
+                raise self._refuse(block, match.start(), f"a second {where} (the first is on line "
+                                   f"{self._total_line:,}): lackey prints one, at exit")
+            field = match.group(1).strip()
+            if _COUNT.fullmatch(field) is None:
+                raise self._refuse(block, match.start(), f"{where} {_shown(field)!r} is not a count")
+            instructions = int(field.replace(b",", b""))
+            if instructions < 1:
+                raise self._refuse(block, match.start(), f"{where} is 0: a complete trace ran at least 1 "
+                                   "instruction")
+            if instructions >= _COUNT_LIMIT:
+                raise self._refuse(block, match.start(), f"{where} is not below 2^63")
+            self.instructions, self._total_line = instructions, self._line(block, match.start())
+            after = match.end()
+        if after is not None and (access := _ACCESS.search(block, after)) is not None:
+            raise self._refuse(block, access.start(), f"a data access after the 'guest instrs' total (line "
+                               f"{self._total_line:,}): lackey prints the total at exit, after every access")
+
+    def _nth_access(self, block: bytes, index: int) -> re.Match:
+        return next(itertools.islice(_ACCESS.finditer(block), index, None))
+
+    def _bad_field(self, block: bytes) -> ValueError:
+        """The first access of a block whose address or size does not fit 64 bits (the slow path of an error)."""
+        for index, (address, size) in enumerate(_ACCESS.findall(block)):
+            if len(address.lstrip(b"0")) > 16 or int(address, 16) >= _ADDRESS_LIMIT:
+                return self._refuse(block, self._nth_access(block, index).start(),
+                                    f"address {_shown(address)} is beyond 64 bits")
+            if len(size) > 20 or int(size) >= _ADDRESS_LIMIT:
+                return self._bad_access(block, index)
+        raise AssertionError("no access of the block is out of range")  # pragma: no cover
+
+    def _bad_access(self, block: bytes, index: int) -> ValueError:
+        match = self._nth_access(block, index)
+        address, size = match.group(1), match.group(2)
+        if len(size) > 20 or not 1 <= int(size) <= MAX_ACCESS_BYTES:  # 20 digits: past 2^64, and int()'s limit
+            return self._refuse(block, match.start(), f"size {_shown(size)} of the access at {_shown(address)}: "
+                                f"lackey reports 1 to {MAX_ACCESS_BYTES} bytes per access")
+        return self._refuse(block, match.start(), f"the {int(size)}-byte access at {_shown(address)} runs past "
+                            "the end of the 64-bit address space")
 
     def finish(self) -> Trace:
         """The Trace; ValueError for a log with no data accesses, TruncatedTrace for one without its total."""
@@ -95,7 +180,13 @@ class _Parser:
             raise TruncatedTrace(f"{self.source}: the lackey trace ends after {self.accesses:,} data accesses "
                                  f"({self.bytes:,} bytes) without its 'guest instrs' total: it is truncated (a "
                                  "full disk or a killed run), not a complete trace")
-        return Trace(np.concatenate(self.chunks).astype(np.int64), self.accesses, self.split, self.instructions)
+        lines = np.concatenate(self.chunks).astype(np.int64)
+        if len(lines) > MAX_MIX * self.instructions:
+            raise ValueError(f"{self.source}: line {self._total_line:,}: 'guest instrs' total of "
+                             f"{self.instructions:,} for {len(lines):,} data accesses, "
+                             f"{len(lines) / self.instructions:.4g} per instruction, more than {MAX_MIX}: no x86 "
+                             "instruction touches that many lines (docs/cache.md)")
+        return Trace(lines, self.accesses, self.split, self.instructions)
 
 
 def parse(path: str) -> Trace:
@@ -113,7 +204,7 @@ def parse(path: str) -> Trace:
 def _lines(addresses: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Line ids, one per line each access touches (a crossing access gives two or more, in order)."""
     first = addresses >> np.uint64(LINE_SHIFT)
-    last = (addresses + np.maximum(sizes, 1) - np.uint64(1)) >> np.uint64(LINE_SHIFT)
+    last = (addresses + sizes - np.uint64(1)) >> np.uint64(LINE_SHIFT)  # sizes >= 1, no wrap: _Parser checks
     count = (last - first + np.uint64(1)).astype(np.int64)
     if (count == 1).all():
         return first

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -341,6 +342,65 @@ def test_a_lackey_log_without_its_instruction_total_is_refused(tmp_path):
     result = perfctl("cache", "mrc", "--from-lackey", str(cut))
     assert result.returncode == 2, result.stdout
     assert "without its 'guest instrs' total" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+_HOSTILE_LOGS = {  # the adversarial tester's logs: tracebacks, a stall of minutes, numpy's words, or silence
+    "zero total": (b" L 0400,8\n S 0500,4\n==1== guest instrs: 0\n", "line 3: 'guest instrs' total is 0"),
+    "address past 64 bits": (b" L ffffffffffffffffffff,8\n==1== guest instrs: 5\n",
+                             "line 1: address ffffffffffffffffffff is beyond 64 bits"),
+    "size past 64 bits": (b" L 0400,99999999999999999999999\n==1== guest instrs: 5\n",
+                          "line 1: size 99999999999999999999999 of the access at 0400: lackey reports 1 to 512"),
+    "4 GB access": (b" L 0400,4000000000\n==1== guest instrs: 5\n", "line 1: size 4000000000 of the access"),
+    "zero size": (b" L 0400,8\n L 0400,0\n==1== guest instrs: 5\n", "line 2: size 0 of the access"),
+    "access wrapping past 2^64": (b" L ffffffffffffffc0,128\n==1== guest instrs: 5\n",
+                                  "line 1: the 128-byte access at ffffffffffffffc0 runs past the end"),
+    "total not a count": (b" L 0400,8\n==1== guest instrs: ,\n", "line 2: 'guest instrs' total ',' is not a count"),
+    "total before the accesses": (b"==1== guest instrs: 5\n L 0400,8\n",
+                                  "line 2: a data access after the 'guest instrs' total (line 1)"),
+    "two totals": (b" L 0400,8\n==1== guest instrs: 5\n==1== guest instrs: 7\n",
+                   "line 3: a second 'guest instrs' total (the first is on line 2)"),
+    "total past 2^63": (b" L 0400,8\n==1== guest instrs: 10,000,000,000,000,000,000\n",
+                        "line 2: 'guest instrs' total is not below 2^63"),
+    "65 accesses per instruction": (b" L 0400,8\n" * 65 + b"==1== guest instrs: 1\n",
+                                    "line 66: 'guest instrs' total of 1 for 65 data accesses, 65 per instruction"),
+}
+
+
+@pytest.mark.parametrize("name", list(_HOSTILE_LOGS))
+def test_hostile_lackey_logs_are_one_line_and_exit_2(tmp_path, name):
+    """Each field is checked (address, size, wrap, the one total after the last access): one line naming the
+    line and field, exit 2, at once (the 4 GB access used to expand into 62 million lines for minutes)."""
+    log, message = _HOSTILE_LOGS[name]
+    path = tmp_path / "hostile.log"
+    path.write_bytes(log)
+    result = perfctl("cache", "mrc", "--from-lackey", str(path), timeout=60)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr and "negative dimensions" not in result.stderr, result.stderr
+
+
+def test_the_pipe_parser_gives_the_same_verdicts_in_blocks_of_any_size():
+    """valgrind's pipe hands the parser blocks cut anywhere: line numbers and verdicts do not depend on them."""
+    from perfctl.agent.lackey import _Parser
+
+    def verdict(log: bytes, block: int):
+        parser = _Parser("pipe")
+        try:
+            for start in range(0, len(log), block):
+                parser.feed(log[start:start + block])
+            trace = parser.finish()
+        except ValueError as err:
+            return str(err)
+        return trace.accesses, trace.instructions, trace.lines.tolist()
+
+    padding = b"I  0400,3\n L 0400,8\n" * 40  # 80 lines before each hostile log's first
+    for log, message in _HOSTILE_LOGS.values():
+        line = int(re.match(r"line (\d+):", message).group(1))
+        shifted = f"pipe: line {line + 80}: "
+        verdicts = {verdict(padding + log, block) for block in (1, 7, 64, 1 << 20)}
+        assert len(verdicts) == 1 and next(iter(verdicts)).startswith(shifted), (shifted, verdicts)
+    good = padding + b" M 043c,8\n==1==   guest instrs:  1,000\n"
+    assert {str(verdict(good, block)) for block in (1, 7, 1 << 20)} == {str((41, 1000, [16] * 41 + [17]))}
 
 
 def test_the_trace_size_cap_kills_valgrind_and_progress_shows_on_a_terminal(programs):
