@@ -344,6 +344,7 @@ class GatedProcess:
         self._reaped = False
         read_end, self._gate = os.pipe()
         persona.ensure(control.aslr_off)
+        self._born = _ticks_now()  # what the benchmark leaves behind started no earlier (kill_leftovers)
         try:
             self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds)
         except OSError as err:
@@ -356,7 +357,6 @@ class GatedProcess:
         _live_gates.add(self.pid)
         # while the gate still blocks: everything the benchmark starts is born into the runner's cgroup
         self._cgroup = cgroup if cgroup is not None and cgroup.add(self.pid) else None
-        self._born = _start_ticks(self.pid) or 0  # its leftovers started no earlier (kill_leftovers)
         self._cleaned = False
         self._pidfd = os.pidfd_open(self.pid)
         if control.pin_cpu is not None:
@@ -440,6 +440,10 @@ class GatedProcess:
         self._cleaned = True
         if self._cgroup is None:
             return kill_leftovers(self._born)
+        # Whatever of the benchmark still lives descends from a child of perfctl, its subreaper, that is
+        # outside perfctl's session: with none (nearly every run), the cgroup is empty and left unread.
+        if not _orphan_roots(self._born):
+            return []
         running = self._cgroup.kill()
         kill_leftovers(self._born)  # reaps them: they were reparented to perfctl, their subreaper
         return running
@@ -738,6 +742,15 @@ def _own_children() -> list[int]:
             if os.path.exists(f"/proc/self/task/{thread}/stat"):  # the thread is there, the file is not
                 return _parents().get(os.getpid(), [])
     return found
+
+
+def _ticks_now() -> int:
+    """The boot-time clock in the clock ticks of /proc/PID/stat's start time (field 22), which the kernel
+    derives from the same clock: a process started after this call reports at least this."""
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) // (10**9 // _CLOCK_TICKS)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _start_ticks(pid: int) -> int | None:
