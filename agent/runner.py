@@ -405,7 +405,10 @@ class GatedProcess:
                 return False, None
             reap_exited_orphans(self._born)
             # WNOWAIT: only look; the stop stays reportable and the final wait4 still sees the exit
-            stop = os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+            try:
+                stop = os.waitid(os.P_PID, self.pid, os.WSTOPPED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # it exited since the poll: waitid without WEXITED says ECHILD then
+                return False, None
             if stop is None:
                 stopped_since = None
                 continue

@@ -233,8 +233,9 @@ NUMBER_TYPES = {FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64, FieldDes
 
 def test_every_field_of_a_sample_is_bounded(measured):
     """Walks the Sample descriptor: a field added to the proto without a bound in server/validation.py
-    fails here. Each string takes a 1 MB value, each number -1 (no number of a run is negative; a corrected
-    count may be, so doubles take NaN as well), each must be refused. Booleans have nothing to bound."""
+    fails here. Each string takes a 1 MB value, each signed number -1 (no number of a run is negative; a
+    corrected count may be, so doubles take NaN as well), each unsigned one 2^32 - 1, each must be refused.
+    Booleans have nothing to bound."""
     good = fresh(measured[0])
     assert decode_batch(pb.SampleBatch(samples=[good]).SerializeToString())[1:] != ()  # the base is accepted
     assert len(decode_batch(pb.SampleBatch(samples=[good]).SerializeToString())) == 3
@@ -249,6 +250,8 @@ def test_every_field_of_a_sample_is_bounded(measured):
         elif field.type in NUMBER_TYPES and field.type not in (FieldDescriptor.TYPE_UINT32,
                                                                FieldDescriptor.TYPE_UINT64):
             values = [-1]
+        elif field.type == FieldDescriptor.TYPE_UINT32:  # no count of one run comes near 2^32
+            values = [(1 << 32) - 1]
         else:
             raise AssertionError(f"{path}: field type {field.type} has no test value; add one")
         for value in values:
