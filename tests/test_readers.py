@@ -1,0 +1,320 @@
+"""The Google Benchmark, pytest-benchmark and perf stat -j readers: real files made by the real tools read
+to the values the tools wrote (in ns), hostile variants refused in one line naming the field, detection of
+every format, and `perfctl compare` end to end on Google Benchmark files."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import perfctl
+
+from perfctl.formats import FORMATS, WALL_TIME, DatasetError, detect, read_dataset
+
+DATA = Path(__file__).resolve().parent / "data"
+GOOGLE = DATA / "googlebench.json"
+PYTEST_BENCHMARK = DATA / "pytest_benchmark.json"
+PYTEST_BENCHMARK_NODATA = DATA / "pytest_benchmark_nodata.json"
+
+needs_perf = pytest.mark.skipif(shutil.which("perf") is None, reason="probe: perf(1) not on PATH (linux-perf)")
+needs_benchmark = pytest.mark.skipif(shutil.which("g++") is None or not Path("/usr/include/benchmark").is_dir(),
+                                     reason="probe: g++ or libbenchmark-dev missing (deploy/setup.sh installs them)")
+
+
+def _one_line(err: pytest.ExceptionInfo) -> str:
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+def _hostile(tmp_path, source: Path, change) -> str:
+    document = json.loads(source.read_text())
+    change(document)
+    path = tmp_path / source.name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+# Google Benchmark
+
+def test_google_benchmark_repetitions_are_runs_in_ns():
+    dataset = read_dataset(str(GOOGLE))
+    assert dataset.format == "google-benchmark"
+    assert list(dataset.benchmarks) == ["BM_copy/64", "BM_copy/4096", "BM_sleepless"]
+    copy = dataset.benchmarks["BM_copy/64"]
+    # time_unit "ns": the values as written; the aggregates (mean 32.855...) are not runs
+    assert copy.metrics[WALL_TIME] == [32.516580568389429, 33.109985418860674, 32.939192169751479]
+    assert copy.metrics["cpu-time"] == [32.462578143546729, 32.894387230242252, 32.786016120462584]
+    assert copy.units == {WALL_TIME: "ns", "cpu-time": "ns"}
+    assert "repetition" in copy.notes[WALL_TIME][0]
+    # time_unit "us": times 1000
+    sleepless = dataset.benchmarks["BM_sleepless"]
+    assert sleepless.metrics[WALL_TIME] == pytest.approx([1.0432094965018271, 1.2709834471855237,
+                                                          0.9613951372268103], rel=1e-12)
+    assert sleepless.metrics["cpu-time"][0] == pytest.approx(1.0391992176106133, rel=1e-12)
+
+
+def _entries(change):
+    return lambda document: [change(entry) for entry in document["benchmarks"]]
+
+
+@pytest.mark.parametrize("change, message", [
+    (_entries(lambda e: e.update(real_time="12")), r"benchmarks\[0\]\.real_time: expected a number, got a string"),
+    (_entries(lambda e: e.update(cpu_time=float("nan"))), r"benchmarks\[0\]\.cpu_time: non-finite value nan"),
+    (_entries(lambda e: e.update(real_time=-1.0)), r"benchmarks\[0\]\.real_time: negative time"),
+    (_entries(lambda e: e.update(real_time=1e300, time_unit="s")), r"benchmarks\[0\]\.real_time: non-finite"),
+    (_entries(lambda e: e.pop("time_unit")), r"benchmarks\[0\]\.time_unit: missing"),
+    (_entries(lambda e: e.update(time_unit="min")), r"benchmarks\[0\]\.time_unit: unknown unit 'min'"),
+    (_entries(lambda e: e.pop("run_type")), r"benchmarks\[0\]\.run_type: missing"),
+    (_entries(lambda e: e.update(run_type="other")), r"benchmarks\[0\]\.run_type: expected 'iteration'"),
+    (_entries(lambda e: e.update(name=3, run_name=None)), r"benchmarks\[0\]\.name: expected a string, got a number"),
+    (lambda d: d["benchmarks"].insert(0, [1]), r"benchmarks\[0\]: expected an object, got a list"),
+    (lambda d: d.update(benchmarks={}), r"not Google Benchmark JSON: no 'benchmarks' list"),
+    (lambda d: d.update(benchmarks=[e for e in d["benchmarks"] if e["run_type"] == "aggregate"]),
+     r"no measured runs .*only 12 aggregate entries .*--benchmark_report_aggregates_only"),
+    (lambda d: d.update(benchmarks=[]), r"no measured runs in this google-benchmark file"),
+])
+def test_google_benchmark_hostile_files(tmp_path, change, message):
+    path = _hostile(tmp_path, GOOGLE, change)
+    with pytest.raises(DatasetError, match=message) as err:
+        read_dataset(path, "google-benchmark")
+    assert _one_line(err).startswith(path)
+
+
+def test_google_benchmark_errored_repetitions_are_left_out_and_said(tmp_path):
+    def fail_first(document):
+        document["benchmarks"][0].update(error_occurred=True, error_message="boom")
+    dataset = read_dataset(_hostile(tmp_path, GOOGLE, fail_first))
+    assert dataset.benchmarks["BM_copy/64"].metrics[WALL_TIME] == [33.109985418860674, 32.939192169751479]
+    assert dataset.notes == ["BM_copy/64: left out 1 repetitions that reported error_occurred"]
+
+
+@pytest.fixture(scope="module")
+def google_benchmark_files(tmp_path_factory):
+    """Two real files: the same benchmark binary, a string copy of 64 bytes (A) and 64 KiB (B) under one
+    name, 8 repetitions each."""
+    out = tmp_path_factory.mktemp("googlebench")
+    source = out / "copy.cc"
+    source.write_text("""#include <benchmark/benchmark.h>
+#include <cstdlib>
+#include <string>
+static void BM_copy(benchmark::State& state) {
+  std::string src(std::atoi(std::getenv("COPY_BYTES")), 'x');
+  for (auto _ : state) { std::string dst = src; benchmark::DoNotOptimize(dst); }
+}
+BENCHMARK(BM_copy);
+BENCHMARK_MAIN();
+""")
+    binary = out / "copy"
+    subprocess.run(["g++", "-O2", "-o", str(binary), str(source), "-lbenchmark", "-lpthread"], check=True)
+    files = {}
+    for label, size in (("a", 64), ("b", 65536)):
+        files[label] = out / f"{label}.json"
+        subprocess.run([str(binary), "--benchmark_repetitions=8", "--benchmark_min_time=0.01",
+                        f"--benchmark_out={files[label]}", "--benchmark_out_format=json"],
+                       env={"COPY_BYTES": str(size)}, check=True, capture_output=True)
+    return files
+
+
+@needs_benchmark
+def test_real_google_benchmark_files_read_as_written(google_benchmark_files):
+    path = google_benchmark_files["a"]
+    written = [e for e in json.loads(path.read_text())["benchmarks"] if e["run_type"] == "iteration"]
+    assert detect(str(path)) == "google-benchmark"
+    runs = read_dataset(str(path)).benchmarks["BM_copy"]
+    assert len(written) == 8 and {e["time_unit"] for e in written} == {"ns"}
+    assert runs.metrics[WALL_TIME] == [e["real_time"] for e in written]
+    assert runs.metrics["cpu-time"] == [e["cpu_time"] for e in written]
+
+
+@needs_benchmark
+def test_compare_real_google_benchmark_files(google_benchmark_files):
+    result = perfctl("compare", str(google_benchmark_files["a"]), str(google_benchmark_files["b"]),
+                     "--format", "json")
+    assert result.returncode == 3, result.stdout + result.stderr  # copying 1024 times the bytes is slower
+    document = json.loads(result.stdout)
+    assert document["format"] == "google-benchmark"
+    benchmark = document["benchmarks"][0]
+    assert benchmark["n_a"] == 8 and benchmark["n_b"] == 8
+    table = perfctl("compare", str(google_benchmark_files["a"]), str(google_benchmark_files["b"]))
+    assert table.returncode == 3 and "BM_copy" in table.stdout and WALL_TIME in table.stdout, table.stdout
+
+
+# pytest-benchmark
+
+def test_pytest_benchmark_rounds_are_runs_in_ns():
+    dataset = read_dataset(str(PYTEST_BENCHMARK))
+    written = json.loads(PYTEST_BENCHMARK.read_text())["benchmarks"]
+    assert dataset.format == "pytest-benchmark"
+    assert list(dataset.benchmarks) == ["test_tiny.py::test_sum_squares_100", "test_tiny.py::test_sum_squares_1000"]
+    small = dataset.benchmarks["test_tiny.py::test_sum_squares_100"]
+    assert len(small.metrics[WALL_TIME]) == written[0]["stats"]["rounds"] == 32
+    assert small.metrics[WALL_TIME][0] == pytest.approx(11191.001249244437, rel=1e-12)  # 11.19 us
+    assert small.metrics[WALL_TIME] == pytest.approx([s * 1e9 for s in written[0]["stats"]["data"]], rel=1e-12)
+    assert small.units[WALL_TIME] == "ns" and "round" in small.notes[WALL_TIME][0]
+
+
+def test_pytest_benchmark_without_data_is_refused_never_invented():
+    with pytest.raises(DatasetError, match=r"benchmarks\[0\]\.stats\.data: missing: .*--benchmark-save-data") as err:
+        read_dataset(str(PYTEST_BENCHMARK_NODATA))
+    assert _one_line(err).startswith(str(PYTEST_BENCHMARK_NODATA))
+
+
+def _stats(change):
+    return lambda document: change(document["benchmarks"][0]["stats"])
+
+
+@pytest.mark.parametrize("change, message", [
+    (_stats(lambda s: s["data"].__setitem__(3, "1e-5")), r"benchmarks\[0\]\.stats\.data\[3\]: expected a number"),
+    (_stats(lambda s: s["data"].__setitem__(0, float("inf"))), r"benchmarks\[0\]\.stats\.data\[0\]: non-finite"),
+    (_stats(lambda s: s["data"].__setitem__(0, -1e-6)), r"benchmarks\[0\]\.stats\.data\[0\]: negative time"),
+    (_stats(lambda s: s.update(data=[], rounds=0)), r"benchmarks\[0\]\.stats\.data: empty"),
+    (_stats(lambda s: s.update(data={})), r"benchmarks\[0\]\.stats\.data: expected a list, got an object"),
+    (_stats(lambda s: s["data"].pop()), r"benchmarks\[0\]\.stats\.data: 31 round times but stats\.rounds is 32"),
+    (lambda d: d["benchmarks"][0].pop("stats"), r"benchmarks\[0\]\.stats: missing"),
+    (lambda d: d["benchmarks"][0].update(name=None, fullname=None), r"benchmarks\[0\]\.name: missing"),
+    (lambda d: d.update(benchmarks=None), r"not pytest-benchmark JSON: no 'benchmarks' list"),
+    (lambda d: d.update(benchmarks=[]), r"no measured runs in this pytest-benchmark file"),
+])
+def test_pytest_benchmark_hostile_files(tmp_path, change, message):
+    path = _hostile(tmp_path, PYTEST_BENCHMARK, change)
+    with pytest.raises(DatasetError, match=message) as err:
+        read_dataset(path, "pytest-benchmark")
+    assert _one_line(err).startswith(path)
+
+
+# perf stat -j
+
+@pytest.fixture(scope="module")
+def perf_stat_json(tmp_path_factory):
+    """Three runs of /bin/true by perf stat -j -o FILE --append, as the reader's docstring says to record
+    them."""
+    path = tmp_path_factory.mktemp("perfstat") / "true.json"
+    for _ in range(3):
+        subprocess.run(["perf", "stat", "-j", "-o", str(path), "--append", "-e", "task-clock,page-faults",
+                        "--", "/bin/true"], check=True)
+    return path
+
+
+@needs_perf
+def test_perf_stat_json_runs_from_append_blocks(perf_stat_json):
+    written = [json.loads(line) for line in perf_stat_json.read_text().splitlines() if line.startswith("{")]
+    assert detect(str(perf_stat_json)) == "perf-stat-json"
+    dataset = read_dataset(str(perf_stat_json))
+    runs = dataset.benchmarks["true"]
+    task_clock = [float(r["counter-value"]) * 1e6 for r in written if r["event"] == "task-clock"]
+    page_faults = [float(r["counter-value"]) for r in written if r["event"] == "page-faults"]
+    assert len(task_clock) == 3 and runs.metrics["task-clock"] == pytest.approx(task_clock, rel=1e-12)
+    assert runs.metrics["page-faults"] == page_faults and all(v > 0 for v in page_faults)
+    assert runs.units == {"task-clock": "ns", "page-faults": "count"}
+
+
+@needs_perf
+def test_perf_stat_json_repeat_output_is_refused(tmp_path):
+    path = tmp_path / "repeat.json"
+    subprocess.run(["perf", "stat", "-j", "-r", "3", "-o", str(path), "-e", "task-clock,page-faults", "--",
+                    "/bin/true"], check=True)
+    with pytest.raises(DatasetError, match=r"repeat\.json:\d+: this is perf stat -r output") as err:
+        read_dataset(str(path))
+    _one_line(err)
+
+
+GOOD_LINE = {"counter-value": "1.5", "unit": "msec", "event": "task-clock", "pcnt-running": 100.0}
+
+
+@pytest.mark.parametrize("line, message", [
+    ({**GOOD_LINE, "counter-value": "nan"}, r":1: counter-value: non-finite"),
+    ({**GOOD_LINE, "counter-value": True}, r":1: counter-value: expected a number or a string, got a boolean"),
+    ({**GOOD_LINE, "counter-value": "lots"}, r":1: counter-value: not a number: 'lots'"),
+    ({k: v for k, v in GOOD_LINE.items() if k != "event"}, r":1: event: missing"),
+    ({**GOOD_LINE, "event": 7}, r":1: event: expected a string, got a number"),
+    ({**GOOD_LINE, "unit": []}, r":1: unit: expected a string, got a list"),
+    ({**GOOD_LINE, "interval": 1.0}, r":1: this is perf stat -I output"),
+    ({**GOOD_LINE, "cpu": "0"}, r":1: cpu: per-cpu output"),
+    ([1, 2], r":1: not a perf stat -j line"),
+    ({**GOOD_LINE, "counter-value": "<not supported>"}, r"no measured runs .*unsupported|no measured runs"),
+])
+def test_perf_stat_json_hostile_lines(tmp_path, line, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(DatasetError, match=message) as err:
+        read_dataset(str(path), "perf-stat-json")
+    assert _one_line(err).startswith(str(path))
+
+
+def test_perf_stat_json_multiplexing_and_unsupported_are_noted(tmp_path):
+    path = tmp_path / "mux.json"
+    path.write_text("\n".join(json.dumps(line) for line in (
+        {**GOOD_LINE, "pcnt-running": 50.0},
+        {"counter-value": "<not supported>", "unit": "", "event": "cycles", "pcnt-running": 100.0},
+        {**GOOD_LINE, "counter-value": "2.5"})) + "\n")
+    runs = read_dataset(str(path)).benchmarks["mux"]
+    assert runs.metrics == {"task-clock": [1.5e6, 2.5e6]}
+    assert runs.notes["cycles"] == ["unsupported: perf stat printed <not supported>"]
+    assert runs.notes["task-clock"] == ["multiplexed: counted 50.00% of the time in some runs (scaled by perf)"]
+
+
+# detection
+
+def _hyperfine(path):
+    path.write_text(json.dumps({"results": [{"command": "true", "times": [0.1], "exit_codes": [0]}]}))
+
+
+def _pyperf(path):
+    path.write_text(json.dumps({"benchmarks": [{"runs": [{"values": [0.1]}]}], "metadata": {"name": "x"},
+                                "version": "1.0"}))
+
+
+def _perfctl(path):
+    path.write_text(json.dumps({"type": "machine", "machine_id": "m"}) + "\n")
+
+
+def _perf_stat_csv(path):
+    path.write_text("# started on Thu Nov 26 13:15:48 2026\n\n1.23,msec,task-clock,1230000,100.00,0.5,CPUs\n")
+
+
+def _perf_stat_json_stderr(path):  # perf stat -j 2>FILE: no "# started on" header
+    path.write_text("\n" + json.dumps(GOOD_LINE) + "\n")
+
+
+def _sorted_keys(source):  # jq -S: "benchmarks" first, the tool's top-level keys after 4 KiB of data
+    return lambda path: path.write_text(json.dumps(json.loads(source.read_text()), sort_keys=True))
+
+
+@pytest.mark.parametrize("write, fmt", [
+    (_perfctl, "perfctl"),
+    (_hyperfine, "hyperfine"),
+    (_pyperf, "pyperf"),
+    (lambda path: path.write_text(GOOGLE.read_text()), "google-benchmark"),
+    (_sorted_keys(GOOGLE), "google-benchmark"),
+    (lambda path: path.write_text(PYTEST_BENCHMARK.read_text()), "pytest-benchmark"),
+    (_sorted_keys(PYTEST_BENCHMARK), "pytest-benchmark"),
+    (_perf_stat_csv, "perf-stat"),
+    (_perf_stat_json_stderr, "perf-stat-json"),
+    (lambda path: path.write_text("# started on Thu Nov 26 13:15:48 2026\n\n" + json.dumps(GOOD_LINE) + "\n"),
+     "perf-stat-json"),
+])
+def test_every_format_is_detected(tmp_path, write, fmt):
+    path = tmp_path / "file"
+    write(path)
+    assert detect(str(path)) == fmt
+    assert fmt in FORMATS
+    if fmt == "perfctl":  # a machine line and no sample: read by the perfctl reader, which finds no runs
+        with pytest.raises(DatasetError, match="no measured runs in this perfctl file"):
+            read_dataset(str(path))
+    else:
+        assert read_dataset(str(path)).format == fmt
+
+
+def test_detection_covers_every_format():
+    assert set(FORMATS) == {"perfctl", "hyperfine", "pyperf", "google-benchmark", "pytest-benchmark",
+                            "perf-stat", "perf-stat-json"}
+
+
+def test_unknown_json_is_one_line(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text('{"something": 1}')
+    with pytest.raises(DatasetError, match="Google Benchmark or pytest-benchmark JSON, nor perf stat -j") as err:
+        detect(str(path))
+    _one_line(err)
