@@ -106,10 +106,12 @@ _seconds = _float_between(0, 1e7, "number of seconds", "a positive number of sec
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from perfctl import __version__
     from perfctl.agent.runacct import DEFAULT_MAX_TASKS
     from perfctl.agent.runner import ENV_SIZE_STEP
 
     parser = _Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
+    parser.add_argument("--version", action="version", version=f"perfctl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     stat = sub.add_parser("stat", help="run a command N times and count events per run",
@@ -143,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--csv", action="store_true", help="per-run CSV on stdout (summary on stderr)")
     stat.add_argument("-o", "--output", metavar="FILE", help="append JSON Lines samples to FILE")
     stat.add_argument("--no-progress", action="store_true", help="no progress bar")
+    loudness = stat.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true",
+                          help="each unsupported event with its reason, and the correction's sentence")
+    loudness.add_argument("-q", "--quiet", action="store_true", help="no summary table: only failed runs and errors")
     stat.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
 
     compare = sub.add_parser("compare", help="compare two sample files benchmark by benchmark",
@@ -441,7 +447,7 @@ def _stat(args) -> int:
     from perfctl.agent.runner import RunError, Runner, make_control
     from perfctl.formats.csv import CsvWriter
     from perfctl.formats.jsonl import JsonlWriter
-    from perfctl.stat_report import StatSummary, render
+    from perfctl.stat_report import NORMAL, QUIET, VERBOSE, StatSummary, render
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
@@ -488,7 +494,8 @@ def _stat(args) -> int:
     if fallback:
         _say(f"perfctl stat: {fallback}")
     runner = Runner()
-    summary = StatSummary(interference=_interference(args))
+    summary = StatSummary(interference=_interference(args), no_pmu_events=frozenset(
+        () if inv["pmu"]["present"] else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
     total = args.warmup + args.repeat
     progress = _progress(total, args.no_progress or not sys.stderr.isatty())
     stopped_by: Interrupted | None = None
@@ -531,7 +538,7 @@ def _stat(args) -> int:
     title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     try:
-        render(summary, summary_console, title)
+        render(summary, summary_console, title, QUIET if args.quiet else VERBOSE if args.verbose else NORMAL)
     except OSError as err:
         if err.errno not in _OUTPUT_ERRNOS or stopped_by is not None:
             raise

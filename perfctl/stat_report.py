@@ -14,6 +14,7 @@ from rich.text import Text
 from perfctl.analysis.summary import Description, describe
 from perfctl.model import InterferencePolicy, Sample, distinct_labels
 from perfctl.text import cell, visible
+from perfctl.units import quantity
 
 WALL_TIME = "wall-time"
 
@@ -46,6 +47,9 @@ class StatSummary:
     correction_note: str = ""
     interference: InterferencePolicy = field(default_factory=InterferencePolicy)
     interfered: list[int] = field(default_factory=list)  # run indexes of flagged measured runs
+    # labels of the hardware events asked for on a machine without a PMU: their unsupported lines (and the
+    # correction note, which then says the same) fold into one
+    no_pmu_events: frozenset[str] = frozenset()
 
     def add(self, sample: Sample) -> None:
         if sample.warmup:
@@ -111,27 +115,65 @@ def describe_failure(sample: Sample) -> str:
     return f"run {sample.run_index} {what}{tail}"
 
 
-def _fmt(value: float, unit: str) -> str:
-    if math.isnan(value):
-        return "-"
-    if unit == "ns":
-        for scale, suffix in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-            if abs(value) >= scale:
-                return f"{value / scale:.3f} {suffix}"
-        return f"{value:.0f} ns"
-    if float(value).is_integer() and abs(value) < 1e15:
-        return f"{int(value):,}"
-    return f"{value:,.2f}"
+QUIET, NORMAL, VERBOSE = -1, 0, 1
 
 
-def render(summary: StatSummary, console: Console, title: str) -> None:
+def unsupported_lines(summary: StatSummary, verbosity: int = NORMAL) -> list[str]:
+    """What could not be counted, and the correction's sentence. Verbose: one line per event, as the backend
+    said it. Otherwise one line per distinct reason; on a machine without a PMU its hardware events are one
+    line that also carries the correction's sentence (both say the same: no PMU)."""
+    unsupported = [e for e in summary.events.values() if e.unsupported is not None and not e.values]
+    note = summary.correction_note
+    if verbosity >= VERBOSE:
+        return [f"unsupported {e.label}: {e.unsupported}" for e in unsupported] + ([note] if note else [])
+    lines = []
+    # the kernel's ENOENT is the missing PMU; another reason (no event known for this CPU model) stays apart
+    no_pmu = [e for e in unsupported if e.label in summary.no_pmu_events and "(ENOENT)" in e.unsupported]
+    if no_pmu:
+        what = f"{len(no_pmu)} hardware event{'s' if len(no_pmu) > 1 else ''} unsupported"
+        # the correction is impossible for the same reason: make_corrector's sentence, kept whole
+        lines.append(f"{what}{f' and {note}' if note else ': no PMU counts them here'} (ENOENT) — "
+                     "`perfctl info` says why, -v lists them")
+        note = ""
+    by_reason: dict[str, list[str]] = {}
+    for entry in unsupported:
+        if entry not in no_pmu:
+            by_reason.setdefault(entry.unsupported, []).append(entry.label)
+    for reason, labels in by_reason.items():
+        lines.append(f"unsupported {', '.join(labels)}: {reason}")
+    return lines + ([note] if note else [])
+
+
+def render(summary: StatSummary, console: Console, title: str, verbosity: int = NORMAL) -> None:
+    """The summary table and what it leaves out. QUIET prints only the failed runs."""
+    if verbosity > QUIET:
+        _render_table(summary, console, title)
+        for line in unsupported_lines(summary, verbosity):
+            bold, _, rest = line.partition(" ")
+            console.print(Text.assemble((bold, "bold"), visible(f" {rest}")) if bold == "unsupported"
+                          else visible(line), highlight=False, markup=False)
+        if summary.interfered:
+            runs = ", ".join(str(i) for i in summary.interfered[:20]) + (
+                ", ..." if len(summary.interfered) > 20 else "")
+            action = ("left out of the statistics above" if summary.interference.exclude
+                      else "kept in the statistics above (--exclude-interfered leaves them out)")
+            console.print(f"[bold yellow]{len(summary.interfered)} of {summary.runs} runs flagged[/bold yellow]: "
+                          f"{summary.interference.describe()} (runs {runs}); {action}", highlight=False)
+    failed = summary.runs - summary.outcomes["ok"]
+    if failed:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(summary.outcomes.items()) if k != "ok")
+        console.print(f"[bold red]{failed} of {summary.runs} runs failed[/bold red] ({counts}); "
+                      "they are recorded but not summarized", highlight=False)
+        for line in summary.failure_examples:
+            console.print(visible(f"  {line}"), highlight=False, markup=False)
+
+
+def _render_table(summary: StatSummary, console: Console, title: str) -> None:
     table = Table(title=cell(title), title_justify="left")
     for column in ("event", "n", "median", "mean", "stderr", "CV", "min", "max", "note"):
         table.add_column(column, justify="left" if column in ("event", "note") else "right")
-    unsupported = []
     for entry in summary.events.values():
         if entry.unsupported is not None and not entry.values:
-            unsupported.append(entry)
             continue
         notes = []
         if entry.source and entry.source != entry.label:
@@ -145,25 +187,7 @@ def render(summary: StatSummary, console: Console, title: str) -> None:
             table.add_row(cell(entry.label), "0", *["-"] * 6, cell("; ".join(notes)))
             continue
         cv = "-" if math.isnan(d.cv) else f"{d.cv:.2%}"
-        table.add_row(cell(entry.label), str(d.n), _fmt(d.median, entry.unit), _fmt(d.mean, entry.unit),
-                      _fmt(d.stderr, entry.unit), cv, _fmt(d.min, entry.unit), _fmt(d.max, entry.unit),
+        table.add_row(cell(entry.label), str(d.n), quantity(d.median, entry.unit), quantity(d.mean, entry.unit),
+                      quantity(d.stderr, entry.unit), cv, quantity(d.min, entry.unit), quantity(d.max, entry.unit),
                       cell("; ".join(notes)))
     console.print(table)
-    for entry in unsupported:
-        console.print(Text.assemble(("unsupported", "bold"), visible(f" {entry.label}: {entry.unsupported}")),
-                      highlight=False)
-    if summary.correction_note:
-        console.print(visible(summary.correction_note), highlight=False, markup=False)
-    if summary.interfered:
-        runs = ", ".join(str(i) for i in summary.interfered[:20]) + (", ..." if len(summary.interfered) > 20 else "")
-        action = ("left out of the statistics above" if summary.interference.exclude
-                  else "kept in the statistics above (--exclude-interfered leaves them out)")
-        console.print(f"[bold yellow]{len(summary.interfered)} of {summary.runs} runs flagged[/bold yellow]: "
-                      f"{summary.interference.describe()} (runs {runs}); {action}", highlight=False)
-    failed = summary.runs - summary.outcomes["ok"]
-    if failed:
-        counts = ", ".join(f"{n} {k}" for k, n in sorted(summary.outcomes.items()) if k != "ok")
-        console.print(f"[bold red]{failed} of {summary.runs} runs failed[/bold red] ({counts}); "
-                      "they are recorded but not summarized", highlight=False)
-        for line in summary.failure_examples:
-            console.print(visible(f"  {line}"), highlight=False, markup=False)

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import perfctl
+from conftest import needs_no_pmu, perfctl
 
 from perfctl.formats import jsonl
 
@@ -24,7 +24,7 @@ def test_stat_writes_samples_and_a_summary(tmp_path):
     out = tmp_path / "s.jsonl"
     result = perfctl("stat", "-r", "3", "--warmup", "1", "-o", str(out), "--", "/bin/true")
     assert result.returncode == 0, result.stderr
-    assert "page-faults" in result.stdout and "median" in result.stdout and "unsupported" in result.stdout
+    assert "page-faults" in result.stdout and "median" in result.stdout
     records = list(jsonl.read(str(out)))
     assert records[0]["type"] == "machine"
     samples = records[1:]
@@ -145,3 +145,55 @@ def test_reader_closing_the_pipe_early_does_not_change_the_exit_code(tmp_path):
                                 "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True,
                                 text=True)
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_version_prints_the_package_version_and_exits_0():
+    from perfctl import __version__
+
+    result = perfctl("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"perfctl {__version__}\n" and __version__.count(".") == 2
+
+
+@needs_no_pmu
+def test_without_a_pmu_stat_says_once_what_it_cannot_count():
+    """One line for the events the missing PMU takes away (with the correction it makes impossible); a
+    distinct reason its own line; -v each event and the correction's sentence apart."""
+    result = perfctl("stat", "-r", "2", "-e", "instructions:u,cycles:u,branches:u,page-faults", "--", "/bin/true")
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stdout.splitlines() if "unsupported" in line or "not corrected" in line]
+    assert said == ["3 hardware events unsupported and instructions not corrected: no PMU counts them here (ENOENT)"
+                    " — `perfctl info` says why, -v lists them"], result.stdout
+    verbose = perfctl("stat", "-v", "-r", "2", "-e", "instructions:u,cycles:u,page-faults", "--", "/bin/true")
+    lines = verbose.stdout.splitlines()
+    assert "unsupported instructions:u: no hardware PMU counts this event here (ENOENT); see `perfctl info` for why" \
+        in lines and "instructions not corrected: no PMU counts them here" in lines, verbose.stdout
+    assert sum("unsupported" in line for line in lines) == 2
+    alone = perfctl("stat", "-r", "1", "-e", "cycles:u,page-faults", "--", "/bin/true")
+    assert "1 hardware event unsupported: no PMU counts them here (ENOENT)" in alone.stdout, alone.stdout
+
+
+def test_distinct_unsupported_reasons_get_a_line_each():
+    from perfctl.stat_report import VERBOSE, EventSummary, StatSummary, unsupported_lines
+
+    summary = StatSummary(correction_note="instructions not corrected: no PMU counts them here",
+                          no_pmu_events=frozenset({"instructions:u", "retired-stores:u"}))
+    for label, reason in (("instructions:u", "no hardware PMU counts this event here (ENOENT)"),
+                          ("retired-stores:u", "no exact retired-store event is known"),
+                          ("tp:x", "not permitted (EACCES)"), ("tp:y", "not permitted (EACCES)")):
+        summary.events[label] = EventSummary(label, "count", "perf_event", unsupported=reason)
+    assert unsupported_lines(summary) == [
+        "1 hardware event unsupported and instructions not corrected: no PMU counts them here (ENOENT) — "
+        "`perfctl info` says why, -v lists them",
+        "unsupported retired-stores:u: no exact retired-store event is known",
+        "unsupported tp:x, tp:y: not permitted (EACCES)"]
+    assert len(unsupported_lines(summary, VERBOSE)) == 5
+
+
+def test_quiet_stat_prints_no_table_but_failed_runs():
+    ok = perfctl("stat", "-q", "-r", "2", "--", "/bin/true")
+    assert ok.returncode == 0 and ok.stdout == "", ok.stdout
+    failed = perfctl("stat", "-q", "-r", "2", "--", "/bin/false")
+    assert failed.returncode == 1 and "2 of 2 runs failed" in failed.stdout and "median" not in failed.stdout
+    both = perfctl("stat", "-q", "-v", "--", "/bin/true")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
