@@ -11,9 +11,11 @@ import io
 import json
 import math
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from perfctl import units
 from perfctl.analysis.compare import Comparison, finite_or_none
 from perfctl.text import cell, visible
 
@@ -71,32 +73,53 @@ def _interval(low, high, digits: int = 4) -> str:
 
 
 def _number(value, digits: int = 4) -> str:
+    """A unitless statistic (a p-value, a proportion): ``digits`` significant digits."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if abs(value) >= 1e5 or (value != 0 and abs(value) < 1e-3):
-        return f"{value:.{digits}g}"
     return f"{value:.{digits}g}"
 
 
+def _ratio(row: dict) -> str:
+    return units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"])
+
+
+def _table(columns: tuple[str, ...], right: tuple[str, ...]) -> Table:
+    # no vertical rules: the main table of a one-benchmark comparison fits 100 columns (tests/test_compare_cli.py)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for column in columns:
+        table.add_column(column, overflow="fold", justify="right" if column in right else "left")
+    return table
+
+
 def render_table(comparison: Comparison, context: dict, console: Console) -> None:
+    """The verdict table (per benchmark: runs, medians in their unit, the A/B ratio and SPARC's verdict),
+    then the details table (the Speedup-Test's protocols, P[A>B], SPA's intervals), warnings and the
+    overall summaries."""
     for line in statement(comparison, context):
         console.print(visible(line), markup=False, highlight=False)
-    table = Table(title_justify="left")
-    for column in ("benchmark", "metric", "n A/B", "median A", "median B", "A/B [CI]", "SPARC", "mean",
-                   "median", "P[A>B]", f"SPA v{comparison.parameters.proportion:g} A", "SPA B"):
-        table.add_column(column, overflow="fold")
+    metric_units = context.get("units") or {}
+    table = _table(("benchmark", "metric", "n A/B", "median A", "median B", "A/B [CI]", "SPARC"),
+                   right=("n A/B", "median A", "median B", "A/B [CI]"))
+    # the metric is named again only when there are several: the details of one benchmark fit 100 columns
+    several = len(context["metrics"]) > 1
+    details = _table(("benchmark", *(("metric",) if several else ()), "mean", "median", "P[A>B]",
+                      f"SPA v{comparison.parameters.proportion:g} A", "SPA B"), right=("P[A>B]",))
+    details.title = "details: the Speedup-Test's mean and median protocols, P[A>B], SPA's intervals"
+    details.title_justify = "left"
     for row in rows(comparison):
+        unit = metric_units.get(row["metric"])
         table.add_row(cell(row["benchmark"]), cell(row["metric"]), f"{row['n_a']}/{row['n_b']}",
-                      _number(row["median_a"]), _number(row["median_b"]),
-                      "-" if row["ratio_a_over_b"] is None else
-                      f"{row['ratio_a_over_b']:.4f} {_interval(row['ratio_low'], row['ratio_high'])}",
-                      row["verdict"], row["mean_protocol"] or "-", row["median_protocol"] or "-",
-                      _number(row["p_a_greater_b"], 3),
-                      "-" if row["spa_a_low"] is None and row["spa_a_high"] is None
-                      else _interval(row["spa_a_low"], row["spa_a_high"]),
-                      "-" if row["spa_b_low"] is None and row["spa_b_high"] is None
-                      else _interval(row["spa_b_low"], row["spa_b_high"]))
+                      units.quantity(row["median_a"], unit), units.quantity(row["median_b"], unit), _ratio(row),
+                      row["verdict"])
+        details.add_row(cell(row["benchmark"]), *((cell(row["metric"]),) if several else ()),
+                        row["mean_protocol"] or "-",
+                        row["median_protocol"] or "-", _number(row["p_a_greater_b"], 3),
+                        units.interval(row["spa_a_low"], row["spa_a_high"], unit),
+                        units.interval(row["spa_b_low"], row["spa_b_high"], unit))
     console.print(table)
+    console.print()
+    console.print(details)
+    console.print()
     for row in rows(comparison):
         if row["warnings"]:
             console.print(visible(f"  {row['benchmark']} ({row['metric']}): {row['warnings']}"), markup=False,
@@ -168,6 +191,8 @@ def to_json(comparison: Comparison, context: dict, notes: list[str] = ()) -> str
     document = {
         "a": context["a"], "b": context["b"], "format": context["format"], "metrics": list(context["metrics"]),
         "metric_choice": context["metric_choice"], "ratio": "A/B (above 1: B faster)",
+        # the unit of each metric's raw values (medians, SPA bounds): "ns" for times, "count" or the tool's
+        "units": {metric: (context.get("units") or {}).get(metric) or None for metric in context["metrics"]},
         "parameters": {"alpha": p.alpha, "confidence": p.confidence, "proportion": p.proportion,
                        "margin": p.margin, "paired": p.paired, "correction": p.correction,
                        "precision": p.precision, "seed": p.seed},
@@ -194,12 +219,13 @@ def to_markdown(comparison: Comparison, context: dict, notes: list[str] = ()) ->
     lines = [f"> {visible(line)}" for line in statement(comparison, context)] + [""]
     lines.append("| benchmark | metric | n A/B | median A | median B | A/B [CI] | SPARC | mean | median | P[A>B] |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    metric_units = context.get("units") or {}
     for row in rows(comparison):
-        ratio = "-" if row["ratio_a_over_b"] is None else \
-            f"{row['ratio_a_over_b']:.4f} {_interval(row['ratio_low'], row['ratio_high'])}"
+        unit = metric_units.get(row["metric"])
         lines.append(f"| {_markdown_cell(row['benchmark'])} | {_markdown_cell(row['metric'])} | "
-                     f"{row['n_a']}/{row['n_b']} | {_number(row['median_a'])} "
-                     f"| {_number(row['median_b'])} | {ratio} | {row['verdict']} | {row['mean_protocol'] or '-'} | "
+                     f"{row['n_a']}/{row['n_b']} | {units.quantity(row['median_a'], unit)} "
+                     f"| {units.quantity(row['median_b'], unit)} | {_ratio(row)} | {row['verdict']} | "
+                     f"{row['mean_protocol'] or '-'} | "
                      f"{row['median_protocol'] or '-'} | {_number(row['p_a_greater_b'], 3)} |")
     for summary in comparison.summaries:
         if summary.speedup_median is not None:

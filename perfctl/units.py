@@ -49,3 +49,15 @@ def ratio(value: float | None, low: float | None = None, high: float | None = No
     if low is None and high is None:
         return text
     return f"{text} [{'…' if _missing(low) else f'{low:.3f}'}, {'…' if _missing(high) else f'{high:.3f}'}]"
+
+
+def interval(low: float | None, high: float | None, unit: str | None) -> str:
+    """An interval of values in ``unit``: '[44.568, 47.456] ms' when both ends take the same suffix, else each
+    end with its own ('…' for an open end)."""
+    if low is None and high is None:
+        return "-"
+    ends = ["…" if _missing(v) else quantity(v, unit) for v in (low, high)]
+    suffixes = {end.rpartition(" ")[2] for end in ends if " " in end}
+    if len(suffixes) == 1 and all(" " in end for end in ends):
+        return f"[{ends[0].rpartition(' ')[0]}, {ends[1].rpartition(' ')[0]}] {suffixes.pop()}"
+    return f"[{ends[0]}, {ends[1]}]"

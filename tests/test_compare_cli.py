@@ -173,3 +173,67 @@ def test_readmes_main_job_compares_two_builds():
     row = json.loads(result.stdout)["benchmarks"][0]
     assert (row["verdict"], row["median_protocol"]) == ("relevant difference", "B faster")
     assert row["ratio_a_over_b"] > 1.5
+
+
+def _render_at(width: int, a: str, b: str, fmt: str = "table") -> str:
+    from rich.console import Console
+
+    from perfctl import compare_report
+    from perfctl.analysis.compare import Parameters
+    from perfctl.formats import read_dataset
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, highlight=False, color_system=None)
+    compare_report.compare_datasets(read_dataset(a), read_dataset(b), None, Parameters(), fmt, console, ("A", "B"))
+    return buffer.getvalue()
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The lines of each table (a 'benchmark' header line to the next blank line)."""
+    tables, current = [], None
+    for line in text.splitlines():
+        if line.startswith("benchmark "):
+            current = []
+            tables.append(current)
+        elif current is not None and not line.strip():
+            current = None
+        elif current is not None:
+            current.append(line)
+    return tables
+
+
+def test_compare_table_shows_units_and_fits_100_columns(tmp_path):
+    """Times in ms/µs, the ratio as '1.045× [lo, hi]', each benchmark's row on one line at 100 columns (the
+    details table too); the JSON keeps raw seconds-turned-nanoseconds and names the unit."""
+    slow = [0.0121, 0.0125, 0.0119, 0.0122, 0.0124, 0.0120, 0.0123, 0.0121, 0.0122, 0.0126]
+    fast = [0.000810, 0.000805, 0.000820, 0.000812, 0.000808, 0.000815, 0.000811, 0.000809, 0.000813, 0.000806]
+    a = _hyperfine_file(tmp_path / "a.json", {"build-step": slow, "link": fast})
+    b = _hyperfine_file(tmp_path / "b.json", {"build-step": [v * 0.9 for v in slow], "link": fast})
+    text = _render_at(100, a, b)
+    tables = _tables(text)
+    # the verdict table and the details table: a rule, then one line per benchmark (a wrapped cell would add
+    # a line that starts blank)
+    assert [[line.split()[0][:1] for line in table] for table in tables] == [["─", "b", "l"]] * 2, text
+    rows = tables[0][1:]
+    build, link = rows[0].split(), rows[1].split()
+    assert build[3:7] == ["12.200", "ms", "10.980", "ms"], rows[0]  # medians of 12.2 ms and 0.9 x that
+    assert link[3:7] == ["810.500", "µs", "810.500", "µs"], rows[1]
+    assert build[7] == "1.111×" and build[8].startswith("[") and build[9].endswith("]"), rows[0]
+    assert "e+0" not in text and "e-0" not in text
+    document = json.loads(_render_at(100, a, b, "json"))
+    row = document["benchmarks"][0]
+    assert document["units"] == {"wall-time": "ns"}
+    assert row["median_a"] == pytest.approx(12.2e6) and isinstance(row["median_a"], float)
+    assert row["ratio_a_over_b"] == pytest.approx(1 / 0.9)
+
+
+def test_human_units():
+    from perfctl import units
+
+    assert [units.quantity(v, "ns") for v in (37_790_000, 812_517, 950, 2.5e9)] == [
+        "37.790 ms", "812.517 µs", "950 ns", "2.500 s"]
+    assert units.quantity(0.0125, "s") == "12.500 ms" and units.quantity(1_234_567, "count") == "1,234,567"
+    assert units.quantity(float("nan"), "ns") == "-" and units.quantity(2.5, "count") == "2.50"
+    assert units.ratio(1.0449, 1.0241, 1.0722) == "1.045× [1.024, 1.072]" and units.ratio(None) == "-"
+    assert units.interval(44_568_000, 47_456_000, "ns") == "[44.568, 47.456] ms"
+    assert units.interval(950, 1_200, "ns") == "[950 ns, 1.200 µs]" and units.interval(None, 5, "count") == "[…, 5]"
