@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     from perfctl import __version__
     from perfctl.agent.runacct import DEFAULT_MAX_TASKS
     from perfctl.agent.runner import ENV_SIZE_STEP
+    from perfctl.formats import FORMATS
 
     parser = _Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
     parser.add_argument("--version", action="version", version=f"perfctl {__version__}")
@@ -155,9 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
                              description="Is B faster, slower or equivalent to A? Per benchmark and overall, "
                                          "with SPARC, the Speedup-Test and SPA (docs/statistics.md).")
     compare.add_argument("a", metavar="A",
-                         help="baseline samples (perfctl JSONL, hyperfine/pyperf JSON, perf stat CSV)")
+                         help="baseline samples (perfctl JSONL, hyperfine/pyperf/Google Benchmark/pytest-benchmark "
+                              "JSON, perf stat CSV or JSON)")
     compare.add_argument("b", metavar="B", help="candidate samples, same format")
-    compare.add_argument("--input-format", choices=("perfctl", "hyperfine", "pyperf", "perf-stat"),
+    compare.add_argument("--input-format", choices=FORMATS,
                          help="skip format detection")
     compare.add_argument("--metric", action="append", metavar="METRIC",
                          help="metric(s) to compare "

@@ -61,6 +61,25 @@ def load_json(path: str, what: str):
         raise DatasetError(f"{path}: not valid JSON ({what}): lists or objects nested too deeply to read") from None
 
 
+def json_list(path: str, what: str, key: str) -> list:
+    """The list under ``key`` of a JSON file holding one object (how hyperfine, Google Benchmark and
+    pytest-benchmark files list their results), or a DatasetError saying the file is not ``what``."""
+    data = load_json(path, what)
+    items = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise DatasetError(f"{path}: not {what}: no '{key}' list")
+    return items
+
+
+def read_lines(path: str) -> list[str]:
+    """A text format's lines (perf stat's CSV and JSON), BOM and undecodable bytes tolerated."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            return f.read().splitlines()
+    except OSError as err:
+        raise DatasetError(f"{path}: {err.strerror}") from None
+
+
 def stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 

@@ -10,7 +10,7 @@ holds one run per benchmark. Entries that report ``error_occurred`` are left out
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json
+from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, json_list
 
 CPU_TIME = "cpu-time"
 _TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -18,10 +18,7 @@ _NOTE = "Google Benchmark repetitions within one process: each run is one repeti
 
 
 def read_dataset(path: str) -> Dataset:
-    data = load_json(path, "Google Benchmark JSON")
-    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
-    if not isinstance(benchmarks, list):
-        raise DatasetError(f"{path}: not Google Benchmark JSON: no 'benchmarks' list")
+    benchmarks = json_list(path, "Google Benchmark JSON", "benchmarks")
     dataset = Dataset(path, "google-benchmark")
     aggregates = 0
     errors: dict[str, int] = {}

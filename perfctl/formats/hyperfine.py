@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json
+from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, json_list
 
 
 def read_dataset(path: str) -> Dataset:
-    data = load_json(path, "hyperfine export")
-    results = data.get("results") if isinstance(data, dict) else None
-    if not isinstance(results, list):
-        raise DatasetError(f"{path}: not a hyperfine export: no 'results' list")
+    results = json_list(path, "a hyperfine export", "results")
     dataset = Dataset(path, "hyperfine")
     for index, result in enumerate(results):
         if not isinstance(result, dict) or not isinstance(result.get("times"), list):

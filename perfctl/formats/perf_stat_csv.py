@@ -5,17 +5,13 @@ after the file. msec values (task-clock, cpu-clock) are converted to ns; ``<not 
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, stem
+from perfctl.formats.dataset import Dataset, DatasetError, finite, read_lines, stem
 
 _SCALE = {"msec": ("ns", 1e6)}
 
 
 def read_dataset(path: str) -> Dataset:
-    try:
-        with open(path, encoding="utf-8-sig", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError as err:
-        raise DatasetError(f"{path}: {err.strerror}") from None
+    lines = read_lines(path)
     dataset = Dataset(path, "perf-stat")
     bench = dataset.benchmark(stem(path))
     seen: set[str] = set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, json_field, stem
+from perfctl.formats.dataset import Dataset, DatasetError, finite, json_field, read_lines, stem
 
 _SCALE = {"msec": ("ns", 1e6)}
 # Keys perf adds when one event has several values per run (-A, --per-core, --per-socket, ...).
@@ -18,11 +18,7 @@ _AGGREGATION_KEYS = ("cpu", "core", "socket", "die", "node", "thread", "cgroup")
 
 
 def read_dataset(path: str) -> Dataset:
-    try:
-        with open(path, encoding="utf-8-sig", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError as err:
-        raise DatasetError(f"{path}: {err.strerror}") from None
+    lines = read_lines(path)
     dataset = Dataset(path, "perf-stat-json")
     bench = dataset.benchmark(stem(path))
     for number, line in enumerate(lines, 1):

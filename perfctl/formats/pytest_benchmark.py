@@ -9,16 +9,13 @@ are never invented from them."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json
+from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, json_list
 
 _NOTE = "pytest-benchmark rounds within one process: each run is one round's time per iteration"
 
 
 def read_dataset(path: str) -> Dataset:
-    data = load_json(path, "pytest-benchmark JSON")
-    benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
-    if not isinstance(benchmarks, list):
-        raise DatasetError(f"{path}: not pytest-benchmark JSON: no 'benchmarks' list")
+    benchmarks = json_list(path, "pytest-benchmark JSON", "benchmarks")
     dataset = Dataset(path, "pytest-benchmark")
     for index, entry in enumerate(benchmarks):
         where = f"benchmarks[{index}]"
