@@ -36,6 +36,14 @@ def _hostile(tmp_path, source: Path, change) -> str:
     return str(path)
 
 
+def _refused(tmp_path, source: Path, fmt: str, change, message: str) -> None:
+    """The real file ``source`` changed by ``change`` is refused in one line that names the file."""
+    path = _hostile(tmp_path, source, change)
+    with pytest.raises(DatasetError, match=message) as err:
+        read_dataset(path, fmt)
+    assert _one_line(err).startswith(path)
+
+
 # Google Benchmark
 
 def test_google_benchmark_repetitions_are_runs_in_ns():
@@ -76,10 +84,7 @@ def _entries(change):
     (lambda d: d.update(benchmarks=[]), r"no measured runs in this google-benchmark file"),
 ])
 def test_google_benchmark_hostile_files(tmp_path, change, message):
-    path = _hostile(tmp_path, GOOGLE, change)
-    with pytest.raises(DatasetError, match=message) as err:
-        read_dataset(path, "google-benchmark")
-    assert _one_line(err).startswith(path)
+    _refused(tmp_path, GOOGLE, "google-benchmark", change, message)
 
 
 def test_google_benchmark_errored_repetitions_are_left_out_and_said(tmp_path):
@@ -178,10 +183,7 @@ def _stats(change):
     (lambda d: d.update(benchmarks=[]), r"no measured runs in this pytest-benchmark file"),
 ])
 def test_pytest_benchmark_hostile_files(tmp_path, change, message):
-    path = _hostile(tmp_path, PYTEST_BENCHMARK, change)
-    with pytest.raises(DatasetError, match=message) as err:
-        read_dataset(path, "pytest-benchmark")
-    assert _one_line(err).startswith(path)
+    _refused(tmp_path, PYTEST_BENCHMARK, "pytest-benchmark", change, message)
 
 
 # perf stat -j
