@@ -13,12 +13,10 @@ where no PMU exists (tests/test_audit.py).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -224,24 +222,13 @@ def save_latest(report: dict) -> str:
     """Keep the audit where `perfctl stat` and the agent find it; returns the path written.
 
     A complete audit replaces audit-latest.json; an interrupted one goes to audit-interrupted.json, so a
-    machine that had a valid audit keeps its corrections. Written to a private temporary name in the same
-    directory, flushed to disk, then renamed (a full disk leaves the previous file whole), mode 0644.
+    machine that had a valid audit keeps its corrections. Written whole or not at all (agent/build.py
+    write_trusted: a full disk leaves the previous file), mode 0644, where load_latest reads it back.
     """
+    from perfctl.agent.build import write_trusted
+
     path = latest_path() if report.get("complete") else interrupted_path()
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".audit-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(report, f, allow_nan=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_trusted(path, json.dumps(report, allow_nan=False).encode())
     return path
 
 

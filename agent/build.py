@@ -19,6 +19,7 @@ the reason and the command that fixes it, never rebuilt over silently. A descrip
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -170,6 +171,27 @@ def read_trusted(path: str) -> bytes:
         os.close(fd)
 
 
+def write_trusted(path: str, content: bytes) -> None:
+    """Replace ``path`` with ``content`` (mode 0644) so that :func:`read_trusted` finds it whole or finds the
+    previous one: written to a private temporary name beside it, fsynced, then renamed (a full disk or a
+    crash leaves the previous file). Raises OSError."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o755, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fchmod(f.fileno(), 0o644)
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _fsync_directory(directory)
+
+
 def open_artifact(path: str) -> int:
     """A read-only descriptor (close-on-exec) of the cached artifact ``path`` (``<cache>/ENTRY/NAME`` as
     returned by :func:`build_static` and :func:`build_bpf`) after every check of the module docstring,
@@ -197,14 +219,23 @@ def open_artifact_with_digest(path: str) -> tuple[int, str]:
     except OSError as err:
         raise BuildError(f"cannot read {path}: {err.strerror}") from None
     try:
-        digest = hashlib.sha256(_read_all(fd)).hexdigest()
+        digest = _content_digest(fd)
         if record[:2] != [digest, name]:
             raise UntrustedError(f"{path} does not match the digest recorded when it was built", fix)
-        os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)
         raise
     return fd, digest
+
+
+def _content_digest(fd: int) -> str:
+    """sha256 (hex) of a file's whole content, read with pread from offset 0: the descriptor's own offset is
+    left where it was, so it can still be read, loaded or executed from the start."""
+    hashed, offset = hashlib.sha256(), 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        hashed.update(chunk)
+        offset += len(chunk)
+    return hashed.hexdigest()
 
 
 def _entry_fix(entry: str) -> str:
@@ -224,13 +255,10 @@ def check_descriptor(fd: int, path: str, digest: str) -> None:
         _check_owner_and_mode(st, path, fix)
         if not stat.S_ISREG(st.st_mode):
             raise _not_regular(st, path, fix)
-        hashed, offset = hashlib.sha256(), 0
-        while chunk := os.pread(fd, 1 << 20, offset):
-            hashed.update(chunk)
-            offset += len(chunk)
+        now = _content_digest(fd)
     except OSError as err:
         raise UntrustedError(f"cannot check {path} again: {err.strerror}", fix) from None
-    if hashed.hexdigest() != digest:
+    if now != digest:
         raise UntrustedError(f"{path} changed since it was checked: it no longer matches the digest recorded "
                              "when it was built", fix)
 
