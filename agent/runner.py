@@ -467,6 +467,9 @@ class GatedProcess:
         if self._gate != -1:
             os.close(self._gate)
             self._gate = -1
+        if not self._reaped and self._reaped_unrecorded():
+            self._reaped = True
+            _live_gates.discard(self.pid)
         if not self._reaped:
             self._kill_tree()
             self._reap()
@@ -477,6 +480,17 @@ class GatedProcess:
         if self._pidfd != -1:
             os.close(self._pidfd)
             self._pidfd = -1
+
+
+    def _reaped_unrecorded(self) -> bool:
+        """Reaped although _reaped says not: a stop signal's exception (output.stop_on_signals) is raised
+        once wait4 has returned, before _reap records it. Asked of the pidfd, which names this process and
+        never a later one given its pid, so nothing else is killed in its place."""
+        try:
+            os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return False
 
 
 def _too_big(argv: list[str], control: RunControl) -> str:

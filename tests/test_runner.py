@@ -416,3 +416,21 @@ def test_children_that_exited_unreaped_are_reaped_and_not_counted_as_outliving(t
                       "time.sleep(0.1)\n")
     samples = measure([sys.executable, str(script)], ["task-clock"], runs=2)
     assert [s.extra for s in samples] == [{}, {}]
+
+
+def test_kill_after_an_interrupted_reap_kills_nothing_and_does_not_fail():
+    """A stop signal's exception can land after wait4 reaped the benchmark and before the runner recorded it
+    (a CI run of the audit's SIGHUP test met this: ChildProcessError, a traceback, exit 1). The state is made
+    here for real by reaping behind the runner's back: kill() then finds, through the pidfd, that the process
+    is gone, and neither raises nor signals whatever process gets its pid next."""
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    try:
+        gated = runner.start(["/bin/true"], make_control())
+        os.write(gated._gate, b"\n")
+        os.waitpid(gated.pid, 0)  # the reap whose bookkeeping the signal cut short
+        gated.kill()
+        assert gated._reaped
+    finally:
+        runner.close()
