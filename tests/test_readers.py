@@ -1,6 +1,7 @@
-"""The Google Benchmark, pytest-benchmark and perf stat -j readers: real files made by the real tools read
-to the values the tools wrote (in ns), hostile variants refused in one line naming the field, detection of
-every format, and `perfctl compare` end to end on Google Benchmark files."""
+"""The Google Benchmark, pytest-benchmark and perf stat (-j and -x,) readers: real files made by the real
+tools read to the values the tools wrote (in ns), hostile variants refused in one line naming the field, both
+perf stat syntaxes meaning the same, detection of every format, and `perfctl compare` end to end on Google
+Benchmark files."""
 
 import json
 import shutil
@@ -186,43 +187,115 @@ def test_pytest_benchmark_hostile_files(tmp_path, change, message):
     _refused(tmp_path, PYTEST_BENCHMARK, "pytest-benchmark", change, message)
 
 
-# perf stat -j
+# perf stat: -x, CSV and -j JSON, one meaning (perfctl/formats/perf_stat.py) in two syntaxes
 
-@pytest.fixture(scope="module")
-def perf_stat_json(tmp_path_factory):
-    """Three runs of /bin/true by perf stat -j -o FILE --append, as the reader's docstring says to record
-    them."""
-    path = tmp_path_factory.mktemp("perfstat") / "true.json"
-    for _ in range(3):
-        subprocess.run(["perf", "stat", "-j", "-o", str(path), "--append", "-e", "task-clock,page-faults",
-                        "--", "/bin/true"], check=True)
+SYNTAXES = {"perf-stat": "-x,", "perf-stat-json": "-j"}
+GOOD_LINE = {"counter-value": "1.5", "unit": "msec", "event": "task-clock", "pcnt-running": 100.0}
+
+
+def _perf_stat(path: Path, fmt: str, *options: str, command=("/bin/true",)) -> Path:
+    subprocess.run(["perf", "stat", SYNTAXES[fmt], "-o", str(path), *options, "--", *command], check=True)
     return path
 
 
+def _written(path: Path, fmt: str) -> list[tuple[str, str]]:
+    """(event, counter value) of each line as perf wrote it."""
+    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    if fmt == "perf-stat-json":
+        return [(r["event"], r["counter-value"]) for r in map(json.loads, lines)]
+    return [(line.split(",")[2], line.split(",")[0]) for line in lines]
+
+
 @needs_perf
-def test_perf_stat_json_runs_from_append_blocks(perf_stat_json):
-    written = [json.loads(line) for line in perf_stat_json.read_text().splitlines() if line.startswith("{")]
-    assert detect(str(perf_stat_json)) == "perf-stat-json"
-    dataset = read_dataset(str(perf_stat_json))
-    runs = dataset.benchmarks["true"]
-    task_clock = [float(r["counter-value"]) * 1e6 for r in written if r["event"] == "task-clock"]
-    page_faults = [float(r["counter-value"]) for r in written if r["event"] == "page-faults"]
+@pytest.mark.parametrize("fmt", SYNTAXES)
+def test_perf_stat_runs_from_append_blocks(tmp_path, fmt):
+    """Three runs of /bin/true by perf stat -o FILE --append, as the readers' docstrings say to record them."""
+    path = tmp_path / "true.out"
+    for _ in range(3):
+        _perf_stat(path, fmt, "--append", "-e", "task-clock,page-faults")
+    written = _written(path, fmt)
+    assert detect(str(path)) == fmt
+    runs = read_dataset(str(path)).benchmarks["true"]
+    task_clock = [float(value) * 1e6 for event, value in written if event == "task-clock"]
+    page_faults = [float(value) for event, value in written if event == "page-faults"]
     assert len(task_clock) == 3 and runs.metrics["task-clock"] == pytest.approx(task_clock, rel=1e-12)
     assert runs.metrics["page-faults"] == page_faults and all(v > 0 for v in page_faults)
     assert runs.units == {"task-clock": "ns", "page-faults": "count"}
 
 
 @needs_perf
-def test_perf_stat_json_repeat_output_is_refused(tmp_path):
-    path = tmp_path / "repeat.json"
-    subprocess.run(["perf", "stat", "-j", "-r", "3", "-o", str(path), "-e", "task-clock,page-faults", "--",
-                    "/bin/true"], check=True)
-    with pytest.raises(DatasetError, match=r"repeat\.json:\d+: this is perf stat -r output") as err:
-        read_dataset(str(path))
-    _one_line(err)
+@pytest.mark.parametrize("fmt", SYNTAXES)
+def test_perf_stat_without_started_on_lines_a_repeated_event_starts_a_run(tmp_path, fmt):
+    """perf stat ... 2>>FILE writes no '# started on' line: the event repeats, a new run begins."""
+    path = tmp_path / "true.out"
+    for _ in range(3):
+        with open(path, "a") as stderr:
+            subprocess.run(["perf", "stat", SYNTAXES[fmt], "-e", "task-clock", "--", "/bin/true"], stderr=stderr,
+                           check=True)
+    assert "# started on" not in path.read_text()
+    task_clock = read_dataset(str(path), fmt).benchmarks["true"].metrics["task-clock"]
+    assert task_clock == pytest.approx([float(value) * 1e6 for _, value in _written(path, fmt)], rel=1e-12)
+    assert len(task_clock) == 3
 
 
-GOOD_LINE = {"counter-value": "1.5", "unit": "msec", "event": "task-clock", "pcnt-running": 100.0}
+@needs_perf
+@pytest.mark.parametrize("fmt", SYNTAXES)
+@pytest.mark.parametrize("options, command, message", [
+    (("-r", "3", "-e", "task-clock,page-faults"), ("/bin/true",), r":3: this is perf stat -r output"),
+    (("-I", "100", "-e", "task-clock"), ("sleep", "0.25"), r":3: this is perf stat -I output"),
+    # the same event twice in one run is one run, not two
+    (("-e", "task-clock,task-clock"), ("/bin/true",),
+     r":4: task-clock: a second value in the run started on line 1 \(the first on line 3\): -e named it twice"),
+    (("-A", "-a", "-e", "task-clock"), ("sleep", "0.01"), r"(?i):3: .*per-cpu.* output has several values per event"),
+], ids=["repeat", "interval", "twice", "per-cpu"])
+def test_perf_stat_output_without_one_value_per_run_is_refused(tmp_path, fmt, options, command, message):
+    path = tmp_path / "out"
+    try:
+        _perf_stat(path, fmt, *options, command=command)
+    except subprocess.CalledProcessError:  # -a wants CAP_PERFMON or perf_event_paranoid <= 0
+        pytest.skip(f"probe: perf stat {' '.join(options)} cannot count here")
+    with pytest.raises(DatasetError, match=message) as err:
+        read_dataset(str(path), fmt)
+    assert _one_line(err).startswith(str(path))
+
+
+def _perf_stat_lines(fmt: str, *lines: dict) -> str:
+    """Lines of either syntax from the fields perf stat -j names."""
+    if fmt == "perf-stat-json":
+        return "\n".join(json.dumps(line) for line in lines) + "\n"
+    return "".join(f"{line['counter-value']},{line['unit']},{line['event']},1000,{line['pcnt-running']},,\n"
+                   for line in lines)
+
+
+@pytest.mark.parametrize("fmt", SYNTAXES)
+def test_perf_stat_multiplexing_and_unsupported_are_noted_alike(tmp_path, fmt):
+    path = tmp_path / "mux.out"
+    path.write_text(_perf_stat_lines(
+        fmt,
+        {**GOOD_LINE, "pcnt-running": 50.0},
+        {"counter-value": "<not supported>", "unit": "", "event": "cycles", "pcnt-running": 100.0},
+        {"counter-value": "<not counted>", "unit": "", "event": "instructions", "pcnt-running": 0.0},
+        {**GOOD_LINE, "counter-value": "2.5"}))
+    runs = read_dataset(str(path), fmt).benchmarks["mux"]
+    assert runs.metrics == {"task-clock": [1.5e6, 2.5e6]}  # never a 0 for cycles or instructions
+    assert runs.notes["cycles"] == ["unsupported: perf stat printed <not supported>"]
+    assert runs.notes["instructions"] == ["perf stat printed <not counted> in some runs"]
+    assert runs.notes["task-clock"] == ["multiplexed: counted 50.00% of the time in some runs (scaled by perf)"]
+
+
+@pytest.mark.parametrize("fmt", SYNTAXES)
+@pytest.mark.parametrize("change, message", [
+    ({"counter-value": "1e305"}, r":1: counter-value: non-finite value"),  # finite in msec, not in ns
+    ({"counter-value": "nan"}, r":1: counter-value: non-finite value"),
+    ({"counter-value": "lots"}, r":1: counter-value: not a number: 'lots'"),
+    ({"pcnt-running": "most"}, r":1: pcnt-running: "),
+])
+def test_perf_stat_bad_values_are_refused_alike(tmp_path, fmt, change, message):
+    path = tmp_path / "bad.out"
+    path.write_text(_perf_stat_lines(fmt, {**GOOD_LINE, **change}))
+    with pytest.raises(DatasetError, match=message) as err:
+        read_dataset(str(path), fmt)
+    assert _one_line(err).startswith(str(path))
 
 
 @pytest.mark.parametrize("line, message", [
@@ -243,18 +316,6 @@ def test_perf_stat_json_hostile_lines(tmp_path, line, message):
     with pytest.raises(DatasetError, match=message) as err:
         read_dataset(str(path), "perf-stat-json")
     assert _one_line(err).startswith(str(path))
-
-
-def test_perf_stat_json_multiplexing_and_unsupported_are_noted(tmp_path):
-    path = tmp_path / "mux.json"
-    path.write_text("\n".join(json.dumps(line) for line in (
-        {**GOOD_LINE, "pcnt-running": 50.0},
-        {"counter-value": "<not supported>", "unit": "", "event": "cycles", "pcnt-running": 100.0},
-        {**GOOD_LINE, "counter-value": "2.5"})) + "\n")
-    runs = read_dataset(str(path)).benchmarks["mux"]
-    assert runs.metrics == {"task-clock": [1.5e6, 2.5e6]}
-    assert runs.notes["cycles"] == ["unsupported: perf stat printed <not supported>"]
-    assert runs.notes["task-clock"] == ["multiplexed: counted 50.00% of the time in some runs (scaled by perf)"]
 
 
 # detection

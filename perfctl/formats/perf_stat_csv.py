@@ -1,41 +1,46 @@
-"""``perf stat -x,`` CSV. One run per block of lines: a run ends when an event repeats, so a file built
-with ``perf stat -x, -o FILE --append -- CMD`` run N times holds N runs. The file is one benchmark, named
-after the file. msec values (task-clock, cpu-clock) are converted to ns; ``<not supported>`` and
-``<not counted>`` are noted, never read as 0. Lines of ``perf stat -r`` (means, not runs) are refused."""
+"""``perf stat -x,`` CSV: a line is ``value,unit,event,run time,running %,...``. This module parses that
+syntax; what the lines mean (runs, ``<not supported>``, msec to ns, multiplexing, what is refused) is
+perf_stat's, shared with the ``perf stat -j`` reader: a file built with ``perf stat -x, -o FILE --append --
+CMD`` run N times holds N runs of one benchmark named after the file. ``perf stat -r`` (a variance after
+the event), ``-I`` (a time before the value) and ``-A``/``--per-*`` (a CPU, core or thread before the
+value) are refused."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, read_lines, stem
+from perfctl.formats.dataset import Dataset, DatasetError, finite, read_lines
+from perfctl.formats.perf_stat import STARTED_ON, PerfStatRuns, refuse_aggregation, refuse_intervals, refuse_repeat
 
-_SCALE = {"msec": ("ns", 1e6)}
+SYNTAX = "-x,"
 
 
 def read_dataset(path: str) -> Dataset:
-    lines = read_lines(path)
-    dataset = Dataset(path, "perf-stat")
-    bench = dataset.benchmark(stem(path))
-    seen: set[str] = set()
-    for number, line in enumerate(lines, 1):
+    runs = PerfStatRuns(path, "perf-stat")
+    for number, line in enumerate(read_lines(path), 1):
+        if line.startswith(STARTED_ON):
+            runs.start_run(number)
         if not line.strip() or line.startswith("#"):
             continue
+        at = f"{path}:{number}"
         fields = line.split(",")
         if len(fields) < 3 or not fields[2]:
-            raise DatasetError(f"{path}:{number}: not a perf stat -x, line: {line[:80]!r}")
-        value, unit, event = fields[0], fields[1], fields[2]
-        if event in seen:
-            seen.clear()
-        seen.add(event)
-        if value.startswith("<not supported>"):
-            bench.note(event, "unsupported: perf stat printed <not supported>")
-            continue
-        if value.startswith("<not counted>"):
-            bench.note(event, "perf stat printed <not counted> in some runs")
-            continue
+            raise DatasetError(f"{at}: not a perf stat -x, line: {line[:80]!r}")
+        if _is_value(fields[1]):  # the unit's place holds a value: a column was put before it
+            if _is_value(fields[0]):
+                raise refuse_intervals(at, SYNTAX)
+            raise refuse_aggregation(at, f"{fields[0][:40]!r}: per-CPU, per-core or per-thread")
         if len(fields) > 3 and fields[3].endswith("%"):
-            raise DatasetError(f"{path}:{number}: this is perf stat -r output (a mean with its spread), not "
-                               "per-run values; record runs with perf stat -x, -o FILE --append")
-        out_unit, scale = _SCALE.get(unit, (unit or "count", 1.0))
-        bench.add(event, finite(path, f"line {number}", value, text=True) * scale, out_unit, "perf-stat")
-        if len(fields) > 4 and fields[4] not in ("", "100.00"):
-            bench.note(event, f"multiplexed: counted {fields[4]}% of the time in some runs (scaled by perf)")
-    return dataset
+            raise refuse_repeat(at, SYNTAX, "spread")
+        running = finite(at, "pcnt-running", fields[4], text=True) if len(fields) > 4 and fields[4] else None
+        runs.count(at, number, fields[2], fields[0], fields[1], running)
+    return runs.dataset
+
+
+def _is_value(field: str) -> bool:
+    """Whether a field holds a counter value (or -I's time): digits, or perf's <not counted>/<not supported>."""
+    if field.startswith("<not "):
+        return True
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,79 @@
+"""What ``perf stat`` output means, whatever its syntax: the ``-x,`` CSV reader (perf_stat_csv) and the
+``-j`` JSON reader (perf_stat_json) each parse their lines into an event, its value, unit and running
+percentage, and hand them to :class:`PerfStatRuns`, the one owner of the rest:
+
+- Runs. ``perf stat -o FILE --append -- CMD`` run N times writes N blocks of lines, each after perf's
+  ``# started on`` line: N runs. An event twice in one such block is refused (``-e`` named it twice; the two
+  values are one run, not two). Where there is no such line (``perf stat ... 2>>FILE``) a run ends when an
+  event repeats.
+- Values. ``<not supported>`` and ``<not counted>`` are noted, never read as 0; msec values (task-clock,
+  cpu-clock) are converted to ns; a value that is not a finite number, as written or once scaled, is refused.
+- Multiplexing. A counter that ran less than 100% of the time was scaled by perf: noted.
+- Output that is not one value per event and run is refused, each with the option that made it: ``-r``
+  (a mean over runs), ``-I`` (intervals of one run), ``-A`` and ``--per-*`` (a value per CPU, core, ...).
+
+The file is one benchmark, named after the file."""
+
+from __future__ import annotations
+
+from perfctl.formats.dataset import Dataset, DatasetError, finite, stem
+
+_SCALE = {"msec": ("ns", 1e6)}
+STARTED_ON = "# started on"
+
+
+def refuse_repeat(at: str, syntax: str, spread: str) -> DatasetError:
+    return DatasetError(f"{at}: this is perf stat -r output (a mean with its {spread}), not per-run values; "
+                        f"record runs with perf stat {syntax} -o FILE --append")
+
+
+def refuse_intervals(at: str, syntax: str) -> DatasetError:
+    return DatasetError(f"{at}: this is perf stat -I output (intervals of one run), not per-run values; "
+                        f"record runs with perf stat {syntax} -o FILE --append")
+
+
+def refuse_aggregation(at: str, what: str) -> DatasetError:
+    return DatasetError(f"{at}: {what} output has several values per event and run; record without "
+                        "-A/--per-* options")
+
+
+class PerfStatRuns:
+    """The runs of one perf stat file, filled a line at a time; ``dataset`` holds them."""
+
+    def __init__(self, path: str, fmt: str):
+        self.dataset = Dataset(path, fmt)
+        self._bench = self.dataset.benchmark(stem(path))
+        self._run_events: dict[str, int] = {}  # event -> its line in the run being read
+        self._run_header: int | None = None  # the line of the "# started on" that began that run
+
+    def start_run(self, number: int) -> None:
+        """perf's ``# started on`` line at ``number``: the lines after it are one run."""
+        self._run_events.clear()
+        self._run_header = number
+
+    def count(self, at: str, number: int, event: str, value: str | float, unit: str,
+              running: float | None) -> None:
+        """One event's line: ``at`` names it in messages (FILE:LINE), ``value`` is the counter value as
+        written (a number, its digits, or perf's ``<not supported>``/``<not counted>``), ``running`` the
+        percentage of the run the counter ran (None when the line has none)."""
+        if not event:
+            raise DatasetError(f"{at}: event: empty")
+        first = self._run_events.get(event)
+        if first is not None:
+            if self._run_header is not None:
+                raise DatasetError(f"{at}: {event}: a second value in the run started on line {self._run_header} "
+                                   f"(the first on line {first}): -e named it twice; name each event once")
+            self._run_events.clear()  # no "# started on" lines: the event repeats, a new run begins
+        self._run_events[event] = number
+        if isinstance(value, str) and value.startswith("<not supported>"):
+            self._bench.note(event, "unsupported: perf stat printed <not supported>")
+            return
+        if isinstance(value, str) and value.startswith("<not counted>"):
+            self._bench.note(event, "perf stat printed <not counted> in some runs")
+            return
+        out_unit, scale = _SCALE.get(unit, (unit or "count", 1.0))
+        # a finite msec value can overflow once scaled to ns
+        scaled = finite(at, "counter-value", finite(at, "counter-value", value, text=True) * scale)
+        self._bench.add(event, scaled, out_unit, "perf-stat")
+        if running is not None and running != 100:
+            self._bench.note(event, f"multiplexed: counted {running:.2f}% of the time in some runs (scaled by perf)")
