@@ -24,6 +24,10 @@ class BenchmarkData:
     units: dict[str, str] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
     backends: dict[str, set[str]] = field(default_factory=dict)
+    # for the report's runs-in-order plot (perfctl/report/html.py), where the reader knows them: each
+    # metric's warm-up values, and the kept runs flagged as interfered-with (index into metrics' lists)
+    warmups: dict[str, list[float]] = field(default_factory=dict)
+    flagged: dict[int, str] = field(default_factory=dict)
 
     def add(self, metric: str, value: float, unit: str, backend: str | None = None) -> None:
         self.metrics.setdefault(metric, []).append(float(value))

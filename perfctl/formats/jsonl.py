@@ -73,6 +73,7 @@ class DatasetBuilder:
         self._interference = interference or InterferencePolicy()
         self._interfered: dict[str, int] = {}
         self._records = 0
+        self._warmups: dict[str, dict[str, list[float]]] = {}
 
     def add(self, record: dict, line: int | None = None) -> None:
         """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
@@ -98,21 +99,37 @@ class DatasetBuilder:
                       and self._interference.flags(record["readings"], record["wall_ns"]))
         if interfered:
             self._interfered[name] = self._interfered.get(name, 0) + 1
+        if record["warmup"] and outcome == "ok":
+            self._warmup(name, record)
         if record["warmup"] or outcome != "ok" or (interfered and self._interference.exclude):
             reason = "warmup" if record["warmup"] else outcome if outcome != "ok" else "interfered-with"
             counts = self._excluded.setdefault(name, {})
             counts[reason] = counts.get(reason, 0) + 1
             return
         bench = self.dataset.benchmark(name)
+        if interfered:
+            bench.flagged[len(bench.metrics.get(WALL_TIME, ()))] = "interfered-with"
         bench.add(WALL_TIME, record["wall_ns"], "ns", "perfctl")
         readings = record["readings"]
-        names = distinct_labels([(r["event"] + _SCOPE_SUFFIX.get(r.get("scope"), ""), r.get("backend"))
-                                 for r in readings])
-        for reading, label in zip(readings, names):
+        for reading, label in zip(readings, _labels(readings)):
             _add_reading(bench, label, reading)
+
+    def _warmup(self, name: str, record: dict) -> None:
+        """A warm-up's values, kept aside for the report's plot of runs in order (never compared)."""
+        from perfctl.formats.dataset import WALL_TIME
+
+        values = self._warmups.setdefault(name, {})
+        values.setdefault(WALL_TIME, []).append(record["wall_ns"])
+        for reading, label in zip(record["readings"], _labels(record["readings"])):
+            value = reading["value"] if reading["status"] == "ok" else reading.get("scaled")
+            if reading["status"] in ("ok", "multiplexed") and value is not None:
+                values.setdefault(label, []).append(value)
 
     def finish(self):
         dataset = self.dataset
+        for name, values in self._warmups.items():
+            if name in dataset.benchmarks:
+                dataset.benchmarks[name].warmups = values
         for name, counts in self._excluded.items():
             left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
             dataset.notes.append(f"{name}: left out {left_out} runs")
@@ -249,6 +266,13 @@ def _checked(record) -> dict:
         readings.append(checked)
     return {"benchmark": checked_bench, "outcome": outcome, "wall_ns": wall_ns, "readings": readings,
             "warmup": _field(record, "warmup", "warmup", bool, "true or false")}
+
+
+def _labels(readings: list[dict]) -> list[str]:
+    """Each reading's label: its event with the scope's suffix, told apart by backend when one event was
+    counted by several."""
+    return distinct_labels([(r["event"] + _SCOPE_SUFFIX.get(r.get("scope"), ""), r.get("backend"))
+                            for r in readings])
 
 
 def _add_reading(bench, label: str, reading: dict) -> None:

@@ -1,0 +1,424 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, a few lines of inline script for the filter;
+no network at view time) for a comparison, a ``stat`` run, or the fleet's audits.
+
+Layout of a comparison (docs/report.md): what was compared and how; overall (per metric summary, forest
+plot of every benchmark's A/B interval against the equivalence band, the verdict table); the two machines'
+inventories side by side with the differences marked; then one section per benchmark (both distributions
+as strips with their SPA intervals and as ECDFs, runs in order with warm-ups and flagged runs marked, the
+counters beside time). Sections of a report of more than ``OPEN_LIMIT`` benchmarks start closed, so that
+the summary stays fast with 1,000 benchmarks.
+
+Every number of the verdict table carries its raw value in ``data-value`` (the JSON output's number), so a
+test or a script can check the page against ``--format json``."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+
+from perfctl import units
+from perfctl.report import svg
+from perfctl.report.svg import esc
+
+OPEN_LIMIT = 20
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:0 16px 40px;color:#1a1a1a;
+line-height:1.4}
+h1{font-size:1.5em;margin:20px 0 4px}h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ccc}
+h3{font-size:1.05em;margin:4px 0}
+.statement{color:#333;margin:2px 0;font-size:.92em}
+table{border-collapse:collapse;font-size:.9em;margin:8px 0}
+th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.differs td{background:#fff3cd}tr.differs td:first-child{font-weight:bold}
+.tone-faster{color:#006b4f;font-weight:bold}.tone-slower{color:#a63d00;font-weight:bold}
+.tone-equivalent{color:#1f6f99}.tone-other{color:#555}
+.plots{display:flex;flex-wrap:wrap;gap:8px}
+details{margin:10px 0;border:1px solid #ddd;border-radius:4px;padding:4px 10px}
+summary{cursor:pointer}summary h3{display:inline}
+.note{color:#555;font-size:.9em}
+#filter{margin:6px 0;padding:3px 6px;width:320px}
+footer{margin-top:30px;color:#666;font-size:.85em}
+"""
+
+# Filters the verdict table by benchmark name or verdict; the only script, inline.
+SCRIPT = """
+document.getElementById('filter').addEventListener('input', function (event) {
+  var needle = event.target.value.toLowerCase();
+  document.querySelectorAll('#verdicts tbody tr').forEach(function (row) {
+    row.hidden = needle !== '' && row.textContent.toLowerCase().indexOf(needle) < 0;
+  });
+});
+"""
+
+def tone(verdict: str, ratio: float | None = None) -> str:
+    """The colour class of a SPARC verdict (the words are always printed beside it): a relevant or trivial
+    difference is B faster or B slower by the ratio's side of 1."""
+    if verdict == "equivalence":
+        return "equivalent"
+    if verdict in ("relevant difference", "trivial difference") and ratio is not None:
+        return "faster" if ratio > 1 else "slower"
+    return "other"
+
+
+def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True) -> str:
+    """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts."""
+    shown = esc(text if text is not None else ("-" if value is None else value))
+    raw = "" if value is None else (repr(float(value)) if isinstance(value, float) else esc(value))
+    attributes = (f' data-field="{field}"' if field else "") + (f' data-value="{raw}"' if field else "")
+    return f'<td{" class=num" if numeric else ""}{attributes}>{shown}</td>'
+
+
+def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
+    identity = f' id="{table_id}"' if table_id else ""
+    return (f"<table{identity}><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def document(title: str, body: Sequence[str], script: bool = False) -> str:
+    from perfctl import __version__
+
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            # no request may leave the page: inline style and script only, images from data: at most
+            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+            "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+            + "".join(body)
+            + f"<footer>written by perfctl {esc(__version__)} on {now}</footer>"
+            + (f"<script>{SCRIPT}</script>" if script else "") + "</body></html>\n")
+
+
+def write(path: str, text: str) -> None:
+    """Write the report whole or not at all: a temporary file in the same directory, renamed over
+    ``path``, so an interrupted or failed write leaves no half page behind (or the previous report)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temporary = tempfile.mkstemp(prefix=".perfctl-report-", suffix=".html", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+# -- comparisons ---------------------------------------------------------------------------------------
+
+
+def compare_page(comparison, context, notes: Sequence[str] = (), datasets=None, sequence=None) -> str:
+    """The report of one comparison. ``context`` is the CompareContext of report/compare.py; ``datasets``
+    the two Datasets compared (None: the runs are not at hand, e.g. a comparison the server made, and the
+    per-benchmark plots are left out); ``sequence`` a sequential A/B run's confidence sequence (a dict of
+    rounds, estimate, low, high), drawn when given."""
+    from perfctl.report.compare import rows as comparison_rows
+    from perfctl.report.compare import statement
+
+    p = comparison.parameters
+    rows = comparison_rows(comparison)
+    metric_units = context.units or {}
+    body = [f"<h1>{esc(context.a)} <span class=note>vs</span> {esc(context.b)}</h1>"]
+    body += [f"<p class=statement>{esc(line)}</p>" for line in statement(comparison, context)]
+    body.append("<h2 id=overall>Overall</h2>")
+    body += [_summary(summary, p) for summary in comparison.summaries]
+    for metric in context.metrics:
+        forest_rows = [svg.ForestRow(r["benchmark"], r["ratio_a_over_b"], r["ratio_low"], r["ratio_high"],
+                                     r["verdict"], tone(r["verdict"], r["ratio_a_over_b"]), f"b{i}")
+                       for i, r in enumerate(rows) if r["metric"] == metric]
+        if forest_rows:
+            body.append(f"<h3>A/B ratio of {esc(metric)}, {p.confidence:.0%} intervals</h3>")
+            body.append(f'<div class="plot forest">{svg.forest(forest_rows, p.margin)}</div>')
+    body.append('<input id=filter type=search placeholder="filter benchmarks by name or verdict">')
+    body.append(_verdict_table(rows, metric_units))
+    if comparison.only_a or comparison.only_b:
+        body.append(f"<p class=note>only in A: {esc(', '.join(comparison.only_a) or '-')}; only in B: "
+                    f"{esc(', '.join(comparison.only_b) or '-')}</p>")
+    if datasets is not None:
+        body.append(_inventories(datasets[0].machine, datasets[1].machine))
+    if sequence:
+        body.append("<h2 id=sequence>Confidence sequence</h2>")
+        plot = svg.sequence(sequence["rounds"], sequence["estimate"], sequence["low"], sequence["high"], p.margin)
+        body.append(f'<div class="plot">{plot}</div>')
+    body.append("<h2 id=benchmarks>Benchmarks</h2>")
+    open_all = len(rows) <= OPEN_LIMIT
+    for i, (row, result) in enumerate(zip(rows, comparison.benchmarks)):
+        body.append(_benchmark_section(i, row, result, context, datasets, open_all, p))
+    if notes:
+        body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    return document(f"perfctl: {context.a} vs {context.b}", body, script=True)
+
+
+def _summary(summary, p) -> str:
+    if summary.speedup_median is None:
+        return f"<p><b>{esc(summary.metric)}</b>: no benchmark could be judged.</p>"
+    acc, overall = summary.accelerated, summary.sparc_overall
+    items = [f"speedup of medians <b>{summary.speedup_median.speedup:.4f}</b> (gain "
+             f"{summary.speedup_median.gain:+.2%}) over {summary.speedup_median.benchmarks} benchmarks "
+             "(Speedup-Test Eq. 1-2: ratio of the sums of medians, equal weights)",
+             f"B faster (median protocol) on <b>{acc.accelerated} of {acc.benchmarks}</b>: proportion "
+             f"{acc.proportion:.3f}, {acc.confidence:.0%} interval [{acc.low:.3f}, {acc.high:.3f}] (Wilson, "
+             f"continuity-corrected)"]
+    if overall is not None:
+        items.append("SPARC overall: " + esc(overall.reason if overall.pvalue is None else
+                                             f"Wilcoxon signed-rank over {overall.benchmarks_used} benchmarks, "
+                                             f"p = {overall.pvalue:.4g} at alpha {overall.alpha:.4g}: "
+                                             + (f"B {overall.direction} overall" if overall.rejected
+                                                else "no overall difference shown")))
+    return (f"<p><b>{esc(summary.metric)}</b></p><ul class=summary>"
+            + "".join(f"<li>{item}</li>" for item in items) + "</ul>")
+
+
+def _verdict_table(rows: Sequence[dict], metric_units: dict) -> str:
+    out = []
+    for i, r in enumerate(rows):
+        unit = metric_units.get(r["metric"])
+        out.append(
+            f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
+            f'<td><a href="#b{i}">{esc(r["benchmark"])}</a></td>{_cell(r["metric"], numeric=False)}'
+            f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
+            f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
+            f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
+            f'{_cell(r["ratio_a_over_b"], units.ratio(r["ratio_a_over_b"]), "ratio_a_over_b")}'
+            f'{_cell(r["ratio_low"], _plain(r["ratio_low"]), "ratio_low")}'
+            f'{_cell(r["ratio_high"], _plain(r["ratio_high"]), "ratio_high")}'
+            f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
+            f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td></tr>')
+    return _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B", "low", "high",
+                   "SPARC verdict"), out, "verdicts")
+
+
+def _plain(value) -> str:
+    return "…" if value is None else f"{value:.3f}"
+
+
+# the inventory items a reader asks about first when B is slower, in this order, then all the others
+FIRST_ITEMS = ("hostname", "kernel.release", "cpu.model_name", "cpu.microcode", "governors", "smt", "smt_active",
+               "turbo", "perf_event_paranoid", "pmu.present", "hz", "tick_mode", "isolated_cpus", "nmi_watchdog",
+               "aslr", "audit.verdict", "audit.finished")
+
+
+def flatten(inventory: dict | None, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in (inventory or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        elif isinstance(value, list):
+            out[name] = ", ".join(map(str, value)) or "-"
+        else:
+            out[name] = "-" if value is None else str(value)
+    return out
+
+
+def _inventories(a: dict | None, b: dict | None) -> str:
+    if not a and not b:
+        return "<h2 id=machines>Machines</h2><p class=note>neither input records its machine.</p>"
+    left, right = flatten(a), flatten(b)
+    left.pop("type", None), right.pop("type", None)
+    keys = [k for k in FIRST_ITEMS if k in left or k in right]
+    keys += sorted((left.keys() | right.keys()) - set(keys))
+    differing = [k for k in keys if left.get(k) != right.get(k)]
+    rows = [f'<tr class="{"differs" if k in differing else ""}"><td>{esc(k)}</td>'
+            f'<td>{esc(left.get(k, "(not recorded)"))}</td><td>{esc(right.get(k, "(not recorded)"))}</td></tr>'
+            for k in keys]
+    said = (f"{len(differing)} items differ: {esc(', '.join(differing))}" if differing
+            else "the two inventories are the same")
+    same = [row for k, row in zip(keys, rows) if k not in differing]
+    return (f"<h2 id=machines>Machines</h2><p>{said}</p>"
+            + (_table(("item", "A", "B"), [row for k, row in zip(keys, rows) if k in differing], "inventories")
+               if differing else "")
+            + (f"<details><summary>{len(same)} items the same on both</summary>"
+               + _table(("item", "A", "B"), same, "same-inventory") + "</details>" if same else ""))
+
+
+def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p) -> str:
+    unit = (context.units or {}).get(row["metric"])
+    head = (f'<summary><h3>{esc(row["benchmark"])} <span class=note>({esc(row["metric"])})</span></h3> '
+            f'<span class="tone-{tone(row["verdict"], row["ratio_a_over_b"])}">{esc(row["verdict"])}</span>, A/B '
+            f'{esc(units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"]))}</summary>')
+    facts = [
+        ("runs A / B", f"{row['n_a']} / {row['n_b']}"),
+        ("median A / B", f"{units.quantity(row['median_a'], unit)} / {units.quantity(row['median_b'], unit)}"),
+        (f"SPA: the value {p.proportion:g} of runs stay under, A",
+         units.interval(row["spa_a_low"], row["spa_a_high"], unit)),
+        ("… B", units.interval(row["spa_b_low"], row["spa_b_high"], unit)),
+        ("SPA speedup interval", f"[{_plain(row['speedup_spa_low'])}, {_plain(row['speedup_spa_high'])}]"),
+        ("Speedup-Test mean / median protocol", f"{row['mean_protocol'] or '-'} / {row['median_protocol'] or '-'}"),
+        ("P[A>B]", "-" if row["p_a_greater_b"] is None else f"{row['p_a_greater_b']:.3f}"),
+    ]
+    if row["warnings"]:
+        facts.append(("warnings", row["warnings"]))
+    parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
+             _table(("", ""), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
+    if datasets is not None:
+        parts.append(_benchmark_plots(row, result, unit, datasets))
+    parts.append("</details></section>")
+    return "".join(parts)
+
+
+def series_of(bench, metric: str, name: str) -> svg.Series:
+    values = bench.metrics.get(metric, []) if bench else []
+    flagged = getattr(bench, "flagged", {}) or {}
+    before = (getattr(bench, "warmups", {}) or {}).get(metric, ())
+    return svg.Series(name, values, {i: why for i, why in flagged.items() if i < len(values)}, before)
+
+
+def _label(dataset, benchmark: str, metric: str) -> str:
+    """The reading label of ``metric`` in this dataset (``instructions`` may be read as ``instructions:u``)."""
+    bench = dataset.benchmarks.get(benchmark)
+    if bench is None:
+        return metric
+    return next((label for label in (metric, f"{metric}:u") if label in bench.metrics), metric)
+
+
+def _benchmark_plots(row: dict, result, unit: str | None, datasets) -> str:
+    a_bench, b_bench = (d.benchmarks.get(row["benchmark"]) for d in datasets)
+    metric = row["metric"]
+    series = [series_of(a_bench, _label(datasets[0], row["benchmark"], metric), "A"),
+              series_of(b_bench, _label(datasets[1], row["benchmark"], metric), "B")]
+    intervals = {"A": (row["spa_a_low"], row["spa_a_high"]), "B": (row["spa_b_low"], row["spa_b_high"])}
+    label = f"{metric}{f' ({unit})' if unit else ''}"
+    plots = [svg.strip(series, unit, intervals, label), svg.ecdf(series, unit, label),
+             svg.run_order(series, unit, label)]
+    return ('<div class="plots">' + "".join(f'<div class="plot">{p}</div>' for p in plots) + "</div>"
+            + _counters(a_bench, b_bench))
+
+
+def _counters(a_bench, b_bench) -> str:
+    """Every metric both sides recorded for this benchmark, by median: the counters beside time."""
+    if a_bench is None or b_bench is None:
+        return ""
+    rows = []
+    for metric in sorted(a_bench.metrics.keys() & b_bench.metrics.keys()):
+        a, b = a_bench.metrics[metric], b_bench.metrics[metric]
+        if not a or not b:
+            continue
+        unit = a_bench.units.get(metric)
+        ma, mb = _median(a), _median(b)
+        ratio = ma / mb if mb else None
+        rows.append(f"<tr><td>{esc(metric)}</td>{_cell(ma, units.quantity(ma, unit))}"
+                    f"{_cell(mb, units.quantity(mb, unit))}"
+                    f"{_cell(ratio, '-' if ratio is None or not math.isfinite(ratio) else f'{ratio:.3f}')}</tr>")
+    if not rows:
+        return ""
+    return ("<p class=note>every counter both sides recorded (medians; the ratio of medians, A/B, is not a "
+            "test)</p>" + _table(("counter", "median A", "median B", "A/B of medians"), rows))
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
+# -- the fleet's audits --------------------------------------------------------------------------------
+
+AUDIT_TONES = {"trusted": "faster", "no-PMU": "equivalent", "degraded": "other", "untrusted": "slower"}
+
+
+def fleet_page(history: dict[str, list[dict]], drifts: dict[str, list[str]], spread: Sequence[dict],
+               notes: Sequence[str] = ()) -> str:
+    """The fleet's audits (``perfctl report --machines``): every machine's verdicts over time, what drifted
+    between its consecutive audits, each machine's history, and the spread of calibrated counts across
+    machines."""
+    body = ["<h1>Fleet audits</h1>",
+            f"<p class=statement>{len(history)} machines, {sum(map(len, history.values()))} audits</p>"]
+    rows = [(machine, [((r.get("time_ns") or 0) / 1e9, AUDIT_TONES.get(r.get("verdict"), "other"),
+                        f"{r.get('verdict')}: audit {str(r.get('audit_id', '?'))[:8]}, kernel {r.get('kernel')}, "
+                        f"microcode {r.get('microcode')}") for r in reports])
+            for machine, reports in sorted(history.items())]
+    if rows:
+        body.append(f'<div class="plot">{svg.timeline(rows)}</div>')
+    body.append("<p class=note>marks: trusted (green square), no-PMU (sky-blue square), degraded (grey square), "
+                "untrusted (vermillion circle); hover a mark for its audit</p>")
+    body.append("<h2 id=drift>Drift between consecutive audits</h2>")
+    changes = [(m, c) for m, items in sorted(drifts.items()) for c in items]
+    body.append(_table(("machine", "what changed"), [f"<tr><td>{esc(m)}</td><td>{esc(c)}</td></tr>"
+                                                     for m, c in changes], "drift")
+                if changes else "<p>no machine changed between consecutive audits.</p>")
+    body.append("<h2 id=spread>Spread of instruction counts per kernel (latest audits)</h2>")
+    body.append(_table(("kernel", "machines", "source", "median", "CV across machines"),
+                       [f"<tr><td>{esc(r['kernel'])}</td>{_cell(r['machines'])}<td>{esc(r['source'])}</td>"
+                        f"{_cell(r['median'], units.count(r['median']))}"
+                        f"{_cell(r['cv'], _cv(r['cv']))}</tr>"
+                        for r in spread], "spread"))
+    body.append("<h2 id=history>History per machine</h2>")
+    for machine, reports in sorted(history.items()):
+        lines = [f"<tr><td>{esc(_utc(r.get('time_ns')))}</td>"
+                 f"<td class=\"tone-{AUDIT_TONES.get(r.get('verdict'), 'other')}\">{esc(r.get('verdict'))}</td>"
+                 f"<td>{esc(r.get('kernel'))}</td><td>{esc(r.get('microcode'))}</td>"
+                 f"<td>{esc('; '.join(map(str, r.get('reasons') or [])) or '-')}</td></tr>"
+                 for r in reversed(reports)]
+        body.append(f"<details open><summary><h3>{esc(machine)}</h3> ({len(reports)} audits)</summary>"
+                    + _table(("time (UTC)", "verdict", "kernel", "microcode", "reasons"), lines) + "</details>")
+    if notes:
+        body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    return document("perfctl: fleet audits", body)
+
+
+def _utc(ns) -> str:
+    if not ns:
+        return "?"
+    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _cv(value) -> str:
+    return "-" if value is None else f"{value:.2e}"
+
+
+# -- one stat run --------------------------------------------------------------------------------------
+
+
+def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequence[str] = ()) -> str:
+    """The report of one ``perfctl stat``: the summary table of every event, then each measured event's
+    runs as a strip, an ECDF and in order (flagged runs hollow), and the machine."""
+    from perfctl.analysis.summary import describe
+
+    body = [f"<h1>{esc(title)}</h1>",
+            f"<p class=statement>{summary.runs} measured runs ({summary.outcomes.get('ok', 0)} ok), "
+            f"{summary.warmups} warm-ups; {len(summary.interfered)} runs flagged as interfered-with</p>"]
+    rows, sections = [], []
+    measured = [e for e in summary.events.values() if e.values]
+    for i, event in enumerate(measured):
+        d = describe(event.values)
+        rows.append(f'<tr data-event="{esc(event.label)}"><td><a href="#e{i}">{esc(event.label)}</a></td>'
+                    f'{_cell(d.n, field="n")}{_cell(d.median, units.quantity(d.median, event.unit), "median")}'
+                    f'{_cell(d.mean, units.quantity(d.mean, event.unit), "mean")}'
+                    f'{_cell(d.cv, "-" if not math.isfinite(d.cv) else f"{d.cv:.2%}", "cv")}'
+                    f'{_cell(d.min, units.quantity(d.min, event.unit), "min")}'
+                    f'{_cell(d.max, units.quantity(d.max, event.unit), "max")}'
+                    f'<td>{esc(event.backend)}{esc(f" ({event.source})" if event.source else "")}</td></tr>')
+        positions = {run: k for k, run in enumerate(sorted(summary.interfered))}
+        series = [svg.Series("A", event.values, {k: "interfered-with" for k in positions.values()
+                                                 if k < len(event.values)})]
+        label = f"{event.label}{f' ({event.unit})' if event.unit else ''}"
+        plots = [svg.strip(series, event.unit, {}, label), svg.ecdf(series, event.unit, label),
+                 svg.run_order(series, event.unit, label)]
+        sections.append(f'<section id="e{i}"><details{" open" if len(measured) <= OPEN_LIMIT else ""}>'
+                        f"<summary><h3>{esc(event.label)}</h3></summary><div class=plots>"
+                        + "".join(f'<div class="plot">{p}</div>' for p in plots) + "</div></details></section>")
+    unsupported = [e for e in summary.events.values() if not e.values and e.unsupported]
+    body.append(_table(("event", "n", "median", "mean", "CV", "min", "max", "backend (source)"), rows, "events"))
+    if unsupported:
+        body.append("<p class=note>not counted here: " + esc("; ".join(f"{e.label}: {e.unsupported}"
+                                                                        for e in unsupported)) + "</p>")
+    if summary.correction_note:
+        body.append(f"<p class=note>{esc(summary.correction_note)}</p>")
+    body.append("<h2 id=events>Events</h2>")
+    body += sections
+    if inventory:
+        keys = [k for k in FIRST_ITEMS if k in flatten(inventory)]
+        items = flatten(inventory)
+        keys += sorted(items.keys() - set(keys) - {"type"})
+        body.append("<h2 id=machines>Machine</h2>"
+                    + _table(("item", "value"), [f"<tr><td>{esc(k)}</td><td>{esc(items[k])}</td></tr>"
+                                                 for k in keys], "inventory"))
+    if notes:
+        body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    return document(f"perfctl stat: {title}", body)

@@ -1,0 +1,338 @@
+"""Plots as inline SVG text, for the HTML report: a forest plot of ratio intervals against the equivalence
+band, strip plots with interval bars, empirical CDFs, runs in order, and a confidence sequence over rounds.
+
+No script and no external resource: each function returns one ``<svg>`` element as a string. Every text
+that comes from data (benchmark names, units) is escaped here. Colours are the Okabe-Ito palette, which
+stays distinct under the common colour-vision deficiencies, and colour is never the only cue: A's runs are
+round marks, B's square, flagged runs hollow rings, and every plot has its legend in words."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from perfctl import units
+from perfctl.text import visible
+
+# Okabe & Ito (2008), "Color Universal Design": blue, vermillion, bluish green, sky blue, grey, orange
+COLOURS = {"A": "#0072B2", "B": "#D55E00"}
+VERDICT_COLOURS = {"faster": "#009E73", "slower": "#D55E00", "equivalent": "#56B4E9", "other": "#666666"}
+BAND = "#E69F00"
+FONT = 12
+
+
+def esc(text) -> str:
+    """Data as SVG/HTML text: control characters made visible, markup characters escaped."""
+    return html.escape(visible(str(text)), quote=True)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Maps values in [low, high] to pixels in [start, end]; logarithmic for ratios."""
+
+    low: float
+    high: float
+    start: float
+    end: float
+    log: bool = False
+
+    def __call__(self, value: float) -> float:
+        low, high, value = ((math.log(v) for v in (self.low, self.high, value)) if self.log
+                            else (self.low, self.high, value))
+        if high == low:
+            return (self.start + self.end) / 2
+        return self.start + (value - low) / (high - low) * (self.end - self.start)
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """About ``count`` round values (1, 2 or 5 times a power of ten apart) within [low, high]."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return [low] if math.isfinite(low) else []
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
+
+
+def padded(values: Sequence[float], share: float = 0.05) -> tuple[float, float]:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return 0.0, 1.0
+    low, high = min(finite), max(finite)
+    pad = (high - low) * share or abs(high) * share or 1.0
+    return low - pad, high + pad
+
+
+def _n(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def _svg(width: int, height: int, label: str, body: list[str]) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(label)}" '
+            f'font-family="sans-serif" font-size="{FONT}">' + "".join(body) + "</svg>")
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
+    return f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}"{extra}>{esc(text)}</text>'
+
+
+def _marks(points: Sequence[tuple[float, float]], colour: str, cap: str, width: float = 6,
+           hollow: bool = False) -> str:
+    """Many marks in one path: zero-length segments drawn with round or square caps (a 1,000-run series
+    costs a path of some 12 KB, not a thousand elements)."""
+    if not points:
+        return ""
+    data = "".join(f"M{_n(x)} {_n(y)}h0" for x, y in points)
+    if hollow:  # a ring: a wide cap in the colour under a narrower white one
+        return (f'<path d="{data}" stroke="{colour}" stroke-width="{width + 3}" stroke-linecap="{cap}"/>'
+                f'<path d="{data}" stroke="#fff" stroke-width="{width - 1}" stroke-linecap="{cap}"/>')
+    return f'<path d="{data}" stroke="{colour}" stroke-width="{width}" stroke-linecap="{cap}" opacity="0.75"/>'
+
+
+def _axis_x(scale: Scale, ticks: Sequence[float], y: float, top: float, label, fmt) -> list[str]:
+    out = [f'<line x1="{_n(scale.start)}" x2="{_n(scale.end)}" y1="{_n(y)}" y2="{_n(y)}" stroke="#444"/>']
+    for tick in ticks:
+        x = scale(tick)
+        out.append(f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(top)}" y2="{_n(y)}" stroke="#ddd"/>')
+        out.append(_text(x, y + 14, fmt(tick), "middle"))
+    if label:
+        out.append(_text((scale.start + scale.end) / 2, y + 30, label, "middle"))
+    return out
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    label: str
+    ratio: float | None
+    low: float | None
+    high: float | None
+    verdict: str
+    tone: str  # a key of VERDICT_COLOURS
+    anchor: str = ""  # the id of the benchmark's section, to link to
+
+
+def forest(rows: Sequence[ForestRow], margin: float, width: int = 900) -> str:
+    """Each benchmark's A/B ratio (log scale) with its interval, against the equivalence band
+    [1 - margin, 1 + margin] and the line of no difference."""
+    label_width, right = 300, 180
+    height = 40 + 18 * max(1, len(rows)) + 40
+    ends = [v for r in rows for v in (r.low, r.high, r.ratio) if v is not None and v > 0 and math.isfinite(v)]
+    low, high = min(ends + [1 - margin]), max(ends + [1 + margin])
+    low, high = low / (high / low) ** 0.05, high * (high / low) ** 0.05
+    scale = Scale(low, high, label_width, width - right, log=True)
+    body = [f'<rect x="{_n(scale(1 - margin))}" y="24" width="{_n(scale(1 + margin) - scale(1 - margin))}" '
+            f'height="{height - 64}" fill="{BAND}" opacity="0.18"/>',
+            _text(scale(1 - margin), 16, f"equivalence band ±{margin:g}", "start", ' fill="#8a5a00"')]
+    ticks = _spaced(scale, _ratio_ticks(low, high))
+    body += _axis_x(scale, ticks, height - 40, 24, "A/B ratio (log scale; above 1: B faster)", lambda t: f"{t:g}")
+    body.append(f'<line x1="{_n(scale(1))}" x2="{_n(scale(1))}" y1="24" y2="{height - 40}" stroke="#222" '
+                f'stroke-dasharray="4 3"/>')
+    for i, row in enumerate(rows):
+        y = 40 + 18 * i
+        colour = VERDICT_COLOURS.get(row.tone, VERDICT_COLOURS["other"])
+        name = row.label if len(row.label) <= 40 else row.label[:39] + "…"
+        link = f'<a href="#{esc(row.anchor)}">' if row.anchor else ""
+        body.append(f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
+        if row.low is not None and row.high is not None:
+            body.append(f'<line x1="{_n(scale(row.low))}" x2="{_n(scale(row.high))}" y1="{y}" y2="{y}" '
+                        f'stroke="{colour}" stroke-width="2.5"/>')
+        if row.ratio is not None and row.ratio > 0:
+            body.append(_marks([(scale(row.ratio), y)], colour, "square", 8))
+        body.append(_text(width - right + 8, y + 4, row.verdict, "start", f' fill="{colour}"'))
+    return _svg(width, height, "forest plot of the A/B ratio of every benchmark", body)
+
+
+def _spaced(scale: Scale, ticks: Sequence[float], gap: float = 44) -> list[float]:
+    """The ticks at least ``gap`` pixels apart, 1 (no difference) first."""
+    kept: list[float] = []
+    for tick in sorted(ticks, key=lambda t: (t != 1, abs(math.log(t)) if t > 0 else 0)):
+        if all(abs(scale(tick) - scale(k)) >= gap for k in kept):
+            kept.append(tick)
+    return sorted(kept)
+
+
+def _ratio_ticks(low: float, high: float) -> list[float]:
+    candidates = [0.1, 0.2, 0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2, 5, 10]
+    inside = [t for t in candidates if low <= t <= high]
+    if len(inside) >= 3:
+        return inside
+    return [round(t, 4) for t in nice_ticks(low, high, 4) if t > 0]
+
+
+@dataclass
+class Series:
+    """One side's values in run order; ``flagged`` maps a run's index to why it is marked (interfered-with)
+    and ``before`` holds warm-up values, drawn before run 0."""
+
+    name: str  # "A" or "B"
+    values: Sequence[float]
+    flagged: dict[int, str] = field(default_factory=dict)
+    before: Sequence[float] = ()
+
+    @property
+    def colour(self) -> str:
+        return COLOURS.get(self.name, "#444")
+
+    @property
+    def cap(self) -> str:
+        return "round" if self.name != "B" else "square"
+
+
+def _value_format(unit: str | None):
+    return lambda v: units.quantity(v, unit)
+
+
+def _legend(x: float, y: float, entries: Sequence[tuple[str, str, str]], note: str = "") -> list[str]:
+    """A one-line legend from (x, y): a mark and a word per entry, then ``note``."""
+    out = []
+    for label, colour, cap in entries:
+        out.append(_marks([(x + 4, y - 4)], colour, cap, 8))
+        out.append(_text(x + 14, y, label))
+        x += 24 + 8 * len(label)
+    if note:
+        out.append(_text(x + 4, y, note, extra=' fill="#555"'))
+    return out
+
+
+def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple[float | None, float | None]],
+          label: str, width: int = 440) -> str:
+    """Each side's runs on one row (jittered so that ties stay visible), its median as a bar and its SPA
+    interval as a bracket under the row."""
+    values = [v for s in series for v in s.values]
+    scale = Scale(*padded(values), 60, width - 20)
+    height = 40 + 50 * len(series) + 40
+    body = _axis_x(scale, nice_ticks(scale.low, scale.high, 4), height - 40, 20, label, _value_format(unit))
+    for row, s in enumerate(series):
+        y = 40 + 50 * row
+        body.append(_text(50, y + 4, s.name, "end", ' font-weight="bold"'))
+        jitter = [((i * 0.618034) % 1 - 0.5) * 22 for i in range(len(s.values))]
+        body.append(_marks([(scale(v), y + j) for v, j in zip(s.values, jitter)], s.colour, s.cap, 5))
+        if s.values:
+            middle = sorted(s.values)[len(s.values) // 2] if len(s.values) % 2 else \
+                sum(sorted(s.values)[len(s.values) // 2 - 1:len(s.values) // 2 + 1]) / 2
+            body.append(f'<line x1="{_n(scale(middle))}" x2="{_n(scale(middle))}" y1="{y - 15}" y2="{y + 15}" '
+                        f'stroke="#000" stroke-width="2"><title>median {esc(units.quantity(middle, unit))}'
+                        f'</title></line>')
+        low, high = intervals.get(s.name, (None, None))
+        if low is not None and high is not None:
+            x0, x1 = scale(low), scale(high)
+            body.append(f'<path d="M{_n(x0)} {y + 14}v5H{_n(x1)}v-5" fill="none" stroke="#000"><title>SPA '
+                        f'interval {esc(units.interval(low, high, unit))}</title></path>')
+    return _svg(width, height, f"runs of A and B: {label}", body)
+
+
+def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 440) -> str:
+    """The empirical cumulative distribution of each side: a step line per side (A solid, B dashed)."""
+    values = [v for s in series for v in s.values]
+    scale = Scale(*padded(values), 60, width - 20)
+    height = 220
+    prob = Scale(0, 1, height - 40, 20)
+    body = _axis_x(scale, nice_ticks(scale.low, scale.high, 4), height - 40, 20, label, _value_format(unit))
+    for p in (0, 0.5, 1):
+        body.append(_text(54, prob(p) + 4, f"{p:g}", "end"))
+    for s in series:
+        ordered = sorted(s.values)
+        if not ordered:
+            continue
+        steps = [f"M{_n(scale(ordered[0]))} {_n(prob(0))}"]
+        for i, v in enumerate(ordered, 1):
+            steps.append(f"H{_n(scale(v))}V{_n(prob(i / len(ordered)))}")
+        dash = ' stroke-dasharray="6 3"' if s.name == "B" else ""
+        body.append(f'<path d="{"".join(steps)}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')
+    body += _legend(70, 12, [(s.name, s.colour, s.cap) for s in series])
+    return _svg(width, height, f"empirical CDF of A and B: {label}", body)
+
+
+def run_order(series: Sequence[Series], unit: str | None, label: str, width: int = 900) -> str:
+    """Every run's value against its place in the order of runs (warm-ups before 0, hollow); flagged runs
+    are hollow rings too, so drift, warm-up and interference show."""
+    values = [v for s in series for v in (*s.values, *s.before)]
+    longest = max((len(s.values) for s in series), default=1)
+    warm = max((len(s.before) for s in series), default=0)
+    xs = Scale(-warm - 0.5, max(longest, 1) - 0.5, 90, width - 20)
+    height = 240
+    ys = Scale(*padded(values), height - 40, 26)
+    body = _axis_x(xs, [t for t in nice_ticks(0, max(longest - 1, 1), 6) if t == int(t)], height - 40, 20,
+                   "run (in the order taken; warm-ups before 0)", lambda t: f"{int(t)}")
+    for tick in nice_ticks(ys.low, ys.high, 3):
+        body.append(f'<line x1="90" x2="{width - 20}" y1="{_n(ys(tick))}" y2="{_n(ys(tick))}" stroke="#eee"/>')
+        body.append(_text(86, ys(tick) + 4, units.quantity(tick, unit), "end", ' font-size="10"'))
+    for s in series:
+        plain = [(xs(i), ys(v)) for i, v in enumerate(s.values) if i not in s.flagged]
+        ringed = [(xs(i), ys(v)) for i, v in enumerate(s.values) if i in s.flagged]
+        warmups = [(xs(i - len(s.before)), ys(v)) for i, v in enumerate(s.before)]
+        body.append(_marks(plain, s.colour, s.cap, 5))
+        body.append(_marks(ringed + warmups, s.colour, s.cap, 6, hollow=True))
+    marked = any(s.flagged or s.before for s in series)
+    body += _legend(90, 12, [(s.name, s.colour, s.cap) for s in series],
+                    "hollow: warm-up or flagged as interfered-with" if marked else "")
+    return _svg(width, height, f"runs in order: {label}", body)
+
+
+def sequence(rounds: Sequence[int], estimate: Sequence[float], low: Sequence[float], high: Sequence[float],
+             margin: float, width: int = 900) -> str:
+    """A confidence sequence of the A/B ratio over rounds (``perfctl ab``): the band it covers at each
+    round, its estimate, and the equivalence band."""
+    finite = [v for v in (*low, *high, *estimate) if v is not None and v > 0 and math.isfinite(v)]
+    lo, hi = min(finite + [1 - margin]) * 0.98, max(finite + [1 + margin]) * 1.02
+    height = 260
+    xs = Scale(min(rounds, default=0), max(rounds, default=1), 60, width - 20)
+    ys = Scale(lo, hi, height - 40, 20, log=True)
+    body = [f'<rect x="60" y="{_n(ys(1 + margin))}" width="{width - 80}" '
+            f'height="{_n(ys(1 - margin) - ys(1 + margin))}" fill="{BAND}" opacity="0.18"/>']
+    body += _axis_x(xs, nice_ticks(xs.low, xs.high, 6), height - 40, 20, "round", lambda t: f"{int(t)}")
+    for tick in _spaced(Scale(lo, hi, 0, height - 60, log=True), _ratio_ticks(lo, hi), 16):
+        body.append(_text(56, ys(tick) + 4, f"{tick:g}", "end"))
+    pairs = [(r, a, b) for r, a, b in zip(rounds, low, high) if a is not None and b is not None and a > 0]
+    if pairs:
+        top = "".join(f"{'M' if i == 0 else 'L'}{_n(xs(r))} {_n(ys(b))}" for i, (r, _, b) in enumerate(pairs))
+        bottom = "".join(f"L{_n(xs(r))} {_n(ys(a))}" for r, a, _ in reversed(pairs))
+        body.append(f'<path d="{top}{bottom}Z" fill="{COLOURS["A"]}" opacity="0.25"/>')
+    line = "".join(f"{'M' if i == 0 else 'L'}{_n(xs(r))} {_n(ys(e))}" for i, (r, e) in
+                   enumerate((r, e) for r, e in zip(rounds, estimate) if e is not None and e > 0))
+    if line:
+        body.append(f'<path d="{line}" fill="none" stroke="{COLOURS["A"]}" stroke-width="2"/>')
+    return _svg(width, height, "confidence sequence of the A/B ratio over rounds", body)
+
+
+def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width: int = 900) -> str:
+    """One row per machine, one mark per event at its time (seconds since the epoch): ``(time, tone,
+    text)`` with ``tone`` a key of VERDICT_COLOURS and ``text`` shown on hover and, for the last mark of a
+    row, beside it."""
+    times = [t for _, marks in rows for t, _, _ in marks]
+    low, high = (min(times), max(times)) if times else (0.0, 1.0)
+    if high - low < 60:
+        low, high = low - 30, high + 30
+    label_width, right = 200, 150
+    height = 30 + 22 * max(1, len(rows)) + 40
+    xs = Scale(low, high, label_width, width - right)
+    body = _axis_x(xs, [low, (low + high) / 2, high], height - 40, 20, "time of the audit (UTC)", _when)
+    for i, (label, marks) in enumerate(rows):
+        y = 34 + 22 * i
+        body.append(_text(label_width - 8, y + 4, label if len(label) <= 28 else label[:27] + "…", "end"))
+        for tone, group in _by_tone(marks).items():
+            colour = VERDICT_COLOURS.get(tone, VERDICT_COLOURS["other"])
+            body.append(_marks([(xs(t), y) for t in group], colour, "square" if tone != "slower" else "round", 9))
+        for t, _, text in marks:
+            body.append(f'<circle cx="{_n(xs(t))}" cy="{y}" r="6" fill="transparent"><title>{esc(text)}</title>'
+                        f'</circle>')
+        if marks:
+            body.append(_text(width - right + 8, y + 4, marks[-1][2].split(":")[0]))
+    return _svg(width, height, "audit verdicts of every machine over time", body)
+
+
+def _by_tone(marks) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for t, tone, _ in marks:
+        out.setdefault(tone, []).append(t)
+    return out
+
+
+def _when(seconds: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M")
