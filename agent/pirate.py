@@ -240,3 +240,65 @@ def _signal_group(pid: int, sig: int) -> None:
 def kill_group(pid: int) -> None:
     _signal_group(pid, signal.SIGCONT)
     _signal_group(pid, signal.SIGKILL)
+
+
+def measure_command(resolved, bench, control, sizes: list[int], cache_bytes: int, llc_source: str, rounds: int,
+                    pirate_cpu: int, inventory: dict) -> SweepResult:
+    """The static sweep of a command: ``rounds`` runs of the Target per size, each counted by perf_event
+    (task-clock everywhere; instructions and cycles where a PMU counts them, and then cycles is the metric)."""
+    from perfctl.agent import session
+    from perfctl.agent.runner import Runner
+
+    pmu = inventory["pmu"]["present"]
+    events = ["task-clock"] + (["instructions:u", "cycles:u"] if pmu else [])
+    metric = "cycles:u" if pmu else "task-clock"
+    backend = session.make_backend("perf_event", parse_events(events), inventory)
+    runner = Runner()
+    environment = session.environment_of(control)
+
+    def measure_target():
+        sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=0,
+                                      warmup=False, sample_uuid="pirate", machine_id=inventory["machine_id"])
+        reading = sample.reading(metric)
+        return reading.value if sample.outcome == "ok" and reading and reading.status == "ok" else None
+
+    try:
+        return sweep(measure_target, sizes, cache_bytes, llc_source, rounds, pirate_cpu, inventory, metric)
+    finally:
+        backend.close()
+        runner.close()
+
+
+def measure_command_dynamic(resolved, control, sizes: list[int], cache_bytes: int, llc_source: str,
+                            pirate_cpu: int, inventory: dict) -> SweepResult:
+    """The dynamic sweep of a command: one Target run with live instruction and cycle counters (PMU
+    machines only), reaped by a thread while ``dynamic_sweep`` cycles the Pirate's size."""
+    import threading
+
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    gated = runner.start(resolved, control)
+    fds = []
+    outcome: dict = {}
+    waiter = threading.Thread(target=lambda: outcome.setdefault("exit", gated.release_and_wait()), daemon=True)
+    try:
+        for spec in parse_events(["instructions:u", "cycles:u"]):
+            opener = resolve(spec, inventory["cpu"].get("vendor", ""), inventory["cpu"].get("family", 0))
+            fds.append(perf_event_open(make_attr(opener.attr_type, opener.config, "user", inherit=True,
+                                                 enable_on_exec=True), gated.pid))
+
+        def start_target():
+            waiter.start()
+            return gated.pid, lambda: tuple(read_counter(fd)[0] for fd in fds), lambda: outcome.get("exit")
+
+        return dynamic_sweep(start_target, sizes, cache_bytes, llc_source, pirate_cpu, inventory)
+    finally:
+        if waiter.is_alive():  # an error mid-run: end the Target; the waiter reaps it
+            kill_group(gated.pid)
+            waiter.join()
+        elif not waiter.ident:
+            gated.kill()
+        for fd in fds:
+            os.close(fd)
+        runner.close()

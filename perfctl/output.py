@@ -1,10 +1,12 @@
 """What every perfctl command shares for its output: exit codes, the usage error, the signal policy,
-one-line messages on stderr and the console tables are printed on. cli, cache_cli and fleet_cli import it
-from here, so none of them needs another."""
+one-line messages on stderr, and the one console factory: colour, progress bars and live displays only on a
+terminal, and no colour when NO_COLOR is set (https://no-color.org). perfctl/cli/ and perfctl/report/ take
+them from here."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -12,6 +14,9 @@ import sys
 from rich.console import Console
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Errors of writing to a full or failing destination (stdout redirected to /dev/full, a full disk): the
+# user's to fix, so one line and exit 2 rather than a traceback.
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 class UsageError(Exception):
@@ -67,12 +72,18 @@ def exit_code_of(interrupt: KeyboardInterrupt) -> int:
     return interrupt.exit_code if isinstance(interrupt, Interrupted) else EXIT_INTERRUPTED
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
     """One unwrapped line on stderr: messages a user (or a script) must be able to grep. They quote names
     from files and servers, so control characters are shown, never sent to the terminal."""
     from perfctl.text import visible
 
     print(visible(line.replace("\n", " ")), file=sys.stderr, flush=True)
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null once writing to it failed: what is still buffered, or printed on the way
+    out, must not fail again (or be reported at exit with a traceback)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class _Console(Console):
@@ -83,7 +94,25 @@ class _Console(Console):
         os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
 
 
-def _console(stderr: bool = False) -> Console:
-    """Wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
+def no_color() -> bool:
+    """NO_COLOR set and not empty (https://no-color.org): no colour, whatever the terminal."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def interactive(stderr: bool = True) -> bool:
+    """Whether the stream is a terminal: progress bars and live displays only then (in a file or a pipe they
+    would only fill a log with redrawn lines)."""
     stream = sys.stderr if stderr else sys.stdout
-    return _Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 150)
+    try:
+        return stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+def console(stderr: bool = False) -> Console:
+    """The console every table and message is printed on. Colour only on a terminal and without NO_COLOR;
+    wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
+    terminal = interactive(stderr)
+    return _Console(stderr=stderr, highlight=False, width=None if terminal else 150,
+                    color_system="auto" if terminal and not no_color() else None, no_color=no_color(),
+                    force_terminal=terminal)

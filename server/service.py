@@ -414,10 +414,10 @@ class QueryService(_Base, rpc.QueryServiceServicer):
         return await asyncio.to_thread(self._compare, request)
 
     def _compare(self, request) -> pb.CompareResponse:
-        from perfctl import compare_report
         from perfctl.analysis.compare import Parameters
         from perfctl.formats import DatasetError
         from perfctl.pairing import PairingError
+        from perfctl.report import compare as compare_report
 
         try:
             parameters = Parameters(alpha=request.alpha or 0.05, confidence=request.confidence or 0.95,

@@ -436,7 +436,7 @@ def test_the_trace_size_cap_kills_valgrind_and_progress_shows_on_a_terminal(prog
 
 def test_sigterm_kills_valgrind_tree_and_leaves_no_temp_files(programs, tmp_path):
     """SIGTERM exits 143 (128 + 15) with valgrind's tree killed and nothing left in TMPDIR. Needs the
-    signal policy of perfctl/cli.py (SIGINT, SIGTERM, SIGHUP raise a KeyboardInterrupt subclass in every
+    signal policy of perfctl/output.py (SIGINT, SIGTERM, SIGHUP raise a KeyboardInterrupt subclass in every
     command); without it, returncode -15 and valgrind left running."""
     marker = "400000"  # sort of 400,000 values: minutes under lackey, so valgrind is still tracing
     tmpdir = tmp_path / "tmp"

@@ -174,7 +174,7 @@ def test_without_a_pmu_stat_says_once_what_it_cannot_count():
 
 
 def test_distinct_unsupported_reasons_get_a_line_each():
-    from perfctl.stat_report import VERBOSE, EventSummary, StatSummary, unsupported_lines
+    from perfctl.report.stat import VERBOSE, EventSummary, StatSummary, unsupported_lines
 
     summary = StatSummary(correction_note="instructions not corrected: no PMU counts them here",
                           no_pmu_events=frozenset({"instructions:u", "retired-stores:u"}))

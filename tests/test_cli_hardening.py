@@ -536,7 +536,7 @@ def test_a_hostile_server_cannot_drive_the_terminal(hostile_server, command):
             json.loads(machines_json.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     if command[0] == "compare" and result.returncode == 0:
         # the server's line breaks stay line breaks: the client cannot tell them from a name's (the server
-        # escapes names before it renders, see compare_report.py)
+        # escapes names before it renders, see perfctl/report/compare.py)
         assert result.stdout.endswith("\\u202eab\nforged,x\nnext,line\n"), result.stdout
 
 

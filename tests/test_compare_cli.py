@@ -178,9 +178,9 @@ def test_readmes_main_job_compares_two_builds():
 def _render_at(width: int, a: str, b: str, fmt: str = "table") -> str:
     from rich.console import Console
 
-    from perfctl import compare_report
     from perfctl.analysis.compare import Parameters
     from perfctl.formats import read_dataset
+    from perfctl.report import compare as compare_report
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, highlight=False, color_system=None)

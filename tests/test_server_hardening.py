@@ -637,7 +637,7 @@ def test_a_compare_that_hits_a_bug_ends_in_one_line_not_unknown(tmp_path, measur
     """Whatever breaks inside Compare, the client gets exit code 2 and one line, the server log the
     traceback. The bug is injected (a renderer that divides by zero stands in for one nobody knows yet):
     the real ones found so far are fixed, and each has its own test."""
-    from perfctl import compare_report
+    from perfctl.report import compare as compare_report
     from perfctl.server.auth import Tokens
     from perfctl.server.service import JobHub, QueryService
 

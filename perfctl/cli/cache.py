@@ -1,18 +1,17 @@
-"""`perfctl cache`: memory-hierarchy models (docs/cache.md). Wiring only: tracing and the Pirate live in
-agent/, the models in analysis/."""
+"""`perfctl cache mrc|corun|pirate`: memory-hierarchy models (docs/cache.md). Options only: tracing and the
+Pirate live in agent/, the models in analysis/, the tables and files in report/cache.py."""
 
 from __future__ import annotations
 
-import csv
-import json
+import argparse
 import math
 import os
-import sys
 
-from perfctl.output import EXIT_OK, UsageError, _console, _say
-from perfctl.text import cell, visible
+from perfctl.cli.options import SIGNAL_EXIT, Parser, command_of, exit_status, loudness, verbosity
+from perfctl.output import UsageError, console, interactive, say
+from perfctl.report import QUIET, write, write_file
+from perfctl.report.cache import LINE
 
-LINE = 64
 AUTO_SAMPLES = 100_000  # 50 windows of 2000: StatStack's own error, not the sample's, dominates (docs/cache.md)
 EXACT_LIMIT = 30_000_000  # ~45 s and a few GB for the exact reference beyond this
 # Lackey writes ~15 bytes per instruction and per access: 2 GiB is ~10^8 instructions, a few minutes under
@@ -43,16 +42,7 @@ def parse_sizes(text: str, *, allow_zero: bool = False) -> list[int]:
     return sorted(set(sizes))
 
 
-def human(size: int) -> str:
-    for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
-        if size >= scale:
-            return f"{size // scale}{unit}" if size % scale == 0 else f"{size / scale:.1f}{unit}"
-    return f"{size}B"
-
-
 def _rate(text: str) -> float:
-    import argparse
-
     try:
         value = float(text)
     except ValueError:
@@ -62,11 +52,18 @@ def _rate(text: str) -> float:
     return value
 
 
-def add_parser(sub, parser_class) -> None:
+def add_parser(sub) -> None:
     cache = sub.add_parser("cache", help="memory-hierarchy models: StatStack/StatCache curves, StatCC co-runs, "
-                                         "Cache Pirating")
-    actions = cache.add_subparsers(dest="cache_command", required=True, parser_class=parser_class)
-    mrc = actions.add_parser("mrc", help="miss-ratio curve of a command (StatStack, StatCache, exact LRU)")
+                                         "Cache Pirating",
+                           epilog=exit_status("0 modelled", "3 (corun) the CPI/miss-ratio system did not converge",
+                                              "2 bad usage or input (a truncated trace, a bad .rds file, a trace "
+                                              "past --max-trace-bytes)", f"{SIGNAL_EXIT} (docs/cache.md)"))
+    actions = cache.add_subparsers(dest="cache_command", required=True, parser_class=Parser)
+    mrc = actions.add_parser("mrc", help="miss-ratio curve of a command (StatStack, StatCache, exact LRU)",
+                             epilog=exit_status("0 modelled (also from a traced run that failed: a line says so)",
+                                                "2 bad usage or input: a truncated or malformed trace, a trace "
+                                                "past --max-trace-bytes, an output that cannot be written",
+                                                f"{SIGNAL_EXIT}: valgrind's tree is killed (docs/cache.md)"))
     mrc.add_argument("--rate", type=_rate, help="sampling rate of the reuse-distance sampler (default: enough for "
                                                 f"{AUTO_SAMPLES:,} samples; a full trace makes dense sampling free)")
     mrc.add_argument("--seed", type=int, default=0)
@@ -83,17 +80,27 @@ def add_parser(sub, parser_class) -> None:
     mrc.add_argument("--plot", metavar="FILE.png", help="plot the curves (needs matplotlib)")
     mrc.add_argument("--json", action="store_true", help="the curve as JSON on stdout")
     mrc.add_argument("--name", help="benchmark name (default: the command's basename)")
+    loudness(mrc, verbose="accepted (the table shows every size)",
+             quiet="no table and no progress: only errors (files asked for are written)")
     mrc.add_argument("cmd", nargs="*", metavar="-- CMD ARGS")
 
-    corun = actions.add_parser("corun", help="StatCC: miss ratios and CPIs of applications sharing a cache")
+    corun = actions.add_parser("corun", help="StatCC: miss ratios and CPIs of applications sharing a cache",
+                               epilog=exit_status("0 the fixed point was reached", "3 it was not: cannot estimate "
+                                                  "(the numbers shown are the last iterate)", "2 bad usage or a bad "
+                                                  ".rds file", SIGNAL_EXIT))
     corun.add_argument("rds", nargs="+", metavar="APP.rds", help="reuse-distance samples (perfctl cache mrc --rds)")
     corun.add_argument("--cache", default="2M", help="shared cache size (2M, the thesis's L2)")
     corun.add_argument("--l1", default="32K", help="private L1 size (32K)")
     corun.add_argument("--latencies", default="1,10,130", help="L1, shared cache, memory latencies in cycles")
     corun.add_argument("--base-cpi", type=float, default=1.0)
     corun.add_argument("--json", action="store_true")
+    loudness(corun, verbose="accepted (the table shows every application)",
+             quiet="no table: only a system that did not converge, and errors")
 
-    pirate = actions.add_parser("pirate", help="Cache Pirating: the command's metrics as a function of cache size")
+    pirate = actions.add_parser("pirate", help="Cache Pirating: the command's metrics as a function of cache size",
+                                epilog=exit_status("0 measured", "2 bad usage (sizes, CPUs, --dynamic without a "
+                                                   "PMU) or a command that cannot run",
+                                                   f"{SIGNAL_EXIT}: the Target and the Pirate are killed"))
     pirate.add_argument("--sizes", help="Pirate working-set sizes (default: 0 and eighths of the shared cache)")
     pirate.add_argument("--llc", help="shared cache size (default: the last-level cache from sysfs)")
     pirate.add_argument("-r", "--rounds", type=int, default=3, help="runs of the command per size (3)")
@@ -103,6 +110,8 @@ def add_parser(sub, parser_class) -> None:
     pirate.add_argument("--timeout", type=float, default=None, help="kill a Target run after S seconds")
     pirate.add_argument("--csv", metavar="FILE")
     pirate.add_argument("--json", action="store_true")
+    loudness(pirate, verbose="accepted (the table shows every size)",
+             quiet="no table: only errors (files asked for are written)")
     pirate.add_argument("cmd", nargs="*", metavar="-- CMD ARGS")
 
 
@@ -118,7 +127,7 @@ def run(args) -> int:
 
 
 def _command(args) -> list[str]:
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
+    cmd = command_of(args)
     if not cmd:
         raise UsageError(f"perfctl cache {args.cache_command}: no command given (usage: ... -- CMD ARGS)")
     return cmd
@@ -128,6 +137,7 @@ def _trace(args):
     """(benchmark description, agent.lackey.Trace) of CMD run once under lackey, or of --from-lackey LOG."""
     from perfctl.agent import lackey, session
     from perfctl.agent.runner import RunError, Runner, make_control
+    from perfctl.report.cache import TraceProgress
 
     if args.from_lackey:
         if args.cmd:
@@ -137,11 +147,12 @@ def _trace(args):
     max_bytes = parse_bytes(args.max_trace_bytes)
     if max_bytes < 1:
         raise UsageError("perfctl cache mrc: --max-trace-bytes must be at least 1 byte")
-    progress = _TraceProgress() if sys.stderr.isatty() else None
+    progress = TraceProgress() if interactive(stderr=True) and not args.quiet else None
     try:
         control = make_control()
         resolved, bench = session.identify(cmd, control, args.name)
-        _say(f"perfctl cache mrc: tracing {bench.name} under valgrind lackey (tens of times slower than native)")
+        if verbosity(args) > QUIET:
+            say(f"perfctl cache mrc: tracing {bench.name} under valgrind lackey (tens of times slower than native)")
         runner = Runner()
         try:
             exit_, trace = lackey.trace(runner, resolved, control, max_bytes, progress)
@@ -152,25 +163,8 @@ def _trace(args):
     except RunError as err:
         raise UsageError(f"perfctl cache mrc: {err}") from None
     if exit_.outcome != "ok":
-        _say(f"perfctl cache mrc: the traced run ended {exit_.outcome}; modelling what it did before")
+        say(f"perfctl cache mrc: the traced run ended {exit_.outcome}; modelling what it did before")
     return {"name": bench.name, "argv": list(bench.argv), "executable_sha256": bench.executable_sha256}, trace
-
-
-class _TraceProgress:
-    """Accesses and log size so far, rewritten in place on a terminal (the reader calls it once a second);
-    nothing when stderr is a file or pipe, where a line a second would only fill a log."""
-
-    def __init__(self) -> None:
-        self.shown = False
-
-    def __call__(self, accesses: int, log_bytes: int) -> None:
-        self.shown = True
-        print(f"\rperfctl cache mrc: {accesses:,} data accesses, {human(log_bytes)} of trace so far ",
-              end="", file=sys.stderr, flush=True)
-
-    def done(self) -> None:
-        if self.shown:
-            print(file=sys.stderr, flush=True)
 
 
 def _mrc(args) -> int:
@@ -178,6 +172,7 @@ def _mrc(args) -> int:
 
     from perfctl.analysis import lru, reuse, statstack
     from perfctl.formats import rds
+    from perfctl.report.cache import MrcReport, plot
 
     sizes = parse_sizes(args.sizes)
     lines = np.array([max(1, s // LINE) for s in sizes])
@@ -206,88 +201,24 @@ def _mrc(args) -> int:
                "instructions": trace.instructions, "mix": trace.mix, "footprint_lines": footprint,
                "samples": sample.size, "dangling": sample.dangling, "sampler": sample.sampler,
                "estimation": "pooled" if args.pooled else "per window", "curve": rows}
+    report = MrcReport(summary, len(np.unique(sample.windows)), exact is None and not args.no_exact, EXACT_LIMIT,
+                       verbosity(args))
     if args.rds:
         try:
             rds.write(args.rds, sample, benchmark)
         except OSError as err:
             raise UsageError(f"perfctl cache mrc: cannot write {args.rds}: {err.strerror}") from None
     if args.csv:
-        _write_csv(args.csv, rows)
+        write_file(args.csv, report.csv(), "perfctl cache")
     if args.plot:
-        _plot(args.plot, rows, benchmark["name"])
-    if args.json:
-        print(json.dumps(summary, indent=2))
-        return EXIT_OK
-    from rich.table import Table
-
-    console = _console()
-    console.print(f"{visible(benchmark['name'])}: {len(trace.lines):,} data accesses ({trace.split:,} from "
-                  f"line-crossing splits), footprint {footprint:,} lines ({human(footprint * LINE)}), mix "
-                  f"{trace.mix:.3f} accesses/instruction", markup=False)
-    console.print(f"sample: {sample.size:,} reuse distances ({sample.dangling:,} dangling) at rate "
-                  f"{sample.sampler['rate']:.2g}, {len(np.unique(sample.windows))} windows, estimated "
-                  f"{summary['estimation']}")
-    table = Table(title="miss ratio (misses per data access, fully associative, 64-byte lines)", title_justify="left")
-    for column in ("cache", "StatStack (LRU)", "exact LRU", "|error|", "StatCache (random)"):
-        table.add_column(column, justify="right")
-    for row in rows:
-        table.add_row(human(row["bytes"]), f"{row['statstack']:.4f}",
-                      f"{row['exact_lru']:.4f}" if "exact_lru" in row else "-",
-                      f"{row['error']:.4f}" if "error" in row else "-", f"{row['statcache']:.4f}")
-    console.print(table)
-    if sample.dangling == sample.size:
-        console.print("the sampled lines were never reused: every access is a first touch (miss ratio 1 at "
-                      "every size)", highlight=False)
-    if exact is None and not args.no_exact:
-        console.print(f"exact LRU skipped: {len(trace.lines):,} accesses is above {EXACT_LIMIT:,} (minutes and GBs)",
-                      highlight=False)
-    beyond = [human(s) for s, n in zip(sizes, lines) if n >= footprint]
-    if beyond:
-        console.print(f"sizes at or above the footprint ({', '.join(beyond)}): only cold misses remain",
-                      highlight=False)
-    return EXIT_OK
-
-
-def _write_csv(path: str, rows: list[dict]) -> None:
-    try:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    except OSError as err:
-        raise UsageError(f"perfctl cache: cannot write {path}: {err.strerror}") from None
-
-
-def _plot(path: str, rows: list[dict], name: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("perfctl cache mrc: --plot needs matplotlib (pip install 'perfctl[plot]')") from None
-    figure, axes = plt.subplots(figsize=(7, 4))
-    sizes = [row["bytes"] for row in rows]
-    for key, label in (("statstack", "StatStack (LRU)"), ("exact_lru", "exact LRU"), ("statcache", "StatCache")):
-        if key in rows[0]:
-            axes.plot(sizes, [row[key] for row in rows], marker="o", label=label)
-    axes.set_xscale("log", base=2)
-    axes.set_xlabel("cache size (bytes)")
-    axes.set_ylabel("miss ratio")
-    axes.set_title(name)
-    axes.legend()
-    figure.tight_layout()
-    try:
-        figure.savefig(path)
-    except (OSError, ValueError) as err:
-        raise UsageError(f"perfctl cache mrc: cannot write the plot {path}: {err}") from None
-    finally:
-        plt.close(figure)
+        plot(args.plot, rows, benchmark["name"])
+    return write(report, "json" if args.json else "table", console())
 
 
 def _corun(args) -> int:
     from perfctl.analysis import statcc
     from perfctl.formats import rds
+    from perfctl.report.cache import CorunReport
 
     latencies = [float(x) for x in args.latencies.split(",")]
     # `not 0 <= x < inf` also refuses nan, which float() accepts and every comparison would let through
@@ -311,36 +242,19 @@ def _corun(args) -> int:
                                   "corun_miss_ratio": m, "corun_cpi": c}
                                  for n, a, am, ac, m, c in zip(result.names, apps, result.alone_miss_ratios,
                                                                result.alone_cpis, result.miss_ratios, result.cpis)]}
-    if args.json:
-        print(json.dumps(document, indent=2))
-    else:
-        from rich.table import Table
-
-        console = _console()
-        table = Table(title=f"StatCC: sharing {human(cache_lines * LINE)} (CPI model: base {args.base_cpi} + mix·"
-                            f"({args.latencies} cycles))", title_justify="left")
-        for column in ("application", "mix", "miss ratio alone", "CPI alone", "miss ratio co-run", "CPI co-run"):
-            table.add_column(column, justify="right")
-        for app in document["applications"]:
-            table.add_row(cell(app["name"]), f"{app['mix']:.3f}", f"{app['alone_miss_ratio']:.4f}",
-                          f"{app['alone_cpi']:.3f}", f"{app['corun_miss_ratio']:.4f}", f"{app['corun_cpi']:.3f}")
-        console.print(table)
-        state = ("converged" if result.converged else "did NOT converge") + (
-            f" in {result.iterations} iterations (largest last CPI change {result.residual:.1e}"
-            + (", damped" if result.damping else "") + ")")
-        console.print(f"fixed point {state}", highlight=False)
+    code = write(CorunReport(document, result, args.base_cpi, args.latencies, verbosity(args)),
+                 "json" if args.json else "table", console())
     if not result.converged:
-        _say("perfctl cache corun: the CPI/miss-ratio system did not converge: cannot estimate; the numbers "
-             "shown are the last iterate")
-        return 3
-    return EXIT_OK
+        say("perfctl cache corun: the CPI/miss-ratio system did not converge: cannot estimate; the numbers "
+            "shown are the last iterate")
+    return code
 
 
 def _pirate(args) -> int:
     from perfctl.agent import inventory, pirate, session
-    from perfctl.agent.events import parse_events
-    from perfctl.agent.runner import RunError, Runner, make_control
+    from perfctl.agent.runner import RunError, make_control
     from perfctl.analysis.pirate import curve
+    from perfctl.report.cache import PirateReport
 
     cmd = _command(args)
     if args.rounds < 1:
@@ -373,88 +287,16 @@ def _pirate(args) -> int:
             if not inv["pmu"]["present"]:
                 raise UsageError(f"perfctl cache pirate --dynamic needs instructions and cycles per interval: "
                                  f"{inv['pmu']['reason']}; run without --dynamic (one Target run per size)")
-            result = _dynamic(resolved, control, sizes, cache_bytes, source, args, inv)
+            result = pirate.measure_command_dynamic(resolved, control, sizes, cache_bytes, source, args.pirate_cpu,
+                                                    inv)
         else:
-            events = ["task-clock"] + (["instructions:u", "cycles:u"] if inv["pmu"]["present"] else [])
-            metric = "cycles:u" if inv["pmu"]["present"] else "task-clock"
-            backend = session.make_backend("perf_event", parse_events(events), inv)
-            runner = Runner()
-            environment = session.environment_of(control)
-
-            def measure_target():
-                sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=0,
-                                              warmup=False, sample_uuid="pirate", machine_id=inv["machine_id"])
-                reading = sample.reading(metric)
-                return reading.value if sample.outcome == "ok" and reading and reading.status == "ok" else None
-
-            try:
-                result = pirate.sweep(measure_target, sizes, cache_bytes, source, args.rounds, args.pirate_cpu, inv,
-                                      metric)
-            finally:
-                backend.close()
-                runner.close()
+            result = pirate.measure_command(resolved, bench, control, sizes, cache_bytes, source, args.rounds,
+                                            args.pirate_cpu, inv)
     except RunError as err:
         raise UsageError(f"perfctl cache pirate: {err}") from None
-    points = curve(result.points)
     rows = [{"target_bytes": p.target_bytes, "pirate_bytes": p.pirate_bytes, "median": p.median, "kept": p.kept,
-             "discarded": p.discarded, "verified": p.verified} for p in points]
-    note = (f"the Pirate's residency could not be checked: {result.unverified_reason}; values are kept unverified"
-            if result.unverified_reason else "the Pirate's fetch ratio was checked for every value (limit 1%)")
+             "discarded": p.discarded, "verified": p.verified} for p in curve(result.points)]
+    report = PirateReport(bench.name, cache_bytes, source, result, rows, verbosity(args))
     if args.csv:
-        _write_csv(args.csv, rows)
-    if args.json:
-        print(json.dumps({"benchmark": bench.name, "cache_bytes": cache_bytes, "cache_source": source,
-                          "metric": result.metric, "points": rows, "note": note}, indent=2))
-        return EXIT_OK
-    from rich.table import Table
-
-    console = _console()
-    table = Table(title=cell(f"{bench.name}: {result.metric} by cache left to it ({human(cache_bytes)} shared "
-                             f"cache, {source})"), title_justify="left")
-    for column in ("cache for Target", "Pirate", f"median {result.metric}", "runs kept", "discarded", "verified"):
-        table.add_column(column, justify="right")
-    unit = "ns" if result.metric == "task-clock" else ""
-    for row in rows:
-        median = "-" if row["median"] is None else (f"{row['median'] / 1e6:.3f} ms" if unit == "ns"
-                                                    else f"{row['median']:.4g}")
-        table.add_row(human(row["target_bytes"]), human(row["pirate_bytes"]), median, str(row["kept"]),
-                      str(row["discarded"]), "yes" if row["verified"] else "no")
-    console.print(table)
-    console.print(note, highlight=False, markup=False)
-    return EXIT_OK
-
-
-def _dynamic(resolved, control, sizes, cache_bytes, source, args, inv):
-    """One Target run with live instruction and cycle counters (PMU machines only)."""
-    from perfctl.agent import pirate
-    from perfctl.agent.events import parse_events
-    from perfctl.agent.perf_event import make_attr, perf_event_open, read_counter, resolve
-    from perfctl.agent.runner import Runner
-
-    runner = Runner()
-    gated = runner.start(resolved, control)
-    fds = []
-    for spec in parse_events(["instructions:u", "cycles:u"]):
-        opener = resolve(spec, inv["cpu"].get("vendor", ""), inv["cpu"].get("family", 0))
-        fds.append(perf_event_open(make_attr(opener.attr_type, opener.config, "user", inherit=True,
-                                             enable_on_exec=True), gated.pid))
-    outcome: dict = {}
-    import threading
-
-    waiter = threading.Thread(target=lambda: outcome.setdefault("exit", gated.release_and_wait()), daemon=True)
-
-    def start_target():
-        waiter.start()
-        return gated.pid, lambda: tuple(read_counter(fd)[0] for fd in fds), lambda: outcome.get("exit")
-
-    try:
-        return pirate.dynamic_sweep(start_target, sizes, cache_bytes, source, args.pirate_cpu, inv)
-    finally:
-        if waiter.is_alive():  # an error mid-run: end the Target; the waiter reaps it
-            pirate.kill_group(gated.pid)
-            waiter.join()
-        elif not waiter.ident:
-            gated.kill()
-        for fd in fds:
-            os.close(fd)
-        runner.close()
+        write_file(args.csv, report.csv(), "perfctl cache")
+    return write(report, "json" if args.json else "table", console())

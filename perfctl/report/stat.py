@@ -1,4 +1,4 @@
-"""The summary of a `perfctl stat` measurement: gathering per-event values, and rendering them with rich."""
+"""The report of a `perfctl stat` measurement: gathering per-event values, the summary table, the exit code."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
 from perfctl.model import InterferencePolicy, Sample, distinct_labels
+from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
+from perfctl.report import NORMAL, QUIET, VERBOSE, Report
 from perfctl.text import cell, visible
 from perfctl.units import quantity
 
@@ -115,7 +117,7 @@ def describe_failure(sample: Sample) -> str:
     return f"run {sample.run_index} {what}{tail}"
 
 
-QUIET, NORMAL, VERBOSE = -1, 0, 1
+__all__ = ["NORMAL", "QUIET", "VERBOSE", "EventSummary", "StatReport", "StatSummary", "unsupported_lines"]
 
 
 def unsupported_lines(summary: StatSummary, verbosity: int = NORMAL) -> list[str]:
@@ -142,6 +144,26 @@ def unsupported_lines(summary: StatSummary, verbosity: int = NORMAL) -> list[str
     for reason, labels in by_reason.items():
         lines.append(f"unsupported {', '.join(labels)}: {reason}")
     return lines + ([note] if note else [])
+
+
+class StatReport(Report):
+    """The summary of the measured runs under ``title``; ``interrupted`` when a stop signal ended them."""
+
+    kind = "stat"
+    formats = ("table",)
+
+    def __init__(self, summary: StatSummary, title: str, verbosity: int = NORMAL,
+                 interrupted: Interrupted | None = None):
+        self.summary, self.title, self.verbosity, self.interrupted = summary, title, verbosity, interrupted
+
+    def table(self, console: Console) -> None:
+        render(self.summary, console, self.title, self.verbosity)
+
+    def exit_code(self) -> int:
+        """128 + N when stopped by signal N; else 0 when every measured run exited 0, 1 otherwise."""
+        if self.interrupted is not None:
+            return self.interrupted.exit_code
+        return EXIT_OK if self.summary.all_ok else EXIT_RUN_FAILED
 
 
 def render(summary: StatSummary, console: Console, title: str, verbosity: int = NORMAL) -> None:

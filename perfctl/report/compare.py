@@ -1,23 +1,38 @@
-"""Renderers of a Comparison: table (rich), json, csv, markdown. They compute nothing (analysis/ does).
+"""The report of a comparison: table (rich), JSON, CSV, Markdown. It computes nothing (analysis/ does).
 
 ``rows()`` is the one flat view of the per-benchmark results; csv, markdown and the table are that view
-in three shapes, json adds the overall summaries and every parameter.
+in three shapes, json adds the overall summaries and every parameter. ``CompareReport`` keeps the two
+Datasets (None for a comparison the server renders) and the context, for a report drawn from the runs.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
+from dataclasses import dataclass, field
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from perfctl import units
-from perfctl.analysis.compare import Comparison, finite_or_none
-from perfctl.text import cell, visible
+from perfctl.analysis.compare import Comparison
+from perfctl.report import NORMAL, QUIET, Report, csv_text, finite, json_text, write
+from perfctl.text import cell, visible, visible_lines
+
+
+@dataclass(frozen=True)
+class CompareContext:
+    """What was compared and how it was read: the inputs' labels, their format, the metrics compared (and
+    how they were chosen), the benchmark renaming said to the user, and each metric's unit."""
+
+    a: str
+    b: str
+    format: str
+    metrics: tuple[str, ...]
+    metric_choice: str
+    renamed: str | None = None
+    units: dict[str, str] = field(default_factory=dict)
 
 ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
               "ratio_high", "verdict", "difference_p_adjusted", "equivalence_p_adjusted", "mean_protocol",
@@ -50,19 +65,19 @@ def rows(comparison: Comparison) -> list[dict]:
     return out
 
 
-def statement(comparison: Comparison, context: dict) -> list[str]:
+def statement(comparison: Comparison, context: CompareContext) -> list[str]:
     """The lines that say what was compared and how: shown above every table, and in the JSON."""
     p = comparison.parameters
-    units = context.get("units") or {}
-    unit_text = ", ".join(f"{m} in {units[m]}" for m in context["metrics"] if units.get(m))
-    lines = [f"A = {context['a']}  B = {context['b']}  ({context['format']})",
-             f"metric: {context['metric_choice']}{f' ({unit_text})' if unit_text else ''}; ratio = A/B, above 1 "
-             f"means B is faster (lower {', '.join(context['metrics'])} is better)",
+    units = context.units or {}
+    unit_text = ", ".join(f"{m} in {units[m]}" for m in context.metrics if units.get(m))
+    lines = [f"A = {context.a}  B = {context.b}  ({context.format})",
+             f"metric: {context.metric_choice}{f' ({unit_text})' if unit_text else ''}; ratio = A/B, above 1 "
+             f"means B is faster (lower {', '.join(context.metrics)} is better)",
              f"alpha {p.alpha} ({p.correction} over all tests of the comparison), confidence {p.confidence}, "
              f"equivalence margin [{1 - p.margin:g}, {1 + p.margin:g}], SPA proportion {p.proportion}, "
              f"{'paired (runs matched by index)' if p.paired else 'unpaired runs'}"]
-    if context.get("renamed"):
-        lines.append(context["renamed"])
+    if context.renamed:
+        lines.append(context.renamed)
     return lines
 
 
@@ -91,17 +106,17 @@ def _table(columns: tuple[str, ...], right: tuple[str, ...]) -> Table:
     return table
 
 
-def render_table(comparison: Comparison, context: dict, console: Console) -> None:
+def render_table(comparison: Comparison, context: CompareContext, console: Console) -> None:
     """The verdict table (per benchmark: runs, medians in their unit, the A/B ratio and SPARC's verdict),
     then the details table (the Speedup-Test's protocols, P[A>B], SPA's intervals), warnings and the
     overall summaries."""
     for line in statement(comparison, context):
         console.print(visible(line), markup=False, highlight=False)
-    metric_units = context.get("units") or {}
+    metric_units = context.units or {}
     table = _table(("benchmark", "metric", "n A/B", "median A", "median B", "A/B [CI]", "SPARC"),
                    right=("n A/B", "median A", "median B", "A/B [CI]"))
     # the metric is named again only when there are several: the details of one benchmark fit 100 columns
-    several = len(context["metrics"]) > 1
+    several = len(context.metrics) > 1
     details = _table(("benchmark", *(("metric",) if several else ()), "mean", "median", "P[A>B]",
                       f"SPA v{comparison.parameters.proportion:g} A", "SPA B"), right=("P[A>B]",))
     details.title = "details: the Speedup-Test's mean and median protocols, P[A>B], SPA's intervals"
@@ -158,17 +173,12 @@ def render_table(comparison: Comparison, context: dict, console: Console) -> Non
                       markup=False, highlight=False)
 
 
-def _clean(value):
-    if isinstance(value, float):
-        return finite_or_none(value)
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
+def to_json(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
+    return json_text(document(comparison, context, notes))
 
 
-def to_json(comparison: Comparison, context: dict, notes: list[str] = ()) -> str:
+def document(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> dict:
+    """The JSON document: the per-benchmark rows, the overall summaries, every parameter, raw numbers."""
     summaries = []
     for s in comparison.summaries:
         entry = {"metric": s.metric, "benchmarks": s.benchmarks}
@@ -188,11 +198,11 @@ def to_json(comparison: Comparison, context: dict, notes: list[str] = ()) -> str
                                       "set_aside": o.set_aside, "reason": o.reason}
         summaries.append(entry)
     p = comparison.parameters
-    document = {
-        "a": context["a"], "b": context["b"], "format": context["format"], "metrics": list(context["metrics"]),
-        "metric_choice": context["metric_choice"], "ratio": "A/B (above 1: B faster)",
+    out = {
+        "a": context.a, "b": context.b, "format": context.format, "metrics": list(context.metrics),
+        "metric_choice": context.metric_choice, "ratio": "A/B (above 1: B faster)",
         # the unit of each metric's raw values (medians, SPA bounds): "ns" for times, "count" or the tool's
-        "units": {metric: (context.get("units") or {}).get(metric) or None for metric in context["metrics"]},
+        "units": {metric: (context.units or {}).get(metric) or None for metric in context.metrics},
         "parameters": {"alpha": p.alpha, "confidence": p.confidence, "proportion": p.proportion,
                        "margin": p.margin, "paired": p.paired, "correction": p.correction,
                        "precision": p.precision, "seed": p.seed},
@@ -203,23 +213,18 @@ def to_json(comparison: Comparison, context: dict, notes: list[str] = ()) -> str
         # what was left out of the inputs and why (warmups, failed or interfered runs, unusable samples)
         "notes": list(notes),
     }
-    return json.dumps(_clean(document), indent=2)
+    return finite(out)
 
 
 def to_csv(comparison: Comparison) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=ROW_FIELDS)
-    writer.writeheader()
-    for row in rows(comparison):
-        writer.writerow({k: "" if v is None else visible(v) if isinstance(v, str) else v for k, v in row.items()})
-    return buffer.getvalue()
+    return csv_text(rows(comparison), ROW_FIELDS)
 
 
-def to_markdown(comparison: Comparison, context: dict, notes: list[str] = ()) -> str:
+def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
     lines = [f"> {visible(line)}" for line in statement(comparison, context)] + [""]
     lines.append("| benchmark | metric | n A/B | median A | median B | A/B [CI] | SPARC | mean | median | P[A>B] |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|")
-    metric_units = context.get("units") or {}
+    metric_units = context.units or {}
     for row in rows(comparison):
         unit = metric_units.get(row["metric"])
         lines.append(f"| {_markdown_cell(row['benchmark'])} | {_markdown_cell(row['metric'])} | "
@@ -257,28 +262,98 @@ def exit_code(comparison: Comparison) -> int:
     return EXIT_NO_RELEVANT_SLOWDOWN
 
 
-def render(fmt: str, comparison: Comparison, context: dict, console: Console, notes: list[str] = ()) -> None:
-    """Print the comparison in ``fmt`` (table, json, csv, markdown) on ``console``."""
-    if fmt == "json":
-        console.file.write(to_json(comparison, context, notes) + "\n")
-    elif fmt == "csv":
-        console.file.write(to_csv(comparison))
-    elif fmt == "markdown":
-        console.file.write(to_markdown(comparison, context, notes))
-    else:
-        render_table(comparison, context, console)
-        for note in notes:
+class CompareReport(Report):
+    """A comparison with its context and the notes on what the inputs left out; ``datasets`` are the two
+    perfctl.formats Datasets it was computed from (None when the server compared stored samples)."""
+
+    kind = "compare"
+    formats = ("table", "json", "csv", "markdown")
+
+    def __init__(self, comparison: Comparison, context: CompareContext, notes: list[str] = (), datasets=None,
+                 verbosity: int = NORMAL):
+        self.comparison, self.context, self.notes = comparison, context, list(notes)
+        self.datasets, self.verbosity = datasets, verbosity
+
+    def table(self, console: Console) -> None:
+        if self.verbosity <= QUIET:  # only what fails a CI job: the relevant slowdowns, or nothing judged
+            for line in failure_lines(self.comparison):
+                console.print(visible(line), markup=False, highlight=False)
+            return
+        render_table(self.comparison, self.context, console)
+        for note in self.notes:
             console.print(visible(f"note: {note}"), markup=False, highlight=False)
 
+    def document(self) -> dict:
+        return document(self.comparison, self.context, self.notes)
 
-def compare_datasets(a, b, metrics, parameters, fmt: str, console: Console, labels: tuple[str, str]) -> int:
-    """Pair two Datasets, compare them, print the result; returns the exit code. Raises PairingError."""
+    def csv(self) -> str:
+        return to_csv(self.comparison)
+
+    def markdown(self) -> str:
+        return to_markdown(self.comparison, self.context, self.notes)
+
+    def exit_code(self) -> int:
+        return exit_code(self.comparison)
+
+
+def failure_lines(comparison: Comparison) -> list[str]:
+    """What makes the exit code non-zero, one line each (the table under --quiet)."""
+    slow = {(r.benchmark, r.metric) for r in comparison.relevant_slowdowns}
+    lines = [f"relevant slowdown of B: {row['benchmark']} ({row['metric']}) A/B {_ratio(row)}"
+             for row in rows(comparison) if (row["benchmark"], row["metric"]) in slow]
+    if not lines and exit_code(comparison) == EXIT_NOTHING_JUDGED:
+        reasons = "; ".join(f"{r.benchmark}: {r.cannot_conclude}" for r in comparison.benchmarks[:3])
+        lines.append("no benchmark could be judged" + (f": {reasons}" if reasons else ""))
+    return lines
+
+
+def render(fmt: str, comparison: Comparison, context: CompareContext, console: Console,
+           notes: list[str] = ()) -> None:
+    """Print the comparison in ``fmt`` (table, json, csv, markdown) on ``console``."""
+    write(CompareReport(comparison, context, notes), fmt, console)
+
+
+def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL) -> CompareReport:
+    """Pair two Datasets and compare them. Raises PairingError."""
     from perfctl.analysis.compare import compare
     from perfctl.pairing import pair
 
     paired = pair(a, b, metrics)
     result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
-    context = {"a": labels[0], "b": labels[1], "format": a.format, "metrics": paired.metrics,
-               "metric_choice": paired.metric_choice, "renamed": paired.renamed, "units": paired.units}
-    render(fmt, result, context, console, a.notes + b.notes)
-    return exit_code(result)
+    context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
+                             metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units))
+    return CompareReport(result, context, a.notes + b.notes, datasets=(a, b), verbosity=verbosity)
+
+
+def compare_datasets(a, b, metrics, parameters, fmt: str, console: Console, labels: tuple[str, str],
+                     verbosity: int = NORMAL) -> int:
+    """Pair two Datasets, compare them, print the result; returns the exit code. Raises PairingError."""
+    return write(compare_report(a, b, metrics, parameters, labels, verbosity), fmt, console)
+
+
+class ServerCompareReport(Report):
+    """A comparison of two machines that the server computed and rendered (server/service.py, through
+    CompareReport): its text is shown with control characters made visible, line breaks kept; its JSON
+    passes through parsed and re-dumped."""
+
+    kind = "compare"
+    formats = ("table", "json", "csv", "markdown")
+
+    def __init__(self, output: str, code: int, verbosity: int = NORMAL):
+        self.output, self.code, self.verbosity = output, code, verbosity
+
+    def table(self, console: Console) -> None:
+        if self.verbosity > QUIET or self.code:  # rendered on the server: quiet shows it only when it fails
+            console.file.write(visible_lines(self.output))
+
+    def document(self) -> dict:
+        return json.loads(self.output)
+
+    def csv(self) -> str:
+        return visible_lines(self.output)
+
+    def markdown(self) -> str:
+        return visible_lines(self.output)
+
+    def exit_code(self) -> int:
+        return self.code

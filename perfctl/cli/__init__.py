@@ -1,0 +1,102 @@
+"""The `perfctl` command: one module per command, each only parsing its options, calling agent/, analysis/
+or the client, and handing the results to perfctl/report/.
+
+Exit codes: every command lists its own in its --help epilog (stat's in docs/stat.md: 0 every measured run
+exited 0; 1 some run failed; 2 bad usage or input, or an output that cannot be written; 128 + N stopped by
+signal N: 130 SIGINT, 143 SIGTERM, 129 SIGHUP, the run in progress killed with its process tree, every
+finished run written).
+
+Everything a file, an agent or a server supplies is printed through perfctl/text.py: control characters
+shown as escapes, rich markup shown as text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from perfctl.cli import (
+    agent,
+    audit,
+    cache,
+    compare,
+    completion,
+    info,
+    listings,
+    server,
+    stat,
+    submit,
+    token,
+)
+from perfctl.cli.options import Parser
+from perfctl.output import (
+    EXIT_USAGE,
+    OUTPUT_ERRNOS,
+    Interrupted,
+    UsageError,
+    exit_code_of,
+    quiet_stdout,
+    say,
+    stop_on_signals,
+)
+
+# the order of `perfctl --help`; each module has add_parser(sub) and run(args)
+COMMANDS = {"stat": stat, "compare": compare, "server": server, "agent": agent, "token": token, "submit": submit,
+            "machines": listings, "jobs": listings, "audit": audit, "cache": cache, "info": info,
+            "completion": completion}
+_SERVING_COMMANDS = ("server", "agent")  # they stop their event loop on a signal instead
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from perfctl import __version__
+
+    parser = Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
+    parser.add_argument("--version", action="version", version=f"perfctl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for module in dict.fromkeys(COMMANDS.values()):  # machines and jobs are one module
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    code = _run(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader stopped early (`| head`): the exit code still describes the command
+        quiet_stdout()
+    except OSError as err:
+        # what was still buffered; unflushed, Python would report it at exit with a traceback and status 120
+        quiet_stdout()
+        say(f"perfctl: cannot write the output: {err.strerror}")
+        return code if code >= 128 else EXIT_USAGE
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
+    command = "perfctl"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"perfctl {args.command}"
+        if args.command in _SERVING_COMMANDS:
+            return _dispatch(args, parser)
+        with stop_on_signals():
+            return _dispatch(args, parser)
+    except UsageError as err:
+        say(str(err) if str(err).startswith("perfctl") else f"perfctl: {err}")
+        return EXIT_USAGE
+    except KeyboardInterrupt as err:
+        say(f"{command}: interrupted" + (f" ({err.name})" if isinstance(err, Interrupted) else ""))
+        return exit_code_of(err)
+    except OSError as err:
+        if err.errno not in OUTPUT_ERRNOS:
+            raise
+        quiet_stdout()
+        say(f"{command}: cannot write the output: {err.strerror}")
+    return EXIT_USAGE
+
+
+def _dispatch(args, parser: argparse.ArgumentParser) -> int:
+    if args.command == "completion":  # the script is generated from the parser itself
+        return completion.run(args, parser)
+    return COMMANDS[args.command].run(args)

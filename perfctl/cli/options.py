@@ -1,0 +1,117 @@
+"""What the commands' parsers share: the parser class, argparse types with messages that say which rule was
+broken, and the option groups several commands take (-q/-v, interference, a fleet server's connection)."""
+
+from __future__ import annotations
+
+import argparse
+
+from perfctl.output import UsageError
+from perfctl.report import NORMAL, QUIET, VERBOSE
+
+MAX_OPTION_INT = (1 << 32) - 1
+# every command that can be stopped: the signal policy of perfctl/output.py
+SIGNAL_EXIT = "128+N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP)"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not a usage dump
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def exit_status(*codes: str) -> str:
+    """The epilog of a command's --help: its exit codes, as found in its code and docs/*.md."""
+    return "exit status: " + "; ".join(codes)
+
+
+def int_at_least(minimum: int, maximum: int | None = None):
+    """An argparse type: an integer >= minimum (and <= maximum, by default the wire's 32 bits), with a
+    message that says which rule was broken."""
+    maximum = MAX_OPTION_INT if maximum is None else maximum
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            rule = "cannot be negative" if minimum == 0 else f"must be at least {minimum}"
+            raise argparse.ArgumentTypeError(f"{rule}, got {value}")
+        if value > maximum:  # the wire's integers are 32 bits (runs, warmups) or 64 (seed)
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int, non_negative_int = int_at_least(1), int_at_least(0)
+
+
+def float_between(low: float, high: float, what: str, rule: str):
+    """An argparse type: a float strictly between low and high."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {what}: {text!r}") from None
+        if not low < value < high:
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+
+    return parse
+
+
+probability = float_between(0, 1, "number", "strictly between 0 and 1")
+share = float_between(0, 1e6, "share", "a positive share of the wall time (0.05 is 5%)")
+seconds = float_between(0, 1e7, "number of seconds", "a positive number of seconds")
+
+
+def backends(text: str) -> tuple[str, ...]:
+    from perfctl.model import parse_backends
+
+    try:
+        return parse_backends(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def loudness(command, verbose: str = "more details", quiet: str = "only errors and failures") -> None:
+    """-v/--verbose and -q/--quiet, which exclude each other; every command takes them."""
+    group = command.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true", help=verbose)
+    group.add_argument("-q", "--quiet", action="store_true", help=quiet)
+
+
+def verbosity(args) -> int:
+    """QUIET, NORMAL or VERBOSE (perfctl/report), from -q/-v."""
+    return QUIET if args.quiet else VERBOSE if args.verbose else NORMAL
+
+
+def interference_options(command) -> None:
+    from perfctl.model import DEFAULT_INTERFERENCE_LIMIT
+
+    command.add_argument("--interference-limit", type=share, default=DEFAULT_INTERFERENCE_LIMIT, metavar="SHARE",
+                         help="flag runs in which other tasks ran on the benchmark's CPUs for more than this share "
+                              "of the run's wall time (ebpf backend; default 0.05)")
+    command.add_argument("--exclude-interfered", action="store_true",
+                         help="leave flagged runs out of the statistics (the output says how many)")
+
+
+def interference(args):
+    from perfctl.model import InterferencePolicy
+
+    return InterferencePolicy(args.interference_limit, args.exclude_interfered)
+
+
+def connection_options(command, server_help: str) -> None:
+    command.add_argument("--server", metavar="HOST:PORT", help=server_help)
+    command.add_argument("--token-file", metavar="FILE", help="file holding this client's or agent's token")
+    command.add_argument("--tls-ca", metavar="FILE", help="CA certificate that signed the server's certificate")
+    command.add_argument("--tls-cert", metavar="FILE", help="own certificate, for mutual TLS")
+    command.add_argument("--tls-key", metavar="FILE", help="own key, for mutual TLS")
+    command.add_argument("--insecure", action="store_true", help="allow plaintext to a non-loopback address")
+
+
+def command_of(args) -> list[str]:
+    """CMD ARGS after an optional ``--``."""
+    return args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)

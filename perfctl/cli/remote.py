@@ -1,0 +1,46 @@
+"""The fleet server as the commands reach it: one QueryService call, with connection and server errors as
+one-line usage errors (perfctl/client.py makes the channel); the servers' Prometheus endpoint and logging."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from perfctl.output import UsageError
+from perfctl.report import QUIET, VERBOSE
+
+
+def call(args, method: str, request):
+    """One QueryService call; connection and server errors become one-line usage errors."""
+    import grpc
+
+    from perfctl import client, security
+
+    try:
+        stub, metadata, channel = client.query(args)
+    except (client.ClientError, security.SecurityError) as err:
+        raise UsageError(f"perfctl {args.command}: {err}") from None
+    try:
+        return getattr(stub, method)(request, metadata=metadata, timeout=60)
+    except grpc.RpcError as err:
+        raise UsageError(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
+    finally:
+        channel.close()
+
+
+def serve_metrics(address: str | None) -> None:
+    if address:
+        from prometheus_client import start_http_server
+
+        from perfctl import security
+
+        host, port = security.split_address(address)
+        start_http_server(port, addr=host)
+
+
+def start_logging(verbosity: int) -> None:
+    """The long-running commands' log on stderr: warnings and errors only under -q, debug under -v."""
+    logging.basicConfig(level=logging.WARNING if verbosity <= QUIET else logging.INFO,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    if verbosity >= VERBOSE:  # perfctl's own debug lines, not those of grpc and asyncio
+        logging.getLogger("perfctl").setLevel(logging.DEBUG)

@@ -1,0 +1,54 @@
+"""`perfctl server`: the fleet server (gRPC, storage, metrics; server/, docs/operations.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from perfctl.cli.options import exit_status, loudness, non_negative_int, seconds, verbosity
+from perfctl.output import EXIT_OK, UsageError
+
+
+def add_parser(sub) -> None:
+    server = sub.add_parser("server", help="run the fleet server (gRPC, storage, metrics)",
+                            epilog=exit_status("0 stopped by SIGTERM, SIGINT or SIGHUP after draining in-flight "
+                                               "batches", "2 bad usage or configuration (tokens file, TLS, "
+                                               "database, an address in use) (docs/operations.md)"))
+    server.add_argument("--listen", default="127.0.0.1:7433", metavar="HOST:PORT")
+    server.add_argument("--data-dir", metavar="DIR", help="SQLite database in DIR (the embedded default)")
+    server.add_argument("--db", metavar="URL", help="a PostgreSQL URL instead, postgresql://user@host/db")
+    server.add_argument("--tokens", required=True, metavar="FILE", help="tokens file (perfctl token add)")
+    server.add_argument("--tls-cert", metavar="FILE")
+    server.add_argument("--tls-key", metavar="FILE")
+    server.add_argument("--tls-client-ca", metavar="FILE", help="require client certificates signed by this CA")
+    server.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
+    server.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    server.add_argument("--grace", type=seconds, default=10.0, help="seconds to drain in-flight batches on stop")
+    server.add_argument("--decode-workers", type=non_negative_int, default=max(1, min(4, (os.cpu_count() or 2) - 1)),
+                        metavar="N", help="processes that decode and validate incoming batches (0: in the server)")
+    loudness(server, verbose="debug lines in the log", quiet="only warnings and errors in the log")
+
+
+def run(args) -> int:
+    from perfctl import security
+    from perfctl.cli.remote import serve_metrics, start_logging
+    from perfctl.server.auth import TokenFileError, Tokens
+    from perfctl.server.service import serve
+    from perfctl.server.storage import Storage, StorageError, database_url
+
+    try:
+        credentials = security.server_credentials(
+            security.TlsFiles(ca=args.tls_client_ca, cert=args.tls_cert, key=args.tls_key), args.listen, args.insecure)
+        tokens = Tokens.load(args.tokens)
+        storage = Storage(database_url(args.data_dir, args.db))
+        serve_metrics(args.metrics)
+    except (security.SecurityError, TokenFileError, StorageError, OSError) as err:
+        raise UsageError(f"perfctl server: {err}") from None
+    start_logging(verbosity(args))
+    try:
+        asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers))
+    except OSError as err:
+        raise UsageError(f"perfctl server: {err}") from None
+    finally:
+        storage.close()
+    return EXIT_OK

@@ -1,0 +1,30 @@
+"""`perfctl token add`: add an agent's or a client's token to a tokens file (server/auth.py)."""
+
+from __future__ import annotations
+
+from perfctl.cli.options import exit_status, loudness
+from perfctl.output import EXIT_OK, UsageError
+
+
+def add_parser(sub) -> None:
+    token = sub.add_parser("token", help="add an agent or client token to a tokens file",
+                           epilog=exit_status("0 the token was added and is printed", "2 bad usage, or a tokens "
+                                              "file that cannot be read or written"))
+    token.add_argument("action", choices=("add",))
+    token.add_argument("--file", required=True, metavar="FILE")
+    role = token.add_mutually_exclusive_group(required=True)
+    role.add_argument("--agent", metavar="NAME")
+    role.add_argument("--client", metavar="NAME")
+    loudness(token, verbose="accepted (the token is all there is to say)",
+             quiet="accepted (the token is printed all the same: it is the output)")
+
+
+def run(args) -> int:
+    from perfctl.server.auth import TokenFileError, add_token
+
+    try:
+        value = add_token(args.file, "agent" if args.agent else "client", args.agent or args.client)
+    except (TokenFileError, OSError) as err:
+        raise UsageError(f"perfctl token: {err}") from None
+    print(value)
+    return EXIT_OK

@@ -1,0 +1,109 @@
+"""The one place that turns results into output (criterion.rs's report/, hyperfine's export/).
+
+Each kind of result has its module here (stat, compare, audit, info, fleet, cache) with one ``Report``
+subclass that renders it as a rich table, a JSON document, CSV, Markdown or HTML, whichever of these the
+kind has (``formats``), and that decides the command's exit code. ``write`` is the one writer: the CLI
+builds a report from analysis, agent or client results and hands it here; it computes nothing.
+
+Strings from files, agents and servers are shown through perfctl/text.py (``visible``, ``cell``); JSON is
+strict (no NaN or infinity: a statistic that does not exist is null).
+"""
+
+from __future__ import annotations
+
+import csv as _csv
+import io
+import json
+import math
+
+from rich.console import Console
+
+from perfctl.output import EXIT_OK, UsageError
+from perfctl.text import visible
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+FORMATS = ("table", "json", "csv", "markdown", "html")
+
+
+class Report:
+    """One result, renderable in each of ``formats``; ``verbosity`` (QUIET, NORMAL, VERBOSE) shapes only the
+    table: the machine-readable formats are always whole."""
+
+    kind = "result"
+    formats: tuple[str, ...] = ("table", "json")
+    verbosity = NORMAL
+
+    def table(self, console: Console) -> None:
+        raise self._unsupported("table")
+
+    def document(self) -> dict:
+        """The JSON document: raw numbers, units named, no NaN."""
+        raise self._unsupported("JSON")
+
+    def csv(self) -> str:
+        raise self._unsupported("CSV")
+
+    def markdown(self) -> str:
+        raise self._unsupported("Markdown")
+
+    def html(self) -> str:
+        raise self._unsupported("HTML")
+
+    def exit_code(self) -> int:
+        return EXIT_OK
+
+    def _unsupported(self, what: str) -> UsageError:
+        return UsageError(f"no {what} report for {self.kind} (it has {', '.join(self.formats)})")
+
+
+def write(report: Report, fmt: str, console: Console) -> int:
+    """Write ``report`` in ``fmt`` (one of FORMATS) on ``console``; returns the report's exit code."""
+    if fmt not in report.formats:
+        raise report._unsupported(fmt)
+    if fmt == "table":
+        report.table(console)
+    elif fmt == "json":
+        console.file.write(json_text(report.document()) + "\n")
+    elif fmt == "csv":
+        console.file.write(report.csv())
+    elif fmt == "markdown":
+        console.file.write(report.markdown())
+    else:
+        console.file.write(report.html())
+    return report.exit_code()
+
+
+def json_text(document) -> str:
+    """The one JSON dump: strict (allow_nan=False), so a NaN that was not cleaned is a bug, not bad JSON."""
+    return json.dumps(document, indent=2, allow_nan=False)
+
+
+def finite(value):
+    """``value`` with every non-finite float (NaN, infinity) turned into None, in nested dicts and lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def csv_text(rows: list[dict], fields) -> str:
+    """The one CSV writer: a header of ``fields``, one line per row; None is empty, and strings from files
+    and agents have their control characters made visible (a newline cannot forge a row)."""
+    buffer = io.StringIO()
+    writer = _csv.DictWriter(buffer, fieldnames=list(fields))
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else visible(v) if isinstance(v, str) else v for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def write_file(path: str, text: str, what: str) -> None:
+    """``text`` into ``path`` (a --csv FILE beside the table); a failure is one line naming the file."""
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as err:
+        raise UsageError(f"{what}: cannot write {path}: {err.strerror}") from None
