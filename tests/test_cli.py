@@ -197,3 +197,156 @@ def test_quiet_stat_prints_no_table_but_failed_runs():
     assert failed.returncode == 1 and "2 of 2 runs failed" in failed.stdout and "median" not in failed.stdout
     both = perfctl("stat", "-q", "-v", "--", "/bin/true")
     assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+# --- the command line as people expect it (issue 13) ---
+
+def _leaf_parsers():
+    """(command path, parser) of every command a user can run, `cache mrc` and the like included."""
+    import argparse
+
+    from perfctl.cli import build_parser
+
+    def walk(parser, path):
+        children = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not children:
+            yield path, parser
+        for action in children:
+            for name, child in action.choices.items():
+                yield from walk(child, f"{path} {name}".strip())
+
+    return list(walk(build_parser(), ""))
+
+
+def test_every_command_says_its_exit_codes_in_its_help():
+    commands = _leaf_parsers()
+    assert {"stat", "compare", "audit", "info", "cache mrc", "cache corun", "cache pirate", "completion",
+            "machines", "jobs", "server", "agent", "token", "submit"} <= {path for path, _ in commands}
+    for path, _ in commands + [("cache", None)]:
+        result = perfctl(*path.split(), "--help")
+        assert result.returncode == 0, result.stderr
+        epilog = result.stdout[result.stdout.index("exit status:"):]
+        assert epilog.startswith("exit status: 0 "), (path, result.stdout)
+        assert "; 2 " in " ".join(epilog.split()), (path, epilog)  # every command has its usage error
+    compare = " ".join(perfctl("compare", "--help").stdout.split())
+    assert all(code in compare for code in ("0 no relevant slowdown", "3 a relevant slowdown", "4 no benchmark",
+                                            "2 bad usage"))
+    audit = " ".join(perfctl("audit", "--help").stdout.split())
+    assert all(code in audit for code in ("0 trusted", "3 degraded", "4 untrusted", "2 the calibration", "128+N"))
+
+
+def test_every_command_takes_quiet_and_verbose_but_not_both():
+    for path, parser in _leaf_parsers():
+        options = {o for action in parser._actions for o in action.option_strings}
+        assert {"-q", "--quiet", "-v", "--verbose"} <= options, path
+    both = perfctl("info", "-q", "-v")
+    assert both.returncode == 2 and "not allowed with" in _one_line(both)
+    assert perfctl("info", "-v").returncode == 0
+
+
+def _hyperfine(path, commands):
+    path.write_text(json.dumps({"results": [{"command": c, "times": t, "exit_codes": [0] * len(t)}
+                                            for c, t in commands.items()]}))
+    return str(path)
+
+
+def test_quiet_compare_prints_only_the_relevant_slowdowns(tmp_path):
+    fast = [0.0100, 0.0101, 0.0099, 0.0100, 0.0102, 0.0098, 0.0100, 0.0101, 0.0099, 0.0100]
+    a = _hyperfine(tmp_path / "a.json", {"parse": fast, "link": fast})
+    b = _hyperfine(tmp_path / "b.json", {"parse": [v * 1.5 for v in fast], "link": fast})
+    loud = perfctl("compare", a, b)
+    quiet = perfctl("compare", "-q", a, b)
+    assert loud.returncode == quiet.returncode == 3, quiet.stderr
+    assert "SPARC" in loud.stdout and quiet.stdout.startswith("relevant slowdown of B: parse (wall-time) A/B 0.6")
+    assert len(quiet.stdout.splitlines()) == 1, quiet.stdout
+    same = perfctl("compare", "-q", a, a)
+    assert same.returncode == 0 and same.stdout == "", same.stdout
+
+
+def test_a_format_a_report_does_not_have_is_one_line():
+    from perfctl.output import UsageError
+    from perfctl.report import write
+    from perfctl.report.stat import StatReport, StatSummary
+
+    with pytest.raises(UsageError, match=r"^no JSON report for stat \(it has table\)$"):
+        write(StatReport(StatSummary(), "t"), "json", None)
+    with pytest.raises(UsageError, match="^no HTML report for stat"):
+        StatReport(StatSummary(), "t").html()
+
+
+_COLOR_SYSTEM = "from perfctl.output import console, interactive; print(console().color_system, interactive(False))"
+
+
+def _color_system(env: dict, terminal: bool) -> str:
+    """What perfctl's console factory decides, with stdout a terminal (a pty) or a pipe."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    environment.update(TERM="xterm-256color", **env)
+    if not terminal:
+        return subprocess.run([sys.executable, "-c", _COLOR_SYSTEM], capture_output=True, text=True,
+                              env=environment, timeout=60).stdout.strip()
+    leader, follower = os.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-c", _COLOR_SYSTEM], stdout=follower, env=environment)
+        os.close(follower)
+        process.wait(timeout=60)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the writer has closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        os.close(leader)
+    return output.decode().strip()
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color():
+    assert _color_system({}, terminal=True) == "256 True"
+    assert _color_system({"NO_COLOR": "1"}, terminal=True) == "None True"
+    assert _color_system({"NO_COLOR": ""}, terminal=True) == "256 True"  # no-color.org: set and non-empty
+    assert _color_system({}, terminal=False) == "None False"
+    assert _color_system({"FORCE_COLOR": "1"}, terminal=False) == "None False"
+
+
+def _complete(script: str, *words: str, cwd=None) -> list[str]:
+    """COMPREPLY of the bash completion function for the command line ``words`` (the last one is being
+    completed), in a real bash."""
+    driver = (f'source "$1"; COMP_WORDS=({" ".join(json.dumps(w) for w in words)}); '
+              f'COMP_CWORD={len(words) - 1}; _perfctl; printf "%s\\n" "${{COMPREPLY[@]}}"')
+    result = subprocess.run(["bash", "--norc", "-c", driver, "bash", script], capture_output=True, text=True,
+                            timeout=60, cwd=cwd)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return sorted(line for line in result.stdout.splitlines() if line)
+
+
+def test_bash_completion_completes_commands_options_and_files(tmp_path):
+    result = perfctl("completion", "bash")
+    assert result.returncode == 0, result.stderr
+    script = tmp_path / "perfctl.bash"
+    script.write_text(result.stdout)
+    assert _complete(str(script), "perfctl", "com") == ["compare", "completion"]
+    assert _complete(str(script), "perfctl", "stat", "--rep") == ["--repeat"]
+    assert _complete(str(script), "perfctl", "cache", "m") == ["mrc"]
+    assert "--max-trace-bytes" in _complete(str(script), "perfctl", "cache", "mrc", "--")
+    assert _complete(str(script), "perfctl", "compare", "--format", "m") == ["markdown"]
+    (tmp_path / "runs-a.jsonl").write_text("")
+    (tmp_path / "runs-b.jsonl").write_text("")
+    assert _complete(str(script), "perfctl", "compare", "runs-", cwd=tmp_path) == ["runs-a.jsonl", "runs-b.jsonl"]
+    assert _complete(str(script), "perfctl", "stat", "-o", "runs-a", cwd=tmp_path) == ["runs-a.jsonl"]
+    assert _complete(str(script), "perfctl", "stat", "-r", "") == []  # a number: nothing to offer
+
+
+def test_zsh_completion_is_valid_zsh(tmp_path):
+    import shutil
+
+    result = perfctl("completion", "zsh")
+    assert result.returncode == 0 and result.stdout.startswith("#compdef perfctl"), result.stderr
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed here: only the bash script is run")
+    script = tmp_path / "_perfctl"
+    script.write_text(result.stdout)
+    check = subprocess.run(["zsh", "-n", str(script)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr

@@ -23,6 +23,7 @@ from perfctl.text import visible
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 FORMATS = ("table", "json", "csv", "markdown", "html")
+_FORMAT_NAMES = {"json": "JSON", "csv": "CSV", "markdown": "Markdown", "html": "HTML"}
 
 
 class Report:
@@ -59,7 +60,7 @@ class Report:
 def write(report: Report, fmt: str, console: Console) -> int:
     """Write ``report`` in ``fmt`` (one of FORMATS) on ``console``; returns the report's exit code."""
     if fmt not in report.formats:
-        raise report._unsupported(fmt)
+        raise report._unsupported(_FORMAT_NAMES.get(fmt, fmt))
     if fmt == "table":
         report.table(console)
     elif fmt == "json":
