@@ -289,15 +289,7 @@ def _color_system(env: dict, terminal: bool) -> str:
         process = subprocess.Popen([sys.executable, "-c", _COLOR_SYSTEM], stdout=follower, env=environment)
         os.close(follower)
         process.wait(timeout=60)
-        output = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # EIO: the writer has closed the terminal
-                break
-            if not chunk:
-                break
-            output += chunk
+        output = os.read(leader, 4096)  # one short line, all in the terminal's buffer once the writer exited
     finally:
         os.close(leader)
     return output.decode().strip()
