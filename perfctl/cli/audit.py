@@ -54,7 +54,12 @@ def run(args) -> int:
 
 
 def _history(args) -> int:
-    """Per machine its audit history with drift; per kernel the fleet-wide spread (Weaver & McKee, Figure 1)."""
+    return write(audit_history(args), "json" if args.json else "table", console())
+
+
+def audit_history(args):
+    """Per machine its audit history with drift; per kernel the fleet-wide spread (Weaver & McKee, Figure 1):
+    `perfctl audit report`'s table and `perfctl report --machines`'s page."""
     from perfctl.analysis.audits import audit_problem, drift, fleet_spread
     from perfctl.cli.remote import call
     from perfctl.report.fleet import AuditHistoryReport
@@ -77,5 +82,4 @@ def _history(args) -> int:
     spread = fleet_spread({machine: reports[-1] for machine, reports in history.items()})
     notes = [f"{len(problems)} audit reports of machine {machine} could not be read and were set aside "
              f"(first: {problems[0]})" for machine, problems in sorted(unreadable.items())]
-    report = AuditHistoryReport(history, drifts, spread, notes, verbosity(args))
-    return write(report, "json" if args.json else "table", console())
+    return AuditHistoryReport(history, drifts, spread, notes, verbosity(args))
