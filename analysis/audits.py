@@ -97,3 +97,19 @@ def fleet_spread(latest: dict[str, dict]) -> list[dict]:
         rows.append({"kernel": name, "machines": d.n, "source": ", ".join(sorted(sources[name])), "median": d.median,
                      "cv": None if d.n < 2 or math.isnan(d.cv) else d.cv})
     return rows
+
+
+AUDIT_STALE_NS = 7 * 24 * 3600 * 10**9
+
+
+def audit_warning(machine: str, latest: dict | None, now_ns: int) -> str | None:
+    """Why a compared machine's counters should not be taken on trust (``latest``: its latest audit's
+    verdict and time_ns), or None."""
+    if latest is None:
+        return f"machine {machine} has never been audited (perfctl audit)"
+    if latest["verdict"] in ("untrusted", "degraded"):
+        return f"machine {machine}'s latest audit is {latest['verdict']}"
+    if now_ns - latest["time_ns"] > AUDIT_STALE_NS:
+        return f"machine {machine}'s latest audit is {(now_ns - latest['time_ns']) / 86400e9:.0f} days old"
+    return None
+

@@ -75,3 +75,46 @@ def query(args):
     s = settings(args)
     channel = security.channel(s.server, s.tls, s.insecure, aio=False)
     return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel
+
+
+def machine_datasets(args, machines: tuple[str, str], benchmarks: list[str], interference) -> list:
+    """The stored runs of two machines as Datasets, read as the server reads them
+    (perfctl/formats/jsonl.stored_dataset), each with its machine's inventory and latest audit, and a note
+    when that audit does not vouch for the counters: for the HTML report, which draws every run. Raises
+    ClientError (the server, the network) or DatasetError (a machine without runs)."""
+    import time
+
+    import grpc
+
+    from perfctl.analysis.audits import audit_warning
+    from perfctl.formats import DatasetError
+    from perfctl.formats.jsonl import stored_dataset
+    from perfctl.v1 import fleet_pb2 as pb
+    from perfctl.wire import inventory_of, proto_to_dict
+
+    stub, metadata, channel = query(args)
+    try:
+        listed = {m.name: m for m in stub.ListMachines(pb.ListMachinesRequest(), metadata=metadata,
+                                                       timeout=60).machines}
+        datasets = []
+        for name in machines:
+            if name not in listed:
+                raise DatasetError(f"no machine named {name!r} on this server")
+            records = (proto_to_dict(sample) for benchmark in (benchmarks or [""])
+                       for sample in stub.GetSamples(pb.GetSamplesRequest(machine=name, benchmark=benchmark),
+                                                     metadata=metadata, timeout=600))
+            dataset = stored_dataset(name, records, benchmarks, interference)
+            machine = listed[name]
+            audit = ({"verdict": machine.audit_verdict, "time_ns": machine.audit_time_ns}
+                     if machine.audit_verdict else None)
+            dataset.machine = {**inventory_of(machine.inventory_json), "audit": audit or "never audited"}
+            warning = audit_warning(name, audit, time.time_ns())
+            if warning:
+                dataset.notes.append(warning)
+            datasets.append(dataset)
+        return datasets
+    except grpc.RpcError as err:
+        raise ClientError(f"{err.code().name}: {err.details()}") from None
+    finally:
+        channel.close()
+

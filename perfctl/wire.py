@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from perfctl.model import Sample
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -67,3 +69,17 @@ def proto_to_dict(message: pb.Sample) -> dict:
         "max_rss_kib": message.max_rss_kib if message.HasField("max_rss_kib") else None,
         "extra": {"outlived": message.outlived} if message.HasField("outlived") else {},
     }
+
+
+def inventory_of(text: str) -> dict:
+    """An agent's inventory as the server stored it; anything but a JSON object (an older server checked
+    less) reads as empty, so the listing shows '?' rather than failing for every machine."""
+    try:
+        inventory = json.loads(text or "{}", parse_constant=_not_json)
+    except (ValueError, RecursionError):
+        return {}
+    return inventory if isinstance(inventory, dict) else {}
+
+
+def _not_json(constant: str):
+    raise ValueError(f"{constant} is not JSON")

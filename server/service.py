@@ -28,6 +28,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from rich.console import Console
 
 from perfctl import security
+from perfctl.analysis.audits import audit_warning
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.output import STOP_SIGNALS
 from perfctl.server.auth import Principal, Tokens
@@ -331,48 +332,16 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         return pb.ReportAuditResponse()
 
 
-AUDIT_STALE_NS = 7 * 24 * 3600 * 10**9
-
-
-def audit_warning(machine: str, latest: dict | None, now_ns: int) -> str | None:
-    """Why a compared machine's counters should not be taken on trust, or None."""
-    if latest is None:
-        return f"machine {machine} has never been audited (perfctl audit)"
-    if latest["verdict"] in ("untrusted", "degraded"):
-        return f"machine {machine}'s latest audit is {latest['verdict']}"
-    if now_ns - latest["time_ns"] > AUDIT_STALE_NS:
-        return f"machine {machine}'s latest audit is {(now_ns - latest['time_ns']) / 86400e9:.0f} days old"
-    return None
-
-
-def _add_stored_sample(builder, payload: bytes) -> str | None:
-    """Add one stored sample to a DatasetBuilder; None, or why it cannot be used (then nothing of it is
-    kept: the values it added before failing are taken back, so the runs stay aligned across metrics)."""
+def _stored_record(payload: bytes) -> dict | str:
+    """A stored sample's record, or why it cannot be decoded."""
     from google.protobuf.message import DecodeError
 
     from perfctl.wire import proto_to_dict
 
     try:
-        record = proto_to_dict(pb.Sample.FromString(payload))
+        return proto_to_dict(pb.Sample.FromString(payload))
     except DecodeError:
         return "not a Sample message"
-    bench = builder.dataset.benchmarks.get(record["benchmark"]["name"])
-    lengths = {metric: len(values) for metric, values in bench.metrics.items()} if bench is not None else None
-    try:
-        builder.add(record)
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        name = record["benchmark"]["name"]
-        if lengths is None:
-            builder.dataset.benchmarks.pop(name, None)
-        else:
-            for metric in list(bench.metrics):
-                if metric in lengths:
-                    del bench.metrics[metric][lengths[metric]:]
-                else:
-                    del bench.metrics[metric]
-        detail = f"{type(err).__name__} {err}" if isinstance(err, KeyError) else str(err)
-        return f"sample {record['uuid'][:36]}: {detail}"
-    return None
 
 
 class QueryService(_Base, rpc.QueryServiceServicer):
@@ -453,26 +422,12 @@ class QueryService(_Base, rpc.QueryServiceServicer):
 
     def machine_dataset(self, machine: str, benchmarks: list[str], interference=None):
         from perfctl.formats import DatasetError
-        from perfctl.formats.jsonl import DatasetBuilder
+        from perfctl.formats.jsonl import stored_dataset
 
         if self.storage.machine_pk(machine) is None:
             raise DatasetError(f"no machine named {machine!r} on this server")
-        builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy())
-        skipped, first_reason = 0, None
-        for payload in self.storage.sample_payloads(machine, benchmarks or None):
-            reason = _add_stored_sample(builder, payload)
-            if reason is not None:
-                skipped += 1
-                first_reason = first_reason or reason
-        dataset = builder.finish()
-        if skipped:
-            # Stored by an older server that validated less: reported, never fatal for the comparison.
-            dataset.notes.append(f"{skipped} stored samples of machine {machine} could not be used and were "
-                                 f"skipped (first: {first_reason})")
-        if not dataset.benchmarks:
-            raise DatasetError(f"machine {machine!r} has no measured runs" +
-                               (f" of {', '.join(benchmarks)}" if benchmarks else ""))
-        return dataset
+        return stored_dataset(machine, map(_stored_record, self.storage.sample_payloads(machine, benchmarks or None)),
+                              benchmarks, interference)
 
     async def SubmitJob(self, request, context):
         await self._principal(context, "client")

@@ -23,6 +23,7 @@ from perfctl.cli import (
     completion,
     info,
     listings,
+    report,
     server,
     stat,
     submit,
@@ -41,8 +42,8 @@ from perfctl.output import (
 )
 
 # the order of `perfctl --help`; each module has add_parser(sub) and run(args)
-COMMANDS = {"stat": stat, "compare": compare, "server": server, "agent": agent, "token": token, "submit": submit,
-            "machines": listings, "jobs": listings, "audit": audit, "cache": cache, "info": info,
+COMMANDS = {"stat": stat, "compare": compare, "report": report, "server": server, "agent": agent, "token": token,
+            "submit": submit, "machines": listings, "jobs": listings, "audit": audit, "cache": cache, "info": info,
             "completion": completion}
 _SERVING_COMMANDS = ("server", "agent")  # they stop their event loop on a signal instead
 

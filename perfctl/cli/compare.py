@@ -17,12 +17,11 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.output import UsageError, console
-from perfctl.report import write
+from perfctl.report import check_writable, write
+from perfctl.report.html import write_report
 
 
 def add_parser(sub) -> None:
-    from perfctl.formats import FORMATS
-
     compare = sub.add_parser("compare", help="compare two sample files benchmark by benchmark",
                              description="Is B faster, slower or equivalent to A? Per benchmark and overall, "
                                          "with SPARC, the Speedup-Test and SPA (docs/statistics.md).",
@@ -30,36 +29,46 @@ def add_parser(sub) -> None:
                                                 "4 no benchmark could be judged", "2 bad usage or input (a missing, "
                                                 "empty or unknown file, no benchmark in common, an unreachable "
                                                 "server)", f"{SIGNAL_EXIT} (docs/statistics.md)"))
-    compare.add_argument("a", metavar="A",
-                         help="baseline samples (perfctl JSONL, hyperfine/pyperf/Google Benchmark/pytest-benchmark "
-                              "JSON, perf stat CSV or JSON)")
-    compare.add_argument("b", metavar="B", help="candidate samples, same format")
-    compare.add_argument("--input-format", choices=FORMATS,
-                         help="skip format detection")
-    compare.add_argument("--metric", action="append", metavar="METRIC",
-                         help="metric(s) to compare "
-                              "(default: instructions, else cycles, else task-clock, else wall-time)")
-    compare.add_argument("--alpha", type=probability, default=0.05, help="family-wise risk (default 0.05)")
-    compare.add_argument("--confidence", type=probability, default=0.95, help="confidence of intervals (0.95)")
-    compare.add_argument("--proportion", type=probability, default=0.5,
-                         help="SPA: the value that a proportion F of runs stay at or under (default 0.5)")
-    compare.add_argument("--margin", type=probability, default=0.05,
-                         help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent (0.05)")
-    compare.add_argument("--paired", action="store_true", help="runs were taken in rounds: pair them by index")
-    compare.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm")
-    compare.add_argument("--precision", type=probability, default=0.05,
-                         help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
-    compare.add_argument("--seed", type=non_negative_int, default=0, help="seed of the SPA speedup pairing")
+    inputs(compare)
     compare.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
-    interference_options(compare)
-    compare.add_argument("--benchmark", action="append", metavar="NAME",
-                         help="with machine names: only these benchmarks")
-    connection_options(compare, "server holding the machines' samples (when A and B are machine names)")
+    compare.add_argument("--html", metavar="FILE", help="also write the HTML report to FILE (docs/report.md)")
     loudness(compare, verbose="accepted (the table already shows every detail)",
              quiet="with --format table: only the relevant slowdowns, or that nothing could be judged")
 
 
-def _parameters(args):
+def inputs(command, inputs_required: bool = True) -> None:
+    """What compare and report share: the two inputs (files or machines), the metric, the statistics'
+    parameters, interference, and the server holding the machines' runs."""
+    from perfctl.formats import FORMATS
+
+    command.add_argument("a", metavar="A", nargs=None if inputs_required else "?",
+                         help="baseline samples (perfctl JSONL, hyperfine/pyperf/Google Benchmark/pytest-benchmark "
+                              "JSON, perf stat CSV or JSON)")
+    command.add_argument("b", metavar="B", nargs=None if inputs_required else "?",
+                         help="candidate samples, same format")
+    command.add_argument("--input-format", choices=FORMATS,
+                         help="skip format detection")
+    command.add_argument("--metric", action="append", metavar="METRIC",
+                         help="metric(s) to compare "
+                              "(default: instructions, else cycles, else task-clock, else wall-time)")
+    command.add_argument("--alpha", type=probability, default=0.05, help="family-wise risk (default 0.05)")
+    command.add_argument("--confidence", type=probability, default=0.95, help="confidence of intervals (0.95)")
+    command.add_argument("--proportion", type=probability, default=0.5,
+                         help="SPA: the value that a proportion F of runs stay at or under (default 0.5)")
+    command.add_argument("--margin", type=probability, default=0.05,
+                         help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent (0.05)")
+    command.add_argument("--paired", action="store_true", help="runs were taken in rounds: pair them by index")
+    command.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm")
+    command.add_argument("--precision", type=probability, default=0.05,
+                         help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
+    command.add_argument("--seed", type=non_negative_int, default=0, help="seed of the SPA speedup pairing")
+    interference_options(command)
+    command.add_argument("--benchmark", action="append", metavar="NAME",
+                         help="with machine names: only these benchmarks")
+    connection_options(command, "server holding the machines' samples (when A and B are machine names)")
+
+
+def _parameters(args, command: str):
     from perfctl.analysis.compare import Parameters
 
     parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
@@ -68,26 +77,52 @@ def _parameters(args):
     try:
         parameters.validate()
     except ValueError as err:  # before any file is read or server called: one line, exit 2
-        raise UsageError(f"perfctl compare: {err}") from None
+        raise UsageError(f"{command}: {err}") from None
     return parameters
 
 
+def _metrics(args) -> list[str] | None:
+    return [m.strip() for text in (args.metric or []) for m in text.split(",") if m.strip()] or None
+
+
+def _machines(args) -> bool:
+    """A and B name machines (a server is given and neither is a file)."""
+    server_given = args.server or os.environ.get("PERFCTL_SERVER")
+    return bool(server_given) and not os.path.exists(args.a) and not os.path.exists(args.b)
+
+
 def run(args) -> int:
+    if args.html:
+        check_writable(args.html, "perfctl compare")
+    if _machines(args) and not args.html:  # the server compares its stored runs itself
+        return _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
+    report = comparison(args, "perfctl compare")
+    code = write(report, args.format, console())
+    if args.html:
+        write_report(report, args.html, "perfctl compare")
+    return code
+
+
+def comparison(args, command: str):
+    """The CompareReport of A and B: files read here, or two machines' runs fetched from the server and
+    compared here (the HTML report draws every run, which the server's answer does not carry)."""
+    from perfctl import client, security
     from perfctl.formats import DatasetError, read_dataset
     from perfctl.pairing import PairingError
     from perfctl.report.compare import compare_report
 
-    metrics = [m.strip() for text in (args.metric or []) for m in text.split(",") if m.strip()] or None
-    server_given = args.server or os.environ.get("PERFCTL_SERVER")
-    if server_given and not os.path.exists(args.a) and not os.path.exists(args.b):
-        return _compare_machines(args, metrics, _parameters(args))
+    parameters = _parameters(args, command)
     try:
-        a = read_dataset(args.a, args.input_format, interference(args))
-        b = read_dataset(args.b, args.input_format, interference(args))
-        report = compare_report(a, b, metrics, _parameters(args), (args.a, args.b), verbosity(args))
-    except (DatasetError, PairingError) as err:
-        raise UsageError(f"perfctl compare: {err}") from None
-    return write(report, args.format, console())
+        if _machines(args):
+            a, b = client.machine_datasets(args, (args.a, args.b), args.benchmark or [], interference(args))
+            labels = (f"machine {args.a}", f"machine {args.b}")
+        else:
+            a = read_dataset(args.a, args.input_format, interference(args))
+            b = read_dataset(args.b, args.input_format, interference(args))
+            labels = (args.a, args.b)
+        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args))
+    except (DatasetError, PairingError, client.ClientError, security.SecurityError) as err:
+        raise UsageError(f"{command}: {err}") from None
 
 
 def _compare_machines(args, metrics, parameters) -> int:

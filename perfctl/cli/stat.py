@@ -22,7 +22,8 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.output import OUTPUT_ERRNOS, Interrupted, UsageError, console, interactive, quiet_stdout, say
-from perfctl.report import write
+from perfctl.report import check_writable, write
+from perfctl.report.html import write_report
 
 # Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
 # follows nothing more and only asks the kernel for memory it may refuse.
@@ -63,6 +64,8 @@ def add_parser(sub) -> None:
     out.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
     out.add_argument("--csv", action="store_true", help="per-run CSV on stdout (summary on stderr)")
     stat.add_argument("-o", "--output", metavar="FILE", help="append JSON Lines samples to FILE")
+    stat.add_argument("--html", metavar="FILE", help="also write the HTML report of the runs to FILE "
+                                                     "(docs/report.md)")
     stat.add_argument("--no-progress", action="store_true", help="no progress bar")
     loudness(stat, verbose="each unsupported event with its reason, and the correction's sentence",
              quiet="no summary table: only failed runs and errors")
@@ -97,6 +100,8 @@ def run(args) -> int:
 
     machine_readable = args.json or args.csv
     summary_console = console(stderr=machine_readable)
+    if args.html:
+        check_writable(args.html, "perfctl stat")
     writers = []  # (where it writes, writer): an output that fails is named in the message
     output = None
     if args.output:
@@ -165,7 +170,7 @@ def run(args) -> int:
 
     title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
-    report = StatReport(summary, title, verbosity(args), stopped_by)
+    report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
     try:
         code = write(report, "table", summary_console)
     except OSError as err:
@@ -173,6 +178,8 @@ def run(args) -> int:
             raise
         quiet_stdout()
         raise UsageError(f"perfctl stat: cannot write the summary: {err.strerror}") from None
+    if args.html and summary.runs + summary.warmups:
+        write_report(report, args.html, "perfctl stat")
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")

@@ -88,6 +88,28 @@ class DatasetBuilder:
                 f"{self.dataset.path}: sample record {self._records}"
             raise DatasetError(f"{where}: {err}") from None
 
+    def add_or_skip(self, record: dict) -> str | None:
+        """Add one stored sample (a record the server kept, which an older server may have checked less):
+        None, or why it cannot be used; then nothing of it is kept (the values it added before failing are
+        taken back, so the runs stay aligned across metrics)."""
+        name = record.get("benchmark", {}).get("name") if isinstance(record.get("benchmark"), dict) else None
+        bench = self.dataset.benchmarks.get(name)
+        lengths = {metric: len(values) for metric, values in bench.metrics.items()} if bench is not None else None
+        try:
+            self.add(record)
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            if lengths is None:
+                self.dataset.benchmarks.pop(name, None)
+            else:
+                for metric in list(bench.metrics):
+                    if metric in lengths:
+                        del bench.metrics[metric][lengths[metric]:]
+                    else:
+                        del bench.metrics[metric]
+            detail = f"{type(err).__name__} {err}" if isinstance(err, KeyError) else str(err)
+            return f"sample {str(record.get('uuid'))[:36]}: {detail}"
+        return None
+
     def _add(self, record: dict) -> None:
         from perfctl.formats.dataset import WALL_TIME
 
@@ -287,3 +309,30 @@ def _add_reading(bench, label: str, reading: dict) -> None:
         bench.note(label, f"unsupported: {reading['reason']}")
     else:
         bench.note(label, f"counter error in some runs: {reading['reason']}")
+
+
+def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
+                   interference: InterferencePolicy | None = None):
+    """The Dataset of one machine's stored samples: ``records`` yields each sample's record (a dict), or
+    the reason it could not be decoded (a string). What cannot be used is skipped and said in a note (stored
+    by an older server that validated less: never fatal); a machine without a measured run is a
+    DatasetError. Used by the server (server/service.py) and by the client that fetches the runs itself
+    for a report (perfctl/client.py)."""
+    from perfctl.formats.dataset import DatasetError
+
+    builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy())
+    skipped, first_reason = 0, None
+    for record in records:
+        reason = record if isinstance(record, str) else builder.add_or_skip(record)
+        if reason is not None:
+            skipped += 1
+            first_reason = first_reason or reason
+    dataset = builder.finish()
+    if skipped:
+        dataset.notes.append(f"{skipped} stored samples of machine {machine} could not be used and were "
+                             f"skipped (first: {first_reason})")
+    if not dataset.benchmarks:
+        raise DatasetError(f"machine {machine!r} has no measured runs"
+                           + (f" of {', '.join(benchmarks)}" if benchmarks else ""))
+    return dataset
+

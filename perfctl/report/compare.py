@@ -267,7 +267,7 @@ class CompareReport(Report):
     perfctl.formats Datasets it was computed from (None when the server compared stored samples)."""
 
     kind = "compare"
-    formats = ("table", "json", "csv", "markdown")
+    formats = ("table", "json", "csv", "markdown", "html")
 
     def __init__(self, comparison: Comparison, context: CompareContext, notes: list[str] = (), datasets=None,
                  verbosity: int = NORMAL):
@@ -291,6 +291,12 @@ class CompareReport(Report):
 
     def markdown(self) -> str:
         return to_markdown(self.comparison, self.context, self.notes)
+
+    def html(self) -> str:
+        from perfctl.report.html import compare_page
+
+        return compare_page(self.comparison, self.context, rows(self.comparison),
+                            statement(self.comparison, self.context), self.notes, self.datasets)
 
     def exit_code(self) -> int:
         return exit_code(self.comparison)
@@ -322,7 +328,15 @@ def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity
     result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
     context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
                              metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units))
-    return CompareReport(result, context, a.notes + b.notes, datasets=(a, b), verbosity=verbosity)
+    return CompareReport(result, context, side_notes(a.notes, b.notes), datasets=(a, b), verbosity=verbosity)
+
+
+def side_notes(a: list[str], b: list[str]) -> list[str]:
+    """Each input's notes, said once with the side it is about: 'A and B: matmul: left out 2 warmup
+    runs' rather than the same line twice."""
+    both = [note for note in a if note in b]
+    return ([f"A and B: {note}" for note in both] + [f"A: {note}" for note in a if note not in both]
+            + [f"B: {note}" for note in b if note not in both])
 
 
 def compare_datasets(a, b, metrics, parameters, fmt: str, console: Console, labels: tuple[str, str],

@@ -4,7 +4,6 @@ answers (perfctl/client.py). Every string in them is an agent's or another clien
 
 from __future__ import annotations
 
-import json
 import time
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from perfctl.report import QUIET, Report, finite
 from perfctl.text import cell, visible
+from perfctl.wire import inventory_of
 
 FAILED_JOB_STATES = ("failed", "refused")
 FAILED_VERDICTS = ("degraded", "untrusted")
@@ -22,20 +22,6 @@ def ago(ns: int) -> str:
         return "never"
     seconds = max(0.0, time.time() - ns / 1e9)
     return f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago"
-
-
-def inventory_of(text: str) -> dict:
-    """An agent's inventory as the server stored it; anything but a JSON object (an older server checked
-    less) reads as empty, so the listing shows '?' rather than failing for every machine."""
-    try:
-        inventory = json.loads(text or "{}", parse_constant=_not_json)
-    except (ValueError, RecursionError):
-        return {}
-    return inventory if isinstance(inventory, dict) else {}
-
-
-def _not_json(constant: str):
-    raise ValueError(f"{constant} is not JSON")
 
 
 def _item(inventory: dict, section: str, key: str):
@@ -120,11 +106,17 @@ class AuditHistoryReport(Report):
     machines whose latest audit failed or that drifted, and the notes."""
 
     kind = "audit report"
+    formats = ("table", "json", "html")
 
     def __init__(self, history: dict[str, list[dict]], drifts: dict[str, list[str]], spread: list[dict],
                  notes: list[str], verbosity: int = 0):
         self.history, self.drifts, self.spread, self.notes = history, drifts, spread, notes
         self.verbosity = verbosity
+
+    def html(self) -> str:
+        from perfctl.report.html import fleet_page
+
+        return fleet_page(self.history, self.drifts, self.spread, self.notes)
 
     def document(self) -> dict:
         return finite({"machines": {m: {"audits": len(r), "latest": r[-1]["verdict"], "drift": self.drifts[m]}

@@ -109,22 +109,34 @@ def write(path: str, text: str) -> None:
         raise
 
 
+def write_report(report, path: str, command: str, quiet: bool = False) -> None:
+    """The report's HTML page into ``path``, whole or not at all (perfctl/report/html.py); a failure is one
+    line naming the file. The command says where it went, on stderr (stdout may be a table or JSON)."""
+    from perfctl.output import UsageError, say
+
+    text = report.html()
+    try:
+        write(path, text)
+    except OSError as err:
+        raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
+    if not quiet:
+        say(f"{command}: HTML report written to {path} ({len(text.encode()) / 1e3:,.0f} kB)")
+
+
 # -- comparisons ---------------------------------------------------------------------------------------
 
 
-def compare_page(comparison, context, notes: Sequence[str] = (), datasets=None, sequence=None) -> str:
-    """The report of one comparison. ``context`` is the CompareContext of report/compare.py; ``datasets``
+def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[str], notes: Sequence[str] = (),
+                 datasets=None, sequence=None) -> str:
+    """The report of one comparison. ``context`` is the CompareContext of report/compare.py, ``rows`` and
+    ``statement`` its rows and statement (what JSON and the table show, drawn here); ``datasets``
     the two Datasets compared (None: the runs are not at hand, e.g. a comparison the server made, and the
     per-benchmark plots are left out); ``sequence`` a sequential A/B run's confidence sequence (a dict of
     rounds, estimate, low, high), drawn when given."""
-    from perfctl.report.compare import rows as comparison_rows
-    from perfctl.report.compare import statement
-
     p = comparison.parameters
-    rows = comparison_rows(comparison)
     metric_units = context.units or {}
     body = [f"<h1>{esc(context.a)} <span class=note>vs</span> {esc(context.b)}</h1>"]
-    body += [f"<p class=statement>{esc(line)}</p>" for line in statement(comparison, context)]
+    body += [f"<p class=statement>{esc(line)}</p>" for line in statement]
     body.append("<h2 id=overall>Overall</h2>")
     body += [_summary(summary, p) for summary in comparison.summaries]
     for metric in context.metrics:
@@ -421,4 +433,4 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
                                                  for k in keys], "inventory"))
     if notes:
         body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
-    return document(f"perfctl stat: {title}", body)
+    return document(title, body)

@@ -150,14 +150,20 @@ class StatReport(Report):
     """The summary of the measured runs under ``title``; ``interrupted`` when a stop signal ended them."""
 
     kind = "stat"
-    formats = ("table",)
+    formats = ("table", "html")
 
     def __init__(self, summary: StatSummary, title: str, verbosity: int = NORMAL,
-                 interrupted: Interrupted | None = None):
+                 interrupted: Interrupted | None = None, inventory: dict | None = None):
         self.summary, self.title, self.verbosity, self.interrupted = summary, title, verbosity, interrupted
+        self.inventory = inventory
 
     def table(self, console: Console) -> None:
         render(self.summary, console, self.title, self.verbosity)
+
+    def html(self) -> str:
+        from perfctl.report.html import stat_page
+
+        return stat_page(self.summary, self.title, self.inventory)
 
     def exit_code(self) -> int:
         """128 + N when stopped by signal N; else 0 when every measured run exited 0, 1 otherwise."""

@@ -1,0 +1,43 @@
+"""`perfctl report`: the HTML report of a comparison (the inputs and options of compare: files, or machines
+whose runs the server holds), or of the fleet's audits (--machines). docs/report.md."""
+
+from __future__ import annotations
+
+from perfctl.cli.compare import comparison, inputs
+from perfctl.cli.options import SIGNAL_EXIT, exit_status, loudness
+from perfctl.output import UsageError
+from perfctl.report import check_writable
+from perfctl.report.html import write_report
+
+COMMAND = "perfctl report"
+
+
+def add_parser(sub) -> None:
+    report = sub.add_parser("report", help="write the HTML report of a comparison, or of the fleet's audits",
+                            description="One self-contained HTML file: the verdicts, a forest plot of every "
+                                        "benchmark's ratio, per benchmark its runs, the machines side by side "
+                                        "(docs/report.md). A and B as for compare: files or machine names.",
+                            epilog=exit_status("as compare: 0 no relevant slowdown, 3 a relevant slowdown of B, 4 "
+                                               "no benchmark could be judged; --machines: 0", "2 bad usage or "
+                                               "input, or a FILE that cannot be written", SIGNAL_EXIT))
+    inputs(report, inputs_required=False)
+    report.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
+    report.add_argument("--machines", action="store_true",
+                        help="instead of A and B: every machine's audits over time and their drift (needs --server)")
+    loudness(report, verbose="accepted", quiet="no line saying where the report went")
+
+
+def run(args) -> int:
+    if args.machines and (args.a or args.b):
+        raise UsageError(f"{COMMAND}: --machines reports the whole fleet: give no A and B")
+    if not args.machines and not (args.a and args.b):
+        raise UsageError(f"{COMMAND}: give A and B (files or machines), or --machines")
+    check_writable(args.output, COMMAND)
+    if args.machines:
+        from perfctl.cli.audit import audit_history
+
+        result = audit_history(args)
+    else:
+        result = comparison(args, COMMAND)
+    write_report(result, args.output, COMMAND, quiet=args.quiet)
+    return result.exit_code()
