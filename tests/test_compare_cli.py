@@ -169,10 +169,16 @@ def test_readmes_main_job_compares_two_builds():
     environment = {**os.environ, "PERFCTL": os.path.join(os.path.dirname(sys.executable), "perfctl")}
     result = subprocess.run([str(root / "examples/compare-builds.sh"), "--format", "json"], capture_output=True,
                             text=True, timeout=300, env=environment)
-    assert result.returncode == 0, result.stdout + result.stderr  # -O2 is not slower than -O0
-    row = json.loads(result.stdout)["benchmarks"][0]
+    # -O2 is not slower than -O0; sort and hashtable are the same program on both sides (noise may still show a
+    # relevant difference there: the exit code is 0 or 3)
+    assert result.returncode in (0, 3), result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    assert {row["benchmark"] for row in document["benchmarks"]} == {"matmul", "sort", "hashtable"}
+    row = next(row for row in document["benchmarks"] if row["benchmark"] == "matmul")
     assert (row["verdict"], row["median_protocol"]) == ("relevant difference", "B faster")
     assert row["ratio_a_over_b"] > 1.5
+    report = root / "examples/results/report.html"
+    assert "HTML report written to examples/results/report.html" in result.stderr and report.stat().st_size > 0
 
 
 def _render_at(width: int, a: str, b: str, fmt: str = "table") -> str:

@@ -215,7 +215,11 @@ FIRST_ITEMS = ("hostname", "kernel.release", "cpu.model_name", "cpu.microcode", 
                "aslr", "audit.verdict", "audit.finished")
 
 
-def flatten(inventory: dict | None, prefix: str = "") -> dict[str, str]:
+def flatten(inventory, prefix: str = "") -> dict[str, str]:
+    """An inventory (a dict read from a file or the server, or agent/inventory's typed one) as dotted
+    items: {"kernel.release": "6.1.0", ...}."""
+    if hasattr(inventory, "to_dict"):
+        inventory = inventory.to_dict()
     out: dict[str, str] = {}
     for key, value in (inventory or {}).items():
         name = f"{prefix}{key}"
