@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, chromium
-from conftest import perfctl
+from conftest import needs_root, perfctl
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "examples" / "bin"
@@ -202,3 +202,68 @@ def test_a_confidence_sequence_has_its_plot():
 
     drawn = svg.sequence([1, 2, 3, 4], [1.2, 1.1, 1.05, 1.04], [0.8, 0.95, 1.0, 1.01], [1.6, 1.3, 1.1, 1.07], 0.05)
     assert drawn.count("<path") >= 2 and 'aria-label="confidence sequence' in drawn
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    from fleet import Fleet
+
+    f = Fleet(tmp_path)
+    yield f
+    f.stop_all()
+
+
+@needs_root  # agents run benchmarks as nobody
+def test_reports_of_machines_and_of_the_fleet_from_a_real_server(fleet, browser, tmp_path):
+    """Two agents run one job through a real server (SQLite); `perfctl report box-a box-b` fetches their
+    stored runs and inventories, and its numbers equal the server's own compare; `perfctl report
+    --machines` draws the audits the server stored (sent here by box-a and box-b's agent identities)."""
+    import grpc
+    from test_fleet import _run_job, _start
+
+    from perfctl.v1 import fleet_pb2 as pb
+    from perfctl.v1 import fleet_pb2_grpc as rpc
+
+    server = _start(fleet, ["--data-dir", str(fleet.dir / "data")])
+    jobs = _run_job(fleet, server, ["box-a", "box-b"], "-r", "6", "--warmup", "1", "-e", "page-faults,task-clock",
+                    "--", "/bin/true", ":::", "/bin/sleep", "0.001")
+    assert [j["state"] for j in jobs] == ["done", "done"]
+    out = tmp_path / "machines.html"
+    made = fleet.client("report", "box-a", "box-b", "--metric", "page-faults", "-o", str(out), server=server)
+    served = fleet.client("compare", "box-a", "box-b", "--metric", "page-faults", "--format", "json", server=server)
+    assert made.returncode == served.returncode, (made.stderr, served.stdout)
+    document = json.loads(served.stdout)
+    page = browser.open(str(out))
+    assert_clean(page)
+    rows = table_values(page, "#verdicts", "benchmark")
+    assert sorted(r["key"] for r in rows) == sorted(b["benchmark"] for b in document["benchmarks"])
+    for row in rows:
+        expected = next(b for b in document["benchmarks"] if b["benchmark"] == row["key"])
+        assert float(row["value"]["median_a"]) == expected["median_a"]
+        assert row["value"]["verdict"] == expected["verdict"]
+    # the server's record of each machine, side by side: both never audited
+    assert page.evaluate("Array.from(document.querySelectorAll('#same-inventory td')).some(function (c) {"
+                         " return c.textContent === 'never audited'; })")
+
+    channel = grpc.insecure_channel(server)
+    agent = rpc.AgentServiceStub(channel)
+    base = 1_790_000_000 * 10**9
+    sent = {"box-a": [("trusted", "6.1.0-1"), ("degraded", "6.1.0-2")], "box-b": [("no-PMU", "6.1.0-1")]}
+    for machine, audits in sent.items():
+        md = (("authorization", f"Bearer {open(fleet.agent_token(machine)).read()}"),)
+        for k, (verdict, kernel) in enumerate(audits):
+            audit_id = str(uuid.uuid4())
+            report = {"audit_id": audit_id, "verdict": verdict, "time_ns": base + k * 86400 * 10**9,
+                      "kernel": kernel, "microcode": "0x1", "kernels": [], "fit": None, "reasons": []}
+            agent.ReportAudit(pb.AuditReport(audit_id=audit_id, report_json=json.dumps(report)), metadata=md)
+    fleet_html = tmp_path / "fleet.html"
+    done = fleet.client("report", "--machines", "-o", str(fleet_html), server=server)
+    assert done.returncode == 0, done.stderr
+    page = browser.open(str(fleet_html))
+    assert_clean(page)
+    drift = page.evaluate("Array.from(document.querySelectorAll('#drift + table td')).map(function (c) {"
+                          " return c.textContent; })")
+    assert "box-a" in drift and any("verdict trusted -> degraded" in c for c in drift)
+    assert any("kernel 6.1.0-1 -> 6.1.0-2" in c for c in drift)
+    assert all(p["shapes"] > 3 for p in drawn_plots(page))
+    page.screenshot(str(screenshot_dir(tmp_path) / "fleet-report.png"))
