@@ -359,6 +359,8 @@ def fleet_page(history: dict[str, list[dict]], drifts: dict[str, list[str]], spr
                                                      for m, c in changes], "drift")
                 if changes else "<p>no machine changed between consecutive audits.</p>")
     body.append("<h2 id=spread>Spread of instruction counts per kernel (latest audits)</h2>")
+    if not spread:
+        body.append("<p>no latest audit carries a usable instruction count.</p>")
     body.append(_table(("kernel", "machines", "source", "median", "CV across machines"),
                        [f"<tr><td>{esc(r['kernel'])}</td>{_cell(r['machines'])}<td>{esc(r['source'])}</td>"
                         f"{_cell(r['median'], units.count(r['median']))}"
