@@ -75,8 +75,8 @@ def _cell(value, text: str | None = None, field: str | None = None, numeric: boo
 
 def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
     identity = f' id="{table_id}"' if table_id else ""
-    return (f"<table{identity}><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
-            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    header = ("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead>") if head else ""
+    return f"<table{identity}>{header}<tbody>" + "".join(rows) + "</tbody></table>"
 
 
 def document(title: str, body: Sequence[str], script: bool = False) -> str:
@@ -271,7 +271,7 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
     if row["warnings"]:
         facts.append(("warnings", row["warnings"]))
     parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
-             _table(("", ""), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
+             _table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
     if datasets is not None:
         parts.append(_benchmark_plots(row, result, unit, datasets))
     parts.append("</details></section>")
