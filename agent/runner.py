@@ -348,7 +348,7 @@ class GatedProcess:
         try:
             self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds)
         except OSError as err:
-            os.close(self._gate)
+            self._close_gate()
             if err.errno == errno.E2BIG:
                 raise RunError(_too_big(argv, control)) from None
             raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
@@ -362,6 +362,14 @@ class GatedProcess:
         if control.pin_cpu is not None:
             os.sched_setaffinity(self.pid, {control.pin_cpu})
 
+    def _close_gate(self) -> None:
+        """Close the gate's write end, once. The descriptor leaves the object before it is closed: a stop
+        signal raised inside os.close (the kernel has closed it by then; close is never retried) finds -1
+        here, so kill() neither closes it again (EBADF) nor closes whatever has since reused its number."""
+        fd, self._gate = self._gate, -1
+        if fd != -1:
+            os.close(fd)
+
     def release_and_wait(self) -> Exit:
         """Let the gate exec the benchmark; wait for the exit, the timeout or a stop that would never end
         (both kill the whole tree); then kill what the benchmark left running."""
@@ -371,8 +379,7 @@ class GatedProcess:
             os.write(self._gate, b"\n")
         except BrokenPipeError:  # the gate exited before its release (it refused its options): its status says why
             pass
-        os.close(self._gate)
-        self._gate = -1
+        self._close_gate()
         timed_out, stop = self._wait()
         wall_ns = time.perf_counter_ns() - start
         if timed_out or stop is not None:
@@ -464,9 +471,7 @@ class GatedProcess:
 
     def kill(self) -> None:
         """Kill and reap the process tree if it is still there (an error or an interrupt before the exit)."""
-        if self._gate != -1:
-            os.close(self._gate)
-            self._gate = -1
+        self._close_gate()
         if not self._reaped and self._reaped_unrecorded():
             self._reaped = True
             _live_gates.discard(self.pid)

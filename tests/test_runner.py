@@ -434,3 +434,38 @@ def test_kill_after_an_interrupted_reap_kills_nothing_and_does_not_fail():
         assert gated._reaped
     finally:
         runner.close()
+
+
+def test_a_stop_inside_the_gate_close_closes_it_once(monkeypatch):
+    """A SIGINT whose exception lands inside os.close of the gate (test_interrupt_keeps_every_finished_run
+    met it once: EBADF from kill() closing the gate again). The close is made to raise as the signal's
+    handler would, after the kernel closed the descriptor; its number is then reused for another file, which
+    kill() must leave open."""
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    try:
+        gated = runner.start(["/bin/true"], make_control())
+        gate_fd, real_close = gated._gate, os.close
+
+        def interrupted_close(fd):
+            real_close(fd)
+            if fd == gate_fd:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(os, "close", interrupted_close)
+        with pytest.raises(KeyboardInterrupt):
+            gated.release_and_wait()
+        monkeypatch.setattr(os, "close", real_close)
+        null = os.open(os.devnull, os.O_RDONLY)  # the gate's number, reused by a file of someone else's
+        if null != gate_fd:  # the lowest free number is another: put the file at the gate's
+            os.dup2(null, gate_fd)
+            os.close(null)
+        try:
+            gated.kill()
+            assert os.fstat(gate_fd)  # still open: kill() did not close it a second time
+            assert gated._reaped
+        finally:
+            os.close(gate_fd)
+    finally:
+        runner.close()
