@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 from perfctl.agent import calibration, errata, inventory, session
 from perfctl.agent.events import parse_events
+from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Runner, make_control
 from perfctl.analysis.correction import EXCESS_TOLERANCE, MODEL_VERSION, ArtifactFit, Correction, correct, fit_artifacts
 from perfctl.analysis.summary import describe
@@ -51,12 +52,113 @@ class KernelRuns:
 
 
 @dataclass(frozen=True)
+class KernelResult:
+    """One kernel on one backend as the audit judged it. ``cv`` is None with fewer than two runs; the dbi
+    backend has ``exact`` (its counts equal the analytic ones), a hardware backend the medians of its excess
+    over the analytic count, its page faults and its interrupts (None where nothing was counted)."""
+
+    kernel: str
+    backend: str
+    expected: int
+    runs: int
+    cv: float | None
+    exact: bool | None = None
+    median_excess: float | None = None
+    page_faults: float | None = None
+    interrupts: float | None = None
+
+    def to_dict(self) -> dict:
+        document = {"kernel": self.kernel, "backend": self.backend, "expected": self.expected, "runs": self.runs,
+                    "cv": self.cv}
+        if self.backend == "dbi":
+            document.update(exact=self.exact)
+        else:
+            document.update(median_excess=self.median_excess, page_faults=self.page_faults,
+                            interrupts=self.interrupts)
+        return document
+
+    @classmethod
+    def from_dict(cls, document: dict) -> KernelResult:
+        common = {key: document[key] for key in ("kernel", "backend", "expected", "runs", "cv")}
+        if document["backend"] == "dbi":
+            return cls(**common, exact=document["exact"])
+        return cls(**common, median_excess=document["median_excess"], page_faults=document["page_faults"],
+                   interrupts=document["interrupts"])
+
+
+@dataclass(frozen=True)
 class Assessment:
     verdict: str
     reasons: tuple[str, ...]
     not_checked: tuple[str, ...]
     fit: ArtifactFit | None
-    kernels: tuple[dict, ...]
+    kernels: tuple[KernelResult, ...]
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """What `perfctl audit` found (run_audit): complete, or partial when a stop signal ended it
+    (``interrupted_by`` names the signal). ``to_dict`` is the JSON document printed by `perfctl audit
+    --json`, kept in audit-latest.json and sent to the server (ReportAudit), which stores it as is;
+    ``from_dict`` reads one back (docs/audit.md)."""
+
+    audit_id: str
+    machine_id: str
+    hostname: str
+    time_ns: int
+    seconds: float
+    kernel: str
+    microcode: str | None
+    aslr: str
+    verdict: str
+    reasons: tuple[str, ...]
+    complete: bool
+    interrupted_by: str | None
+    not_checked: tuple[str, ...]
+    backends: tuple[str, ...]
+    fit: ArtifactFit | None
+    erratum: errata.Erratum
+    kernels: tuple[KernelResult, ...]
+    checks: tuple[inventory.Check, ...]
+    runs: int
+
+    def to_dict(self) -> dict:
+        """The JSON document, with its keys in this order (json.dumps-ready; no NaN: see _json_number)."""
+        return {
+            "audit_id": self.audit_id, "machine_id": self.machine_id, "hostname": self.hostname,
+            "time_ns": self.time_ns, "seconds": self.seconds, "kernel": self.kernel, "microcode": self.microcode,
+            "aslr": self.aslr, "verdict": self.verdict, "reasons": list(self.reasons), "complete": self.complete,
+            "interrupted_by": self.interrupted_by, "not_checked": list(self.not_checked),
+            "backends": list(self.backends), "fit": asdict(self.fit) if self.fit else None,
+            "erratum": asdict(self.erratum), "kernels": [k.to_dict() for k in self.kernels],
+            "checks": [asdict(c) for c in self.checks], "runs": self.runs,
+        }
+
+    @classmethod
+    def from_dict(cls, document: dict) -> AuditResult:
+        """A report read back from its JSON form; ValueError says what is missing or misshapen (the values
+        corrections use are checked apart, by _malformed)."""
+        try:
+            fit, erratum = document["fit"], document["erratum"]
+            return cls(
+                **{key: document[key] for key in _PLAIN_FIELDS},
+                reasons=tuple(document["reasons"]), not_checked=tuple(document["not_checked"]),
+                backends=tuple(document["backends"]),
+                fit=None if fit is None else ArtifactFit(**{**fit, **{key: tuple(fit[key]) for key in _INTERVALS}}),
+                erratum=errata.Erratum(**{**erratum, "models": None if erratum["models"] is None
+                                          else tuple(erratum["models"])}),
+                kernels=tuple(KernelResult.from_dict(k) for k in document["kernels"]),
+                checks=tuple(inventory.Check(**c) for c in document["checks"]))
+        except KeyError as err:
+            raise ValueError(f"no {visible(str(err.args[0]))[:40]}") from None
+        except (TypeError, AttributeError) as err:  # a list where an object belongs, a field of another name
+            raise ValueError(f"not shaped as perfctl writes it ({visible(str(err))[:80]})") from None
+
+
+# the report's fields read back as they are, and the fit's intervals (JSON lists, tuples in ArtifactFit)
+_PLAIN_FIELDS = ("audit_id", "machine_id", "hostname", "time_ns", "seconds", "kernel", "microcode", "aslr", "verdict",
+                 "complete", "interrupted_by", "runs")
+_INTERVALS = ("a_interval", "b_interval", "intercept_interval")
 
 
 def _json_number(value: float) -> float | None:
@@ -76,23 +178,22 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
     reasons, not_checked, kernels = [], [], []
     severe = False
     for r in runs:
-        entry = {"kernel": r.label, "backend": r.backend, "expected": r.expected_instructions,
-                 "runs": len(r.instructions),
-                 "cv": _json_number(_cv(r.instructions))}
+        common = dict(kernel=r.label, backend=r.backend, expected=r.expected_instructions, runs=len(r.instructions),
+                      cv=_json_number(_cv(r.instructions)))
         if r.backend == "dbi":
             exact = all(v == r.expected_instructions for v in r.instructions)
             reps_ok = all(v == r.expected_rep_iterations for v in r.rep_iterations)
             fldcw_ok = all(v == r.expected_fldcw for v in r.fldcw)
-            entry.update(exact=exact and reps_ok and fldcw_ok)
-            if not entry["exact"]:
+            entry = KernelResult(**common, exact=exact and reps_ok and fldcw_ok)
+            if not entry.exact:
                 severe = True
                 reasons.append(f"dbi disagrees with the analytic count of {r.label}: {sorted(set(r.instructions))} "
                                f"vs {r.expected_instructions}")
         else:
             excess = sorted(v - r.expected_instructions for v in r.instructions)
-            entry.update(median_excess=excess[len(excess) // 2] if excess else None,
-                         page_faults=sorted(r.page_faults)[len(r.page_faults) // 2] if r.page_faults else None,
-                         interrupts=sorted(r.interrupts)[len(r.interrupts) // 2] if r.interrupts else None)
+            entry = KernelResult(**common, median_excess=excess[len(excess) // 2] if excess else None,
+                                 page_faults=sorted(r.page_faults)[len(r.page_faults) // 2] if r.page_faults else None,
+                                 interrupts=sorted(r.interrupts)[len(r.interrupts) // 2] if r.interrupts else None)
             if r.touched_pages and r.page_faults and min(r.page_faults) < r.touched_pages:
                 severe = True
                 reasons.append(f"{r.label}: {min(r.page_faults):.0f} page faults counted for {r.touched_pages} "
@@ -136,12 +237,13 @@ def assess(runs: list[KernelRuns], pmu_present: bool, pmu_reason: str, checks: l
     return Assessment(verdict, tuple(reasons), tuple(not_checked), fit, tuple(kernels))
 
 
-def _measure(kernel: calibration.Calibration, backend_name: str, events: list[str], runs: int, inv: dict) -> KernelRuns:
+def _measure(kernel: calibration.Calibration, backend_name: str, events: list[str], runs: int,
+             inv: Inventory) -> KernelRuns:
     backend = session.make_backend(backend_name, parse_events(events), inv)
     runner = Runner()
     try:
         plan = session.Plan([kernel.path], runs, 0, make_control(clean_env=True))
-        samples = list(session.run(plan, backend, runner, inv["machine_id"]))
+        samples = list(session.run(plan, backend, runner, inv.machine_id))
     finally:
         backend.close()
         runner.close()
@@ -155,10 +257,10 @@ def _measure(kernel: calibration.Calibration, backend_name: str, events: list[st
                       values("timer-interrupts"), values("rep-iterations:u"), values("fldcw-instructions:u"))
 
 
-def run_audit(runs: int = 5) -> dict:
-    """Run the kernels and assess; returns a JSON-ready report (the server stores it as is)."""
+def run_audit(runs: int = 5) -> AuditResult:
+    """Run the kernels and assess (complete, or partial when a stop signal cut it short)."""
     inv = inventory.collect()
-    erratum = errata.lookup(inv)
+    erratum = errata.lookup(inv.to_dict())  # the errata table reads inventories of other machines too
     short = calibration.short_set()
     long_loop = calibration.long_loop()
     started = time.time()
@@ -181,24 +283,20 @@ def run_audit(runs: int = 5) -> dict:
         interrupted = stop
         not_run.append(f"interrupted after {len(results)} of {len(short) * 2 + 1} kernel measurements")
     checks = inventory.checks(inv)
-    assessment = assess(results, inv["pmu"]["present"], inv["pmu"]["reason"], checks)
+    assessment = assess(results, inv.pmu.present, inv.pmu.reason, checks)
     verdict, reasons = assessment.verdict, list(assessment.reasons)
     if interrupted:
         reasons.append("the audit was interrupted: partial results, not used for corrections")
         if verdict == "trusted":  # a partial audit never vouches for the counters
             verdict = "degraded"
-    return {
-        "audit_id": str(uuid.uuid4()), "machine_id": inv["machine_id"], "hostname": inv["hostname"],
-        "time_ns": time.time_ns(), "seconds": round(time.time() - started, 1),
-        "kernel": inv["kernel"]["release"], "microcode": inv["cpu"]["microcode"],
-        "aslr": f"system randomize_va_space={inv['aslr']}; perfctl turns it off for every run (personality)",
-        "verdict": verdict, "reasons": reasons, "complete": interrupted is None,
-        "interrupted_by": None if interrupted is None else getattr(interrupted, "name", "SIGINT"),
-        "not_checked": list(assessment.not_checked) + not_run, "backends": backends,
-        "fit": asdict(assessment.fit) if assessment.fit else None,
-        "erratum": asdict(erratum), "kernels": list(assessment.kernels),
-        "checks": [asdict(c) for c in checks], "runs": runs,
-    }
+    return AuditResult(
+        audit_id=str(uuid.uuid4()), machine_id=inv.machine_id, hostname=inv.hostname, time_ns=time.time_ns(),
+        seconds=round(time.time() - started, 1), kernel=inv.kernel.release, microcode=inv.cpu.microcode,
+        aslr=f"system randomize_va_space={inv.aslr}; perfctl turns it off for every run (personality)",
+        verdict=verdict, reasons=tuple(reasons), complete=interrupted is None,
+        interrupted_by=None if interrupted is None else getattr(interrupted, "name", "SIGINT"),
+        not_checked=(*assessment.not_checked, *not_run), backends=tuple(backends), fit=assessment.fit,
+        erratum=erratum, kernels=assessment.kernels, checks=tuple(checks), runs=runs)
 
 
 # --- the latest audit, kept on disk for corrections ---
@@ -218,7 +316,7 @@ def interrupted_path() -> str:
     return os.path.join(os.path.dirname(latest_path()), "audit-interrupted.json")
 
 
-def save_latest(report: dict) -> str:
+def save_latest(report: AuditResult) -> str:
     """Keep the audit where `perfctl stat` and the agent find it; returns the path written.
 
     A complete audit replaces audit-latest.json; an interrupted one goes to audit-interrupted.json, so a
@@ -227,17 +325,18 @@ def save_latest(report: dict) -> str:
     """
     from perfctl.agent.build import write_trusted
 
-    path = latest_path() if report.get("complete") else interrupted_path()
-    write_trusted(path, json.dumps(report, allow_nan=False).encode())
+    path = latest_path() if report.complete else interrupted_path()
+    write_trusted(path, json.dumps(report.to_dict(), allow_nan=False).encode())
     return path
 
 
-def load_latest() -> tuple[dict | None, str]:
+def load_latest() -> tuple[AuditResult | None, str]:
     """The last complete audit, or None and why there is none to use.
 
     Corrections change every instruction count perfctl stores, so the file is trusted as the exec gate is
     (agent/build.py): not a symlink, owned by us, writable by nobody else, in a directory of ours that
-    nobody else can write to (agent/build.py read_trusted).
+    nobody else can write to (agent/build.py read_trusted). Its content may still be damaged or edited:
+    the values corrections use are checked first (_malformed), then the whole report is read back.
     """
     from perfctl.agent.build import UntrustedError, read_trusted
 
@@ -256,37 +355,40 @@ def load_latest() -> tuple[dict | None, str]:
         return None, f"{path} is not JSON: run perfctl audit"
     if not isinstance(report, dict):
         return None, f"{path} is not an audit report: run perfctl audit"
-    return report, ""
+    malformed = _malformed(report)
+    if malformed is None:
+        try:
+            return AuditResult.from_dict(report), ""
+        except ValueError as err:
+            malformed = str(err)
+    return None, f"the latest audit is malformed ({malformed}): run perfctl audit"
 
 
-def latest_correction(inv: dict) -> tuple[Correction | None, str]:
+def latest_correction(inv: Inventory) -> tuple[Correction | None, str]:
     """correction_for the last complete audit kept on disk, or None and why there is none."""
     report, unusable = load_latest()
     return correction_for(report, inv) if report is not None else (None, unusable)
 
 
-def correction_for(report: dict | None, inv: dict, now_ns: int | None = None) -> tuple[Correction | None, str]:
+def correction_for(report: AuditResult | None, inv: Inventory,
+                   now_ns: int | None = None) -> tuple[Correction | None, str]:
     """The correction to apply to this machine's instruction counts, or None and why not (said in output)."""
     now_ns = now_ns or time.time_ns()
     if report is None:
         return None, "no audit of this machine: run perfctl audit"
-    if report.get("machine_id") != inv["machine_id"]:
+    if report.machine_id != inv.machine_id:
         return None, "the latest audit is of another machine"
-    if report.get("kernel") != inv["kernel"]["release"] or report.get("microcode") != inv["cpu"]["microcode"]:
+    if report.kernel != inv.kernel.release or report.microcode != inv.cpu.microcode:
         return None, "kernel or microcode changed since the latest audit: run perfctl audit"
-    if report.get("complete") is False:
+    if report.complete is False:
         return None, "the latest audit was interrupted: run perfctl audit again"
-    malformed = _malformed(report)
-    if malformed:
-        return None, f"the latest audit is malformed ({malformed}): run perfctl audit"
-    if now_ns - report["time_ns"] > AUDIT_MAX_AGE_NS:
+    if now_ns - report.time_ns > AUDIT_MAX_AGE_NS:
         return None, "the latest audit is older than 7 days: run perfctl audit"
-    if report.get("verdict") not in ("trusted", "degraded") or not report.get("fit"):
-        verdict = visible(str(report.get("verdict"))[:40])
+    if report.verdict not in ("trusted", "degraded") or not report.fit:
+        verdict = visible(str(report.verdict)[:40])
         return None, f"the latest audit ({verdict}) has no artifact fit to correct with"
-    fit = report["fit"]
-    return Correction(a=fit["a"], b=fit["b"], k_fldcw=report["erratum"]["k_fldcw"],
-                      audit_id=report["audit_id"]), f"corrected with model {MODEL_VERSION}, audit {report['audit_id']}"
+    return (Correction(a=report.fit.a, b=report.fit.b, k_fldcw=report.erratum.k_fldcw, audit_id=report.audit_id),
+            f"corrected with model {MODEL_VERSION}, audit {report.audit_id}")
 
 
 def _finite(value) -> bool:
@@ -357,7 +459,7 @@ def apply_correction(readings, correction: Correction, fldcw_executed: float = 0
 _FLDCW_CACHE: dict[tuple, float] = {}
 
 
-def make_corrector(inv: dict, resolved_argv: list[str], bench, control, runner, specs,
+def make_corrector(inv: Inventory, resolved_argv: list[str], bench, control, runner, specs,
                    ebpf: bool = False) -> tuple[object | None, str]:
     """A function readings -> readings applying the machine's current correction, or None; and the sentence
     the output shows either way. The fldcw term needs the benchmark's fldcw count, taken once from the dbi
@@ -365,7 +467,7 @@ def make_corrector(inv: dict, resolved_argv: list[str], bench, control, runner, 
     labels = {spec.label for spec in specs}
     if "instructions:u" not in labels:
         return None, ""
-    if not inv["pmu"]["present"]:
+    if not inv.pmu.present:
         return None, "instructions not corrected: no PMU counts them here"
     # the ebpf backend counts user page faults and user-mode interrupts itself
     if not ebpf and not {"page-faults:u", "timer-interrupts"} <= labels:

@@ -231,7 +231,7 @@ class Agent:
         """Why the machine should be audited now (never audited, microcode or kernel changed, schedule)."""
         if self.config.audit_every_hours <= 0:
             return None
-        fingerprint = f"{self.inventory['kernel']['release']} {self.inventory['cpu']['microcode']}"
+        fingerprint = f"{self.inventory.kernel.release} {self.inventory.cpu.microcode}"
         last = self.spool.meta("audit_time_ns")
         if last is None:
             return "never audited"
@@ -252,19 +252,19 @@ class Agent:
         except Exception as err:  # noqa: BLE001 - an audit that cannot run must not stop the jobs
             log.error("audit failed: %s", err)
             report = None
-        fingerprint = f"{self.inventory['kernel']['release']} {self.inventory['cpu']['microcode']}"
+        fingerprint = f"{self.inventory.kernel.release} {self.inventory.cpu.microcode}"
         meta = {"audit_time_ns": str(time.time_ns()), "audit_fingerprint": fingerprint}
         if report is None:
             self._spool_write(self.spool.add_audit, str(uuid_module.uuid4()), "", {**meta, "audit_failed": "1"})
             return
-        self._spool_write(self.spool.add_audit, report["audit_id"], json.dumps(report), meta)
+        self._spool_write(self.spool.add_audit, report.audit_id, json.dumps(report.to_dict()), meta)
         try:
             from perfctl.agent.audit import save_latest
 
             save_latest(report)
         except OSError as err:
             log.warning("could not keep the audit for corrections: %s", err)
-        log.info("audit %s: %s", report["audit_id"], report["verdict"])
+        log.info("audit %s: %s", report.audit_id, report.verdict)
 
     def _spool_write(self, write, *args, **kwargs) -> bool:
         """A spool write from the worker, waiting (backing off to SPOOL_RETRY_MAX s) while the spool's disk is
@@ -420,7 +420,7 @@ class Agent:
             sample_uuid = str(uuid_module.uuid5(JOB_UUID_NAMESPACE, f"{job_id}/{index}"))
             sample = session.measure_once(backend, self._runner, resolved, bench, control, environment,
                                           run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
-                                          machine_id=self.inventory["machine_id"], job_id=job_id,
+                                          machine_id=self.inventory.machine_id, job_id=job_id,
                                           corrector=corrector)
             if self.stopping.is_set():  # a run the stop cut short measures nothing: it runs again at restart
                 return
@@ -440,8 +440,9 @@ class Agent:
 
         backend = self._backend("perf_event,ebpf", DEFAULT_EVENTS)  # loads eBPF now, once, if it can run here
         usable = [name for name in BACKENDS if name != "ebpf" or name in backend.names]
-        info = pb.MachineInfo(name=self.config.name, machine_id=self.inventory["machine_id"],
-                              inventory_json=json.dumps(self.inventory), backends=usable, agent_version=__version__)
+        info = pb.MachineInfo(name=self.config.name, machine_id=self.inventory.machine_id,
+                              inventory_json=json.dumps(self.inventory.to_dict()), backends=usable,
+                              agent_version=__version__)
         for label, reason in backend.support().items():
             info.events.add(event=label, supported=reason is None, reason=reason or "")
         if "ebpf" not in backend.names:

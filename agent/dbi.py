@@ -17,6 +17,7 @@ import shutil
 import tempfile
 
 from perfctl.agent.events import EventSpec
+from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Exit, RunControl, RunError, Runner
 from perfctl.model import Reading
 
@@ -38,7 +39,7 @@ class DbiBackend:
     name = BACKEND
     names = (BACKEND,)
 
-    def __init__(self, specs: list[EventSpec], inventory: dict):
+    def __init__(self, specs: list[EventSpec], inventory: Inventory):
         self._valgrind = shutil.which("valgrind")
         if self._valgrind is None:
             raise RunError("--backend dbi needs valgrind: apt-get install valgrind")

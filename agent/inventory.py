@@ -18,9 +18,8 @@ import struct
 from dataclasses import dataclass
 
 from perfctl.agent import gate, tracefs
+from perfctl.agent.machine import Cpu, Ebpf, Inventory, Kernel, Pmu, Tracefs
 from perfctl.agent.perf_event import make_attr, perf_event_open
-
-INVENTORY_VERSION = 1
 
 
 def read_text(path: str) -> str | None:
@@ -32,7 +31,7 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def _cpuinfo() -> dict:
+def _cpuinfo() -> Cpu:
     text = read_text("/proc/cpuinfo") or ""
     first = text.split("\n\n", 1)[0]
     fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
@@ -44,16 +43,10 @@ def _cpuinfo() -> dict:
         except (KeyError, ValueError):
             return None
 
-    return {
-        "vendor": fields.get("vendor_id", platform.machine()),
-        "model_name": fields.get("model name", ""),
-        "family": number("cpu family"),
-        "model": number("model"),
-        "stepping": number("stepping"),
-        "microcode": fields.get("microcode"),
-        "logical_cpus": os.cpu_count(),
-        "hypervisor": "hypervisor" in fields.get("flags", "").split(),
-    }
+    return Cpu(vendor=fields.get("vendor_id", platform.machine()), model_name=fields.get("model name", ""),
+               family=number("cpu family"), model=number("model"), stepping=number("stepping"),
+               microcode=fields.get("microcode"), logical_cpus=os.cpu_count(),
+               hypervisor="hypervisor" in fields.get("flags", "").split())
 
 
 def _kernel_config() -> dict[str, str]:
@@ -85,7 +78,7 @@ def _tick_mode(config: dict[str, str], cmdline: str) -> str:
     return "unknown"
 
 
-def probe_pmu(cpu: dict) -> tuple[bool, str]:
+def probe_pmu(cpu: Cpu) -> tuple[bool, str]:
     """Whether a hardware PMU counts instructions for this process, and why not."""
     try:
         fd = perf_event_open(make_attr(0, 1, "user", inherit=False, enable_on_exec=False), 0)
@@ -94,7 +87,7 @@ def probe_pmu(cpu: dict) -> tuple[bool, str]:
         if err.errno == errno.ENOENT:
             if not os.path.isdir("/sys/bus/event_source/devices/cpu"):
                 why = "the kernel registered no CPU PMU"
-                if cpu.get("hypervisor"):
+                if cpu.hypervisor:
                     why += " (virtual machine: the hypervisor does not expose a PMU)"
                 return False, f"{why}; perf_event_open(instructions) -> {name}"
             return False, f"perf_event_open(instructions) -> {name}"
@@ -129,41 +122,40 @@ def machine_id() -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def collect() -> dict:
-    """The inventory as a plain dict (JSON-ready); the same keys are documented in docs/inventory.md."""
+def collect() -> Inventory:
+    """This machine's inventory (its JSON form, Inventory.to_dict, is documented in docs/inventory.md)."""
     cpu = _cpuinfo()
     config = _kernel_config()
     cmdline = read_text("/proc/cmdline") or ""
     pmu_present, pmu_reason = probe_pmu(cpu)
     events, tracefs_state = tracefs.events_dir()
     hz = config.get("CONFIG_HZ")
-    return {
-        "type": "machine",
-        "inventory_version": INVENTORY_VERSION,
-        "machine_id": machine_id(),
-        "hostname": socket.gethostname(),
-        "arch": platform.machine(),
-        "cpu": cpu,
-        "kernel": {"release": platform.release(), "version": platform.version()},
-        "hz": int(hz) if hz and hz.isdigit() else None,
-        "tick_mode": _tick_mode(config, cmdline),
-        "nohz_full_cpus": _cmdline_value(cmdline, "nohz_full"),
-        "isolated_cpus": read_text("/sys/devices/system/cpu/isolated") or "",
-        "pmu": {"present": pmu_present, "reason": pmu_reason},
-        "perf_event_paranoid": _int_or_none(read_text("/proc/sys/kernel/perf_event_paranoid")),
-        "aslr": _int_or_none(read_text("/proc/sys/kernel/randomize_va_space")),
-        "governors": _governors(),
-        "turbo": _turbo(),
-        "smt": read_text("/sys/devices/system/cpu/smt/control"),
-        "smt_active": read_text("/sys/devices/system/cpu/smt/active") == "1",
-        "nmi_watchdog": _int_or_none(read_text("/proc/sys/kernel/nmi_watchdog")),
-        "tracefs": {"available": events is not None, "state": tracefs_state},
-        "euid": os.geteuid(),
-        "exec_gate": gate.find_gate().description,
-        "exec_gate_fix": gate.find_gate().fix,
-        "run_containment": _containment(),
-        "pointer_bits": struct.calcsize("P") * 8,
-    }
+    found_gate = gate.find_gate()
+    return Inventory(
+        machine_id=machine_id(),
+        hostname=socket.gethostname(),
+        arch=platform.machine(),
+        cpu=cpu,
+        kernel=Kernel(release=platform.release(), version=platform.version()),
+        hz=int(hz) if hz and hz.isdigit() else None,
+        tick_mode=_tick_mode(config, cmdline),
+        nohz_full_cpus=_cmdline_value(cmdline, "nohz_full"),
+        isolated_cpus=read_text("/sys/devices/system/cpu/isolated") or "",
+        pmu=Pmu(present=pmu_present, reason=pmu_reason),
+        perf_event_paranoid=_int_or_none(read_text("/proc/sys/kernel/perf_event_paranoid")),
+        aslr=_int_or_none(read_text("/proc/sys/kernel/randomize_va_space")),
+        governors=tuple(_governors()),
+        turbo=_turbo(),
+        smt=read_text("/sys/devices/system/cpu/smt/control"),
+        smt_active=read_text("/sys/devices/system/cpu/smt/active") == "1",
+        nmi_watchdog=_int_or_none(read_text("/proc/sys/kernel/nmi_watchdog")),
+        tracefs=Tracefs(available=events is not None, state=tracefs_state),
+        euid=os.geteuid(),
+        exec_gate=found_gate.description,
+        exec_gate_fix=found_gate.fix,
+        run_containment=_containment(),
+        pointer_bits=struct.calcsize("P") * 8,
+    )
 
 
 def _containment() -> str:
@@ -196,7 +188,7 @@ class Check:
     ok: bool = True
 
 
-def probe_ebpf() -> dict:
+def probe_ebpf() -> Ebpf:
     """Whether the ebpf backend can run here, found by loading it (agent/runacct.py): costs ~0.3 s the first
     time in a process, so `perfctl info` and the agent ask, not every `perfctl stat`."""
     from perfctl.agent import runacct
@@ -204,90 +196,90 @@ def probe_ebpf() -> dict:
     try:
         acct = runacct.shared()
     except runacct.Unavailable as err:
-        return {"available": False, "reason": str(err)}
+        return Ebpf(available=False, reason=str(err))
     missing = sorted(set(acct.missing.values()))
-    return {"available": True, "reason": "runacct loaded through libbpf (CO-RE, BTF tracepoints)" + (
-        f"; this kernel lacks {', '.join(missing)}" if missing else "")}
+    return Ebpf(available=True, reason="runacct loaded through libbpf (CO-RE, BTF tracepoints)" + (
+        f"; this kernel lacks {', '.join(missing)}" if missing else ""))
 
 
-def paranoid_ok(inv: dict) -> bool:
+def paranoid_ok(inv: Inventory) -> bool:
     """Whether perf_event_paranoid lets this process count what perfctl counts (tracepoints, kernel events):
     root always; others at level 1 or below. An unreadable level is not assumed to be fine."""
-    paranoid = inv["perf_event_paranoid"]
-    return inv["euid"] == 0 or (paranoid is not None and paranoid <= 1)
+    paranoid = inv.perf_event_paranoid
+    return inv.euid == 0 or (paranoid is not None and paranoid <= 1)
 
 
-def checks(inv: dict) -> list[Check]:
+def checks(inv: Inventory) -> list[Check]:
     """The one list of environment checks (Weaver & McKee section 5; pyperf system show): each item with what
     it means for the counters, the command that changes it, and whether it disturbs counting as it is.
     `perfctl info` shows them all; `perfctl audit` degrades its verdict for each one that is not ok."""
-    cpu = inv["cpu"]
+    cpu = inv.cpu
     out = [
-        Check("cpu", f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} stepping {cpu['stepping']} "
-              f"({cpu['model_name']})", "errata (fldcw, AMD 17h erratum 1291) are keyed by vendor/family/model"),
-        Check("microcode", str(cpu["microcode"]), "a microcode update can change counter behaviour; audits re-run"),
-        Check("kernel", inv["kernel"]["release"], "interrupt and fault handling (and their counter artifacts) "
+        Check("cpu", f"{cpu.vendor} family {cpu.family} model {cpu.model} stepping {cpu.stepping} "
+              f"({cpu.model_name})", "errata (fldcw, AMD 17h erratum 1291) are keyed by vendor/family/model"),
+        Check("microcode", str(cpu.microcode), "a microcode update can change counter behaviour; audits re-run"),
+        Check("kernel", inv.kernel.release, "interrupt and fault handling (and their counter artifacts) "
               "depend on the kernel"),
     ]
-    hz = inv["hz"]
+    hz = inv.hz
     out.append(Check("HZ", str(hz) if hz else "unknown",
                      "timer interrupts arrive about HZ times per CPU-second; each can add one retired "
                      "user instruction"))
-    tick = inv["tick_mode"]
+    tick = inv.tick_mode
     out.append(Check("tick mode", tick, "nohz_full CPUs take almost no timer interrupts while one task runs",
                      None if tick == "nohz_full" else "boot with nohz_full=CPUS for interrupt-free runs"))
-    pmu = inv["pmu"]
-    out.append(Check("PMU", "present" if pmu["present"] else "absent", pmu["reason"] + (
-        "" if pmu["present"] else "; instructions and cycles are reported unsupported, software events and "
-        "tracepoints still count"), None if pmu["present"] else "run on bare metal or enable vPMU passthrough"))
+    pmu = inv.pmu
+    out.append(Check("PMU", "present" if pmu.present else "absent", pmu.reason + (
+        "" if pmu.present else "; instructions and cycles are reported unsupported, software events and "
+        "tracepoints still count"), None if pmu.present else "run on bare metal or enable vPMU passthrough"))
     paranoid_fine = paranoid_ok(inv)
-    out.append(Check("perf_event_paranoid", str(inv["perf_event_paranoid"]),
+    out.append(Check("perf_event_paranoid", str(inv.perf_event_paranoid),
                      "above 1, unprivileged users count only user-mode software events and no tracepoints",
                      None if paranoid_fine else "sysctl kernel.perf_event_paranoid=1, or run as root", paranoid_fine))
-    aslr = inv["aslr"]
+    aslr = inv.aslr
     out.append(Check("ASLR (system)", {0: "off", 1: "partial", 2: "full"}.get(aslr, str(aslr)),
                      "perfctl turns ASLR off for each benchmark only (personality ADDR_NO_RANDOMIZE); "
                      "the system setting is left alone"))
-    governors = ", ".join(inv["governors"]) or "not exposed"
-    scaling = bool(inv["governors"]) and inv["governors"] != ["performance"]
+    governors = ", ".join(inv.governors) or "not exposed"
+    scaling = bool(inv.governors) and inv.governors != ("performance",)
     out.append(Check("governor", governors, "frequency scaling changes cycles per second, not instructions",
                      "cpupower frequency-set -g performance" if scaling else None, not scaling))
-    turbo = inv["turbo"]
+    turbo = inv.turbo
     out.append(Check("turbo", turbo or "not exposed", "turbo makes time and cycles/second vary with temperature",
                      "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo" if turbo == "on" else None,
                      turbo != "on"))
-    out.append(Check("SMT", f"{inv['smt'] or 'not exposed'} (active: {inv['smt_active']})",
+    out.append(Check("SMT", f"{inv.smt or 'not exposed'} (active: {inv.smt_active})",
                      "a sibling thread shares the core and perturbs cycles and time",
-                     "echo off > /sys/devices/system/cpu/smt/control" if inv["smt_active"] else None,
-                     not inv["smt_active"]))
-    nmi = inv["nmi_watchdog"]
+                     "echo off > /sys/devices/system/cpu/smt/control" if inv.smt_active else None,
+                     not inv.smt_active))
+    nmi = inv.nmi_watchdog
     out.append(Check("NMI watchdog", {0: "off", 1: "on"}.get(nmi, str(nmi)),
                      "the watchdog holds one hardware counter, leaving fewer before multiplexing starts",
                      "sysctl kernel.nmi_watchdog=0" if nmi == 1 else None, nmi != 1))
-    out.append(Check("isolated CPUs", inv["isolated_cpus"] or "none",
+    out.append(Check("isolated CPUs", inv.isolated_cpus or "none",
                      "an isolated CPU (isolcpus=) runs only what is pinned to it: pin benchmarks there with --pin",
-                     None if inv["isolated_cpus"] else "boot with isolcpus=CPUS nohz_full=CPUS"))
-    tracing = inv["tracefs"]
+                     None if inv.isolated_cpus else "boot with isolcpus=CPUS nohz_full=CPUS"))
+    tracing = inv.tracefs
     # Timer interrupts add user instructions: they must be counted (tracefs) to be corrected, or avoided.
-    out.append(Check("tracefs", "available" if tracing["available"] else "unavailable", tracing["state"] + (
-        "" if tracing["available"] else "; timer and device interrupt counts are reported unsupported, so "
+    out.append(Check("tracefs", "available" if tracing.available else "unavailable", tracing.state + (
+        "" if tracing.available else "; timer and device interrupt counts are reported unsupported, so "
         "instructions cannot be corrected for them"),
-        None if tracing["available"] else "mount -t tracefs nodev /sys/kernel/tracing (as root)",
-        tracing["available"] or tick == "nohz_full"))
-    if "ebpf" in inv:
-        ebpf = inv["ebpf"]
-        out.append(Check("eBPF", "available" if ebpf["available"] else "unavailable", ebpf["reason"] + (
+        None if tracing.available else "mount -t tracefs nodev /sys/kernel/tracing (as root)",
+        tracing.available or tick == "nohz_full"))
+    if inv.ebpf is not None:
+        ebpf = inv.ebpf
+        out.append(Check("eBPF", "available" if ebpf.available else "unavailable", ebpf.reason + (
             "; --backend perf_event,ebpf adds interrupt classes, user/kernel faults and interference per run"),
-            None if ebpf["available"] else "run as root on a kernel with BTF; ./deploy/setup.sh installs clang, "
-                                           "bpftool and libbpf"))
+            None if ebpf.available else "run as root on a kernel with BTF; ./deploy/setup.sh installs clang, "
+                                        "bpftool and libbpf"))
     # The fix is the one agent/build.py gave for why the static gate is not in use: a compiler to install,
     # or an untrusted cache entry to remove; an inventory older than exec_gate_fix records no fix.
-    out.append(Check("exec gate", inv["exec_gate"], "how benchmarks wait for their counters before exec; the "
+    out.append(Check("exec gate", inv.exec_gate, "how benchmarks wait for their counters before exec; the "
                      "static gate and sh count the same, the static one costs ~0.6 ms less per run",
-                     inv.get("exec_gate_fix")))
-    if "run_containment" in inv:  # absent from inventories of older agents
-        scan = not inv["run_containment"].startswith("cgroup")
-        out.append(Check("process trees", inv["run_containment"], "what a benchmark leaves running (daemons too) "
+                     inv.exec_gate_fix))
+    if inv.run_containment is not None:  # absent from inventories of older agents
+        scan = not inv.run_containment.startswith("cgroup")
+        out.append(Check("process trees", inv.run_containment, "what a benchmark leaves running (daemons too) "
                          "is killed after every run; a cgroup per run kills it in one step, a /proc scan can be "
                          "outrun by a benchmark that forks in a tight loop",
                          "run perfctl as root with cgroup v2 mounted, Linux 5.14 or later" if scan else None))

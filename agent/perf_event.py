@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from perfctl.agent import tracefs
 from perfctl.agent.events import TYPE_HARDWARE, TYPE_RAW, TYPE_SOFTWARE, TYPE_TRACEPOINT, EventSpec
+from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Exit, RunControl, Runner
 from perfctl.model import Reading
 
@@ -158,13 +159,13 @@ class PerfEventBackend:
     name = BACKEND
     names = (BACKEND,)
 
-    def __init__(self, specs: list[EventSpec], inventory: dict):
-        cpu = inventory["cpu"]
+    def __init__(self, specs: list[EventSpec], inventory: Inventory):
+        cpu = inventory.cpu
         self._openers: list[Opener] = []
         self._keepers: list[int] = []
         self._closer = _Closer()
         for spec in specs:
-            opener = resolve(spec, cpu.get("vendor", ""), cpu.get("family", 0))
+            opener = resolve(spec, cpu.vendor, cpu.family)
             if opener.unsupported is None:
                 opener = self._probe(opener)
             self._openers.append(opener)

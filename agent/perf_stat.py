@@ -18,6 +18,7 @@ import signal
 import tempfile
 
 from perfctl.agent.events import SCOPE_SUFFIX, EventSpec
+from perfctl.agent.machine import Inventory
 from perfctl.agent.perf_event import Opener, PerfEventBackend, reading_from_counts
 from perfctl.agent.runner import Exit, RunControl, RunError, Runner
 from perfctl.model import Reading
@@ -57,7 +58,7 @@ class PerfStatBackend:
     name = BACKEND
     names = (BACKEND,)
 
-    def __init__(self, specs: list[EventSpec], inventory: dict):
+    def __init__(self, specs: list[EventSpec], inventory: Inventory):
         self._perf = shutil.which("perf")
         if self._perf is None:
             raise RunError("--backend perf-stat needs perf(1): apt-get install linux-perf")

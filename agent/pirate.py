@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from perfctl.agent.build import BuildError, build_static
 from perfctl.agent.events import parse_events
+from perfctl.agent.machine import Inventory
 from perfctl.agent.perf_event import explain_errno, make_attr, perf_event_open, read_counter, resolve
 from perfctl.agent.runner import RunError
 from perfctl.analysis.pirate import PiratePoint, check_sizes
@@ -123,9 +124,9 @@ class Pirate:
 class FetchCounter:
     """LLC misses of the Pirate's task (perf_event ``cache-misses``), or why none can be counted."""
 
-    def __init__(self, pid: int, inventory: dict) -> None:
+    def __init__(self, pid: int, inventory: Inventory) -> None:
         spec = parse_events(["cache-misses:u"])[0]
-        opener = resolve(spec, inventory["cpu"].get("vendor", ""), inventory["cpu"].get("family", 0))
+        opener = resolve(spec, inventory.cpu.vendor, inventory.cpu.family)
         self.fd, self.reason = None, None
         try:
             self.fd = perf_event_open(make_attr(opener.attr_type, opener.config, "user", inherit=False,
@@ -152,7 +153,7 @@ class SweepResult:
 
 
 def sweep(measure_target, sizes: list[int], cache_bytes: int, llc_source: str, rounds: int, pirate_cpu: int,
-          inventory: dict, metric: str) -> SweepResult:
+          inventory: Inventory, metric: str) -> SweepResult:
     """Static sweep: ``measure_target()`` runs the Target once and returns the metric's value (None for a
     failed run). Sizes are cycled round by round; the Pirate warms each new size before the Target starts."""
     check_sizes(sizes, cache_bytes)
@@ -179,7 +180,7 @@ def sweep(measure_target, sizes: list[int], cache_bytes: int, llc_source: str, r
 
 
 def dynamic_sweep(start_target, sizes: list[int], cache_bytes: int, llc_source: str, pirate_cpu: int,
-                  inventory: dict, interval_s: float = 0.05) -> SweepResult:
+                  inventory: Inventory, interval_s: float = 0.05) -> SweepResult:
     """Dynamic sweep of one Target run (PMU needed): ``start_target()`` returns (pid, read_counts, wait)
     where read_counts() gives the Target's (instructions, cycles) so far and wait() reaps it (None while it
     still runs). CPI per interval is credited to the size the Pirate held during it."""
@@ -243,13 +244,13 @@ def kill_group(pid: int) -> None:
 
 
 def measure_command(resolved, bench, control, sizes: list[int], cache_bytes: int, llc_source: str, rounds: int,
-                    pirate_cpu: int, inventory: dict) -> SweepResult:
+                    pirate_cpu: int, inventory: Inventory) -> SweepResult:
     """The static sweep of a command: ``rounds`` runs of the Target per size, each counted by perf_event
     (task-clock everywhere; instructions and cycles where a PMU counts them, and then cycles is the metric)."""
     from perfctl.agent import session
     from perfctl.agent.runner import Runner
 
-    pmu = inventory["pmu"]["present"]
+    pmu = inventory.pmu.present
     events = ["task-clock"] + (["instructions:u", "cycles:u"] if pmu else [])
     metric = "cycles:u" if pmu else "task-clock"
     backend = session.make_backend("perf_event", parse_events(events), inventory)
@@ -258,7 +259,7 @@ def measure_command(resolved, bench, control, sizes: list[int], cache_bytes: int
 
     def measure_target():
         sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=0,
-                                      warmup=False, sample_uuid="pirate", machine_id=inventory["machine_id"])
+                                      warmup=False, sample_uuid="pirate", machine_id=inventory.machine_id)
         reading = sample.reading(metric)
         return reading.value if sample.outcome == "ok" and reading and reading.status == "ok" else None
 
@@ -270,7 +271,7 @@ def measure_command(resolved, bench, control, sizes: list[int], cache_bytes: int
 
 
 def measure_command_dynamic(resolved, control, sizes: list[int], cache_bytes: int, llc_source: str,
-                            pirate_cpu: int, inventory: dict) -> SweepResult:
+                            pirate_cpu: int, inventory: Inventory) -> SweepResult:
     """The dynamic sweep of a command: one Target run with live instruction and cycle counters (PMU
     machines only), reaped by a thread while ``dynamic_sweep`` cycles the Pirate's size."""
     import threading
@@ -284,7 +285,7 @@ def measure_command_dynamic(resolved, control, sizes: list[int], cache_bytes: in
     waiter = threading.Thread(target=lambda: outcome.setdefault("exit", gated.release_and_wait()), daemon=True)
     try:
         for spec in parse_events(["instructions:u", "cycles:u"]):
-            opener = resolve(spec, inventory["cpu"].get("vendor", ""), inventory["cpu"].get("family", 0))
+            opener = resolve(spec, inventory.cpu.vendor, inventory.cpu.family)
             fds.append(perf_event_open(make_attr(opener.attr_type, opener.config, "user", inherit=True,
                                                  enable_on_exec=True), gated.pid))
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from perfctl.agent.events import EventSpec
+from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Exit, RunControl, RunError, Runner, resolve_command
 from perfctl.model import BACKENDS, Benchmark, Environment, Reading, Sample
 
@@ -40,7 +41,8 @@ class Backend(Protocol):
 BACKEND_NAMES = BACKENDS
 
 
-def make_backend(name: str, specs: list[EventSpec], inventory: dict, *, ebpf_max_tasks: int | None = None) -> Backend:
+def make_backend(name: str, specs: list[EventSpec], inventory: Inventory, *,
+                 ebpf_max_tasks: int | None = None) -> Backend:
     """The backend registry: the only place that maps a backend name to its module. ``ebpf`` raises
     runacct.Unavailable when eBPF cannot run here (open_backend falls back)."""
     if name == "perf_event":
@@ -62,7 +64,7 @@ def make_backend(name: str, specs: list[EventSpec], inventory: dict, *, ebpf_max
     raise RunError(f"unknown backend {name!r} (available: {', '.join(BACKEND_NAMES)})")
 
 
-def open_backend(names: tuple[str, ...], specs: list[EventSpec], inventory: dict, *,
+def open_backend(names: tuple[str, ...], specs: list[EventSpec], inventory: Inventory, *,
                  ebpf_max_tasks: int | None = None) -> tuple[Backend, str | None]:
     """The backend for a --backend list (model.parse_backends checked it): one backend, or perf_event and
     ebpf counting the same runs. When eBPF cannot run here, the second value says why, once, and the

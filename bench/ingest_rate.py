@@ -44,7 +44,7 @@ def template() -> pb.Sample:
     runner = Runner()
     try:
         plan = session.Plan(["/bin/true"], 1, 0, make_control())
-        return wire.sample_to_proto(next(session.run(plan, backend, runner, inv["machine_id"])))
+        return wire.sample_to_proto(next(session.run(plan, backend, runner, inv.machine_id)))
     finally:
         backend.close()
         runner.close()

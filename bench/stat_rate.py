@@ -64,7 +64,8 @@ def ebpf_reason() -> str | None:
     """Probed in a child: loading BPF here would grow this process, and a child's ru_maxrss counts the
     image it was forked from, so perfctl's memory figure would include the bench's own."""
     probe = subprocess.run([sys.executable, "-c", "import json; from perfctl.agent import inventory; "
-                            "print(json.dumps(inventory.probe_ebpf()))"], capture_output=True, text=True, check=True)
+                            "print(json.dumps(vars(inventory.probe_ebpf())))"],
+                           capture_output=True, text=True, check=True)
     result = json.loads(probe.stdout)
     return None if result["available"] else result["reason"]
 

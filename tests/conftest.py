@@ -49,7 +49,8 @@ def pmu_reason() -> str | None:
 
 def ebpf_reason() -> str | None:
     """Why the ebpf backend cannot load here (agent/runacct.py says), or None when it can."""
-    return None if inventory.probe_ebpf()["available"] else inventory.probe_ebpf()["reason"]
+    probed = inventory.probe_ebpf()
+    return None if probed.available else probed.reason
 
 
 needs_tracepoints = pytest.mark.skipif(tracepoint_reason() is not None, reason=f"probe: {tracepoint_reason()}")
@@ -83,10 +84,34 @@ def measure(argv, events, runs=1, backend="perf_event", warmups=0, **control):
     runner = Runner()
     try:
         plan = session.Plan([str(a) for a in argv], runs, warmups, make_control(**control))
-        return list(session.run(plan, counters, runner, _INVENTORY["machine_id"]))
+        return list(session.run(plan, counters, runner, _INVENTORY.machine_id))
     finally:
         counters.close()
         runner.close()
+
+
+def pmu_as_if(inv):
+    """``inv`` as if a PMU were present: make_corrector's decisions, no counter read."""
+    import dataclasses
+
+    from perfctl.agent.machine import Pmu
+
+    return dataclasses.replace(inv, pmu=Pmu(present=True, reason="as if"))
+
+
+def audit_document(inv, **fields) -> dict:
+    """A complete audit report of ``inv``'s machine in its JSON form (a=b=1), with ``fields`` replaced."""
+    from perfctl.agent import errata
+
+    fit = {"a": 1.0, "b": 1.0, "intercept": 0.0, "a_interval": [1.0, 1.0], "b_interval": [1.0, 1.0],
+           "intercept_interval": [0.0, 0.0], "residual_scale": 0.0, "n": 20, "confidence": 0.95, "set_aside": 0,
+           "method": "as if"}
+    erratum = {**errata.DEFAULT.__dict__, "models": None}
+    return {"audit_id": "c" * 8, "machine_id": inv.machine_id, "hostname": inv.hostname, "time_ns": time.time_ns(),
+            "seconds": 1.0, "kernel": inv.kernel.release, "microcode": inv.cpu.microcode, "aslr": "as if",
+            "verdict": "trusted", "reasons": [], "complete": True, "interrupted_by": None, "not_checked": [],
+            "backends": ["perf_event"], "fit": fit, "erratum": erratum, "kernels": [], "checks": [], "runs": 5,
+            **fields}
 
 
 def value(sample, label):

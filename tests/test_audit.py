@@ -6,7 +6,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import perfctl, pmu_reason, tracepoint_reason
+from conftest import audit_document, perfctl, pmu_as_if, pmu_reason, tracepoint_reason
 from doubles import SimulatedCounterSource
 
 from perfctl.agent.audit import KernelRuns, assess
@@ -116,13 +116,26 @@ def test_real_audit_of_this_machine():
 
 def _report(**overrides):
     from perfctl.agent import inventory
+    from perfctl.agent.audit import AuditResult
 
     inv = inventory.collect()
-    report = {"audit_id": "a" * 8, "machine_id": inv["machine_id"], "kernel": inv["kernel"]["release"],
-              "microcode": inv["cpu"]["microcode"], "time_ns": __import__("time").time_ns(), "verdict": "trusted",
-              "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}, "complete": True}
-    report.update(overrides)
-    return report, inv
+    return AuditResult.from_dict(audit_document(inv, **{"audit_id": "a" * 8, **overrides})), inv
+
+
+def test_an_audit_result_reads_back_from_its_json():
+    """to_dict is what `perfctl audit --json` prints, audit-latest.json keeps and the server stores: the
+    report's keys in their order, a kernel's by its backend; from_dict reads it back to the same result."""
+    from perfctl.agent.audit import AuditResult, KernelResult
+
+    document = audit_document(__import__("perfctl.agent.inventory", fromlist=["x"]).collect(), kernels=[
+        KernelResult("loop", "dbi", 10, 2, 0.0, exact=True).to_dict(),
+        KernelResult("loop", "perf_event", 10, 5, None, median_excess=3.0, page_faults=1.0).to_dict()])
+    result = AuditResult.from_dict(json.loads(json.dumps(document)))
+    assert json.dumps(result.to_dict()) == json.dumps(document)
+    assert result.fit.a_interval == (1.0, 1.0) and result.kernels[0].exact and result.kernels[1].interrupts is None
+    assert list(document["kernels"][0]) == ["kernel", "backend", "expected", "runs", "cv", "exact"]
+    with pytest.raises(ValueError, match="no hostname"):
+        AuditResult.from_dict({k: v for k, v in document.items() if k != "hostname"})
 
 
 def test_a_correction_needs_a_current_passing_audit_of_this_machine():
@@ -197,13 +210,13 @@ def test_the_corrector_follows_the_latest_audit(tmp_path, monkeypatch):
     from perfctl.model import Benchmark, Reading
 
     monkeypatch.setattr(audit, "latest_path", lambda: str(tmp_path / "audit-latest.json"))
-    inv = {**inventory.collect(), "pmu": {"present": True, "reason": "as if"}}
+    inv = pmu_as_if(inventory.collect())
     specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
     bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
     corrector, said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert corrector is None and said == "instructions not corrected: no audit of this machine: run perfctl audit"
-    report, _ = _report(audit_id="b" * 8, fit={"a": 1.0, "b": 2.0})
-    audit.save_latest({**report, "machine_id": inv["machine_id"]})
+    document = audit_document(inv, audit_id="b" * 8)
+    audit.save_latest(audit.AuditResult.from_dict({**document, "fit": {**document["fit"], "b": 2.0}}))
     corrector, said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert said == "instructions corrected with model wm2008-1, audit bbbbbbbb"
     readings = [Reading("instructions", "perf_event", "user", "ok", value=1000),

@@ -18,6 +18,7 @@ import pytest
 from conftest import ebpf_reason, measure, needs_root, perfctl
 
 from perfctl.agent import audit, build, calibration, gate, inventory, runacct
+from perfctl.agent.machine import Inventory
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def _exec_gate_check() -> tuple[inventory.Check, str]:
     (which wraps long paths, so exact strings are compared in the row)."""
     listed = perfctl("info", "--json")
     assert listed.returncode == 0, listed.stderr
-    check = next(c for c in inventory.checks(json.loads(listed.stdout)) if c.item == "exec gate")
+    check = next(c for c in inventory.checks(Inventory.from_dict(json.loads(listed.stdout))) if c.item == "exec gate")
     table = perfctl("info")
     assert table.returncode == 0, table.stderr
     return check, table.stdout
@@ -343,7 +344,7 @@ def test_a_fifo_in_place_of_the_gate_and_the_audit_is_refused_and_nothing_hangs(
     _fifo_in_place_of(cache / "audit-latest.json")
     listed = perfctl("info", "--json", timeout=30)
     assert listed.returncode == 0, listed.stderr
-    check = next(c for c in inventory.checks(json.loads(listed.stdout)) if c.item == "exec gate")
+    check = next(c for c in inventory.checks(Inventory.from_dict(json.loads(listed.stdout))) if c.item == "exec gate")
     assert check.value == f"sh gate (static gate refused: {path} is not a regular file (a FIFO))"
     assert check.fix == f"rm -r {os.path.dirname(path)}; perfctl rebuilds it"
     table = perfctl("info", timeout=30)

@@ -24,7 +24,7 @@ TIMER_TOLERANCE = 2
 def _hz() -> int:
     from perfctl.agent import inventory
 
-    return inventory.collect()["hz"]
+    return inventory.collect().hz
 
 
 def _readings(sample, backend: str) -> dict:

@@ -7,10 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import perfctl, signal_when
+from conftest import audit_document, perfctl, pmu_as_if, signal_when
 
 
 def _strict_json(text: str):
@@ -77,13 +76,13 @@ def test_a_signal_stops_an_audit_which_keeps_the_last_complete_one(tmp_path, mon
     """systemd, timeout(1) and CI cancellation send SIGTERM, a closed terminal SIGHUP: the audit stops like
     Ctrl-C, exits 128 + N, prints its partial report as strict JSON, records it in audit-interrupted.json
     and leaves audit-latest.json, the last complete audit that corrections use, as it was."""
-    from perfctl.agent import audit
+    from perfctl.agent import audit, inventory
 
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o755)
     monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
-    complete = {"audit_id": "complete-one", "complete": True, "verdict": "no-PMU", "time_ns": time.time_ns()}
-    latest = audit.save_latest(complete)
+    complete = audit_document(inventory.collect(), audit_id="complete-one", verdict="no-PMU", fit=None)
+    latest = audit.save_latest(audit.AuditResult.from_dict(complete))
     assert latest == str(cache / "audit-latest.json")
     kept = (cache / "audit-latest.json").read_bytes()
 
@@ -129,13 +128,11 @@ def test_an_audit_file_someone_else_could_have_written_is_not_used_for_correctio
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o755)
     monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
-    inv = {**inventory.collect(), "pmu": {"present": True, "reason": "as if"}}  # the decision only; no counter
+    inv = pmu_as_if(inventory.collect())  # the decision only; no counter
     specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
     bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
-    report = {"audit_id": "c" * 8, "machine_id": inv["machine_id"], "kernel": inv["kernel"]["release"],
-              "microcode": inv["cpu"]["microcode"], "time_ns": time.time_ns(), "verdict": "trusted",
-              "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}, "complete": True}
-    path = audit.save_latest(report)
+    report = audit_document(inv)
+    path = audit.save_latest(audit.AuditResult.from_dict(report))
     assert os.stat(path).st_mode & 0o777 == 0o644
     assert audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)[1].endswith("audit cccccccc")
 
@@ -152,9 +149,7 @@ def test_an_audit_file_someone_else_could_have_written_is_not_used_for_correctio
 
 
 def _kept_audit(inv, **fields) -> dict:
-    return {"audit_id": "c" * 8, "machine_id": inv["machine_id"], "kernel": inv["kernel"]["release"],
-            "microcode": inv["cpu"]["microcode"], "time_ns": time.time_ns(), "verdict": "trusted",
-            "fit": {"a": 1.0, "b": 1.0}, "erratum": {"k_fldcw": 1.0}, "complete": True, **fields}
+    return audit_document(inv, **fields)
 
 
 HOSTILE_AUDITS = {
@@ -177,7 +172,7 @@ def test_a_damaged_audit_file_is_refused_with_a_reason_and_never_crashes_a_measu
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o755)
     monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
-    inv = {**inventory.collect(), "pmu": {"present": True, "reason": "as if"}}  # the decision only; no counter
+    inv = pmu_as_if(inventory.collect())  # the decision only; no counter
     if text in HOSTILE_AUDITS:
         content = json.dumps(_kept_audit(inv, **HOSTILE_AUDITS[text])).replace('"NaN"', "NaN")
     else:

@@ -46,7 +46,7 @@ def test_task_clock_tracks_cpu_time(programs):
 
 @needs_tracepoints
 def test_busy_loop_takes_about_hz_timer_interrupts_per_cpu_second(programs):
-    hz = inventory.collect()["hz"]
+    hz = inventory.collect().hz
     assert hz, "CONFIG_HZ unreadable"
     sample = measure([programs / "spin", 1.0], ["timer-interrupts", "task-clock"])[0]
     expected = hz * value(sample, "task-clock") / 1e9

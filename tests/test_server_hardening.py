@@ -880,7 +880,7 @@ def test_an_audit_report_of_the_wrong_shape_is_refused(server, changes, message)
 def test_a_real_inventory_and_a_full_audit_are_accepted_and_render(server):
     from perfctl.agent import inventory
 
-    _register_inventory(server, "box-a", json.dumps(inventory.collect()))
+    _register_inventory(server, "box-a", json.dumps(inventory.collect().to_dict()))
     _report_audit(server, "box-a", _audit())
     for command in (("machines",), ("machines", "--json"), ("audit", "report"), ("audit", "report", "--json")):
         result = server.fleet.client(*command, server=server.address)

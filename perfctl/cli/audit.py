@@ -47,8 +47,8 @@ def run(args) -> int:
     except OSError as err:
         kept = None
         say(f"perfctl audit: could not keep the report for corrections: {err.strerror}")
-    if not result["complete"]:
-        say(f"perfctl audit: interrupted ({result['interrupted_by']}): partial report"
+    if not result.complete:
+        say(f"perfctl audit: interrupted ({result.interrupted_by}): partial report"
             + (f" kept in {kept}" if kept else "") + "; corrections keep using the last complete audit")
     return write(AuditReport(result, verbosity(args)), fmt, console())
 

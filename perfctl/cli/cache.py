@@ -284,9 +284,9 @@ def _pirate(args) -> int:
         control = make_control(pin_cpu=args.target_cpu, timeout_s=args.timeout)
         resolved, bench = session.identify(cmd, control)
         if args.dynamic:
-            if not inv["pmu"]["present"]:
+            if not inv.pmu.present:
                 raise UsageError(f"perfctl cache pirate --dynamic needs instructions and cycles per interval: "
-                                 f"{inv['pmu']['reason']}; run without --dynamic (one Target run per size)")
+                                 f"{inv.pmu.reason}; run without --dynamic (one Target run per size)")
             result = pirate.measure_command_dynamic(resolved, control, sizes, cache_bytes, source, args.pirate_cpu,
                                                     inv)
         else:

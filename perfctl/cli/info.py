@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from perfctl.cli.options import SIGNAL_EXIT, exit_status, loudness, verbosity
 from perfctl.output import console
 from perfctl.report import write
@@ -20,7 +22,6 @@ def run(args) -> int:
     from perfctl.agent import inventory
     from perfctl.report.info import InfoReport
 
-    inv = inventory.collect()
-    inv["ebpf"] = inventory.probe_ebpf()
+    inv = dataclasses.replace(inventory.collect(), ebpf=inventory.probe_ebpf())
     report = InfoReport(inv, inventory.checks(inv), verbosity(args))
     return write(report, "json" if args.json else "table", console())

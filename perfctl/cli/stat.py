@@ -128,7 +128,7 @@ def run(args) -> int:
         say(f"perfctl stat: {fallback}")
     runner = Runner()
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
-        () if inv["pmu"]["present"] else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
+        () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
     total = args.warmup + args.repeat
     progress = _progress(total, args.no_progress or args.quiet or not interactive(stderr=True))
     stopped_by: Interrupted | None = None
@@ -142,11 +142,11 @@ def run(args) -> int:
                                                                     ebpf="ebpf" in backend.names)
             with progress:
                 task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
-                for sample in session.run(plan, backend, runner, inv["machine_id"], corrector, identified):
+                for sample in session.run(plan, backend, runner, inv.machine_id, corrector, identified):
                     if summary.runs + summary.warmups == 0:
                         # with the first sample, not before: a run that cannot start is a usage error that
                         # must leave -o FILE as it was
-                        _emit(writers, "write_machine", inv)
+                        _emit(writers, "write_machine", inv.to_dict())
                     _emit(writers, "write_sample", sample)
                     summary.add(sample)
                     progress.advance(task)

@@ -4,74 +4,75 @@ what was not checked and how to fix what is not ok; its exit code (docs/audit.md
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from perfctl.report import QUIET, VERBOSE, Report
 
+if TYPE_CHECKING:  # read only: the report does not import the audit's measurement (runner, kernels)
+    from perfctl.agent.audit import AuditResult
+
 # 0 trusted or no-PMU (what could not be checked is listed), 3 degraded, 4 untrusted
 AUDIT_EXIT = {"trusted": 0, "no-PMU": 0, "degraded": 3, "untrusted": 4}
 
 
 class AuditReport(Report):
-    """run_audit's report (complete, or partial when a stop signal ended it)."""
+    """run_audit's result (complete, or partial when a stop signal ended it)."""
 
     kind = "audit"
     formats = ("table", "json")
 
-    def __init__(self, report: dict, verbosity: int = 0):
-        self.report, self.verbosity = report, verbosity
+    def __init__(self, result: AuditResult, verbosity: int = 0):
+        self.result, self.verbosity = result, verbosity
 
     def exit_code(self) -> int:
         """The verdict's code (AUDIT_EXIT); 128 + N for an audit stopped by signal N."""
-        if self.report["complete"]:
-            return AUDIT_EXIT[self.report["verdict"]]
-        return 128 + signal.Signals[self.report["interrupted_by"]]
+        if self.result.complete:
+            return AUDIT_EXIT[self.result.verdict]
+        return 128 + signal.Signals[self.result.interrupted_by]
 
     def document(self) -> dict:
-        return self.report
+        return self.result.to_dict()
 
     def table(self, console: Console) -> None:
-        report = self.report
+        result = self.result
         # quiet: only a verdict that fails (degraded, untrusted, interrupted), with its reasons and fixes
         if self.verbosity > QUIET or self.exit_code():
-            console.print(f"audit {report['audit_id']} of {report['hostname']}: [bold]{report['verdict']}[/bold] "
-                          f"({report['runs']} runs per kernel, backends {', '.join(report['backends'])}, "
-                          f"{report['seconds']} s)")
+            console.print(f"audit {result.audit_id} of {result.hostname}: [bold]{result.verdict}[/bold] "
+                          f"({result.runs} runs per kernel, backends {', '.join(result.backends)}, "
+                          f"{result.seconds} s)")
         if self.verbosity > QUIET:
             self._kernels(console)
-        for reason in report["reasons"]:
+        for reason in result.reasons:
             console.print(f"reason: {reason}", markup=False, highlight=False)
         if self.verbosity > QUIET:
-            for item in report["not_checked"]:
+            for item in result.not_checked:
                 console.print(f"not checked: {item}", markup=False, highlight=False)
-        for check in report["checks"]:
-            if not check["ok"]:
-                console.print(f"fix {check['item']}: {check['fix']}", markup=False, highlight=False)
+        for check in result.checks:
+            if not check.ok:
+                console.print(f"fix {check.item}: {check.fix}", markup=False, highlight=False)
             elif self.verbosity >= VERBOSE:
-                console.print(f"ok {check['item']}: {check['value']}", markup=False, highlight=False)
+                console.print(f"ok {check.item}: {check.value}", markup=False, highlight=False)
 
     def _kernels(self, console: Console) -> None:
-        report = self.report
+        result = self.result
         table = Table(title="kernels", title_justify="left")
         for column in ("kernel", "backend", "expected instructions", "CV", "exact (dbi) / median excess",
                        "page faults", "timer interrupts"):
             table.add_column(column)
-        for k in report["kernels"]:
-            detail = (("yes" if k.get("exact") else "NO") if k["backend"] == "dbi"
-                      else str(k.get("median_excess") or "-"))
-            cv = "-" if k["cv"] is None else f"{k['cv']:.2e}"
-            table.add_row(k["kernel"], k["backend"], f"{k['expected']:,}", cv, detail,
-                          str(k.get("page_faults") or "-"),
-                          str(k.get("interrupts") if k.get("interrupts") is not None else "-"))
+        for k in result.kernels:
+            detail = ("yes" if k.exact else "NO") if k.backend == "dbi" else str(k.median_excess or "-")
+            cv = "-" if k.cv is None else f"{k.cv:.2e}"
+            table.add_row(k.kernel, k.backend, f"{k.expected:,}", cv, detail, str(k.page_faults or "-"),
+                          str(k.interrupts if k.interrupts is not None else "-"))
         console.print(table)
-        if report["fit"]:
-            fit = report["fit"]
-            console.print(f"fit: a = {fit['a']:.3f} {fit['a_interval']} per page fault, b = {fit['b']:.3f} "
-                          f"{fit['b_interval']} per interrupt, intercept {fit['intercept']:.1f}", highlight=False)
-        console.print(f"fldcw erratum: k = {report['erratum']['k_fldcw']} ({report['erratum']['note']})",
-                      highlight=False)
+        if result.fit:
+            fit = result.fit
+            console.print(f"fit: a = {fit.a:.3f} {fit.a_interval} per page fault, b = {fit.b:.3f} "
+                          f"{fit.b_interval} per interrupt, intercept {fit.intercept:.1f}", highlight=False)
+        console.print(f"fldcw erratum: k = {result.erratum.k_fldcw} ({result.erratum.note})", highlight=False)
 
 
 class AuditFailed(Report):

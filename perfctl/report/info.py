@@ -3,11 +3,17 @@ the command that changes it (agent/inventory.py's checks)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
 from perfctl.report import QUIET, Report, finite
 from perfctl.text import cell
+
+if TYPE_CHECKING:  # read only: the report does not import the collection (perf_event, the gate)
+    from perfctl.agent.inventory import Check
+    from perfctl.agent.machine import Inventory
 
 
 class InfoReport(Report):
@@ -16,15 +22,15 @@ class InfoReport(Report):
     kind = "info"
     formats = ("table", "json")
 
-    def __init__(self, inventory: dict, checks: list, verbosity: int = 0):
+    def __init__(self, inventory: Inventory, checks: list[Check], verbosity: int = 0):
         self.inventory, self.checks, self.verbosity = inventory, checks, verbosity
 
     def document(self) -> dict:
-        return finite(self.inventory)
+        return finite(self.inventory.to_dict())
 
     def table(self, console: Console) -> None:
         inv = self.inventory
-        table = Table(title=cell(f"{inv['hostname']} (machine id {inv['machine_id']})"), title_justify="left")
+        table = Table(title=cell(f"{inv.hostname} (machine id {inv.machine_id})"), title_justify="left")
         for column in ("item", "value", "what it means for the counters", "to change it"):
             table.add_column(column, overflow="fold")
         # quiet: only the items that disturb counting as they are
