@@ -220,7 +220,7 @@ def _leaf_parsers():
 
 def test_every_command_says_its_exit_codes_in_its_help():
     commands = _leaf_parsers()
-    assert {"stat", "compare", "audit", "info", "cache mrc", "cache corun", "cache pirate", "completion",
+    assert {"stat", "compare", "report", "audit", "info", "cache mrc", "cache corun", "cache pirate", "completion",
             "machines", "jobs", "server", "agent", "token", "submit"} <= {path for path, _ in commands}
     for path, _ in commands + [("cache", None)]:
         result = perfctl(*path.split(), "--help")
@@ -266,12 +266,13 @@ def test_quiet_compare_prints_only_the_relevant_slowdowns(tmp_path):
 def test_a_format_a_report_does_not_have_is_one_line():
     from perfctl.output import UsageError
     from perfctl.report import write
+    from perfctl.report.info import InfoReport
     from perfctl.report.stat import StatReport, StatSummary
 
-    with pytest.raises(UsageError, match=r"^no JSON report for stat \(it has table\)$"):
+    with pytest.raises(UsageError, match=r"^no JSON report for stat \(it has table, html\)$"):
         write(StatReport(StatSummary(), "t"), "json", None)
-    with pytest.raises(UsageError, match="^no HTML report for stat"):
-        StatReport(StatSummary(), "t").html()
+    with pytest.raises(UsageError, match="^no HTML report for info"):
+        write(InfoReport(None, []), "html", None)
 
 
 _COLOR_SYSTEM = "from perfctl.output import console, interactive; print(console().color_system, interactive(False))"

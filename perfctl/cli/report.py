@@ -17,9 +17,10 @@ def add_parser(sub) -> None:
                             description="One self-contained HTML file: the verdicts, a forest plot of every "
                                         "benchmark's ratio, per benchmark its runs, the machines side by side "
                                         "(docs/report.md). A and B as for compare: files or machine names.",
-                            epilog=exit_status("as compare: 0 no relevant slowdown, 3 a relevant slowdown of B, 4 "
-                                               "no benchmark could be judged; --machines: 0", "2 bad usage or "
-                                               "input, or a FILE that cannot be written", SIGNAL_EXIT))
+                            epilog=exit_status("0 no relevant slowdown (always, with --machines)",
+                                               "3 a relevant slowdown of B", "4 no benchmark could be judged (as "
+                                               "compare)", "2 bad usage or input, or a FILE that cannot be "
+                                               "written", SIGNAL_EXIT))
     inputs(report, inputs_required=False)
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
     report.add_argument("--machines", action="store_true",
