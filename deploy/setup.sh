@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux iproute2 openssl postgresql
-          clang bpftool libbpf-dev libbpf1 g++ libbenchmark-dev chromium fonts-dejavu-core)
+          clang bpftool libbpf-dev libbpf1 g++ libbenchmark-dev chromium fonts-dejavu-core zsh)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
