@@ -107,8 +107,13 @@ def test_the_comparison_report_in_a_browser_shows_what_the_json_says(samples, br
         assert row["text"]["ratio_a_over_b"] == units.ratio(expected["ratio_a_over_b"])
     matmul = next(b for b in document["benchmarks"] if b["benchmark"] == "matmul")
     assert matmul["verdict"] == "relevant difference" and matmul["ratio_a_over_b"] > 1.5
-    # the machines: the same one measured both sides
+    # the machines: the same one measured both sides, with its latest audit as `perfctl stat` recorded it
     assert page.evaluate("document.querySelector('#machines + p').textContent") == "the two inventories are the same"
+    machine = json.loads(samples["A"].read_text().splitlines()[0])
+    items = dict(page.evaluate("Array.from(document.querySelectorAll('#same-inventory tr')).map(function (r) {"
+                               " return [r.cells[0].textContent, r.cells[1].textContent]; })"))
+    assert items["audit.verdict"] == (machine["audit"]["verdict"] or "-")
+    assert items["kernel.release"] == machine["kernel"]["release"] and items["hostname"] == machine["hostname"]
     # every counter both sides recorded, beside time: page faults and interrupts are real software counts
     counters = page.evaluate("Array.from(document.querySelectorAll('#b0 table')[1].querySelectorAll('tbody tr'))"
                              ".map(function (r) { return r.cells[0].textContent; })")

@@ -146,7 +146,7 @@ def run(args) -> int:
                     if summary.runs + summary.warmups == 0:
                         # with the first sample, not before: a run that cannot start is a usage error that
                         # must leave -o FILE as it was
-                        _emit(writers, "write_machine", inv.to_dict())
+                        _emit(writers, "write_machine", {**inv.to_dict(), "audit": _audit_summary()})
                     _emit(writers, "write_sample", sample)
                     summary.add(sample)
                     progress.advance(task)
@@ -184,6 +184,17 @@ def run(args) -> int:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")
     return code
+
+
+def _audit_summary() -> dict:
+    """The machine's latest complete audit, recorded beside its inventory in the samples' first line (the
+    report shows its verdict and age beside the other side's): verdict, id and time, or why there is none."""
+    from perfctl.agent.audit import load_latest
+
+    latest, why = load_latest()
+    if latest is None:
+        return {"verdict": None, "why": why}
+    return {"verdict": latest.verdict, "audit_id": latest.audit_id, "time_ns": latest.time_ns}
 
 
 class _OutputError(Exception):

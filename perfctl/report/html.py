@@ -212,7 +212,7 @@ def _plain(value) -> str:
 # the inventory items a reader asks about first when B is slower, in this order, then all the others
 FIRST_ITEMS = ("hostname", "kernel.release", "cpu.model_name", "cpu.microcode", "governors", "smt", "smt_active",
                "turbo", "perf_event_paranoid", "pmu.present", "hz", "tick_mode", "isolated_cpus", "nmi_watchdog",
-               "aslr", "audit.verdict", "audit.finished")
+               "aslr", "audit", "audit.verdict", "audit.time_ns", "audit.why")
 
 
 def flatten(inventory, prefix: str = "") -> dict[str, str]:
@@ -225,6 +225,8 @@ def flatten(inventory, prefix: str = "") -> dict[str, str]:
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(flatten(value, name + "."))
+        elif key == "time_ns" and isinstance(value, int) and not isinstance(value, bool):
+            out[name] = f"{_utc(value)} UTC ({_age(value)})"
         elif isinstance(value, list):
             out[name] = ", ".join(map(str, value)) or "-"
         else:
@@ -440,3 +442,11 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
     if notes:
         body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return document(title, body)
+
+
+def _age(ns: int) -> str:
+    seconds = datetime.datetime.now(datetime.UTC).timestamp() - ns / 1e9
+    if seconds < 0:
+        return "in the future"
+    return f"{seconds / 86400:.1f} days ago" if seconds >= 86400 else f"{seconds / 3600:.1f} hours ago"
+
