@@ -12,13 +12,16 @@ _TIME_STEPS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"))
 
 
 def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    """No value to show: None, or a float that is not finite (JSON writes null for those)."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
 
 
 def time_ns(value: float) -> str:
     """A duration in nanoseconds, in the largest unit it is at least one of: 37790000 -> '37.790 ms'."""
     if _missing(value):
         return "-"
+    if abs(value) >= 1e15:  # beyond 11 days: no reading needs every digit
+        return f"{value / 1e9:.4g} s"
     for scale, suffix in _TIME_STEPS:
         if abs(value) >= scale:
             return f"{value / scale:.3f} {suffix}"
@@ -29,7 +32,9 @@ def count(value: float) -> str:
     """A count: integers in full with thousands separators (1,234,567), others to two decimals."""
     if _missing(value):
         return "-"
-    if float(value).is_integer() and abs(value) < 1e15:
+    if abs(value) >= 1e15:  # beyond a quadrillion: significant digits only
+        return f"{value:.4g}"
+    if float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:,.2f}"
 

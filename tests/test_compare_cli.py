@@ -222,15 +222,29 @@ def test_compare_table_shows_units_and_fits_100_columns(tmp_path):
     assert [[line.split()[0][:1] for line in table] for table in tables] == [["─", "b", "l"]] * 2, text
     rows = tables[0][1:]
     build, link = rows[0].split(), rows[1].split()
-    assert build[3:7] == ["12.200", "ms", "10.980", "ms"], rows[0]  # medians of 12.2 ms and 0.9 x that
-    assert link[3:7] == ["810.500", "µs", "810.500", "µs"], rows[1]
-    assert build[7] == "1.111×" and build[8].startswith("[") and build[9].endswith("]"), rows[0]
+    assert build[2:6] == ["12.200", "ms", "10.980", "ms"], rows[0]  # medians of 12.2 ms and 0.9 x that
+    assert link[2:6] == ["810.500", "µs", "810.500", "µs"], rows[1]
+    assert build[6] == "1.111×" and build[7].startswith("[") and build[8].endswith("]"), rows[0]
     assert "e+0" not in text and "e-0" not in text
     document = json.loads(_render_at(100, a, b, "json"))
     row = document["benchmarks"][0]
     assert document["units"] == {"wall-time": "ns"}
     assert row["median_a"] == pytest.approx(12.2e6) and isinstance(row["median_a"], float)
     assert row["ratio_a_over_b"] == pytest.approx(1 / 0.9)
+
+
+def test_long_names_fold_but_numbers_and_verdicts_stay_whole_at_100_columns(tmp_path):
+    """Names of 30-40 characters (hyperfine names commands by their command line) at 100 columns: every
+    line fits, and no number, interval or verdict is cut across lines; only the names fold."""
+    names = ["./build/release/server --bench read-heavy", "./build/release/server --bench write-heavy"]
+    slow = [0.0121, 0.0125, 0.0119, 0.0122, 0.0124, 0.0120, 0.0123, 0.0121, 0.0122, 0.0126]
+    a = _hyperfine_file(tmp_path / "a.json", {name: slow for name in names})
+    b = _hyperfine_file(tmp_path / "b.json", {name: [v * 0.93 for v in slow] for name in names})
+    text = _render_at(100, a, b)
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    verdicts = _tables(text)[0]
+    assert sum("relevant difference" in line for line in verdicts) == 2, text
+    assert sum("1.075× [" in line and "]" in line for line in verdicts) == 2, text
 
 
 def test_human_units():

@@ -272,3 +272,66 @@ def test_reports_of_machines_and_of_the_fleet_from_a_real_server(fleet, browser,
     assert any("kernel 6.1.0-1 -> 6.1.0-2" in c for c in drift)
     assert all(p["shapes"] > 3 for p in drawn_plots(page))
     page.screenshot(str(screenshot_dir(tmp_path) / "fleet-report.png"))
+
+
+def _hyperfine(path: Path, commands: dict) -> str:
+    path.write_text(json.dumps({"results": [{"command": c, "times": t, "exit_codes": [0] * len(t)}
+                                            for c, t in commands.items()]}))
+    return str(path)
+
+
+def test_the_report_never_replaces_what_is_not_a_report_file(tmp_path):
+    """A device or pipe is refused (as root, `-o /dev/null` would otherwise replace /dev/null), a link is
+    followed, an existing file keeps its mode, and an input is never overwritten: one line, exit 2."""
+    a = _hyperfine(tmp_path / "a.json", {"x": [0.010, 0.011, 0.012, 0.010, 0.011, 0.012, 0.011]})
+    b = _hyperfine(tmp_path / "b.json", {"x": [0.020, 0.021, 0.022, 0.020, 0.021, 0.022, 0.021]})
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target, why in ((fifo, "not a regular file"), (Path(a), "one of the inputs"), (tmp_path, "a directory")):
+        done = perfctl("report", a, b, "-o", str(target))
+        assert done.returncode == 2 and why in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
+    assert json.loads(Path(a).read_text())["results"][0]["command"] == "x"  # the input as it was
+    private = tmp_path / "private.html"
+    private.write_text("old")
+    os.chmod(private, 0o600)
+    link = tmp_path / "link.html"
+    link.symlink_to(private)
+    assert perfctl("report", a, b, "-o", str(link)).returncode == 3  # B is slower
+    assert link.is_symlink() and private.read_text().startswith("<!DOCTYPE html>")
+    assert private.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".perfctl-")] == []
+
+
+def test_values_near_the_float_limit_draw_without_nan(browser, tmp_path):
+    """Times of 1e300..1.7e308 ns: the statistics overflow where they must (then '-', as JSON's null), and
+    no coordinate of any plot is nan or inf (a browser rejects the attribute with a console error)."""
+    huge = [1e300, 1e305, 1.7e308, 1e306, 1e307, 5e307, 1e304]
+    a = _hyperfine(tmp_path / "a.json", {"huge": [v / 1e9 for v in huge]})
+    b = _hyperfine(tmp_path / "b.json", {"huge": [v / 2e9 for v in huge]})
+    out = tmp_path / "huge.html"
+    done = perfctl("report", a, b, "-o", str(out))
+    assert done.returncode in (0, 3, 4) and "Traceback" not in done.stderr, done.stderr
+    text = out.read_text()
+    assert not any(bad in text for bad in ('"nan', "nan ", '"inf', ">inf<", "Mnan")), text[:2000]
+    page = browser.open(str(out))
+    assert_clean(page)
+
+
+def test_benchmark_selects_from_files_too(tmp_path):
+    a = _hyperfine(tmp_path / "a.json", {"x": [0.01] * 7, "y": [0.02] * 7})
+    b = _hyperfine(tmp_path / "b.json", {"x": [0.01] * 7, "y": [0.02] * 7})
+    done = perfctl("compare", a, b, "--benchmark", "y", "--format", "json")
+    assert done.returncode == 0 and [r["benchmark"] for r in json.loads(done.stdout)["benchmarks"]] == ["y"]
+    done = perfctl("compare", a, b, "--benchmark", "nosuch")
+    assert done.returncode == 2 and "no benchmark named 'nosuch' in A or B" in done.stderr
+
+
+def test_a_machine_line_longer_than_the_detection_window_is_still_perfctl(samples, tmp_path):
+    """A machine line of more than 4 KiB (a big inventory) does not defeat format detection."""
+    lines = samples["A"].read_text().splitlines()
+    machine = {**json.loads(lines[0]), "notes": "x" * 6000}
+    padded = tmp_path / "padded.jsonl"
+    padded.write_text("\n".join([json.dumps(machine)] + lines[1:]) + "\n")
+    done = perfctl("compare", str(padded), str(samples["B"]), "--format", "json")
+    assert done.returncode in (0, 3), done.stderr
+    assert json.loads(done.stdout)["format"] == "perfctl"

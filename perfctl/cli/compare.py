@@ -17,8 +17,8 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.output import UsageError, console
-from perfctl.report import check_writable, write
-from perfctl.report.html import write_report
+from perfctl.report import write
+from perfctl.report.html import check_target, write_report
 
 
 def add_parser(sub) -> None:
@@ -64,7 +64,7 @@ def inputs(command, inputs_required: bool = True) -> None:
     command.add_argument("--seed", type=non_negative_int, default=0, help="seed of the SPA speedup pairing")
     interference_options(command)
     command.add_argument("--benchmark", action="append", metavar="NAME",
-                         help="with machine names: only these benchmarks")
+                         help="only these benchmarks (repeat the option for several)")
     connection_options(command, "server holding the machines' samples (when A and B are machine names)")
 
 
@@ -93,13 +93,13 @@ def _machines(args) -> bool:
 
 def run(args) -> int:
     if args.html:
-        check_writable(args.html, "perfctl compare")
+        check_target(args.html, "perfctl compare", (args.a, args.b))
     if _machines(args) and not args.html:  # the server compares its stored runs itself
         return _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
     report = comparison(args, "perfctl compare")
     code = write(report, args.format, console())
     if args.html:
-        write_report(report, args.html, "perfctl compare")
+        write_report(report, args.html, "perfctl compare", quiet=args.quiet, inputs=(args.a, args.b))
     return code
 
 
@@ -120,9 +120,22 @@ def comparison(args, command: str):
             a = read_dataset(args.a, args.input_format, interference(args))
             b = read_dataset(args.b, args.input_format, interference(args))
             labels = (args.a, args.b)
+            if args.benchmark:
+                _select(args.benchmark, a, b)
         return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args))
     except (DatasetError, PairingError, client.ClientError, security.SecurityError) as err:
         raise UsageError(f"{command}: {err}") from None
+
+
+def _select(names: list[str], *datasets) -> None:
+    """Keep only the benchmarks named (--benchmark) in files; a name in neither file is an error."""
+    from perfctl.formats import DatasetError
+
+    missing = [n for n in names if not any(n in d.benchmarks for d in datasets)]
+    if missing:
+        raise DatasetError(f"no benchmark named {', '.join(map(repr, missing))} in A or B")
+    for dataset in datasets:
+        dataset.benchmarks = {n: bench for n, bench in dataset.benchmarks.items() if n in names}
 
 
 def _compare_machines(args, metrics, parameters) -> int:

@@ -6,8 +6,7 @@ from __future__ import annotations
 from perfctl.cli.compare import comparison, inputs
 from perfctl.cli.options import SIGNAL_EXIT, exit_status, loudness
 from perfctl.output import UsageError
-from perfctl.report import check_writable
-from perfctl.report.html import write_report
+from perfctl.report.html import check_target, write_report
 
 COMMAND = "perfctl report"
 
@@ -33,12 +32,13 @@ def run(args) -> int:
         raise UsageError(f"{COMMAND}: --machines reports the whole fleet: give no A and B")
     if not args.machines and not (args.a and args.b):
         raise UsageError(f"{COMMAND}: give A and B (files or machines), or --machines")
-    check_writable(args.output, COMMAND)
+    inputs = [path for path in (args.a, args.b) if path]
+    check_target(args.output, COMMAND, inputs)
     if args.machines:
         from perfctl.cli.audit import audit_history
 
         result = audit_history(args)
     else:
         result = comparison(args, COMMAND)
-    write_report(result, args.output, COMMAND, quiet=args.quiet)
+    write_report(result, args.output, COMMAND, quiet=args.quiet, inputs=inputs)
     return result.exit_code()

@@ -22,8 +22,8 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.output import OUTPUT_ERRNOS, Interrupted, UsageError, console, interactive, quiet_stdout, say
-from perfctl.report import check_writable, write
-from perfctl.report.html import write_report
+from perfctl.report import write
+from perfctl.report.html import check_target, write_report
 
 # Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
 # follows nothing more and only asks the kernel for memory it may refuse.
@@ -101,7 +101,7 @@ def run(args) -> int:
     machine_readable = args.json or args.csv
     summary_console = console(stderr=machine_readable)
     if args.html:
-        check_writable(args.html, "perfctl stat")
+        check_target(args.html, "perfctl stat", [args.output] if args.output else [])
     writers = []  # (where it writes, writer): an output that fails is named in the message
     output = None
     if args.output:
@@ -179,7 +179,7 @@ def run(args) -> int:
         quiet_stdout()
         raise UsageError(f"perfctl stat: cannot write the summary: {err.strerror}") from None
     if args.html and summary.runs + summary.warmups:
-        write_report(report, args.html, "perfctl stat")
+        write_report(report, args.html, "perfctl stat", quiet=args.quiet, inputs=[args.output] if args.output else [])
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")

@@ -54,6 +54,9 @@ def detect(path: str) -> str:
         raise DatasetError(f"{path}: empty file")
     if text.startswith("{"):
         first_line = text.splitlines()[0]
+        if len(head) == 4096 and b"\n" not in head:  # a long first line (a machine line with a big inventory)
+            with open(path, "rb") as f:
+                first_line = f.readline(1 << 20).decode("utf-8", errors="replace").removeprefix(BOM).strip()
         line_format = _json_line_format(first_line)
         if line_format:
             return line_format

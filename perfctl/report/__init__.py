@@ -108,20 +108,3 @@ def write_file(path: str, text: str, what: str) -> None:
             f.write(text)
     except OSError as err:
         raise UsageError(f"{what}: cannot write {path}: {err.strerror}") from None
-
-
-def check_writable(path: str, command: str) -> None:
-    """Fail before any work when ``path`` cannot be written (a missing directory, no permission): a
-    directory that refuses a temporary file would refuse the report after the measurement too."""
-    import os
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise UsageError(f"{command}: cannot write {path}: it is a directory")
-    try:
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=".perfctl-check-"):
-            pass
-    except OSError as err:
-        raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
-

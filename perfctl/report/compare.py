@@ -99,10 +99,13 @@ def _ratio(row: dict) -> str:
 
 
 def _table(columns: tuple[str, ...], right: tuple[str, ...]) -> Table:
-    # no vertical rules: the main table of a one-benchmark comparison fits 100 columns (tests/test_compare_cli.py)
+    # no vertical rules, and only the names may fold: on a terminal of 100 columns a long benchmark name
+    # takes more lines, never a number, an interval or a verdict cut in two (tests/test_compare_cli.py)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for column in columns:
-        table.add_column(column, overflow="fold", justify="right" if column in right else "left")
+        named = column in ("benchmark", "metric")
+        table.add_column(column, overflow="fold", no_wrap=not named, min_width=8 if named else None,
+                         justify="right" if column in right else "left")
     return table
 
 
@@ -113,17 +116,19 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
     for line in statement(comparison, context):
         console.print(visible(line), markup=False, highlight=False)
     metric_units = context.units or {}
-    table = _table(("benchmark", "metric", "n A/B", "median A", "median B", "A/B [CI]", "SPARC"),
-                   right=("n A/B", "median A", "median B", "A/B [CI]"))
-    # the metric is named again only when there are several: the details of one benchmark fit 100 columns
+    # the metric is named in a column only when there are several (the statement above names it): the
+    # tables of a one-metric comparison fit 100 columns
     several = len(context.metrics) > 1
+    table = _table(("benchmark", *(("metric",) if several else ()), "n A/B", "median A", "median B", "A/B [CI]",
+                    "SPARC"), right=("n A/B", "median A", "median B", "A/B [CI]"))
     details = _table(("benchmark", *(("metric",) if several else ()), "mean", "median", "P[A>B]",
                       f"SPA v{comparison.parameters.proportion:g} A", "SPA B"), right=("P[A>B]",))
     details.title = "details: the Speedup-Test's mean and median protocols, P[A>B], SPA's intervals"
     details.title_justify = "left"
     for row in rows(comparison):
         unit = metric_units.get(row["metric"])
-        table.add_row(cell(row["benchmark"]), cell(row["metric"]), f"{row['n_a']}/{row['n_b']}",
+        table.add_row(cell(row["benchmark"]), *((cell(row["metric"]),) if several else ()),
+                      f"{row['n_a']}/{row['n_b']}",
                       units.quantity(row["median_a"], unit), units.quantity(row["median_b"], unit), _ratio(row),
                       row["verdict"])
         details.add_row(cell(row["benchmark"]), *((cell(row["metric"]),) if several else ()),

@@ -14,8 +14,10 @@ test or a script can check the page against ``--format json``."""
 from __future__ import annotations
 
 import datetime
+import errno
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 
@@ -32,7 +34,8 @@ h1{font-size:1.5em;margin:20px 0 4px}h2{font-size:1.2em;margin-top:28px;border-b
 h3{font-size:1.05em;margin:4px 0}
 .statement{color:#333;margin:2px 0;font-size:.92em}
 table{border-collapse:collapse;font-size:.9em;margin:8px 0}
-th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top}
+th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top;overflow-wrap:anywhere}
+h1,h3,summary,li,p{overflow-wrap:anywhere}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.differs td{background:#fff3cd}tr.differs td:first-child{font-weight:bold}
 .tone-faster{color:#006b4f;font-weight:bold}.tone-slower{color:#a63d00;font-weight:bold}
@@ -67,6 +70,8 @@ def tone(verdict: str, ratio: float | None = None) -> str:
 
 def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True) -> str:
     """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts."""
+    if isinstance(value, float) and not math.isfinite(value):
+        value = None  # as JSON has it: null
     shown = esc(text if text is not None else ("-" if value is None else value))
     raw = "" if value is None else (repr(float(value)) if isinstance(value, float) else esc(value))
     attributes = (f' data-field="{field}"' if field else "") + (f' data-value="{raw}"' if field else "")
@@ -94,29 +99,66 @@ def document(title: str, body: Sequence[str], script: bool = False) -> str:
             + (f"<script>{SCRIPT}</script>" if script else "") + "</body></html>\n")
 
 
-def write(path: str, text: str) -> None:
-    """Write the report whole or not at all: a temporary file in the same directory, renamed over
-    ``path``, so an interrupted or failed write leaves no half page behind (or the previous report)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temporary = tempfile.mkstemp(prefix=".perfctl-report-", suffix=".html", dir=directory)
+def target(path: str, inputs=()) -> str:
+    """Where the report of ``path`` goes: the file a symbolic link points to, or the path. Raises OSError
+    (with the reason in its strerror) for what must not be replaced by a report: a directory, a device,
+    a pipe or socket, one of the command's ``inputs``."""
+    real = os.path.realpath(path)
+    if path.endswith(os.sep) or os.path.isdir(real):
+        raise IsADirectoryError(errno.EISDIR, "it is a directory")
+    if os.path.lexists(real) and not stat.S_ISREG(os.stat(real).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket is never replaced)")
+    if any(os.path.exists(i) and os.path.samefile(i, real) for i in inputs if os.path.exists(real)):
+        raise OSError(errno.EEXIST, "it is one of the inputs")
+    return real
+
+
+def check_target(path: str, command: str, inputs=()) -> None:
+    """Fail before any work when ``path`` cannot take the report (see ``target``; a missing directory, no
+    permission): a directory that refuses a temporary file would refuse the report after the measurement
+    too. One line for the user."""
+    from perfctl.output import UsageError
+
+    try:
+        real = target(path, inputs)
+        with tempfile.NamedTemporaryFile(dir=os.path.dirname(real), prefix=".perfctl-check-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
+
+
+def write(path: str, text: str, inputs=()) -> None:
+    """Write the report whole or not at all: a temporary file beside the target, renamed over it, so an
+    interrupted or failed write leaves no half page behind (or the previous report). A link is followed;
+    an existing file keeps its mode and owner; a new one gets 0666 less the umask, as open() would."""
+    real = target(path, inputs)
+    previous = os.stat(real) if os.path.exists(real) else None
+    fd, temporary = tempfile.mkstemp(prefix=".perfctl-report-", suffix=".html", dir=os.path.dirname(real))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
+        if previous is not None:
+            os.chmod(temporary, stat.S_IMODE(previous.st_mode))
+            if (previous.st_uid, previous.st_gid) != (os.geteuid(), os.getegid()):
+                os.chown(temporary, previous.st_uid, previous.st_gid)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, real)
     except BaseException:
         os.unlink(temporary)
         raise
 
 
-def write_report(report, path: str, command: str, quiet: bool = False) -> None:
+def write_report(report, path: str, command: str, quiet: bool = False, inputs=()) -> None:
     """The report's HTML page into ``path``, whole or not at all (perfctl/report/html.py); a failure is one
     line naming the file. The command says where it went, on stderr (stdout may be a table or JSON)."""
     from perfctl.output import UsageError, say
 
     text = report.html()
     try:
-        write(path, text)
+        write(path, text, inputs)
     except OSError as err:
         raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
     if not quiet:
@@ -170,8 +212,9 @@ def _summary(summary, p) -> str:
     if summary.speedup_median is None:
         return f"<p><b>{esc(summary.metric)}</b>: no benchmark could be judged.</p>"
     acc, overall = summary.accelerated, summary.sparc_overall
-    items = [f"speedup of medians <b>{summary.speedup_median.speedup:.4f}</b> (gain "
-             f"{summary.speedup_median.gain:+.2%}) over {summary.speedup_median.benchmarks} benchmarks "
+    speedup, gain = summary.speedup_median.speedup, summary.speedup_median.gain
+    items = [f"speedup of medians <b>{_finite(speedup, '.4f')}</b> (gain "
+             f"{_finite(gain, '+.2%')}) over {summary.speedup_median.benchmarks} benchmarks "
              "(Speedup-Test Eq. 1-2: ratio of the sums of medians, equal weights)",
              f"B faster (median protocol) on <b>{acc.accelerated} of {acc.benchmarks}</b>: proportion "
              f"{acc.proportion:.3f}, {acc.confidence:.0%} interval [{acc.low:.3f}, {acc.high:.3f}] (Wilson, "
@@ -203,6 +246,11 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict) -> str:
             f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td></tr>')
     return _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B", "low", "high",
                    "SPARC verdict"), out, "verdicts")
+
+
+def _finite(value, spec: str) -> str:
+    """A statistic in ``spec``, or '-' where the data (values near the float limit) made it inf or nan."""
+    return f"{value:{spec}}" if value is not None and math.isfinite(value) else "-"
 
 
 def _plain(value) -> str:
@@ -430,7 +478,7 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
                                                                         for e in unsupported)) + "</p>")
     if summary.correction_note:
         body.append(f"<p class=note>{esc(summary.correction_note)}</p>")
-    body.append("<h2 id=events>Events</h2>")
+    body.append("<h2 id=runs>Runs of each event</h2>")
     body += sections
     if inventory:
         keys = [k for k in FIRST_ITEMS if k in flatten(inventory)]

@@ -41,20 +41,27 @@ class Scale:
     def __call__(self, value: float) -> float:
         low, high, value = ((math.log(v) for v in (self.low, self.high, value)) if self.log
                             else (self.low, self.high, value))
-        if high == low:
+        # halves: the span of two values near the float limit (±1.7e308) would overflow to inf
+        span = high / 2 - low / 2
+        if span == 0 or not math.isfinite(span):
             return (self.start + self.end) / 2
-        return self.start + (value - low) / (high - low) * (self.end - self.start)
+        return self.start + (value / 2 - low / 2) / span * (self.end - self.start)
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """About ``count`` round values (1, 2 or 5 times a power of ten apart) within [low, high]."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low] if math.isfinite(low) else []
-    raw = (high - low) / count
-    power = 10 ** math.floor(math.log10(raw))
+    raw = high / count - low / count
+    if not math.isfinite(raw) or raw <= 0:
+        return [low, high]
+    power = 10.0 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
     first = math.ceil(low / step) * step
-    return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
+    steps = high / step - first / step
+    if not math.isfinite(steps) or not 0 <= steps <= 10 * count:
+        return [low, high]
+    return [first + i * step for i in range(int(steps + 1e-9) + 1)]
 
 
 def padded(values: Sequence[float], share: float = 0.05) -> tuple[float, float]:
@@ -62,11 +69,17 @@ def padded(values: Sequence[float], share: float = 0.05) -> tuple[float, float]:
     if not finite:
         return 0.0, 1.0
     low, high = min(finite), max(finite)
-    pad = (high - low) * share or abs(high) * share or 1.0
+    pad = (high * share - low * share) or abs(high) * share or 1.0
+    if not math.isfinite(low - pad) or not math.isfinite(high + pad):  # near the float limit: no margin
+        return low, high
     return low - pad, high + pad
 
 
 def _n(value: float) -> str:
+    """A coordinate. Never nan or inf (browsers reject the attribute): such a value is drawn at 0, and the
+    callers drop marks whose value is not finite before they get here."""
+    if not math.isfinite(value):
+        return "0"
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
@@ -84,6 +97,9 @@ def _marks(points: Sequence[tuple[float, float]], colour: str, cap: str, width: 
            hollow: bool = False) -> str:
     """Many marks in one path: zero-length segments drawn with round or square caps (a 1,000-run series
     costs a path of some 12 KB, not a thousand elements)."""
+    if not points:
+        return ""
+    points = [(x, y) for x, y in points if math.isfinite(x) and math.isfinite(y)]
     if not points:
         return ""
     data = "".join(f"M{_n(x)} {_n(y)}h0" for x, y in points)
