@@ -35,7 +35,7 @@ def test_agent_reaudits_when_due(tmp_path):
     agent = Agent(AgentConfig(server="127.0.0.1:1", name="x", spool_dir=str(tmp_path), token="t" * 20,
                               allow=["/bin/*"], user=None, audit_every_hours=24))
     assert agent._audit_due() == "never audited"
-    fingerprint = f"{agent.inventory['kernel']['release']} {agent.inventory['cpu']['microcode']}"
+    fingerprint = f"{agent.inventory.kernel.release} {agent.inventory.cpu.microcode}"
     agent.spool.add_audit("id1", "{}", {"audit_time_ns": str(time.time_ns()), "audit_fingerprint": fingerprint})
     assert agent._audit_due() is None
     agent.spool.add_audit("id2", "{}", {"audit_fingerprint": "an older kernel"})
