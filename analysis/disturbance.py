@@ -1,0 +1,82 @@
+"""Is one side's data disturbed in a way a change of speed cannot explain?
+
+A change of speed is a scale shift: B = c·A, so the log values of B are those of A moved by log c, and once
+each side's log values are centred by their median the two samples have the same distribution. This is the
+location model the Speedup-Test checks with a Kolmogorov-Smirnov test on median-centred values (Touati,
+Worms, Briais, CCPE 2013, section 3.2; ../shared/seeds/004_90ddb49e43171cfa.txt).
+
+A block of runs disturbed by the machine (another job, a frequency change, a noisy neighbour: the issue's
+A side at 42-54 ms against ~24 ms) breaks it in one recognisable way: that side's runs spread much wider,
+relative to their level, than the other side's. The rule flags a side when all three hold:
+
+1. the Brown-Forsythe test of equal dispersion (Levene's test on absolute deviations from each side's
+   median) on the log values rejects at alpha (Brown, Forsythe, JASA 69(346) 1974; Conover, Johnson,
+   Johnson, Technometrics 23(4) 1981 found it among the few of 56 tests that keep their level under skewed
+   and heavy-tailed data), so a clean scale shift fires at most at rate alpha;
+2. the relative interquartile range (IQR of log values) of that side is at least SPREAD_FACTOR times the
+   other's: a difference of dispersion a user should act on, not only one a test can detect;
+3. that side's relative IQR is at least MATERIAL_SPREAD: runs within 1% of one another are not disturbed
+   enough to move a verdict, whatever the other side does (deterministic counters have an IQR of 0).
+
+The IQR, not the MAD: a disturbed block shorter than half the runs leaves the MAD untouched, while a
+block of more than a quarter of them moves a quartile.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy import stats
+
+SPREAD_FACTOR = 3.0
+MATERIAL_SPREAD = 0.01
+MIN_RUNS = 5  # below this a quartile is one run away from the extremes: no judgement
+
+
+def _log_sample(name: str, values) -> np.ndarray:
+    data = np.asarray(values, dtype=float)
+    if data.ndim != 1:
+        raise ValueError(f"{name}: need a 1-D sample")
+    if not np.all(np.isfinite(data)) or np.any(data <= 0):
+        raise ValueError(f"{name}: values must be finite and positive (a cost: time, count)")
+    return np.log(data)
+
+
+def _relative_iqr(logs: np.ndarray) -> float:
+    q1, q3 = np.percentile(logs, [25, 75])
+    return float(q3 - q1)
+
+
+def disturbed(x, y, alpha: float = 0.05) -> str | None:
+    """One line naming the side ("A" is x, "B" is y) whose runs look disturbed, or None.
+
+    >>> rng = np.random.default_rng(1)
+    >>> a = 24.0 * np.exp(rng.normal(0, 0.02, 20))
+    >>> disturbed(a, 1.1 * a[::-1]) is None
+    True
+    >>> print(disturbed(np.r_[a[:13], 2 * a[13:]], 1.1 * a))  # doctest: +ELLIPSIS
+    A's runs spread ...× as wide as B's (relative IQR): a change of speed does not do that; its runs look disturbed
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: must be in (0, 1), got {alpha}")
+    log_x, log_y = _log_sample("x", x), _log_sample("y", y)
+    if log_x.size < MIN_RUNS or log_y.size < MIN_RUNS:
+        return None
+    spread_x, spread_y = _relative_iqr(log_x), _relative_iqr(log_y)
+    if max(spread_x, spread_y) < MATERIAL_SPREAD:
+        return None
+    wide, narrow, side, other = ((spread_x, spread_y, "A", "B") if spread_x >= spread_y
+                                 else (spread_y, spread_x, "B", "A"))
+    factor = math.inf if narrow == 0 else wide / narrow
+    if factor < SPREAD_FACTOR:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pvalue = stats.levene(log_x, log_y, center="median").pvalue
+    if not pvalue <= alpha:
+        return None
+    shown = "infinitely" if math.isinf(factor) else f"{factor:.1f}×"
+    return (f"{side}'s runs spread {shown} as wide as {other}'s (relative IQR): a change of speed does not "
+            f"do that; its runs look disturbed")
