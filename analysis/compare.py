@@ -6,6 +6,11 @@ the speedup ratio is A/B (above 1: B is faster), SPARC's S = X/Y and the Speedup
 X = A, Y = B. The Speedup-Test protocols are one-sided for a speedup; perfctl runs them both ways, each at
 alpha/2, so "B faster" and "B slower" together keep the risk at alpha. Every family of tests (SPARC's;
 each Speedup-Test protocol's) is corrected over all benchmarks and metrics of the comparison.
+
+SPARC's verdicts come from one of two families (``Parameters.family``, analysis/sparc.py): "simultaneous"
+(default: Bonferroni intervals at 1 - alpha/m, the verdict read off the interval printed beside it) or
+"sparc" (the paper's Holm family over 2m + g p-values, beside an unadjusted interval). docs/statistics.md,
+"Verdicts, intervals and the family", gives the measured error and power of each.
 """
 
 from __future__ import annotations
@@ -17,8 +22,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfctl.analysis import spa
+from perfctl.analysis.disturbance import disturbed as disturbance
 from perfctl.analysis.multiple import adjust
-from perfctl.analysis.sparc import OverallTest, Relevance, SparcDecision, sparc_suite, sparc_tests
+from perfctl.analysis.sparc import (
+    FAMILIES,
+    OverallTest,
+    Relevance,
+    SparcDecision,
+    simultaneous_suite,
+    sparc_suite,
+    sparc_tests,
+)
 from perfctl.analysis.speedup_test import (
     MeanTestResult,
     MedianTestResult,
@@ -31,10 +45,16 @@ from perfctl.analysis.speedup_test import (
     median_test,
     observed_speedups,
     overall_speedup,
+    planning_proportion,
     proportion_interval,
 )
 
 FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"
+DISTURBED = "disturbed"
+FAIL_ON = ("relevant", "beyond")
+# Below this many judged benchmarks the proportion of accelerated ones and the benchmarks needed for a
+# precision are planning figures, not findings (Clopper-Pearson at 95% over 9 benchmarks is >= 0.6 wide).
+FEW_BENCHMARKS = 10
 MIN_PRECISION = 1e-6
 
 
@@ -48,6 +68,7 @@ class Parameters:
     correction: str = "holm"
     precision: float = 0.05
     seed: int = 0
+    family: str = "simultaneous"
 
     def validate(self) -> None:
         for name in ("alpha", "confidence", "proportion", "margin", "precision"):
@@ -65,6 +86,8 @@ class Parameters:
                              f"got {self.proportion}")
         if self.correction not in ("holm", "bonferroni", "bh"):
             raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family: simultaneous or sparc, got {self.family!r}")
 
 
 @dataclass(frozen=True)
@@ -99,18 +122,34 @@ class BenchmarkComparison:
     pairing: str | None = None
     cannot_conclude: str | None = None
     warnings: tuple[str, ...] = ()
+    disturbed: str | None = None
 
     @property
     def verdict(self) -> str:
-        """SPARC's relevance, or why nothing could be concluded."""
+        """SPARC's relevance (Table I), "disturbed" when a side's runs look disturbed in a way a change of
+        speed cannot explain (analysis/disturbance.py), or "cannot conclude" when nothing could be judged.
+
+        relevant difference: a difference is shown and equivalence is not (the change may lie inside the
+        margin); trivial difference: a difference is shown and so is equivalence; equivalence: equivalence is
+        shown, a difference is not; indeterminate: neither. ``sparc.beyond`` says whether the change is shown
+        to exceed the margin."""
         if self.cannot_conclude:
             return CANNOT_CONCLUDE
+        if self.disturbed:
+            return DISTURBED
         return self.sparc.relevance.value
 
     @property
     def relevant_slowdown(self) -> bool:
-        return (self.sparc is not None and self.sparc.relevance is Relevance.RELEVANT
-                and self.sparc.tests.ratio < 1)
+        """B is shown slower and not shown equivalent (relevant difference, ratio below 1), on undisturbed data."""
+        return (self.sparc is not None and not self.disturbed and not self.cannot_conclude
+                and self.sparc.relevance is Relevance.RELEVANT and self.sparc.tests.ratio < 1)
+
+    @property
+    def beyond_slowdown(self) -> bool:
+        """B is shown slower by more than the margin (the interval lies below 1 - margin), on undisturbed data."""
+        return (self.sparc is not None and not self.disturbed and not self.cannot_conclude
+                and self.sparc.beyond == "slower")
 
 
 @dataclass(frozen=True)
@@ -123,6 +162,7 @@ class MetricSummary:
     accelerated_exact: ProportionInterval | None
     benchmarks_needed: int | None
     sparc_overall: OverallTest | None
+    proportion_note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,10 +173,22 @@ class Comparison:
     only_a: tuple[str, ...] = ()
     only_b: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    family: str = "simultaneous"
+    interval_level: float | None = None
+    family_size: int = 0
 
     @property
     def relevant_slowdowns(self) -> tuple[BenchmarkComparison, ...]:
         return tuple(b for b in self.benchmarks if b.relevant_slowdown)
+
+    def failures(self, fail_on: str) -> tuple[BenchmarkComparison, ...]:
+        """The benchmarks that fail a gate: "relevant", the relevant slowdowns (a slowdown is shown and it is
+        not shown negligible); "beyond", the slowdowns shown to exceed the margin."""
+        if fail_on == "relevant":
+            return self.relevant_slowdowns
+        if fail_on == "beyond":
+            return tuple(b for b in self.benchmarks if b.beyond_slowdown)
+        raise ValueError(f"fail_on: relevant or beyond, got {fail_on!r}")
 
 
 def _both_ways(test, x, y, alpha: float):
@@ -191,7 +243,7 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     keys = sorted(a)
     p = parameters
     prepared: list[BenchmarkComparison | dict] = []
-    tests, groups = [], []
+    tests, groups, samples = [], [], []
     for name, metric in keys:
         x = np.asarray(a[name, metric], dtype=float)
         y = np.asarray(b[name, metric], dtype=float)
@@ -203,9 +255,14 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
         test = sparc_tests(x, y, p.margin, paired=p.paired, confidence=p.confidence)
         tests.append(test)
         groups.append(metric)
-        prepared.append({"name": name, "metric": metric, "x": x, "y": y, "notes": key_notes})
+        samples.append((x, y))
+        prepared.append({"name": name, "metric": metric, "x": x, "y": y, "notes": key_notes,
+                         "disturbed": disturbance(x, y, p.alpha)})
 
-    suite = sparc_suite(tests, groups, p.alpha, p.correction)
+    if p.family == "simultaneous":
+        suite = simultaneous_suite(tests, samples, groups, p.alpha)
+    else:
+        suite = sparc_suite(tests, groups, p.alpha, p.correction)
     decisions = iter(suite.decisions)
     mean_raw, median_raw, staged = [], [], []
     for item in prepared:
@@ -231,7 +288,8 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
         index += 1
     summaries = tuple(_summarize(metric, [r for r in results if r.metric == metric], a, b, suite.overall.get(metric), p)
                       for metric in dict.fromkeys(m for _, m in keys))
-    return Comparison(tuple(results), summaries, p, tuple(only_a), tuple(only_b))
+    return Comparison(tuple(results), summaries, p, tuple(only_a), tuple(only_b), family=suite.family,
+                      interval_level=suite.interval_level, family_size=suite.family_size)
 
 
 def _adjust_present(raw: list[float | None], method: str) -> list[float | None]:
@@ -267,7 +325,7 @@ def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> Benchm
         item["name"], item["metric"], int(x.size), int(y.size), float(np.median(x)), float(np.median(y)),
         speedups=observed_speedups(x, y), sparc=item["sparc"], mean_protocol=mean, median_protocol=median,
         p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=spa_b, speedup_spa=speedup, pairing=pairing,
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), disturbed=item["disturbed"])
 
 
 def _summarize(metric: str, rows: list[BenchmarkComparison], a, b, overall: OverallTest | None,
@@ -280,9 +338,17 @@ def _summarize(metric: str, rows: list[BenchmarkComparison], a, b, overall: Over
     accelerated = sum(r.median_protocol.verdict == FASTER for r in judged)
     wilson = proportion_interval(accelerated, len(judged), p.confidence, "wilson-cc")
     exact = proportion_interval(accelerated, len(judged), p.confidence, "clopper-pearson")
-    needed = benchmarks_needed(wilson.proportion, p.precision, p.confidence)
+    planned, planning_note = planning_proportion(accelerated, len(judged))
+    needed = benchmarks_needed(planned, p.precision, p.confidence)
+    notes = []
+    if len(judged) < FEW_BENCHMARKS:
+        notes.append(f"over {len(judged)} benchmark{'s' if len(judged) != 1 else ''} the proportion's interval "
+                     f"says little about a suite, and {needed} benchmarks for ±{p.precision} is a plan, not a finding")
+    if planning_note:
+        notes.append(planning_note)
     return MetricSummary(metric, len(rows), overall_speedup(xs, ys, function="mean"),
-                         overall_speedup(xs, ys, function="median"), wilson, exact, needed, overall)
+                         overall_speedup(xs, ys, function="median"), wilson, exact, needed, overall,
+                         "; ".join(notes) or None)
 
 
 def finite_or_none(value: float | None) -> float | None:

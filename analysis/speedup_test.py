@@ -273,3 +273,24 @@ def benchmarks_needed(proportion: float, precision: float, confidence: float = 0
     if not math.isfinite(needed):
         raise ValueError(f"precision: {precision} asks for more benchmarks than can be counted")
     return max(1, math.ceil(needed - 1e-9))
+
+
+def planning_proportion(accelerated: int, benchmarks: int) -> tuple[float, str | None]:
+    """The proportion to plan ``benchmarks_needed`` with, and a note when it is not the observed one.
+
+    Section 4's b >= z^2 C(1 - C) / r^2 takes C from the benchmarks observed; when all or none were
+    accelerated, C(1 - C) = 0 asks for one benchmark whatever the precision. The worst case C = 0.5 (the
+    largest C(1 - C)) is used instead, and the note says so.
+
+    >>> planning_proportion(17, 30)
+    (0.5666666666666667, None)
+    >>> planning_proportion(0, 1)[0]
+    0.5
+    """
+    if benchmarks < 1 or not 0 <= accelerated <= benchmarks:
+        raise ValueError(f"accelerated, benchmarks: need 0 <= a <= b and b >= 1, got {accelerated}, {benchmarks}")
+    if 0 < accelerated < benchmarks:
+        return accelerated / benchmarks, None
+    observed = "all" if accelerated == benchmarks else "none"
+    return 0.5, (f"{observed} of {benchmarks} accelerated: the benchmarks needed are planned with the worst case "
+                 "proportion 0.5 (the observed 0 or 1 would ask for one)")

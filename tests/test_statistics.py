@@ -39,10 +39,18 @@ def test_signed_rank_matches_sparc_table_iv():
 def test_overall_test_matches_sparc_table_viii():
     ariane = [0.491, 1.0, 0.285, 1.0, 1.0, 1.0, 1.0, 1.0]
     verdicts = [Relevance.RELEVANT, Relevance.TRIVIAL, Relevance.RELEVANT] + [Relevance.TRIVIAL] * 5
+    # the paper's p-values: 0.491 and 0.285 left give p = 0.50, 0.432 alone p = 1.00
+    assert wilcoxon_signed_rank(np.array([0.491, 0.285]) - 1).pvalue == 0.5
+    assert wilcoxon_signed_rank(np.array([0.432]) - 1).pvalue == 1.0
+    # ... which no data could have brought below alpha 0.10 (2/2^k > 0.10 until k = 5): not applied, and said
     result = overall_test(ariane, verdicts, 0.10)
-    assert (result.pvalue, result.rejected, result.benchmarks_used, result.set_aside) == (0.5, False, 2, 6)
+    assert (result.pvalue, result.rejected, result.benchmarks_used, result.set_aside) == (None, False, 2, 6)
+    assert result.reason.startswith("needs at least 5 benchmarks to reach alpha 0.1: not applied")
     shakti = overall_test([0.432] + [1.0] * 7, [Relevance.RELEVANT] + [Relevance.TRIVIAL] * 7, 0.10)
-    assert shakti.pvalue == 1.0 and not shakti.rejected
+    assert shakti.pvalue is None and not shakti.rejected and "needs at least 5" in shakti.reason
+    # five benchmarks all slower can reach it: 2/2^5 = 0.0625 <= 0.10
+    five = overall_test([0.9, 0.8, 0.85, 0.7, 0.95], [Relevance.RELEVANT] * 5, 0.10)
+    assert five.reason is None and five.pvalue == pytest.approx(0.0625) and five.direction == "slower"
 
 
 def test_table_i_relevance():
