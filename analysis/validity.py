@@ -21,7 +21,9 @@ import numpy as np
 from scipy import stats
 
 from perfctl.analysis import spa
+from perfctl.analysis.multiple import holm
 from perfctl.analysis.rank_tests import hodges_lehmann_shift, mann_whitney
+from perfctl.analysis.sparc import Relevance, beyond, read_off, relevance, simultaneous_suite, sparc_suite, sparc_tests
 from perfctl.analysis.speedup_test import mean_test, median_test
 
 Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
@@ -179,3 +181,130 @@ def type_one_checks(pop: Population, alpha: float, delta: float, n: int, trials:
 def tolerance(level: float, trials: int, sigmas: float = 3.0) -> float:
     """Monte Carlo tolerance: an error rate may exceed ``level`` by this much before it counts as a breach."""
     return sigmas * math.sqrt(level * (1 - level) / trials)
+
+
+# --- Families of decisions (issue 14, point 3): family-wise error, power, agreement with the interval ---
+
+# True ratios A/B given to the benchmarks of a simulated comparison, in turn: a null (1.00), a small slowdown
+# inside the margin (0.97), one beyond it (0.90) and a small speedup inside it (1.02).
+FAMILY_RATIOS = (1.00, 0.97, 0.90, 1.02)
+# The least favourable ratios for the error: no effect (a difference claim is false), just outside the band
+# (an equivalence claim is false) and on the margin (a "beyond" claim is false).
+BOUNDARY_RATIOS = (1.00, 0.949, 0.95, 1.051, 1.05)
+FAMILY_CHOICES = ("sparc", "split", "simultaneous")
+
+
+@dataclass(frozen=True)
+class FamilyCheck:
+    """One family on one population with ``benchmarks`` per comparison, over ``trials`` comparisons.
+
+    ``fwer``: the fraction of comparisons with at least one false claim (a difference where the true ratio
+    is 1 or in the wrong direction, equivalence where the ratio is outside [1 - margin, 1 + margin], "beyond"
+    where the ratio is not beyond the margin on that side); ``fwer_verdicts`` the same for the verdicts alone
+    (difference and equivalence, SPARC's claims, without "beyond"). ``power``: (label, rate) pairs: difference
+    (slower) shown at 0.97 and 0.90, equivalence shown at 1.00 and 1.02, beyond (slower) shown at 0.90.
+    ``agreement``: the fraction of benchmark verdicts equal to Table I read off the interval printed beside
+    them (None for split, which has no interval of its own).
+    """
+
+    population: str
+    family: str
+    benchmarks: int
+    trials: int
+    fwer: float
+    fwer_verdicts: float
+    power: tuple[tuple[str, float], ...]
+    agreement: float | None
+    comparisons: int
+
+
+def _split_decisions(tests, alpha: float) -> list[tuple[Relevance, str | None]]:
+    """Holm over the m difference p-values at alpha/2 and Holm over the m TOST p-values at alpha/2 (TOST is
+    an intersection-union test: its two halves need no correction between them, Berger & Hsu 1996)."""
+    difference = holm([t.difference_pvalue for t in tests])
+    equivalence = holm([t.equivalence_pvalue for t in tests])
+    out = []
+    for test, d, e in zip(tests, difference, equivalence):
+        verdict = relevance(d <= alpha / 2, e <= alpha / 2)
+        shown = beyond(test.ratio_low, test.ratio_high, test.delta) if verdict is Relevance.RELEVANT else None
+        out.append((verdict, shown))
+    return out
+
+
+def _false_claim(verdict: Relevance, estimate: float, shown_beyond: str | None, ratio: float, margin: float) -> bool:
+    """Is any claim of this decision false for the true ratio?"""
+    difference = verdict in (Relevance.RELEVANT, Relevance.TRIVIAL)
+    equivalence = verdict in (Relevance.EQUIVALENCE, Relevance.TRIVIAL)
+    if difference and (ratio == 1 or (estimate < 1) != (ratio < 1)):
+        return True
+    if equivalence and not 1 - margin <= ratio <= 1 + margin:
+        return True
+    if shown_beyond == "slower" and not ratio < 1 - margin:
+        return True
+    return shown_beyond == "faster" and not ratio > 1 + margin
+
+
+def family_checks(pop: Population, benchmarks: int, trials: int, rng: np.random.Generator, alpha: float = 0.05,
+                  margin: float = 0.05, n: int = 20, ratios: tuple[float, ...] = FAMILY_RATIOS) -> list[FamilyCheck]:
+    """Simulate ``trials`` comparisons of ``benchmarks`` benchmarks of ``n`` unpaired runs per side, benchmark i
+    of trial t with the true ratio ratios[(i + t) % len(ratios)] (B's runs are A's population divided by it), and
+    decide each with the three families on the same data: sparc (analysis/sparc.sparc_suite, Holm over
+    2m + 1), split (Holm over the m difference p-values and over the m TOST p-values, each at alpha/2) and
+    simultaneous (analysis/sparc.simultaneous_suite). Pure: all randomness from ``rng``."""
+    if benchmarks < 1 or trials < 1 or n < 2:
+        raise ValueError(f"benchmarks, trials, n: need >= 1, >= 1, >= 2, got {benchmarks}, {trials}, {n}")
+    labels = ("difference at 0.97", "difference at 0.90", "equivalence at 1.00", "equivalence at 1.02",
+              "beyond at 0.90")
+    failed = dict.fromkeys(FAMILY_CHOICES, 0)
+    failed_verdicts = dict.fromkeys(FAMILY_CHOICES, 0)
+    shown = {family: dict.fromkeys(labels, 0) for family in FAMILY_CHOICES}
+    exposures = dict.fromkeys(labels, 0)
+    agree = {"sparc": 0, "simultaneous": 0}
+    groups = ["t"] * benchmarks
+    cycle = ratios
+    for trial in range(trials):
+        ratios = [cycle[(i + trial) % len(cycle)] for i in range(benchmarks)]
+        samples = [(pop.draw(rng, (n,)), pop.draw(rng, (n,)) / ratio) for ratio in ratios]
+        tests = [sparc_tests(x, y, margin, confidence=1 - alpha) for x, y in samples]
+        paper = sparc_suite(tests, groups, alpha, "holm").decisions
+        simultaneous = simultaneous_suite(tests, samples, groups, alpha).decisions
+        decided = {"sparc": [(d.relevance, d.beyond) for d in paper], "split": _split_decisions(tests, alpha),
+                   "simultaneous": [(d.relevance, d.beyond) for d in simultaneous]}
+        for family in ("sparc", "simultaneous"):
+            for d in paper if family == "sparc" else simultaneous:
+                agree[family] += d.relevance is relevance(*read_off(d.low, d.high, margin))
+        for ratio in ratios:
+            exposures["difference at 0.97"] += ratio == 0.97
+            exposures["difference at 0.90"] += ratio == 0.90
+            exposures["equivalence at 1.00"] += ratio == 1.00
+            exposures["equivalence at 1.02"] += ratio == 1.02
+            exposures["beyond at 0.90"] += ratio == 0.90
+        for family, decisions in decided.items():
+            failed[family] += any(_false_claim(v, t.ratio, b, r, margin)
+                                  for (v, b), t, r in zip(decisions, tests, ratios))
+            failed_verdicts[family] += any(_false_claim(v, t.ratio, None, r, margin)
+                                           for (v, _), t, r in zip(decisions, tests, ratios))
+            for (verdict, shown_beyond), test, ratio in zip(decisions, tests, ratios):
+                slower = verdict in (Relevance.RELEVANT, Relevance.TRIVIAL) and test.ratio < 1
+                equivalent = verdict in (Relevance.EQUIVALENCE, Relevance.TRIVIAL)
+                counts = shown[family]
+                counts["difference at 0.97"] += ratio == 0.97 and slower
+                counts["difference at 0.90"] += ratio == 0.90 and slower
+                counts["equivalence at 1.00"] += ratio == 1.00 and equivalent
+                counts["equivalence at 1.02"] += ratio == 1.02 and equivalent
+                counts["beyond at 0.90"] += ratio == 0.90 and shown_beyond == "slower"
+    comparisons = trials * benchmarks
+    return [FamilyCheck(pop.name, family, benchmarks, trials, failed[family] / trials,
+                        failed_verdicts[family] / trials,
+                        tuple((label, shown[family][label] / exposures[label] if exposures[label] else math.nan)
+                              for label in labels),
+                        agree[family] / comparisons if family in agree else None, comparisons)
+            for family in FAMILY_CHOICES]
+
+
+def family_populations(ferret: np.ndarray) -> list[Population]:
+    """The populations of the family simulation: log-normal with a CV of 2% (real-looking dispersion of a
+    quiet machine) and the real ferret runs (resampled)."""
+    values = np.asarray(ferret, dtype=float)
+    return [Population("log-normal CV 2%", lambda rng, shape: 100.0 * rng.lognormal(0.0, 0.02, shape)),
+            Population("ferret", lambda rng, shape: rng.choice(values, shape))]
