@@ -66,8 +66,8 @@ def families(args, ferret: np.ndarray) -> int:
         print(f"true ratios A/B ({name}), benchmark i of comparison t at ratios[(i + t) % {len(ratios)}]: "
               + " ".join(f"{r:g}" for r in ratios))
         labels = ("diff .97", "diff .90", "equiv 1.00", "equiv 1.02", "beyond .90")
-        print(f"{'population':17} {'m':>2} {'family':13} {'FWER':>6} {'verdicts':>8} " + " ".join(f"{label:>10}" for label in labels)
-              + f" {'agreement':>9}")
+        print(f"{'population':17} {'m':>2} {'family':13} {'FWER':>6} {'verdicts':>8} "
+              + " ".join(f"{label:>10}" for label in labels) + f" {'agreement':>9}")
         for pop in validity.family_populations(ferret):
             for m in (1, 5, 20):
                 for check in validity.family_checks(pop, m, args.family_trials, rng, alpha, margin, runs, ratios):
