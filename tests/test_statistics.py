@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from perfctl.analysis import multiple, spa
+from perfctl.analysis import multiple, spa, validity
+from perfctl.analysis.compare import Parameters, compare
 from perfctl.analysis.rank_tests import hodges_lehmann_center, hodges_lehmann_shift, mann_whitney, wilcoxon_signed_rank
-from perfctl.analysis.sparc import Relevance, overall_test, relevance, sparc_suite, sparc_tests
+from perfctl.analysis.sparc import Relevance, overall_test, read_off, relevance, sparc_suite, sparc_tests
 from perfctl.analysis.speedup_test import (
     Verdict,
     benchmarks_needed,
@@ -17,6 +18,7 @@ from perfctl.analysis.speedup_test import (
     median_test,
     observed_speedups,
     overall_speedup,
+    planning_proportion,
     proportion_interval,
 )
 
@@ -255,3 +257,128 @@ def test_corrections():
     assert np.allclose(multiple.bonferroni([0.001], family_size=34), [0.034])  # SPARC Eq. 2
     with pytest.raises(ValueError, match="pvalues"):
         multiple.holm([0.5, 1.5])
+
+
+# --- Verdicts, intervals and the family (issue 14) ---
+
+def _suite(seed: int = 13):
+    """Four equivalent benchmarks and one ~3% slower with a CV of 3%, 20 runs per side."""
+    rng = np.random.default_rng(seed)
+    a, b = {}, {}
+    for i in range(4):
+        a[f"eq{i}", "t"] = 100 * rng.lognormal(0, 0.01, 20)
+        b[f"eq{i}", "t"] = 100 * rng.lognormal(0, 0.01, 20)
+    a["target", "t"] = 100 * rng.lognormal(0, 0.03, 20)
+    b["target", "t"] = 100 / 0.97 * rng.lognormal(0, 0.03, 20)
+    return a, b
+
+
+def _row(comparison, name):
+    return next(r for r in comparison.benchmarks if r.benchmark == name)
+
+
+def test_sparc_family_can_say_indeterminate_beside_an_interval_excluding_1_and_simultaneous_cannot():
+    a, b = _suite()
+    paper = compare(a, b, Parameters(family="sparc"))
+    target = _row(paper, "target")
+    # the issue's report: raw rank-sum p 0.033, Holm over 2*5 + 1 = 11 tests -> 0.229, "indeterminate" beside
+    # the unadjusted 95% interval [0.947, 0.995] that excludes 1
+    assert (paper.family, paper.family_size, paper.interval_level) == ("sparc", 11, None)
+    assert target.sparc.tests.difference_pvalue == pytest.approx(0.0326, abs=5e-4)
+    assert target.sparc.difference_adjusted == pytest.approx(0.2285, abs=5e-4)
+    assert target.verdict == "indeterminate" and not target.sparc.reads_off and target.sparc.level == 0.95
+    assert target.sparc.high == pytest.approx(0.9948, abs=1e-4) and target.sparc.high < 1
+    # simultaneous: the 1 - 0.05/5 = 99% interval includes 1, and says the same as the verdict beside it
+    ours = compare(a, b, Parameters())
+    row = _row(ours, "target")
+    assert (ours.family, ours.family_size, ours.interval_level) == ("simultaneous", 5, pytest.approx(0.99))
+    assert row.sparc.reads_off and row.sparc.level == pytest.approx(0.99)
+    assert row.sparc.low == pytest.approx(0.9388, abs=1e-4) and row.sparc.high == pytest.approx(1.0100, abs=1e-4)
+    assert row.verdict == "indeterminate"
+    for r in ours.benchmarks:
+        assert r.sparc.relevance is relevance(*read_off(r.sparc.low, r.sparc.high, 0.05))
+    assert {r.verdict for r in ours.benchmarks if r.benchmark != "target"} == {"equivalence"}
+
+
+def test_family_is_validated():
+    with pytest.raises(ValueError, match="family: simultaneous or sparc, got 'holm'"):
+        Parameters(family="holm").validate()
+
+
+def test_relevant_within_the_margin_is_not_beyond_and_fail_on_chooses():
+    rng = np.random.default_rng(21)
+    base = 100 * rng.lognormal(0, 0.01, 30)
+    a = {("inside", "t"): base, ("outside", "t"): base}
+    # 5% slower: a difference is shown, equivalence is not (the interval crosses 0.95), nothing beyond the margin
+    # 15% slower: the whole interval lies below 0.95
+    b = {("inside", "t"): 100 / 0.95 * rng.lognormal(0, 0.01, 30),
+         ("outside", "t"): 100 / 0.85 * rng.lognormal(0, 0.01, 30)}
+    c = compare(a, b)
+    inside, outside = _row(c, "inside"), _row(c, "outside")
+    assert inside.verdict == outside.verdict == "relevant difference"
+    assert inside.sparc.low < 0.95 < inside.sparc.high < 1 and inside.sparc.beyond is None
+    assert outside.sparc.high < 0.95 and outside.sparc.beyond == "slower"
+    assert [r.benchmark for r in c.failures("relevant")] == ["inside", "outside"]
+    assert [r.benchmark for r in c.failures("beyond")] == ["outside"]
+    assert c.failures("relevant") == c.relevant_slowdowns
+    with pytest.raises(ValueError, match="fail_on"):
+        c.failures("trivial")
+    # B faster by 15%: beyond "faster", not a failure of either gate
+    faster = compare({("w", "t"): base}, {("w", "t"): 0.85 * rng.lognormal(0, 0.01, 30) * 100})
+    assert faster.benchmarks[0].sparc.beyond == "faster" and faster.failures("beyond") == ()
+    assert faster.failures("relevant") == ()
+
+
+def test_disturbed_side_is_never_a_slowdown():
+    rng = np.random.default_rng(3)
+    x = 24 * rng.lognormal(0, 0.01, 20)
+    y = 26.4 * rng.lognormal(0, 0.01, 20)
+    y[:12] *= 2  # B's block disturbed: its median doubles, far beyond the 10% change
+    c = compare({("w", "t"): x}, {("w", "t"): y})
+    row = c.benchmarks[0]
+    assert row.disturbed is not None and "B" in row.disturbed
+    assert row.verdict == "disturbed" and row.sparc.relevance is Relevance.RELEVANT and row.sparc.beyond == "slower"
+    assert not row.relevant_slowdown and not row.beyond_slowdown
+    assert c.failures("relevant") == c.failures("beyond") == ()
+
+
+def test_one_benchmark_overall_test_says_it_cannot_apply_and_why():
+    rng = np.random.default_rng(8)
+    c = compare({("w", "t"): 100 * rng.lognormal(0, 0.01, 20)},
+                {("w", "t"): 100 / 0.9 * rng.lognormal(0, 0.01, 20)})
+    assert c.benchmarks[0].verdict == "relevant difference"
+    summary = c.summaries[0]
+    overall = summary.sparc_overall
+    assert overall.pvalue is None and not overall.rejected
+    assert overall.reason.startswith("needs at least 6 benchmarks to reach alpha 0.05: not applied")
+    # 0 of 1 accelerated: the benchmarks needed are planned with 0.5, not the observed 0 (which asked for 1)
+    assert summary.accelerated.accelerated == 0
+    assert summary.benchmarks_needed == benchmarks_needed(0.5, 0.05, 0.95) == 385
+    assert "over 1 benchmark the proportion's interval says little" in summary.proportion_note
+    assert "worst case proportion 0.5" in summary.proportion_note
+    # under the paper's family the overall test's share is alpha / (2 + 1): it needs 7
+    paper = compare({("w", "t"): 100 * rng.lognormal(0, 0.01, 20)},
+                    {("w", "t"): 100 / 0.9 * rng.lognormal(0, 0.01, 20)}, Parameters(family="sparc"))
+    assert paper.summaries[0].sparc_overall.reason.startswith("needs at least 7 benchmarks")
+
+
+def test_planning_proportion_and_no_note_with_enough_benchmarks():
+    assert planning_proportion(3, 10) == (0.3, None)
+    proportion, note = planning_proportion(10, 10)
+    assert proportion == 0.5 and note.startswith("all of 10 accelerated")
+
+
+def test_simultaneous_verdicts_agree_with_their_interval_in_a_seeded_simulation():
+    pop = validity.family_populations(LARGE_L2)[1]
+    checks = {c.family: c for c in validity.family_checks(pop, 5, 40, np.random.default_rng(1))}
+    assert checks["simultaneous"].agreement == 1.0 and checks["simultaneous"].comparisons == 200
+    # the paper's family does not: its verdicts are Holm-corrected, its interval is not
+    assert checks["sparc"].agreement < 1.0
+
+
+def test_simultaneous_family_keeps_its_family_wise_error_at_the_least_favourable_ratios():
+    pop = validity.family_populations(SMALL_L2)[0]
+    trials = 150
+    checks = {c.family: c for c in validity.family_checks(pop, 5, trials, np.random.default_rng(2),
+                                                          ratios=validity.BOUNDARY_RATIOS)}
+    assert checks["simultaneous"].fwer <= 0.05 + validity.tolerance(0.05, trials)
