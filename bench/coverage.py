@@ -15,7 +15,7 @@ intervals at 1 - alpha/m, verdicts read off them), once on a mix of true ratios 
 favourable ones; and the agreement of every verdict with the interval printed beside it.
 
     python bench/coverage.py [--trials 1000] [--runs 22] [--confidence 0.9] [--no-bootstrap]
-                             [--family-trials 2000] [--families-only | --no-families]
+                             [--family-trials 1000] [--families-only | --no-families]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--confidence", type=float, default=0.9)
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--no-bootstrap", action="store_true", help="skip BCa (the slow contrast)")
-    parser.add_argument("--family-trials", type=int, default=2000,
+    parser.add_argument("--family-trials", type=int, default=1000,
                         help="simulated comparisons per family table row")
     parser.add_argument("--families-only", action="store_true", help="only the families of verdicts")
     parser.add_argument("--no-families", action="store_true", help="skip the families of verdicts")
