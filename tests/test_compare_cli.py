@@ -44,7 +44,7 @@ def test_equal_work_is_equivalent_and_exits_0(builds):
     result = perfctl("compare", builds["a"], builds["b"], "--metric", "page-faults")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "equivalence" in result.stdout and "metrics chosen with --metric" not in result.stdout
-    assert "ratio = A/B" in result.stdout and "holm" in result.stdout
+    assert "ratio = A/B" in result.stdout and "Bonferroni" in result.stdout
 
 
 def test_relevant_slowdown_exits_3_and_json_says_so(builds):
@@ -257,3 +257,70 @@ def test_human_units():
     assert units.ratio(1.0449, 1.0241, 1.0722) == "1.045× [1.024, 1.072]" and units.ratio(None) == "-"
     assert units.interval(44_568_000, 47_456_000, "ns") == "[44.568, 47.456] ms"
     assert units.interval(950, 1_200, "ns") == "[950 ns, 1.200 µs]" and units.interval(None, 5, "count") == "[…, 5]"
+
+
+def _read_off(low, high, margin):
+    """SPARC's Table I read off an interval (docs/statistics.md)."""
+    if low is None or high is None:
+        return "indeterminate"
+    difference = high < 1 or low > 1
+    equivalence = 1 - margin <= low and high <= 1 + margin
+    return {(True, False): "relevant difference", (True, True): "trivial difference",
+            (False, True): "equivalence", (False, False): "indeterminate"}[difference, equivalence]
+
+
+def _spread(center, n=20, cv=0.004, seed=0):
+    import numpy as np
+
+    return [float(v) for v in center * np.exp(np.random.default_rng(seed).normal(0, cv, n))]
+
+
+def test_every_verdict_reads_off_the_interval_printed_beside_it(tmp_path):
+    """Issue 14 point 1: the default family's intervals are the ones the verdicts read from, at the level
+    the statement names; the sparc family says its intervals are not adjusted."""
+    a = _hyperfine_file(tmp_path / "a.json", {f"b{k}": _spread(0.010, seed=k) for k in range(6)})
+    b = _hyperfine_file(tmp_path / "b.json", {f"b{k}": _spread(0.010 * f, seed=10 + k)
+                                              for k, f in enumerate((1.0, 1.0, 1.01, 1.03, 1.08, 0.9))})
+    done = perfctl("compare", a, b, "--format", "json")
+    document = json.loads(done.stdout)
+    assert document["interval_level"] == pytest.approx(1 - 0.05 / 6) and document["family_size"] == 6
+    for row in document["benchmarks"]:
+        assert row["interval_level"] == document["interval_level"]
+        assert row["verdict"] == _read_off(row["ratio_low"], row["ratio_high"], 0.05), row
+    text = perfctl("compare", a, b).stdout
+    assert "every verdict reads off its A/B interval, at 99.17%" in " ".join(text.split())
+    assert "A/B [99.17%]" in text
+    sparc = " ".join(perfctl("compare", a, b, "--family", "sparc").stdout.split())
+    assert "--family sparc" in sparc and "not adjusted: a verdict may not read off its interval" in sparc
+
+
+def test_fail_on_chooses_which_slowdown_exits_3(tmp_path):
+    """Issue 14 point 2: a 5% slowdown, shown but not shown beyond the 5% margin (its interval crosses the
+    band's edge), is a relevant difference: it fails under --fail-on relevant (the default) and passes under
+    --fail-on beyond; a 20% one fails both."""
+    a = _hyperfine_file(tmp_path / "a.json", {"x": _spread(0.010, seed=1, cv=0.01)})
+    small = _hyperfine_file(tmp_path / "small.json", {"x": _spread(0.0105, seed=2, cv=0.01)})
+    large = _hyperfine_file(tmp_path / "large.json", {"x": _spread(0.012, seed=3)})
+    row = json.loads(perfctl("compare", a, small, "--format", "json").stdout)["benchmarks"][0]
+    assert row["verdict"] == "relevant difference" and row["margin"] == "crosses" and row["beyond"] is None, row
+    assert perfctl("compare", a, small).returncode == 3
+    assert perfctl("compare", a, small, "--fail-on", "beyond").returncode == 0
+    row = json.loads(perfctl("compare", a, large, "--format", "json").stdout)["benchmarks"][0]
+    assert row["margin"] == "beyond" and row["beyond"] == "slower"
+    assert perfctl("compare", a, large, "--fail-on", "beyond").returncode == 3
+    quiet = perfctl("compare", a, large, "--fail-on", "beyond", "-q")
+    assert quiet.stdout.startswith("slowdown of B beyond the margin: x")
+
+
+def test_one_benchmark_reads_without_contradiction(tmp_path):
+    """Issue 14 points 4 and 5: with one benchmark the overall test says why it does not apply, every ratio
+    says what it is, and the mean protocol's column is only under --verbose."""
+    a = _hyperfine_file(tmp_path / "a.json", {"x": _spread(0.010, seed=1, cv=0.01)})
+    b = _hyperfine_file(tmp_path / "b.json", {"x": _spread(0.0105, seed=2, cv=0.01)})
+    text = " ".join(perfctl("compare", a, b).stdout.split())
+    assert "Hodges-Lehmann estimate (the median of all A_i/B_j)" in text
+    assert "speedup of medians" in text and "= sum of A's medians / sum of B's" in text
+    assert "not applied" in text and "p = 1" not in text
+    assert "relevant difference: the interval excludes 1 and is not inside the margin band" in text
+    assert " mean " not in perfctl("compare", a, b).stdout
+    assert "mean and median protocols" in perfctl("compare", a, b, "-v").stdout

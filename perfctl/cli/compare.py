@@ -25,14 +25,15 @@ def add_parser(sub) -> None:
     compare = sub.add_parser("compare", help="compare two sample files benchmark by benchmark",
                              description="Is B faster, slower or equivalent to A? Per benchmark and overall, "
                                          "with SPARC, the Speedup-Test and SPA (docs/statistics.md).",
-                             epilog=exit_status("0 no relevant slowdown", "3 a relevant slowdown of B",
+                             epilog=exit_status("0 no relevant slowdown", "3 a relevant slowdown of B (with "
+                                                "--fail-on beyond: a slowdown shown beyond the margin)",
                                                 "4 no benchmark could be judged", "2 bad usage or input (a missing, "
                                                 "empty or unknown file, no benchmark in common, an unreachable "
                                                 "server)", f"{SIGNAL_EXIT} (docs/statistics.md)"))
     inputs(compare)
     compare.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
     compare.add_argument("--html", metavar="FILE", help="also write the HTML report to FILE (docs/report.md)")
-    loudness(compare, verbose="accepted (the table already shows every detail)",
+    loudness(compare, verbose="the details table shows the Speedup-Test's mean protocol too",
              quiet="with --format table: only the relevant slowdowns, or that nothing could be judged")
 
 
@@ -58,7 +59,15 @@ def inputs(command, inputs_required: bool = True) -> None:
     command.add_argument("--margin", type=probability, default=0.05,
                          help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent (0.05)")
     command.add_argument("--paired", action="store_true", help="runs were taken in rounds: pair them by index")
-    command.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm")
+    command.add_argument("--family", choices=("simultaneous", "sparc"), default="simultaneous",
+                         help="simultaneous (default): every verdict reads off its A/B interval, all intervals "
+                              "Bonferroni-adjusted together; sparc: the paper's family of tests, intervals not "
+                              "adjusted (docs/statistics.md)")
+    command.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm",
+                         help="with --family sparc: the correction over its tests (default holm)")
+    command.add_argument("--fail-on", choices=("relevant", "beyond"), default="relevant",
+                         help="which slowdown of B exits 3: relevant (default: a difference shown and equivalence "
+                              "not) or beyond (the interval lies entirely beyond the margin)")
     command.add_argument("--precision", type=probability, default=0.05,
                          help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
     command.add_argument("--seed", type=non_negative_int, default=0, help="seed of the SPA speedup pairing")
@@ -73,7 +82,7 @@ def _parameters(args, command: str):
 
     parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
                             margin=args.margin, paired=args.paired, correction=args.correction,
-                            precision=args.precision, seed=args.seed)
+                            precision=args.precision, seed=args.seed, family=args.family)
     try:
         parameters.validate()
     except ValueError as err:  # before any file is read or server called: one line, exit 2
@@ -94,7 +103,8 @@ def _machines(args) -> bool:
 def run(args) -> int:
     if args.html:
         check_target(args.html, "perfctl compare", (args.a, args.b))
-    if _machines(args) and not args.html:  # the server compares its stored runs itself
+    defaults = args.family == "simultaneous" and args.fail_on == "relevant"  # what the server's Compare knows
+    if _machines(args) and not args.html and defaults:  # the server compares its stored runs itself
         return _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
     report = comparison(args, "perfctl compare")
     code = write(report, args.format, console())
@@ -122,7 +132,7 @@ def comparison(args, command: str):
             labels = (args.a, args.b)
             if args.benchmark:
                 _select(args.benchmark, a, b)
-        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args))
+        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on)
     except (DatasetError, PairingError, client.ClientError, security.SecurityError) as err:
         raise UsageError(f"{command}: {err}") from None
 

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.compare import Comparison
-from perfctl.report import NORMAL, QUIET, Report, csv_text, finite, json_text, write
+from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text, write
 from perfctl.text import cell, visible, visible_lines
 
 
@@ -35,21 +35,48 @@ class CompareContext:
     units: dict[str, str] = field(default_factory=dict)
 
 ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
-              "ratio_high", "verdict", "difference_p_adjusted", "equivalence_p_adjusted", "mean_protocol",
-              "median_protocol", "p_a_greater_b", "spa_a_low", "spa_a_high", "spa_b_low", "spa_b_high",
-              "speedup_spa_low", "speedup_spa_high", "warnings")
+              "ratio_high", "interval_level", "verdict", "margin", "beyond", "disturbed", "difference_p_adjusted",
+              "equivalence_p_adjusted", "mean_protocol", "median_protocol", "p_a_greater_b", "spa_a_low",
+              "spa_a_high", "spa_b_low", "spa_b_high", "speedup_spa_low", "speedup_spa_high", "warnings")
+FAIL_ON = ("relevant", "beyond")
+
+# What each verdict means, said under every table (docs/statistics.md): SPARC's Table I read off the interval.
+VERDICTS = ("relevant difference: the interval excludes 1 and is not inside the margin band; trivial difference: "
+            "it excludes 1 and is inside the band; equivalence: it contains 1 and is inside the band; "
+            "indeterminate: neither is shown; disturbed: one side's runs spread or shift in a way a change of "
+            "speed cannot explain (its warning says which)")
+
+
+_HL_UNPAIRED = "the median of all A_i/B_j"
+_HL_PAIRED = "exp of the median Walsh average of log A_i/B_i"
+
+
+def margin_relation(low: float | None, high: float | None, margin: float) -> str:
+    """Where an A/B interval lies against the band [1 - margin, 1 + margin]: beyond it (the change is shown
+    to exceed the margin), inside it, or across an edge ('-' when an end is unbounded)."""
+    if low is None or high is None:
+        return "-"
+    if high < 1 - margin or low > 1 + margin:
+        return "beyond"
+    if low >= 1 - margin and high <= 1 + margin:
+        return "inside"
+    return "crosses"
 
 
 def rows(comparison: Comparison) -> list[dict]:
     out = []
+    margin = comparison.parameters.margin
     for r in comparison.benchmarks:
         tests = r.sparc.tests if r.sparc else None
+        low, high = (r.sparc.low, r.sparc.high) if r.sparc else (None, None)
         out.append({
             "benchmark": r.benchmark, "metric": r.metric, "n_a": r.n_a, "n_b": r.n_b,
             "median_a": r.median_a, "median_b": r.median_b,
-            "ratio_a_over_b": tests.ratio if tests else None,
-            "ratio_low": tests.ratio_low if tests else None, "ratio_high": tests.ratio_high if tests else None,
-            "verdict": r.verdict,
+            # the Hodges-Lehmann ratio and the interval the verdict reads from (--family sparc: unadjusted)
+            "ratio_a_over_b": tests.ratio if tests else None, "ratio_low": low, "ratio_high": high,
+            "interval_level": r.sparc.level if r.sparc else None,
+            "verdict": r.verdict, "margin": margin_relation(low, high, margin) if r.sparc else "-",
+            "beyond": r.sparc.beyond if r.sparc else None, "disturbed": r.disturbed,
             "difference_p_adjusted": r.sparc.difference_adjusted if r.sparc else None,
             "equivalence_p_adjusted": r.sparc.equivalence_adjusted if r.sparc else None,
             "mean_protocol": r.mean_protocol.verdict if r.mean_protocol else None,
@@ -60,7 +87,7 @@ def rows(comparison: Comparison) -> list[dict]:
             "speedup_spa_low": r.speedup_spa.low if r.speedup_spa else None,
             "speedup_spa_high": r.speedup_spa.high if r.speedup_spa else None,
             "warnings": "; ".join(([f"cannot conclude: {r.cannot_conclude}"] if r.cannot_conclude else [])
-                                  + list(r.warnings)),
+                                  + ([f"disturbed: {r.disturbed}"] if r.disturbed else []) + list(r.warnings)),
         })
     return out
 
@@ -71,14 +98,33 @@ def statement(comparison: Comparison, context: CompareContext) -> list[str]:
     units = context.units or {}
     unit_text = ", ".join(f"{m} in {units[m]}" for m in context.metrics if units.get(m))
     lines = [f"A = {context.a}  B = {context.b}  ({context.format})",
-             f"metric: {context.metric_choice}{f' ({unit_text})' if unit_text else ''}; ratio = A/B, above 1 "
-             f"means B is faster (lower {', '.join(context.metrics)} is better)",
-             f"alpha {p.alpha} ({p.correction} over all tests of the comparison), confidence {p.confidence}, "
-             f"equivalence margin [{1 - p.margin:g}, {1 + p.margin:g}], SPA proportion {p.proportion}, "
-             f"{'paired (runs matched by index)' if p.paired else 'unpaired runs'}"]
+             f"metric: {context.metric_choice}{f' ({unit_text})' if unit_text else ''}; ratio = A/B, the "
+             f"Hodges-Lehmann estimate ({_HL_PAIRED if p.paired else _HL_UNPAIRED}); above 1 B is faster "
+             f"(lower {', '.join(context.metrics)} is better)",
+             _levels(comparison),
+             f"equivalence margin [{1 - p.margin:g}, {1 + p.margin:g}]; SPA proportion {p.proportion} at "
+             f"confidence {p.confidence}; {'paired (runs matched by index)' if p.paired else 'unpaired runs'}"]
     if context.renamed:
         lines.append(context.renamed)
     return lines
+
+
+def percent(level: float) -> str:
+    """A confidence level as people write it: 0.95 -> '95%', 0.99833 -> '99.83%'."""
+    text = f"{level * 100:.2f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def _levels(comparison: Comparison) -> str:
+    """The line that says at which level the intervals are and how the verdicts follow from them."""
+    p = comparison.parameters
+    if comparison.interval_level is not None:
+        m = comparison.family_size
+        return (f"alpha {p.alpha}: every verdict reads off its A/B interval, at {percent(comparison.interval_level)} "
+                f"(1 - {p.alpha:g}/{m}, Bonferroni over {m} benchmark{'s' if m != 1 else ''} x metrics: all "
+                f"intervals hold together at {percent(1 - p.alpha)})")
+    return (f"alpha {p.alpha} ({p.correction} over SPARC's {comparison.family_size} tests, --family sparc); "
+            f"intervals at {percent(p.confidence)}, not adjusted: a verdict may not read off its interval")
 
 
 def _interval(low, high, digits: int = 4) -> str:
@@ -109,34 +155,42 @@ def _table(columns: tuple[str, ...], right: tuple[str, ...]) -> Table:
     return table
 
 
-def render_table(comparison: Comparison, context: CompareContext, console: Console) -> None:
-    """The verdict table (per benchmark: runs, medians in their unit, the A/B ratio and SPARC's verdict),
-    then the details table (the Speedup-Test's protocols, P[A>B], SPA's intervals), warnings and the
-    overall summaries."""
+def render_table(comparison: Comparison, context: CompareContext, console: Console, verbose: bool = False) -> None:
+    """The verdict table (per benchmark: runs, medians in their unit, the A/B ratio with the interval its
+    verdict reads from, SPARC's verdict, where the interval lies against the margin band), what the verdicts
+    mean, then the details table (the Speedup-Test's median protocol, and its mean protocol under
+    --verbose; P[A>B], SPA's intervals), warnings and the overall summaries."""
     for line in statement(comparison, context):
         console.print(visible(line), markup=False, highlight=False)
     metric_units = context.units or {}
+    p = comparison.parameters
+    level = comparison.interval_level or p.confidence
     # the metric is named in a column only when there are several (the statement above names it): the
     # tables of a one-metric comparison fit 100 columns
     several = len(context.metrics) > 1
-    table = _table(("benchmark", *(("metric",) if several else ()), "n A/B", "median A", "median B", "A/B [CI]",
-                    "SPARC"), right=("n A/B", "median A", "median B", "A/B [CI]"))
-    details = _table(("benchmark", *(("metric",) if several else ()), "mean", "median", "P[A>B]",
-                      f"SPA v{comparison.parameters.proportion:g} A", "SPA B"), right=("P[A>B]",))
-    details.title = "details: the Speedup-Test's mean and median protocols, P[A>B], SPA's intervals"
+    ratio_column = f"A/B [{percent(level)}]"
+    band = f"±{p.margin:g}"
+    table = _table(("benchmark", *(("metric",) if several else ()), "n A/B", "median A", "median B", ratio_column,
+                    "SPARC", band), right=("n A/B", "median A", "median B", ratio_column))
+    details = _table(("benchmark", *(("metric",) if several else ()), *(("mean",) if verbose else ()), "median",
+                      "P[A>B]", f"SPA v{p.proportion:g} A", "SPA B"), right=("P[A>B]",))
+    details.title = ("details: the Speedup-Test's " + ("mean and median protocols" if verbose else "median protocol")
+                     + f", P[A>B], SPA's {percent(p.confidence)} intervals")
     details.title_justify = "left"
     for row in rows(comparison):
         unit = metric_units.get(row["metric"])
-        table.add_row(cell(row["benchmark"]), *((cell(row["metric"]),) if several else ()),
-                      f"{row['n_a']}/{row['n_b']}",
+        metric = (cell(row["metric"]),) if several else ()
+        table.add_row(cell(row["benchmark"]), *metric, f"{row['n_a']}/{row['n_b']}",
                       units.quantity(row["median_a"], unit), units.quantity(row["median_b"], unit), _ratio(row),
-                      row["verdict"])
-        details.add_row(cell(row["benchmark"]), *((cell(row["metric"]),) if several else ()),
-                        row["mean_protocol"] or "-",
+                      row["verdict"], row["margin"])
+        details.add_row(cell(row["benchmark"]), *metric, *((row["mean_protocol"] or "-",) if verbose else ()),
                         row["median_protocol"] or "-", _number(row["p_a_greater_b"], 3),
                         units.interval(row["spa_a_low"], row["spa_a_high"], unit),
                         units.interval(row["spa_b_low"], row["spa_b_high"], unit))
     console.print(table)
+    console.print()
+    console.print(f"{band}: the interval lies beyond the margin band (the change is shown to exceed it), inside "
+                  "it, or crosses an edge. " + VERDICTS, markup=False, highlight=False)
     console.print()
     console.print(details)
     console.print()
@@ -145,44 +199,54 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
             console.print(visible(f"  {row['benchmark']} ({row['metric']}): {row['warnings']}"), markup=False,
                           highlight=False)
     for summary in comparison.summaries:
-        console.print(visible(f"overall, {summary.metric}:"), markup=False, highlight=False)
-        if summary.speedup_median is None:
-            console.print("  no benchmark could be judged", markup=False, highlight=False)
-            continue
-        console.print(f"  speedup of medians {summary.speedup_median.speedup:.4f} "
-                      f"(gain {summary.speedup_median.gain:+.2%}), "
-                      f"of means {summary.speedup_mean.speedup:.4f} (gain {summary.speedup_mean.gain:+.2%}) over "
-                      f"{summary.speedup_median.benchmarks} benchmarks (Speedup-Test Eq. 1-2, equal weights)",
-                      markup=False, highlight=False)
-        acc, exact = summary.accelerated, summary.accelerated_exact
-        console.print(f"  B faster (median protocol) on {acc.accelerated} of {acc.benchmarks}: proportion "
-                      f"{acc.proportion:.3f}, {acc.confidence:.0%} CI {_interval(acc.low, acc.high, 3)} (Wilson, "
-                      f"continuity-corrected) / {_interval(exact.low, exact.high, 3)} (Clopper-Pearson); "
-                      f"{summary.benchmarks_needed} benchmarks for ±{comparison.parameters.precision}",
-                      markup=False, highlight=False)
-        for note in acc.warnings:
-            console.print(visible(f"  note: {note}"), markup=False, highlight=False)
-        overall = summary.sparc_overall
-        if overall is not None:
-            if overall.pvalue is None:
-                text = overall.reason
-            else:
-                text = (f"Wilcoxon signed-rank over {overall.benchmarks_used} benchmarks' median ratios "
-                        f"({overall.set_aside} set aside as equivalent or trivial): p = {overall.pvalue:.4g} at "
-                        f"alpha {overall.alpha:.4g}: " + (f"B {overall.direction} overall" if overall.rejected
-                                                          else "no overall difference shown"))
-            console.print(visible(f"  SPARC overall: {text}"), markup=False, highlight=False)
+        for line in overall_lines(summary, p):
+            console.print(visible(line), markup=False, highlight=False)
     if comparison.only_a or comparison.only_b:
         console.print(visible(f"only in A: {', '.join(comparison.only_a) or '-'}; "
                               f"only in B: {', '.join(comparison.only_b) or '-'}"),
                       markup=False, highlight=False)
 
 
+def overall_lines(summary, p) -> list[str]:
+    """The overall summary of one metric, each number saying what it is (the table's and the page's)."""
+    lines = [f"overall, {summary.metric}:"]
+    if summary.speedup_median is None:
+        return lines + ["  no benchmark could be judged"]
+    median, mean = summary.speedup_median, summary.speedup_mean
+    lines.append(f"  speedup of medians {_fixed(median.speedup)} = sum of A's medians / sum of B's (gain "
+                 f"{_fixed(median.gain, '+.2%')}), of means {_fixed(mean.speedup)} (gain {_fixed(mean.gain, '+.2%')}),"
+                 f" over {median.benchmarks} benchmarks (Speedup-Test Eq. 1-2, equal weights; not the "
+                 "Hodges-Lehmann ratios of the table)")
+    acc, exact = summary.accelerated, summary.accelerated_exact
+    lines.append(f"  B faster (median protocol) on {acc.accelerated} of {acc.benchmarks}: proportion "
+                 f"{acc.proportion:.3f}, {acc.confidence:.0%} CI {_interval(acc.low, acc.high, 3)} (Wilson, "
+                 f"continuity-corrected) / {_interval(exact.low, exact.high, 3)} (Clopper-Pearson); "
+                 f"{summary.benchmarks_needed} benchmarks for ±{p.precision}")
+    note = getattr(summary, "proportion_note", None)
+    lines += [f"  note: {text}" for text in ((note,) if note else ()) + tuple(acc.warnings)]
+    overall = summary.sparc_overall
+    if overall is not None:
+        if overall.pvalue is None:
+            text = overall.reason
+        else:
+            text = (f"Wilcoxon signed-rank over {overall.benchmarks_used} benchmarks' ratios of medians "
+                    f"({overall.set_aside} set aside as equivalent or trivial): p = {overall.pvalue:.4g} at "
+                    f"alpha {overall.alpha:.4g}: " + (f"B {overall.direction} overall" if overall.rejected
+                                                      else "no overall difference shown"))
+        lines.append(f"  SPARC overall: {text}")
+    return lines
+
+
+def _fixed(value, spec: str = ".4f") -> str:
+    return f"{value:{spec}}" if value is not None and math.isfinite(value) else "-"
+
+
 def to_json(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
     return json_text(document(comparison, context, notes))
 
 
-def document(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> dict:
+def document(comparison: Comparison, context: CompareContext, notes: list[str] = (),
+             fail_on: str = "relevant") -> dict:
     """The JSON document: the per-benchmark rows, the overall summaries, every parameter, raw numbers."""
     summaries = []
     for s in comparison.summaries:
@@ -195,7 +259,8 @@ def document(comparison: Comparison, context: CompareContext, notes: list[str] =
                 accelerated_proportion=s.accelerated.proportion,
                 accelerated_ci_wilson_cc=[s.accelerated.low, s.accelerated.high],
                 accelerated_ci_clopper_pearson=[s.accelerated_exact.low, s.accelerated_exact.high],
-                accelerated_notes=list(s.accelerated.warnings), benchmarks_needed=s.benchmarks_needed)
+                accelerated_notes=list(s.accelerated.warnings), benchmarks_needed=s.benchmarks_needed,
+                proportion_note=getattr(s, "proportion_note", None))
         if s.sparc_overall is not None:
             o = s.sparc_overall
             entry["sparc_overall"] = {"pvalue": o.pvalue, "alpha": o.alpha, "rejected": o.rejected,
@@ -210,11 +275,15 @@ def document(comparison: Comparison, context: CompareContext, notes: list[str] =
         "units": {metric: (context.units or {}).get(metric) or None for metric in context.metrics},
         "parameters": {"alpha": p.alpha, "confidence": p.confidence, "proportion": p.proportion,
                        "margin": p.margin, "paired": p.paired, "correction": p.correction,
-                       "precision": p.precision, "seed": p.seed},
+                       "precision": p.precision, "seed": p.seed, "family": p.family, "fail_on": fail_on},
+        # the level of every interval the verdicts read from (null under --family sparc: they do not)
+        "interval_level": comparison.interval_level, "family_size": comparison.family_size,
+        "verdicts": VERDICTS,
         "statement": statement(comparison, context),
         "benchmarks": rows(comparison), "overall": summaries,
         "only_a": list(comparison.only_a), "only_b": list(comparison.only_b),
         "relevant_slowdowns": [r.benchmark for r in comparison.relevant_slowdowns],
+        "failures": [r.benchmark for r in comparison.failures(fail_on)],
         # what was left out of the inputs and why (warmups, failed or interfered runs, unusable samples)
         "notes": list(notes),
     }
@@ -227,22 +296,26 @@ def to_csv(comparison: Comparison) -> str:
 
 def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
     lines = [f"> {visible(line)}" for line in statement(comparison, context)] + [""]
-    lines.append("| benchmark | metric | n A/B | median A | median B | A/B [CI] | SPARC | mean | median | P[A>B] |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    level = percent(comparison.interval_level or comparison.parameters.confidence)
+    lines.append(f"| benchmark | metric | n A/B | median A | median B | A/B [{level}] | SPARC | "
+                 f"±{comparison.parameters.margin:g} | mean | median | P[A>B] |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     metric_units = context.units or {}
     for row in rows(comparison):
         unit = metric_units.get(row["metric"])
         lines.append(f"| {_markdown_cell(row['benchmark'])} | {_markdown_cell(row['metric'])} | "
                      f"{row['n_a']}/{row['n_b']} | {units.quantity(row['median_a'], unit)} "
                      f"| {units.quantity(row['median_b'], unit)} | {_ratio(row)} | {row['verdict']} | "
+                     f"{row['margin']} | "
                      f"{row['mean_protocol'] or '-'} | "
                      f"{row['median_protocol'] or '-'} | {_number(row['p_a_greater_b'], 3)} |")
     for summary in comparison.summaries:
         if summary.speedup_median is not None:
             lines.append("")
-            lines.append(f"Overall ({_markdown_cell(summary.metric)}): speedup of medians "
-                         f"{summary.speedup_median.speedup:.4f}, "
+            lines.append(f"Overall ({_markdown_cell(summary.metric)}): speedup of medians (sum of A's medians / "
+                         f"sum of B's) {_fixed(summary.speedup_median.speedup)}, "
                          f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
+    lines += ["", f"Verdicts: {VERDICTS}."]
     if notes:
         lines.append("")
         lines += [f"- note: {_markdown_cell(note)}" for note in notes]
@@ -258,9 +331,10 @@ def _markdown_cell(text: str) -> str:
 EXIT_NO_RELEVANT_SLOWDOWN, EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 0, 3, 4
 
 
-def exit_code(comparison: Comparison) -> int:
-    """0 no relevant slowdown; 3 a relevant slowdown of B; 4 no benchmark could be judged (docs/statistics.md)."""
-    if comparison.relevant_slowdowns:
+def exit_code(comparison: Comparison, fail_on: str = "relevant") -> int:
+    """0 no failure; 3 a slowdown of B that --fail-on counts (relevant: a relevant difference with B slower;
+    beyond: an interval entirely below 1 - margin); 4 no benchmark could be judged (docs/statistics.md)."""
+    if comparison.failures(fail_on):
         return EXIT_RELEVANT_SLOWDOWN
     if all(r.cannot_conclude for r in comparison.benchmarks):
         return EXIT_NOTHING_JUDGED
@@ -275,21 +349,21 @@ class CompareReport(Report):
     formats = ("table", "json", "csv", "markdown", "html")
 
     def __init__(self, comparison: Comparison, context: CompareContext, notes: list[str] = (), datasets=None,
-                 verbosity: int = NORMAL):
+                 verbosity: int = NORMAL, fail_on: str = "relevant"):
         self.comparison, self.context, self.notes = comparison, context, list(notes)
-        self.datasets, self.verbosity = datasets, verbosity
+        self.datasets, self.verbosity, self.fail_on = datasets, verbosity, fail_on
 
     def table(self, console: Console) -> None:
         if self.verbosity <= QUIET:  # only what fails a CI job: the relevant slowdowns, or nothing judged
-            for line in failure_lines(self.comparison):
+            for line in failure_lines(self.comparison, self.fail_on):
                 console.print(visible(line), markup=False, highlight=False)
             return
-        render_table(self.comparison, self.context, console)
+        render_table(self.comparison, self.context, console, verbose=self.verbosity >= VERBOSE)
         for note in self.notes:
             console.print(visible(f"note: {note}"), markup=False, highlight=False)
 
     def document(self) -> dict:
-        return document(self.comparison, self.context, self.notes)
+        return document(self.comparison, self.context, self.notes, self.fail_on)
 
     def csv(self) -> str:
         return to_csv(self.comparison)
@@ -300,19 +374,25 @@ class CompareReport(Report):
     def html(self) -> str:
         from perfctl.report.html import compare_page
 
+        p = self.comparison.parameters
+        overall = {summary.metric: overall_lines(summary, p)[1:] for summary in self.comparison.summaries}
+        legend = (f"±{p.margin:g}: the interval lies beyond the margin band (the change is shown to exceed it), "
+                  f"inside it, or crosses an edge. {VERDICTS}.")
         return compare_page(self.comparison, self.context, rows(self.comparison),
-                            statement(self.comparison, self.context), self.notes, self.datasets)
+                            statement(self.comparison, self.context), self.notes, self.datasets,
+                            overall=overall, legend=legend)
 
     def exit_code(self) -> int:
-        return exit_code(self.comparison)
+        return exit_code(self.comparison, self.fail_on)
 
 
-def failure_lines(comparison: Comparison) -> list[str]:
+def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str]:
     """What makes the exit code non-zero, one line each (the table under --quiet)."""
-    slow = {(r.benchmark, r.metric) for r in comparison.relevant_slowdowns}
-    lines = [f"relevant slowdown of B: {row['benchmark']} ({row['metric']}) A/B {_ratio(row)}"
+    slow = {(r.benchmark, r.metric) for r in comparison.failures(fail_on)}
+    what = "relevant slowdown of B" if fail_on == "relevant" else "slowdown of B beyond the margin"
+    lines = [f"{what}: {row['benchmark']} ({row['metric']}) A/B {_ratio(row)}"
              for row in rows(comparison) if (row["benchmark"], row["metric"]) in slow]
-    if not lines and exit_code(comparison) == EXIT_NOTHING_JUDGED:
+    if not lines and exit_code(comparison, fail_on) == EXIT_NOTHING_JUDGED:
         reasons = "; ".join(f"{r.benchmark}: {r.cannot_conclude}" for r in comparison.benchmarks[:3])
         lines.append("no benchmark could be judged" + (f": {reasons}" if reasons else ""))
     return lines
@@ -324,7 +404,8 @@ def render(fmt: str, comparison: Comparison, context: CompareContext, console: C
     write(CompareReport(comparison, context, notes), fmt, console)
 
 
-def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL) -> CompareReport:
+def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL,
+                   fail_on: str = "relevant") -> CompareReport:
     """Pair two Datasets and compare them. Raises PairingError."""
     from perfctl.analysis.compare import compare
     from perfctl.pairing import pair
@@ -333,7 +414,8 @@ def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity
     result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
     context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
                              metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units))
-    return CompareReport(result, context, side_notes(a.notes, b.notes), datasets=(a, b), verbosity=verbosity)
+    return CompareReport(result, context, side_notes(a.notes, b.notes), datasets=(a, b), verbosity=verbosity,
+                         fail_on=fail_on)
 
 
 def side_notes(a: list[str], b: list[str]) -> list[str]:

@@ -169,27 +169,33 @@ def write_report(report, path: str, command: str, quiet: bool = False, inputs=()
 
 
 def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[str], notes: Sequence[str] = (),
-                 datasets=None, sequence=None) -> str:
+                 datasets=None, sequence=None, overall: dict[str, list[str]] | None = None, legend: str = "") -> str:
     """The report of one comparison. ``context`` is the CompareContext of report/compare.py, ``rows`` and
     ``statement`` its rows and statement (what JSON and the table show, drawn here); ``datasets``
     the two Datasets compared (None: the runs are not at hand, e.g. a comparison the server made, and the
     per-benchmark plots are left out); ``sequence`` a sequential A/B run's confidence sequence (a dict of
-    rounds, estimate, low, high), drawn when given."""
+    rounds, estimate, low, high), drawn when given; ``overall`` each metric's summary lines and ``legend``
+    what the verdicts mean, as the table says them."""
     p = comparison.parameters
     metric_units = context.units or {}
     body = [f"<h1>{esc(context.a)} <span class=note>vs</span> {esc(context.b)}</h1>"]
     body += [f"<p class=statement>{esc(line)}</p>" for line in statement]
     body.append("<h2 id=overall>Overall</h2>")
-    body += [_summary(summary, p) for summary in comparison.summaries]
+    for metric, lines in (overall or {}).items():
+        body.append(f"<p><b>{esc(metric)}</b></p><ul class=summary>"
+                    + "".join(f"<li>{esc(line.strip())}</li>" for line in lines) + "</ul>")
     for metric in context.metrics:
         forest_rows = [svg.ForestRow(r["benchmark"], r["ratio_a_over_b"], r["ratio_low"], r["ratio_high"],
                                      r["verdict"], tone(r["verdict"], r["ratio_a_over_b"]), f"b{i}")
                        for i, r in enumerate(rows) if r["metric"] == metric]
         if forest_rows:
-            body.append(f"<h3>A/B ratio of {esc(metric)}, {p.confidence:.0%} intervals</h3>")
+            level = next(r["interval_level"] for r in rows if r["metric"] == metric and r["interval_level"])
+            body.append(f"<h3>A/B ratio of {esc(metric)} (Hodges-Lehmann), {level * 100:.4g}% intervals</h3>")
             body.append(f'<div class="plot forest">{svg.forest(forest_rows, p.margin)}</div>')
     body.append('<input id=filter type=search placeholder="filter benchmarks by name or verdict">')
-    body.append(_verdict_table(rows, metric_units))
+    body.append(_verdict_table(rows, metric_units, p.margin))
+    if legend:
+        body.append(f"<p class=note>{esc(legend)}</p>")
     if comparison.only_a or comparison.only_b:
         body.append(f"<p class=note>only in A: {esc(', '.join(comparison.only_a) or '-')}; only in B: "
                     f"{esc(', '.join(comparison.only_b) or '-')}</p>")
@@ -208,28 +214,7 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     return document(f"perfctl: {context.a} vs {context.b}", body, script=True)
 
 
-def _summary(summary, p) -> str:
-    if summary.speedup_median is None:
-        return f"<p><b>{esc(summary.metric)}</b>: no benchmark could be judged.</p>"
-    acc, overall = summary.accelerated, summary.sparc_overall
-    speedup, gain = summary.speedup_median.speedup, summary.speedup_median.gain
-    items = [f"speedup of medians <b>{_finite(speedup, '.4f')}</b> (gain "
-             f"{_finite(gain, '+.2%')}) over {summary.speedup_median.benchmarks} benchmarks "
-             "(Speedup-Test Eq. 1-2: ratio of the sums of medians, equal weights)",
-             f"B faster (median protocol) on <b>{acc.accelerated} of {acc.benchmarks}</b>: proportion "
-             f"{acc.proportion:.3f}, {acc.confidence:.0%} interval [{acc.low:.3f}, {acc.high:.3f}] (Wilson, "
-             f"continuity-corrected)"]
-    if overall is not None:
-        items.append("SPARC overall: " + esc(overall.reason if overall.pvalue is None else
-                                             f"Wilcoxon signed-rank over {overall.benchmarks_used} benchmarks, "
-                                             f"p = {overall.pvalue:.4g} at alpha {overall.alpha:.4g}: "
-                                             + (f"B {overall.direction} overall" if overall.rejected
-                                                else "no overall difference shown")))
-    return (f"<p><b>{esc(summary.metric)}</b></p><ul class=summary>"
-            + "".join(f"<li>{item}</li>" for item in items) + "</ul>")
-
-
-def _verdict_table(rows: Sequence[dict], metric_units: dict) -> str:
+def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> str:
     out = []
     for i, r in enumerate(rows):
         unit = metric_units.get(r["metric"])
@@ -243,14 +228,10 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict) -> str:
             f'{_cell(r["ratio_low"], _plain(r["ratio_low"]), "ratio_low")}'
             f'{_cell(r["ratio_high"], _plain(r["ratio_high"]), "ratio_high")}'
             f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
-            f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td></tr>')
-    return _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B", "low", "high",
-                   "SPARC verdict"), out, "verdicts")
-
-
-def _finite(value, spec: str) -> str:
-    """A statistic in ``spec``, or '-' where the data (values near the float limit) made it inf or nan."""
-    return f"{value:{spec}}" if value is not None and math.isfinite(value) else "-"
+            f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td>'
+            f'{_cell(r["margin"], field="margin", numeric=False)}</tr>')
+    return _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)", "low", "high",
+                   "SPARC verdict", f"±{margin:g}"), out, "verdicts")
 
 
 def _plain(value) -> str:
