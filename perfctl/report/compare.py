@@ -195,8 +195,10 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
     console.print(details)
     console.print()
     for row in rows(comparison):
-        if row["warnings"]:
-            console.print(visible(f"  {row['benchmark']} ({row['metric']}): {row['warnings']}"), markup=False,
+        # the mean protocol's own warnings go with its column, under --verbose
+        said = [w for w in row["warnings"].split("; ") if w and (verbose or not w.startswith("mean protocol:"))]
+        if said:
+            console.print(visible(f"  {row['benchmark']} ({row['metric']}): {'; '.join(said)}"), markup=False,
                           highlight=False)
     for summary in comparison.summaries:
         for line in overall_lines(summary, p):
