@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfctl.formats import Dataset
+from perfctl.formats import BenchmarkData, Dataset
 
 DEFAULT_METRICS = ("instructions", "cycles", "task-clock", "wall-time")
 
@@ -72,8 +72,37 @@ def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None) -> Paired:
                     key_notes.append(f"{side}: {note}")
                 if label:
                     units[metric] = bench.units.get(label, units.get(metric, ""))
+            blocks = measured_in_blocks(a.benchmarks[name_a], b.benchmarks[name_b])
+            if blocks:
+                key_notes.append(blocks)
             notes[key] = list(dict.fromkeys(key_notes))
     return Paired(paired_a, paired_b, notes, tuple(chosen), choice, only_a, only_b, renamed, units)
+
+
+# How to take runs that a drift of the machine falls on alike (docs/statistics.md, "Measured in blocks").
+INTERLEAVE = ("interleave the runs: a fleet job with both commands (perfctl submit ... -- CMD_A ::: CMD_B) "
+              "runs them in turn, or alternate rounds of perfctl stat -o on each side as "
+              "examples/compare-builds.sh does")
+
+
+def measured_in_blocks(a: BenchmarkData, b: BenchmarkData) -> str | None:
+    """The note for a benchmark whose runs on one side all started before any run of the other, on one
+    machine's clock; None when they overlap (runs taken in rounds) or when the files cannot tell (no start
+    times, as in hyperfine's or Google Benchmark's; two machines, whose clocks do not order runs).
+
+    A drift of the machine between the blocks (other work, frequency, temperature, page cache) moves
+    one side only and reads as a change: the issue-14 study saw up to 2-3% in task-clock between blocks of
+    identical programs, where only interleaved runs found a 1% change."""
+    if None in (a.first_ns, a.last_ns, b.first_ns, b.last_ns) or a.clock is None or a.clock != b.clock:
+        return None
+    if a.last_ns < b.first_ns:
+        first, then = "A", "B"
+    elif b.last_ns < a.first_ns:
+        first, then = "B", "A"
+    else:
+        return None
+    return (f"measured in blocks: every run of {first} before every run of {then}; a drift of the machine "
+            f"between the blocks cannot be told from a change — {INTERLEAVE}")
 
 
 def _choose_metrics(a: Dataset, b: Dataset, mapping: dict[str, str], metrics: list[str] | None):

@@ -6,6 +6,7 @@ Benchmark files."""
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -438,3 +439,117 @@ def test_unknown_json_is_one_line(tmp_path):
     with pytest.raises(DatasetError, match="Google Benchmark or pytest-benchmark JSON, nor perf stat -j") as err:
         detect(str(path))
     _one_line(err)
+
+
+# when the runs were taken: blocks or rounds (issue 14, point 6)
+
+BLOCKS = "measured in blocks: every run of {} before every run of {}; a drift of the machine between the blocks"
+
+
+def _stat(path: Path, program: Path, runs: int) -> None:
+    result = perfctl("stat", "-q", "-r", str(runs), "--name", "sort", "-e", "task-clock", "-o", str(path), "--",
+                     str(program), "20000")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def taken(tmp_path_factory, programs):
+    """Real perfctl stat files of one program: A's 4 runs then B's 4 (blocks), and C and D alternating in
+    two rounds of 2 (interleaved)."""
+    out = tmp_path_factory.mktemp("taken")
+    files = {side: out / f"{side}.jsonl" for side in "ABCD"}
+    _stat(files["A"], programs / "sort", 4)
+    _stat(files["B"], programs / "sort", 4)
+    for _ in range(2):
+        _stat(files["C"], programs / "sort", 2)
+        _stat(files["D"], programs / "sort", 2)
+    return files
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_perfctl_files_give_the_span_of_their_kept_runs(taken):
+    records = [r for r in _records(taken["C"]) if r["type"] == "sample" and not r["warmup"]]
+    bench = read_dataset(str(taken["C"])).benchmarks["sort"]
+    starts = [r["start_time_ns"] for r in records]
+    assert len(starts) == 4 and starts == sorted(starts)
+    assert (bench.first_ns, bench.last_ns) == (starts[0], starts[-1]) and bench.first_ns < bench.last_ns
+    assert bench.clock == records[0]["machine_id"]
+
+
+def test_runs_in_blocks_are_said_and_rounds_are_not(taken):
+    from perfctl.pairing import pair
+
+    a, b, c, d = (read_dataset(str(taken[side])) for side in "ABCD")
+    assert any(note.startswith(BLOCKS.format("A", "B")) and "perfctl submit" in note and "compare-builds.sh" in note
+               for note in pair(a, b).notes[("sort", "task-clock")])
+    assert any(note.startswith(BLOCKS.format("B", "A")) for note in pair(b, a).notes[("sort", "task-clock")])
+    assert not any("measured in blocks" in note for note in pair(c, d).notes[("sort", "task-clock")])
+    blocks = perfctl("compare", str(taken["A"]), str(taken["B"]))
+    assert blocks.returncode in (0, 3, 4), blocks.stderr
+    assert "measured in blocks: every run of A before every run of B" in " ".join(blocks.stdout.split())
+    rounds = perfctl("compare", str(taken["C"]), str(taken["D"]))
+    assert rounds.returncode in (0, 3, 4) and "measured in blocks" not in rounds.stdout, rounds.stderr
+
+
+def _rewritten(tmp_path: Path, source: Path, name: str, change) -> str:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(change(r) if r["type"] == "sample" else r) + "\n" for r in _records(source)))
+    return str(path)
+
+
+def test_runs_without_a_start_or_on_two_machines_say_nothing(taken, tmp_path):
+    from perfctl.pairing import pair
+
+    b = read_dataset(str(taken["B"]))
+    first = {"done": False}
+
+    def one_without_start(record):  # one kept run without a start time: the span is unknown
+        if not record["warmup"] and not first["done"]:
+            first["done"] = True
+            return {key: value for key, value in record.items() if key != "start_time_ns"}
+        return record
+
+    unknown = read_dataset(_rewritten(tmp_path, taken["A"], "unknown.jsonl", one_without_start))
+    assert unknown.benchmarks["sort"].first_ns is None and unknown.benchmarks["sort"].last_ns is None
+    other = read_dataset(_rewritten(tmp_path, taken["A"], "other.jsonl", lambda r: {**r, "machine_id": "f" * 16}))
+    assert other.benchmarks["sort"].first_ns is not None  # known, but on another machine's clock
+    for a in (unknown, other):
+        assert not any("measured in blocks" in note for note in pair(a, b).notes[("sort", "task-clock")])
+
+
+@pytest.mark.skipif(shutil.which("hyperfine") is None, reason="probe: hyperfine not on PATH")
+def test_hyperfine_files_carry_no_times_and_say_nothing(tmp_path):
+    for name in ("a", "b"):
+        subprocess.run(["hyperfine", "-N", "--runs", "5", "--export-json", str(tmp_path / f"{name}.json"), "/bin/true"],
+                       check=True, capture_output=True)
+    bench = read_dataset(str(tmp_path / "a.json")).benchmarks["/bin/true"]
+    assert bench.first_ns is None and bench.last_ns is None
+    result = perfctl("compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert result.returncode in (0, 3, 4) and "measured in blocks" not in result.stdout, result.stderr
+
+
+def test_pyperf_run_dates_give_the_span_on_the_hosts_clock(tmp_path):
+    from datetime import datetime
+
+    from perfctl.pairing import pair
+
+    for name in ("a", "b"):
+        subprocess.run([sys.executable, "-m", "pyperf", "command", "--quiet", "-p", "3", "-n", "2", "-w", "1",
+                        "--name", "true", "-o", str(tmp_path / f"{name}.json"), "--", "/bin/true"],
+                       check=True, capture_output=True)
+    written = json.loads((tmp_path / "a.json").read_text())
+    dates = [datetime.fromisoformat(run["metadata"]["date"]) for run in written["benchmarks"][0]["runs"]
+             if run.get("values")]
+    a, b = read_dataset(str(tmp_path / "a.json")), read_dataset(str(tmp_path / "b.json"))
+    bench = a.benchmarks["true"]
+    assert abs(bench.first_ns - min(dates).timestamp() * 1e9) < 1e3  # to the microsecond pyperf writes
+    assert abs(bench.last_ns - max(dates).timestamp() * 1e9) < 1e3 and bench.first_ns < bench.last_ns
+    assert bench.clock == written["metadata"]["hostname"]
+    assert any(note.startswith(BLOCKS.format("A", "B")) for note in pair(a, b).notes[("true", "wall-time")])
+    for run in written["benchmarks"][0]["runs"]:  # a run without its date: nothing is known
+        run.get("metadata", {}).pop("date", None)
+    (tmp_path / "nodate.json").write_text(json.dumps(written))
+    assert read_dataset(str(tmp_path / "nodate.json")).benchmarks["true"].first_ns is None

@@ -28,12 +28,31 @@ class BenchmarkData:
     # metric's warm-up values, and the kept runs flagged as interfered-with (index into metrics' lists)
     warmups: dict[str, list[float]] = field(default_factory=dict)
     flagged: dict[int, str] = field(default_factory=dict)
+    # when the first and the last kept run started (ns since the epoch) and on whose clock (a machine's
+    # id or host name), where the file says so for every kept run, else None: with the other side's, they
+    # tell whether the two sides were measured on one machine in blocks, one after the other
+    # (perfctl/pairing.py)
+    first_ns: int | None = None
+    last_ns: int | None = None
+    clock: str | None = None
+    start_unknown: bool = False
 
     def add(self, metric: str, value: float, unit: str, backend: str | None = None) -> None:
         self.metrics.setdefault(metric, []).append(float(value))
         self.units.setdefault(metric, unit)
         if backend:
             self.backends.setdefault(metric, set()).add(backend)
+
+    def started(self, time_ns: int | None, clock: str | None) -> None:
+        """One more kept run started at ``time_ns`` on ``clock``. A run without either, or on another
+        clock than the others, makes the span unknown for good: a span that leaves out some runs could
+        claim blocks that are not there, and two clocks do not order runs."""
+        if time_ns is None or clock is None or self.start_unknown or self.clock not in (None, clock):
+            self.start_unknown, self.first_ns, self.last_ns, self.clock = True, None, None, None
+            return
+        self.clock = clock
+        self.first_ns = time_ns if self.first_ns is None else min(self.first_ns, time_ns)
+        self.last_ns = time_ns if self.last_ns is None else max(self.last_ns, time_ns)
 
     def note(self, metric: str, text: str) -> None:
         entries = self.notes.setdefault(metric, [])

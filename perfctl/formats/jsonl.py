@@ -135,6 +135,7 @@ class DatasetBuilder:
         readings = record["readings"]
         for reading, label in zip(readings, _labels(readings)):
             _add_reading(bench, label, reading)
+        bench.started(record["start_time_ns"], record["machine_id"])
 
     def _warmup(self, name: str, record: dict) -> None:
         """A warm-up's values, kept aside for the report's plot of runs in order (never compared)."""
@@ -287,7 +288,18 @@ def _checked(record) -> dict:
         seen[key] = index
         readings.append(checked)
     return {"benchmark": checked_bench, "outcome": outcome, "wall_ns": wall_ns, "readings": readings,
-            "warmup": _field(record, "warmup", "warmup", bool, "true or false")}
+            "warmup": _field(record, "warmup", "warmup", bool, "true or false"),
+            # optional: perfctl always writes it, a hand-made file may not
+            "start_time_ns": _start_time(record),
+            "machine_id": _field(record, "machine_id", "machine_id", str, "a string", optional=True)}
+
+
+def _start_time(record: dict) -> int | None:
+    """When the run started, ns since the epoch: kept as the integer written (a float of 1.7e18 ns is off
+    by up to 256 ns), None when the record has none."""
+    if _number(record, "start_time_ns", "start_time_ns", optional=True) is None:
+        return None
+    return int(record["start_time_ns"])
 
 
 def _labels(readings: list[dict]) -> list[str]:

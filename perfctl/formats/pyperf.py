@@ -1,8 +1,12 @@
 """pyperf JSON (``pyperf ... -o FILE``): ``benchmarks[].runs[]``, each run one process with ``warmups``
 and ``values``. A run is the unit of replication: its values (loops inside one process) are averaged into
-one sample, never counted as independent runs. Warmups and calibration runs (no values) are left out."""
+one sample, never counted as independent runs. Warmups and calibration runs (no values) are left out.
+A run's metadata "date" (when its process started, local time, as ``datetime.isoformat(' ')`` writes it)
+gives the benchmark's first and last start on the clock of its "hostname", when every kept run has one."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json, stem
 
@@ -38,6 +42,25 @@ def read_dataset(path: str) -> Dataset:
             # finite values can still sum or scale past the largest float
             mean = finite(path, f"{where}.runs[{run_index}].values", sum(numbers) / len(numbers) * scale)
             bench.add(metric, mean, out_unit, "pyperf")
+            bench.started(*_start(run, metadata))
             if len(numbers) > 1:
                 bench.note(metric, "pyperf values within a run averaged into one sample per process")
     return dataset
+
+
+def _start(run: dict, metadata: dict) -> tuple[int | None, str | None]:
+    """When the run's process started, ns on its host's local clock (pyperf writes a naive local date),
+    and that host: comparable between two files of one host, which is all the blocks check needs. None for
+    what the run does not say, or says in a form pyperf does not write: the check then says nothing rather
+    than guess."""
+    run_metadata = run.get("metadata") if isinstance(run.get("metadata"), dict) else {}
+    merged = {**metadata, **run_metadata}
+    date, host = merged.get("date"), merged.get("hostname")
+    host = host if isinstance(host, str) and host else None
+    if not isinstance(date, str):
+        return None, host
+    try:
+        moment = datetime.fromisoformat(date)
+    except ValueError:
+        return None, host
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1000, host
