@@ -7,12 +7,15 @@ Worms, Briais, CCPE 2013, section 3.2; ../shared/seeds/004_90ddb49e43171cfa.txt)
 
 A block of runs disturbed by the machine (another job, a frequency change, a noisy neighbour: the issue's
 A side at 42-54 ms against ~24 ms) breaks it in one recognisable way: that side's runs spread much wider,
-relative to their level, than the other side's. The rule flags a side when all three hold:
+relative to their level, than the other side's. The rule flags a side when all of these hold:
 
 1. the Brown-Forsythe test of equal dispersion (Levene's test on absolute deviations from each side's
-   median) on the log values rejects at alpha (Brown, Forsythe, JASA 69(346) 1974; Conover, Johnson,
-   Johnson, Technometrics 23(4) 1981 found it among the few of 56 tests that keep their level under skewed
-   and heavy-tailed data), so a clean scale shift fires at most at rate alpha;
+   median) rejects at alpha on the log values AND on the values themselves, and the same side is the
+   wider in both: neither noise that scales with the run (multiplicative) nor a fixed jitter added to every
+   run (additive, under which a 2.5x slower side has 2.5x less relative spread) explains it (Brown,
+   Forsythe, JASA 69(346) 1974; Conover, Johnson, Johnson, Technometrics 23(4) 1981 found it among the few
+   of 56 tests that keep their level under skewed and heavy-tailed data), so a clean change of speed fires
+   at most at rate alpha under either noise model;
 2. the relative interquartile range (IQR of log values) of that side is at least SPREAD_FACTOR times the
    other's: a difference of dispersion a user should act on, not only one a test can detect;
 3. that side's relative IQR is at least MATERIAL_SPREAD: runs within 1% of one another are not disturbed
@@ -39,6 +42,9 @@ SPREAD_FACTOR = 3.0
 MATERIAL_SPREAD = 0.01
 DISTURBANCE_REACH = 3.0
 MIN_RUNS = 5  # below this a quartile is one run away from the extremes: no judgement
+# A side of identical values (a coarse timer, a deterministic counter) says nothing of the measurement's own
+# jitter: against it only a spread of 5% or more is called disturbed.
+CONSTANT_SPREAD = 0.05
 
 
 def _log_sample(name: str, values) -> np.ndarray:
@@ -78,10 +84,19 @@ def disturbed(x, y, alpha: float = 0.05) -> str | None:
     factor = math.inf if narrow == 0 else wide / narrow
     if factor < SPREAD_FACTOR:
         return None
+    if narrow == 0 and wide < CONSTANT_SPREAD:
+        return None
+    raw_x, raw_y = np.exp(log_x), np.exp(log_y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         pvalue = stats.levene(log_x, log_y, center="median").pvalue
-    if not pvalue <= alpha:
+        # the same test on the values themselves: a fixed jitter added to every run (the additive model)
+        # makes the faster side's relative spread wider by the speed ratio, and must not read as disturbed
+        pvalue_raw = stats.levene(raw_x, raw_y, center="median").pvalue
+    if not pvalue <= alpha or not pvalue_raw <= alpha:
+        return None
+    raw_wide, raw_narrow = (raw_x, raw_y) if side == "A" else (raw_y, raw_x)
+    if _relative_iqr(raw_wide) <= _relative_iqr(raw_narrow):  # IQR of the values: wider in time too
         return None
     disturbed_logs = log_x if side == "A" else log_y
     reach = max(float(np.ptp(disturbed_logs)), math.log(DISTURBANCE_REACH))

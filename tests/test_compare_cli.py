@@ -324,3 +324,23 @@ def test_one_benchmark_reads_without_contradiction(tmp_path):
     assert "relevant difference: the interval excludes 1 and is not inside the margin band" in text
     assert " mean " not in perfctl("compare", a, b).stdout
     assert "mean and median protocols" in perfctl("compare", a, b, "-v").stdout
+
+
+def test_nothing_judged_levels_and_legends_say_what_holds(tmp_path):
+    """From the adversarial test of issue 14: a report of benchmarks none of which can be judged is written
+    (exit 4), and the statement does not name the other family; a level near 1 is never rounded to 100%;
+    under --family sparc the legend says the verdicts come from the tests, not from the interval."""
+    from perfctl.report.compare import percent
+
+    a = _hyperfine_file(tmp_path / "a.json", {"x": [0.01]})
+    b = _hyperfine_file(tmp_path / "b.json", {"x": [0.02]})
+    out = tmp_path / "r.html"
+    assert perfctl("report", a, b, "-o", str(out)).returncode == 4 and out.stat().st_size > 0
+    text = " ".join(perfctl("compare", a, b).stdout.split())
+    assert "no benchmark could be judged, so no interval is adjusted" in text and "--family sparc" not in text
+    assert [percent(v) for v in (0.95, 1 - 0.05 / 3, 1 - 0.001 / 50, 0.9999999)] == [
+        "95%", "98.33%", "99.998%", "99.99999%"]
+    c = _hyperfine_file(tmp_path / "c.json", {"x": _spread(0.010, seed=1)})
+    d = _hyperfine_file(tmp_path / "d.json", {"x": _spread(0.0102, seed=2)})
+    sparc = " ".join(perfctl("compare", c, d, "--family", "sparc").stdout.split())
+    assert "verdicts from the paper's tests (SPARC Table I on the adjusted p-values), not from the interval" in sparc

@@ -64,7 +64,8 @@ def inputs(command, inputs_required: bool = True) -> None:
                               "Bonferroni-adjusted together; sparc: the paper's family of tests, intervals not "
                               "adjusted (docs/statistics.md)")
     command.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm",
-                         help="with --family sparc: the correction over its tests (default holm)")
+                         help="the correction of the Speedup-Test protocols over the benchmarks, and with --family "
+                              "sparc of its tests (default holm; the default family's intervals are Bonferroni)")
     command.add_argument("--fail-on", choices=("relevant", "beyond"), default="relevant",
                          help="which slowdown of B exits 3: relevant (default: a difference shown and equivalence "
                               "not) or beyond (the interval lies entirely beyond the margin)")

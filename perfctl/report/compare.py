@@ -40,7 +40,11 @@ ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "rati
               "spa_a_high", "spa_b_low", "spa_b_high", "speedup_spa_low", "speedup_spa_high", "warnings")
 FAIL_ON = ("relevant", "beyond")
 
-# What each verdict means, said under every table (docs/statistics.md): SPARC's Table I read off the interval.
+# What each verdict means, said under every table (docs/statistics.md): SPARC's Table I read off the interval,
+# or, under --family sparc, off the paper's adjusted tests.
+VERDICTS_SPARC = ("verdicts from the paper's tests (SPARC Table I on the adjusted p-values), not from the interval: "
+                  "relevant difference: a difference is shown and equivalence is not; trivial difference: both "
+                  "are shown; equivalence: only equivalence is shown; indeterminate: neither")
 VERDICTS = ("relevant difference: the interval excludes 1 and is not inside the margin band; trivial difference: "
             "it excludes 1 and is inside the band; equivalence: it contains 1 and is inside the band; "
             "indeterminate: neither is shown; disturbed: one side's runs spread or shift in a way a change of "
@@ -75,7 +79,8 @@ def rows(comparison: Comparison) -> list[dict]:
             # the Hodges-Lehmann ratio and the interval the verdict reads from (--family sparc: unadjusted)
             "ratio_a_over_b": tests.ratio if tests else None, "ratio_low": low, "ratio_high": high,
             "interval_level": r.sparc.level if r.sparc else None,
-            "verdict": r.verdict, "margin": margin_relation(low, high, margin) if r.sparc else "-",
+            "verdict": r.verdict,
+            "margin": margin_relation(low, high, margin) if r.sparc and not r.disturbed else "-",
             "beyond": r.sparc.beyond if r.sparc else None, "disturbed": r.disturbed,
             "difference_p_adjusted": r.sparc.difference_adjusted if r.sparc else None,
             "equivalence_p_adjusted": r.sparc.equivalence_adjusted if r.sparc else None,
@@ -110,14 +115,20 @@ def statement(comparison: Comparison, context: CompareContext) -> list[str]:
 
 
 def percent(level: float) -> str:
-    """A confidence level as people write it: 0.95 -> '95%', 0.99833 -> '99.83%'."""
-    text = f"{level * 100:.2f}".rstrip("0").rstrip(".")
-    return f"{text}%"
+    """A confidence level as people write it: 0.95 -> '95%', 0.99833 -> '99.83%', 0.99998 -> '99.998%'
+    (never rounded up to 100%)."""
+    for digits in range(2, 9):
+        text = f"{level * 100:.{digits}f}"
+        if level >= 1 or not text.startswith("100"):
+            break
+    return f"{text.rstrip('0').rstrip('.')}%"
 
 
 def _levels(comparison: Comparison) -> str:
     """The line that says at which level the intervals are and how the verdicts follow from them."""
     p = comparison.parameters
+    if comparison.family == "simultaneous" and comparison.interval_level is None:
+        return f"alpha {p.alpha}: no benchmark could be judged, so no interval is adjusted"
     if comparison.interval_level is not None:
         m = comparison.family_size
         return (f"alpha {p.alpha}: every verdict reads off its A/B interval, at {percent(comparison.interval_level)} "
@@ -190,7 +201,7 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
     console.print(table)
     console.print()
     console.print(f"{band}: the interval lies beyond the margin band (the change is shown to exceed it), inside "
-                  "it, or crosses an edge. " + VERDICTS, markup=False, highlight=False)
+                  "it, or crosses an edge. " + legend(comparison), markup=False, highlight=False)
     console.print()
     console.print(details)
     console.print()
@@ -209,6 +220,10 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
                       markup=False, highlight=False)
 
 
+def legend(comparison: Comparison) -> str:
+    return VERDICTS if comparison.family == "simultaneous" else VERDICTS_SPARC
+
+
 def overall_lines(summary, p) -> list[str]:
     """The overall summary of one metric, each number saying what it is (the table's and the page's)."""
     lines = [f"overall, {summary.metric}:"]
@@ -217,7 +232,8 @@ def overall_lines(summary, p) -> list[str]:
     median, mean = summary.speedup_median, summary.speedup_mean
     lines.append(f"  speedup of medians {_fixed(median.speedup)} = sum of A's medians / sum of B's (gain "
                  f"{_fixed(median.gain, '+.2%')}), of means {_fixed(mean.speedup)} (gain {_fixed(mean.gain, '+.2%')}),"
-                 f" over {median.benchmarks} benchmarks (Speedup-Test Eq. 1-2, equal weights; not the "
+                 f" over {median.benchmarks} benchmark{'s' if median.benchmarks != 1 else ''} (Speedup-Test Eq. 1-2, "
+                 "equal weights; not the "
                  "Hodges-Lehmann ratios of the table)")
     acc, exact = summary.accelerated, summary.accelerated_exact
     lines.append(f"  B faster (median protocol) on {acc.accelerated} of {acc.benchmarks}: proportion "
@@ -280,7 +296,7 @@ def document(comparison: Comparison, context: CompareContext, notes: list[str] =
                        "precision": p.precision, "seed": p.seed, "family": p.family, "fail_on": fail_on},
         # the level of every interval the verdicts read from (null under --family sparc: they do not)
         "interval_level": comparison.interval_level, "family_size": comparison.family_size,
-        "verdicts": VERDICTS,
+        "verdicts": legend(comparison),
         "statement": statement(comparison, context),
         "benchmarks": rows(comparison), "overall": summaries,
         "only_a": list(comparison.only_a), "only_b": list(comparison.only_b),
@@ -317,7 +333,7 @@ def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str
             lines.append(f"Overall ({_markdown_cell(summary.metric)}): speedup of medians (sum of A's medians / "
                          f"sum of B's) {_fixed(summary.speedup_median.speedup)}, "
                          f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
-    lines += ["", f"Verdicts: {VERDICTS}."]
+    lines += ["", f"Verdicts: {legend(comparison)}."]
     if notes:
         lines.append("")
         lines += [f"- note: {_markdown_cell(note)}" for note in notes]
@@ -338,7 +354,7 @@ def exit_code(comparison: Comparison, fail_on: str = "relevant") -> int:
     beyond: an interval entirely below 1 - margin); 4 no benchmark could be judged (docs/statistics.md)."""
     if comparison.failures(fail_on):
         return EXIT_RELEVANT_SLOWDOWN
-    if all(r.cannot_conclude for r in comparison.benchmarks):
+    if all(r.cannot_conclude or r.disturbed for r in comparison.benchmarks):
         return EXIT_NOTHING_JUDGED
     return EXIT_NO_RELEVANT_SLOWDOWN
 
@@ -378,11 +394,11 @@ class CompareReport(Report):
 
         p = self.comparison.parameters
         overall = {summary.metric: overall_lines(summary, p)[1:] for summary in self.comparison.summaries}
-        legend = (f"±{p.margin:g}: the interval lies beyond the margin band (the change is shown to exceed it), "
-                  f"inside it, or crosses an edge. {VERDICTS}.")
+        said = (f"±{p.margin:g}: the interval lies beyond the margin band (the change is shown to exceed it), "
+                f"inside it, or crosses an edge. {legend(self.comparison)}.")
         return compare_page(self.comparison, self.context, rows(self.comparison),
                             statement(self.comparison, self.context), self.notes, self.datasets,
-                            overall=overall, legend=legend)
+                            overall=overall, legend=said)
 
     def exit_code(self) -> int:
         return exit_code(self.comparison, self.fail_on)
@@ -395,7 +411,8 @@ def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str
     lines = [f"{what}: {row['benchmark']} ({row['metric']}) A/B {_ratio(row)}"
              for row in rows(comparison) if (row["benchmark"], row["metric"]) in slow]
     if not lines and exit_code(comparison, fail_on) == EXIT_NOTHING_JUDGED:
-        reasons = "; ".join(f"{r.benchmark}: {r.cannot_conclude}" for r in comparison.benchmarks[:3])
+        reasons = "; ".join(f"{r.benchmark}: {r.cannot_conclude or 'disturbed: ' + r.disturbed}"
+                            for r in comparison.benchmarks[:3])
         lines.append("no benchmark could be judged" + (f": {reasons}" if reasons else ""))
     return lines
 

@@ -189,8 +189,8 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
                                      r["verdict"], tone(r["verdict"], r["ratio_a_over_b"]), f"b{i}")
                        for i, r in enumerate(rows) if r["metric"] == metric]
         if forest_rows:
-            level = next(r["interval_level"] for r in rows if r["metric"] == metric and r["interval_level"])
-            body.append(f"<h3>A/B ratio of {esc(metric)} (Hodges-Lehmann), {level * 100:.4g}% intervals</h3>")
+            level = comparison.interval_level or p.confidence
+            body.append(f"<h3>A/B ratio of {esc(metric)} (Hodges-Lehmann), {level * 100:.6g}% intervals</h3>")
             body.append(f'<div class="plot forest">{svg.forest(forest_rows, p.margin)}</div>')
     body.append('<input id=filter type=search placeholder="filter benchmarks by name or verdict">')
     body.append(_verdict_table(rows, metric_units, p.margin))
