@@ -365,7 +365,7 @@ def test_compare_shows_hostile_benchmark_names_literally(tmp_path, fmt):
     assert "Traceback" not in result.stderr
     if fmt == "markdown":
         row = next(line for line in result.stdout.splitlines() if line.startswith("| evil"))
-        assert row.count(" | ") == 9  # ten cells: nothing in the name forged a column or a row
+        assert row.count(" | ") == 10  # eleven cells: nothing in the name forged a column or a row
     if fmt == "table":
         assert "only in A: plain; only in B: other" in result.stdout
 
