@@ -158,7 +158,7 @@ def test_hostile_names_are_text_on_the_page(samples, browser, tmp_path):
         files[-1].write_text("".join(json.dumps(r) + "\n" for r in renamed))
     out = tmp_path / "hostile.html"
     done = perfctl("report", str(files[0]), str(files[1]), "-o", str(out))
-    assert done.returncode in (0, 3), done.stderr
+    assert done.returncode in (0, 3, 4), done.stderr  # real runs of one program: any verdict, even disturbed
     page = browser.open(str(out))
     assert_clean(page)
     assert page.evaluate("document.querySelectorAll('img').length") == 0
@@ -333,5 +333,5 @@ def test_a_machine_line_longer_than_the_detection_window_is_still_perfctl(sample
     padded = tmp_path / "padded.jsonl"
     padded.write_text("\n".join([json.dumps(machine)] + lines[1:]) + "\n")
     done = perfctl("compare", str(padded), str(samples["B"]), "--format", "json")
-    assert done.returncode in (0, 3), done.stderr
+    assert done.returncode in (0, 3, 4), done.stderr  # real runs of one program: any verdict, even disturbed
     assert json.loads(done.stdout)["format"] == "perfctl"
