@@ -109,7 +109,14 @@ class Reading(_message.Message):
     def __init__(self, event: _Optional[str] = ..., backend: _Optional[str] = ..., scope: _Optional[str] = ..., status: _Optional[str] = ..., unit: _Optional[str] = ..., value: _Optional[int] = ..., time_enabled: _Optional[int] = ..., time_running: _Optional[int] = ..., scaled: _Optional[float] = ..., reason: _Optional[str] = ..., source: _Optional[str] = ..., corrected: _Optional[float] = ..., correction_model: _Optional[str] = ..., audit_id: _Optional[str] = ...) -> None: ...
 
 class Sample(_message.Message):
-    __slots__ = ("uuid", "machine_id", "benchmark", "job_id", "run_index", "warmup", "start_time_ns", "wall_ns", "outcome", "exit_status", "signal", "environment", "readings", "backends", "stderr_tail", "max_rss_kib", "schema_version", "outlived")
+    __slots__ = ("uuid", "machine_id", "benchmark", "job_id", "run_index", "warmup", "start_time_ns", "wall_ns", "outcome", "exit_status", "signal", "environment", "readings", "backends", "stderr_tail", "max_rss_kib", "schema_version", "outlived", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     UUID_FIELD_NUMBER: _ClassVar[int]
     MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
     BENCHMARK_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +135,7 @@ class Sample(_message.Message):
     MAX_RSS_KIB_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     OUTLIVED_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     uuid: str
     machine_id: str
     benchmark: Benchmark
@@ -146,7 +154,8 @@ class Sample(_message.Message):
     max_rss_kib: int
     schema_version: int
     outlived: int
-    def __init__(self, uuid: _Optional[str] = ..., machine_id: _Optional[str] = ..., benchmark: _Optional[_Union[Benchmark, _Mapping]] = ..., job_id: _Optional[str] = ..., run_index: _Optional[int] = ..., warmup: _Optional[bool] = ..., start_time_ns: _Optional[int] = ..., wall_ns: _Optional[int] = ..., outcome: _Optional[str] = ..., exit_status: _Optional[int] = ..., signal: _Optional[int] = ..., environment: _Optional[_Union[Environment, _Mapping]] = ..., readings: _Optional[_Iterable[_Union[Reading, _Mapping]]] = ..., backends: _Optional[_Iterable[str]] = ..., stderr_tail: _Optional[str] = ..., max_rss_kib: _Optional[int] = ..., schema_version: _Optional[int] = ..., outlived: _Optional[int] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, uuid: _Optional[str] = ..., machine_id: _Optional[str] = ..., benchmark: _Optional[_Union[Benchmark, _Mapping]] = ..., job_id: _Optional[str] = ..., run_index: _Optional[int] = ..., warmup: _Optional[bool] = ..., start_time_ns: _Optional[int] = ..., wall_ns: _Optional[int] = ..., outcome: _Optional[str] = ..., exit_status: _Optional[int] = ..., signal: _Optional[int] = ..., environment: _Optional[_Union[Environment, _Mapping]] = ..., readings: _Optional[_Iterable[_Union[Reading, _Mapping]]] = ..., backends: _Optional[_Iterable[str]] = ..., stderr_tail: _Optional[str] = ..., max_rss_kib: _Optional[int] = ..., schema_version: _Optional[int] = ..., outlived: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class SampleBatch(_message.Message):
     __slots__ = ("sequence", "samples")
@@ -189,7 +198,14 @@ class Command(_message.Message):
     def __init__(self, name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds")
+    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     COMMANDS_FIELD_NUMBER: _ClassVar[int]
     REPETITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +213,7 @@ class Job(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     commands: _containers.RepeatedCompositeFieldContainer[Command]
     repetitions: int
@@ -204,7 +221,8 @@ class Job(_message.Message):
     events: _containers.RepeatedScalarFieldContainer[str]
     backend: str
     timeout_seconds: float
-    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class WatchJobsRequest(_message.Message):
     __slots__ = ()
@@ -273,14 +291,28 @@ class ListMachinesResponse(_message.Message):
     def __init__(self, machines: _Optional[_Iterable[_Union[MachineSummary, _Mapping]]] = ...) -> None: ...
 
 class BenchmarkSummary(_message.Message):
-    __slots__ = ("machine", "name", "runs")
+    __slots__ = ("machine", "name", "runs", "executable_sha256", "input_digest", "argv", "jobs", "labels", "first_ns", "last_ns")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    INPUT_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_NS_FIELD_NUMBER: _ClassVar[int]
+    LAST_NS_FIELD_NUMBER: _ClassVar[int]
     machine: str
     name: str
     runs: int
-    def __init__(self, machine: _Optional[str] = ..., name: _Optional[str] = ..., runs: _Optional[int] = ...) -> None: ...
+    executable_sha256: str
+    input_digest: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    jobs: int
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    first_ns: int
+    last_ns: int
+    def __init__(self, machine: _Optional[str] = ..., name: _Optional[str] = ..., runs: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., input_digest: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., jobs: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., first_ns: _Optional[int] = ..., last_ns: _Optional[int] = ...) -> None: ...
 
 class ListBenchmarksRequest(_message.Message):
     __slots__ = ("machine",)
@@ -295,17 +327,40 @@ class ListBenchmarksResponse(_message.Message):
     def __init__(self, benchmarks: _Optional[_Iterable[_Union[BenchmarkSummary, _Mapping]]] = ...) -> None: ...
 
 class GetSamplesRequest(_message.Message):
-    __slots__ = ("machine", "benchmark")
+    __slots__ = ("machine", "benchmark", "selection")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
     machine: str
     benchmark: str
-    def __init__(self, machine: _Optional[str] = ..., benchmark: _Optional[str] = ...) -> None: ...
+    selection: Selection
+    def __init__(self, machine: _Optional[str] = ..., benchmark: _Optional[str] = ..., selection: _Optional[_Union[Selection, _Mapping]] = ...) -> None: ...
+
+class Selection(_message.Message):
+    __slots__ = ("machine", "job_id", "labels", "since_ns", "until_ns", "all_history")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_NS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_NS_FIELD_NUMBER: _ClassVar[int]
+    ALL_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    job_id: str
+    labels: _containers.ScalarMap[str, str]
+    since_ns: int
+    until_ns: int
+    all_history: bool
+    def __init__(self, machine: _Optional[str] = ..., job_id: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., since_ns: _Optional[int] = ..., until_ns: _Optional[int] = ..., all_history: _Optional[bool] = ...) -> None: ...
 
 class CompareRequest(_message.Message):
-    __slots__ = ("machine_a", "machine_b", "benchmarks", "metrics", "alpha", "confidence", "proportion", "margin", "paired", "correction", "precision", "seed", "format", "interference_limit", "exclude_interfered")
-    MACHINE_A_FIELD_NUMBER: _ClassVar[int]
-    MACHINE_B_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("benchmarks", "metrics", "alpha", "confidence", "proportion", "margin", "paired", "correction", "precision", "seed", "interference_limit", "exclude_interfered", "a", "b", "family", "pool")
     BENCHMARKS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     ALPHA_FIELD_NUMBER: _ClassVar[int]
@@ -316,11 +371,12 @@ class CompareRequest(_message.Message):
     CORRECTION_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
-    FORMAT_FIELD_NUMBER: _ClassVar[int]
     INTERFERENCE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     EXCLUDE_INTERFERED_FIELD_NUMBER: _ClassVar[int]
-    machine_a: str
-    machine_b: str
+    A_FIELD_NUMBER: _ClassVar[int]
+    B_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
     benchmarks: _containers.RepeatedScalarFieldContainer[str]
     metrics: _containers.RepeatedScalarFieldContainer[str]
     alpha: float
@@ -331,18 +387,23 @@ class CompareRequest(_message.Message):
     correction: str
     precision: float
     seed: int
-    format: str
     interference_limit: float
     exclude_interfered: bool
-    def __init__(self, machine_a: _Optional[str] = ..., machine_b: _Optional[str] = ..., benchmarks: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Iterable[str]] = ..., alpha: _Optional[float] = ..., confidence: _Optional[float] = ..., proportion: _Optional[float] = ..., margin: _Optional[float] = ..., paired: _Optional[bool] = ..., correction: _Optional[str] = ..., precision: _Optional[float] = ..., seed: _Optional[int] = ..., format: _Optional[str] = ..., interference_limit: _Optional[float] = ..., exclude_interfered: _Optional[bool] = ...) -> None: ...
+    a: Selection
+    b: Selection
+    family: str
+    pool: bool
+    def __init__(self, benchmarks: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Iterable[str]] = ..., alpha: _Optional[float] = ..., confidence: _Optional[float] = ..., proportion: _Optional[float] = ..., margin: _Optional[float] = ..., paired: _Optional[bool] = ..., correction: _Optional[str] = ..., precision: _Optional[float] = ..., seed: _Optional[int] = ..., interference_limit: _Optional[float] = ..., exclude_interfered: _Optional[bool] = ..., a: _Optional[_Union[Selection, _Mapping]] = ..., b: _Optional[_Union[Selection, _Mapping]] = ..., family: _Optional[str] = ..., pool: _Optional[bool] = ...) -> None: ...
 
 class CompareResponse(_message.Message):
-    __slots__ = ("output", "exit_code")
-    OUTPUT_FIELD_NUMBER: _ClassVar[int]
-    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
-    output: str
-    exit_code: int
-    def __init__(self, output: _Optional[str] = ..., exit_code: _Optional[int] = ...) -> None: ...
+    __slots__ = ("comparison_json", "context_json", "notes")
+    COMPARISON_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    comparison_json: str
+    context_json: str
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, comparison_json: _Optional[str] = ..., context_json: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("machines", "job")
