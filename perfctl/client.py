@@ -77,9 +77,10 @@ def query(args):
     return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel
 
 
-def machine_datasets(args, machines: tuple[str, str], benchmarks: list[str], interference) -> list:
-    """The stored runs of two machines as Datasets, read as the server reads them
-    (perfctl/formats/jsonl.stored_dataset), each with its machine's inventory and latest audit, and a note
+def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) -> list:
+    """The stored runs of two machines as Datasets, each side a Selection (the runs the server's Compare
+    would take), read with perfctl/formats/jsonl.stored_dataset, each with its machine's inventory and
+    latest audit, and a note
     when that audit does not vouch for the counters: for the HTML report, which draws every run. Raises
     ClientError (the server, the network) or DatasetError (a machine without runs)."""
     import time
@@ -97,11 +98,12 @@ def machine_datasets(args, machines: tuple[str, str], benchmarks: list[str], int
         listed = {m.name: m for m in stub.ListMachines(pb.ListMachinesRequest(), metadata=metadata,
                                                        timeout=60).machines}
         datasets = []
-        for name in machines:
+        for side in sides:
+            name = side.machine
             if name not in listed:
                 raise DatasetError(f"no machine named {name!r} on this server")
             records = (proto_to_dict(sample) for benchmark in (benchmarks or [""])
-                       for sample in stub.GetSamples(pb.GetSamplesRequest(machine=name, benchmark=benchmark),
+                       for sample in stub.GetSamples(pb.GetSamplesRequest(selection=side, benchmark=benchmark),
                                                      metadata=metadata, timeout=600))
             dataset = stored_dataset(name, records, benchmarks, interference)
             machine = listed[name]

@@ -1,4 +1,6 @@
-"""From two Datasets to the samples a comparison needs: which benchmarks match, which metric, what to warn.
+"""From two Datasets to the samples a comparison needs (which benchmarks match, which metric, what to warn),
+and to the comparison itself with the context that says what was compared: one path for files compared by
+the CLI and machines compared by the server (``compared``).
 
 The metric default (stated in every output): instructions where both sides have it, else cycles, else
 task-clock, else wall time. A metric name matches a reading label exactly, or with perf's ``:u`` suffix
@@ -7,8 +9,9 @@ task-clock, else wall time. A metric name matches a reading label exactly, or wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from perfctl.analysis.compare import Comparison, Parameters, compare
 from perfctl.formats import BenchmarkData, Dataset
 
 DEFAULT_METRICS = ("instructions", "cycles", "task-clock", "wall-time")
@@ -29,6 +32,47 @@ class Paired:
     only_b: tuple[str, ...]
     renamed: str | None
     units: dict[str, str]
+
+
+@dataclass(frozen=True)
+class CompareContext:
+    """What was compared and how it was read: the inputs' labels, their format, the metrics compared (and
+    how they were chosen), the benchmark renaming said to the user, and each metric's unit."""
+
+    a: str
+    b: str
+    format: str
+    metrics: tuple[str, ...]
+    metric_choice: str
+    renamed: str | None = None
+    units: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A comparison, what it compared, and the inputs' notes (what they left out), each said with its side."""
+
+    comparison: Comparison
+    context: CompareContext
+    notes: tuple[str, ...]
+
+
+def compared(a: Dataset, b: Dataset, metrics: list[str] | None, parameters: Parameters,
+             labels: tuple[str, str]) -> Compared:
+    """Pair two Datasets and compare them. Raises PairingError."""
+    paired = pair(a, b, metrics)
+    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
+    context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
+                             metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units))
+    return Compared(result, context, tuple(side_notes(a.notes, b.notes)))
+
+
+def side_notes(a: list[str], b: list[str]) -> list[str]:
+    """Each input's notes, said once with the side it is about: 'A and B: matmul: left out 2 warmup
+    runs' rather than the same line twice."""
+    both = [note for note in a if note in b]
+    return ([f"A and B: {note}" for note in both] + [f"A: {note}" for note in a if note not in both]
+            + [f"B: {note}" for note in b if note not in both])
 
 
 def _resolve(dataset: Dataset, names: list[str], metric: str) -> str | None:

@@ -8,6 +8,11 @@ as received (stored as its payload, never re-serialized). The server process onl
 
 from __future__ import annotations
 
+import json
+import math
+import struct
+
+from perfctl.formats.jsonl import MAX_VALUE, reading_labels
 from perfctl.server.validation import MAX_BATCH_SAMPLES, validate_sample
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -57,10 +62,40 @@ def split_batch(data: bytes) -> tuple[int, list[bytes]]:
 
 def row_fields(sample: pb.Sample) -> tuple:
     """What the samples table needs besides machine, receipt time and payload: (uuid, benchmark identity,
-    job_id, run_index, warmup, outcome, start_time_ns)."""
+    job_id, run_index, warmup, outcome, start_time_ns, labels, shape, values); see ``values``."""
     bench = sample.benchmark
+    labels = json.dumps(dict(sorted(sample.labels.items())), separators=(",", ":"))
+    shape, vals = values(sample)
     return (sample.uuid, (bench.name, bench.executable_sha256, bench.input_digest, tuple(bench.argv), bench.executable),
-            sample.job_id or None, sample.run_index, sample.warmup, sample.outcome, sample.start_time_ns)
+            sample.job_id or None, sample.run_index, sample.warmup, sample.outcome, sample.start_time_ns,
+            labels, shape, vals)
+
+
+def values(sample: pb.Sample) -> tuple[str, bytes | None]:
+    """What compare reads of a sample, without its payload (server/schema.py): the shape, a JSON list of
+    [label, event, backend, unit, status, reason] per reading, and the values, float64 little-endian: the
+    wall time, then per reading its value (ok), its scaled estimate (multiplexed) or NaN (no value).
+    The labels and checks are those of the JSON Lines reader (perfctl/formats/jsonl.py), so that a
+    comparison of stored runs equals the comparison of the same runs in a file; values None when that
+    reader would refuse the sample (a value missing, negative or past 2^64)."""
+    readings = sample.readings
+    # as perfctl/wire.py proto_to_dict gives them to the reader
+    labels = reading_labels([{"event": r.event, "scope": r.scope, "backend": r.backend} for r in readings])
+    shape = json.dumps([[label, r.event, r.backend, r.unit or "count", r.status,
+                         r.reason if r.HasField("reason") else None] for label, r in zip(labels, readings)],
+                       separators=(",", ":"))
+    numbers = [float(sample.wall_ns)]
+    for r in readings:
+        field = {"ok": "value", "multiplexed": "scaled"}.get(r.status)
+        if field is None:
+            numbers.append(math.nan)
+        elif not r.HasField(field):
+            return shape, None
+        else:
+            numbers.append(float(getattr(r, field)))
+    if not all(0 <= v <= MAX_VALUE for v in numbers if v == v):
+        return shape, None
+    return shape, struct.pack(f"<{len(numbers)}d", *numbers)
 
 
 def decode_batch(data: bytes) -> tuple[int, list[tuple], list[bytes]] | tuple[int, str]:

@@ -2,9 +2,13 @@
 this metadata is what the code queries and what a migration is checked against (tests/test_storage.py).
 
 Samples are append-only: one row per run, with the columns that queries filter on and the whole sample as
-its wire encoding (``payload``, protobuf bytes: readings included, raw values never rewritten). Storing the
-readings inside the payload rather than one row each keeps ingest at tens of thousands of samples per
-second on SQLite (bench/ingest_rate.py).
+its wire encoding (``payload``, protobuf bytes: readings included, raw values never rewritten): the record
+of what was received. Compare reads none of the payloads (migration 0004): each row also holds its values
+(``vals``: wall time then each reading's value, float64) and two small dictionary ids, ``shape`` (what each
+of those values is: label, event, unit, backend, status) and ``context`` (the labels of the run and the
+kernel it ran on), so a selection by machine, benchmark, job, label and time reads a few dozen bytes per run
+(server/selection.py). Storing the values per sample rather than one row per reading keeps ingest at tens
+of thousands of samples per second on SQLite (bench/ingest_rate.py).
 """
 
 from sqlalchemy import (
@@ -66,8 +70,32 @@ samples = Table(
     Column("start_time_ns", BigInteger, nullable=False),
     Column("received_ns", BigInteger, nullable=False),
     Column("payload", LargeBinary, nullable=False),
-    Index("ix_samples_machine_benchmark", "machine", "benchmark"),
+    # migration 0004; NULL only for a stored payload that does not decode (kept, never compared)
+    Column("context", Key),
+    Column("shape", Key),
+    Column("vals", LargeBinary),
+    # covers the per-benchmark, per-job grouping of compare's default selection and of `perfctl benchmarks`
+    Index("ix_samples_series", "machine", "benchmark", "job_id", "context", "start_time_ns"),
     UniqueConstraint("machine", "uuid", name="uq_samples_machine_uuid"),
+)
+
+# What the values of a sample are (JSON list of [label, event, backend, unit, status, reason] per reading,
+# after the wall time): one row per distinct layout, typically one per job.
+shapes = Table(
+    "shapes", metadata,
+    Column("id", Key, primary_key=True, autoincrement=True),
+    Column("spec", Text, nullable=False),
+    Column("digest", String(64), nullable=False, unique=True),
+)
+
+# Under what a run ran: its labels (JSON object, keys sorted) and the kernel release its machine reported
+# when the run was stored.
+contexts = Table(
+    "contexts", metadata,
+    Column("id", Key, primary_key=True, autoincrement=True),
+    Column("labels", Text, nullable=False),
+    Column("kernel", String(256), nullable=False),
+    Column("digest", String(64), nullable=False, unique=True),
 )
 
 jobs = Table(

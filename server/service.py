@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
-import io
 import json
 import logging
 import math
@@ -25,14 +24,17 @@ from concurrent.futures.process import BrokenProcessPool
 
 import grpc
 from prometheus_client import Counter, Gauge, Histogram
-from rich.console import Console
 
-from perfctl import security
+from perfctl import results, security
 from perfctl.analysis.audits import audit_warning
+from perfctl.analysis.compare import Parameters
+from perfctl.formats.dataset import DatasetError
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.output import STOP_SIGNALS
+from perfctl.pairing import PairingError, compared
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch
+from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
 from perfctl.server.storage import JobReportError, Storage, StorageError
 from perfctl.server.validation import (
     MAX_BATCH_SAMPLES,
@@ -44,6 +46,7 @@ from perfctl.server.validation import (
     validate_job,
     validate_job_report,
     validate_machine_info,
+    validate_selection,
 )
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -332,19 +335,11 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         return pb.ReportAuditResponse()
 
 
-def _stored_record(payload: bytes) -> dict | str:
-    """A stored sample's record, or why it cannot be decoded."""
-    from google.protobuf.message import DecodeError
-
-    from perfctl.wire import proto_to_dict
-
-    try:
-        return proto_to_dict(pb.Sample.FromString(payload))
-    except DecodeError:
-        return "not a Sample message"
-
-
 class QueryService(_Base, rpc.QueryServiceServicer):
+    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub, compare_limit: int = MAX_COMPARE_RUNS):
+        super().__init__(storage, tokens, hub)
+        self.compare_limit = compare_limit
+
     async def ListMachines(self, request, context):
         await self._principal(context, "client")
         rows = await self._db(context, self.storage.list_machines)
@@ -364,70 +359,102 @@ class QueryService(_Base, rpc.QueryServiceServicer):
 
     async def ListBenchmarks(self, request, context):
         await self._principal(context, "client")
-        rows = await self._db(context, self.storage.list_benchmarks, request.machine or None)
-        return pb.ListBenchmarksResponse(benchmarks=[pb.BenchmarkSummary(machine=m, name=n, runs=c)
-                                                     for m, n, c in rows])
+        if len(request.machine) > 128:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "machine: at most 128 characters")
+        return await self._db(context, self._list_benchmarks, request.machine)
+
+    def _list_benchmarks(self, machine: str) -> pb.ListBenchmarksResponse:
+        """Per machine and benchmark identity: runs, jobs, labels and the time range, from the index alone."""
+        machine_pk = self.storage.machine_pk(machine) if machine else None
+        response = pb.ListBenchmarksResponse()
+        if machine and machine_pk is None:
+            return response
+        names, identities = self.storage.machine_names(), self.storage.benchmark_rows()
+        contexts = self.storage.contexts()
+        entries: dict[tuple, dict] = {}
+        for machine_id, benchmark_pk, job_id, context_pk, runs, first, last in self.storage.series(machine_pk):
+            entry = entries.setdefault((names[machine_id][0], benchmark_pk), {"runs": 0, "jobs": set(), "labels": {},
+                                                                               "first": first, "last": last})
+            entry["runs"] += runs
+            entry["jobs"].add(job_id)
+            labels = contexts.get(context_pk, {}).get("labels", {})
+            entry["labels"].update(dict.fromkeys(f"{k}={v}" for k, v in sorted(labels.items())))
+            entry["first"], entry["last"] = min(entry["first"], first), max(entry["last"], last)
+        for (machine_name, benchmark_pk), entry in sorted(entries.items(), key=lambda item: (
+                item[0][0], identities[item[0][1]]["name"], item[0][1])):
+            identity = identities[benchmark_pk]
+            response.benchmarks.add(machine=machine_name, name=identity["name"], runs=entry["runs"],
+                                    executable_sha256=identity["executable_sha256"],
+                                    input_digest=identity["input_digest"], argv=identity["argv"],
+                                    jobs=len(entry["jobs"] - {None}), labels=list(entry["labels"]),
+                                    first_ns=entry["first"], last_ns=entry["last"])
+        return response
 
     async def GetSamples(self, request, context):
         await self._principal(context, "client")
-        payloads = await self._db(context, lambda: list(self.storage.sample_payloads(
-            request.machine, [request.benchmark] if request.benchmark else None)))
+        if request.HasField("selection"):
+            problem = validate_selection(request.selection, "selection")
+            if problem:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+            try:
+                payloads = await asyncio.to_thread(self._selected_payloads, request)
+            except DatasetError as err:
+                await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+            except TooManyRuns as err:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
+        else:
+            payloads = await self._db(context, lambda: list(self.storage.sample_payloads(
+                request.machine, [request.benchmark] if request.benchmark else None)))
         for payload in payloads:
             yield pb.Sample.FromString(payload)
+
+    def _selected_payloads(self, request) -> list[bytes]:
+        selector = Selector(self.storage, limit=self.compare_limit)
+        return selector.payloads(request.selection, [request.benchmark] if request.benchmark else None)
 
     async def Compare(self, request, context):
         await self._principal(context, "client")
         problem = validate_compare(request)
         if problem:
-            return pb.CompareResponse(output=f"perfctl compare: {problem}", exit_code=2)
-        return await asyncio.to_thread(self._compare, request)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        try:
+            return await asyncio.to_thread(self._compare, request)
+        except TooManyRuns as err:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
+        except DatasetError as err:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+        except (PairingError, ValueError, StorageError) as err:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        except Exception as err:  # noqa: BLE001 - a bug: the client gets one line, the log the traceback
+            log.exception("compare %s %s failed", describe(request.a), describe(request.b))
+            first = str(err).splitlines()[0] if str(err) else ""
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error on the server: {type(err).__name__}: "
+                                                          f"{first} (the server log has the details)")
 
     def _compare(self, request) -> pb.CompareResponse:
-        from perfctl.analysis.compare import Parameters
-        from perfctl.formats import DatasetError
-        from perfctl.pairing import PairingError
-        from perfctl.report import compare as compare_report
-
-        try:
-            parameters = Parameters(alpha=request.alpha or 0.05, confidence=request.confidence or 0.95,
-                                    proportion=request.proportion or 0.5, margin=request.margin or 0.05,
-                                    paired=request.paired, correction=request.correction or "holm",
-                                    precision=request.precision or 0.05, seed=request.seed)
-            parameters.validate()
-            limit = request.interference_limit or DEFAULT_INTERFERENCE_LIMIT
-            if not (0 < limit < 1e6 and math.isfinite(limit)):
-                raise ValueError(f"interference limit must be a positive share, got {limit}")
-            policy = InterferencePolicy(limit, request.exclude_interfered)
-            datasets = [self.machine_dataset(name, list(request.benchmarks), policy) for name in
-                        (request.machine_a, request.machine_b)]
-            latest = self.storage.latest_audits()
-            for dataset, name in zip(datasets, (request.machine_a, request.machine_b)):
-                warning = audit_warning(name, latest.get(name), time.time_ns())
-                if warning:
-                    dataset.notes.append(warning)
-            buffer = io.StringIO()
-            console = Console(file=buffer, width=150, color_system=None, force_terminal=False)
-            code = compare_report.compare_datasets(datasets[0], datasets[1], list(request.metrics) or None, parameters,
-                                                   request.format or "table", console,
-                                                   (f"machine {request.machine_a}", f"machine {request.machine_b}"))
-            return pb.CompareResponse(output=buffer.getvalue(), exit_code=code)
-        except (DatasetError, PairingError, ValueError, StorageError) as err:
-            return pb.CompareResponse(output=f"perfctl compare: {err}", exit_code=2)
-        except Exception as err:  # noqa: BLE001 - a bug: the client gets one line, the log the traceback
-            log.exception("compare %s %s failed", request.machine_a, request.machine_b)
-            first = str(err).splitlines()[0] if str(err) else ""
-            return pb.CompareResponse(output=f"perfctl compare: internal error on the server: "
-                                             f"{type(err).__name__}: {first} (the server log has the details)",
-                                      exit_code=2)
-
-    def machine_dataset(self, machine: str, benchmarks: list[str], interference=None):
-        from perfctl.formats import DatasetError
-        from perfctl.formats.jsonl import stored_dataset
-
-        if self.storage.machine_pk(machine) is None:
-            raise DatasetError(f"no machine named {machine!r} on this server")
-        return stored_dataset(machine, map(_stored_record, self.storage.sample_payloads(machine, benchmarks or None)),
-                              benchmarks, interference)
+        """Select both sides' runs (server/selection.py), compare them (perfctl/pairing.py) and return the
+        comparison as data (perfctl/results.py): the client renders it."""
+        parameters = Parameters(alpha=request.alpha or 0.05, confidence=request.confidence or 0.95,
+                                proportion=request.proportion or 0.5, margin=request.margin or 0.05,
+                                paired=request.paired, correction=request.correction or "holm",
+                                precision=request.precision or 0.05, seed=request.seed,
+                                family=request.family or "simultaneous")
+        parameters.validate()
+        limit = request.interference_limit or DEFAULT_INTERFERENCE_LIMIT
+        if not (0 < limit < 1e6 and math.isfinite(limit)):
+            raise ValueError(f"interference limit must be a positive share, got {limit}")
+        selector = Selector(self.storage, InterferencePolicy(limit, request.exclude_interfered), request.pool,
+                            self.compare_limit)
+        benchmarks = list(request.benchmarks) or None
+        datasets = [selector.dataset(side, benchmarks) for side in (request.a, request.b)]
+        latest = self.storage.latest_audits()
+        for dataset, side in zip(datasets, (request.a, request.b)):
+            warning = audit_warning(side.machine, latest.get(side.machine), time.time_ns())
+            if warning:
+                dataset.notes.append(warning)
+        result = compared(datasets[0], datasets[1], list(request.metrics) or None, parameters,
+                          (f"machine {describe(request.a)}", f"machine {describe(request.b)}"))
+        return pb.CompareResponse(comparison_json=results.dumps(result))
 
     async def SubmitJob(self, request, context):
         await self._principal(context, "client")
@@ -602,7 +629,8 @@ def _bind(server, listen: str, credentials) -> int:
 
 
 async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grace: float = 10.0,
-                ready: asyncio.Event | None = None, decode_workers: int = 1) -> None:
+                ready: asyncio.Event | None = None, decode_workers: int = 1,
+                compare_limit: int = MAX_COMPARE_RUNS) -> None:
     """Run the server until SIGTERM or SIGINT, then stop taking calls and let in-flight batches finish.
 
     OSError("cannot listen on ADDRESS: why") when the address, or one of those it resolves to, cannot be
@@ -618,7 +646,7 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
     decoders = Decoders(decode_workers)
     try:
         _add_agent_service(AgentService(storage, tokens, hub, decoders), server)
-        rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub), server)
+        rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub, compare_limit), server)
         problem = _unbindable(listen)
         if problem is None and _bind(server, listen, credentials) == 0:
             # taken between the check and gRPC's bind, or gRPC's own reason

@@ -8,6 +8,7 @@ commit survives a crash of the machine, not only of the server.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -18,17 +19,18 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import create_engine, event, func, select, update
+from sqlalchemy import create_engine, event, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from perfctl.server import migrations
 from perfctl.server.decode import row_fields
-from perfctl.server.schema import audits, benchmarks, jobs, machines, samples
+from perfctl.server.schema import audits, benchmarks, contexts, jobs, machines, samples, shapes
 from perfctl.v1 import fleet_pb2 as pb
+from perfctl.wire import inventory_of
 
 SAMPLE_COLUMNS = ("uuid", "machine", "benchmark", "job_id", "run_index", "warmup", "outcome", "start_time_ns",
-                  "received_ns", "payload")
+                  "received_ns", "payload", "context", "shape", "vals")
 JOB_STATES = ("queued", "dispatched", "running", "done", "failed", "refused")
 OPEN_JOB_STATES = ("queued", "dispatched", "running")
 MAX_CACHED_JOBS = 100_000
@@ -90,7 +92,9 @@ class Storage:
             self._insert_sql = (f"INSERT INTO samples ({columns}) VALUES ({', '.join(['%s'] * len(SAMPLE_COLUMNS))}) "
                                 "ON CONFLICT (machine, uuid) DO NOTHING")
         self._machine_ids: dict[str, int] = {}
+        self._machine_kernels: dict[str, str] = {}
         self._benchmark_ids: dict[tuple, int] = {}
+        self._dictionary_ids: dict[tuple, int] = {}  # (table name, digest) -> id, for shapes and contexts
         # (machine name, job id) pairs known to exist: checked for every sample that names a job
         self._machine_jobs: set[tuple[str, str]] = set()
 
@@ -122,6 +126,7 @@ class Storage:
             conn.execute(update(machines).where(machines.c.name == info.name).values(**values))
             pk = conn.execute(select(machines.c.id).where(machines.c.name == info.name)).scalar_one()
         self._machine_ids[info.name] = pk
+        self._machine_kernels[info.name] = _kernel(info.inventory_json)
         return pk
 
     def heard(self, name: str, now_ns: int) -> None:
@@ -140,6 +145,14 @@ class Storage:
     def forget_machine(self, name: str) -> None:
         """Drop a cached machine id: the next use looks the machine up again (its row may be gone)."""
         self._machine_ids.pop(name, None)
+        self._machine_kernels.pop(name, None)
+
+    def _kernel_of(self, conn, name: str) -> str:
+        """The kernel release the machine reported when it last registered: stored with each of its runs."""
+        if name not in self._machine_kernels:
+            inventory = conn.execute(select(machines.c.inventory).where(machines.c.name == name)).scalar_one_or_none()
+            self._machine_kernels[name] = _kernel(inventory or "")
+        return self._machine_kernels[name]
 
     def list_machines(self) -> list[dict]:
         with self.engine.connect() as conn:
@@ -148,6 +161,17 @@ class Storage:
         return [{**row, "samples": counts.get(row["id"], 0)} for row in rows]
 
     # --- samples ---
+
+    def _dictionary_pk(self, conn, table, values: dict, fresh: dict) -> int:
+        """The id of a shape or a context (server/schema.py), created if new; unique by the digest of its values."""
+        key = (table.name, *values.values())
+        pk = self._dictionary_ids.get(key) or fresh.get(key)
+        if pk is None:
+            digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()
+            conn.execute(self._insert_ignore(table).values(digest=digest, **values))
+            pk = conn.execute(select(table.c.id).where(table.c.digest == digest)).scalar_one()
+            fresh[key] = pk
+        return pk
 
     def _benchmark_pk(self, conn, identity: tuple, fresh: dict) -> int:
         """The id of a benchmark (name, executable sha256, input digest, argv, executable), created if new."""
@@ -181,16 +205,21 @@ class Storage:
                 raise StorageError(f"unknown machine {machine!r}: it must register first")
             machine_pks.append(pk)
         fresh: dict = {}
+        fresh_dictionary: dict = {}
         results = []
         with self._write_lock, self.engine.begin() as conn:
-            for (_, fields, payloads), machine_pk in zip(requests, machine_pks):
+            for (machine, fields, payloads), machine_pk in zip(requests, machine_pks):
+                kernel = self._kernel_of(conn, machine)
                 rows = [(uuid, machine_pk, self._benchmark_pk(conn, identity, fresh), job_id, run_index, warmup,
-                         outcome, start_time_ns, now_ns, payload)
-                        for (uuid, identity, job_id, run_index, warmup, outcome, start_time_ns), payload
-                        in zip(fields, payloads)]
+                         outcome, start_time_ns, now_ns, payload,
+                         self._dictionary_pk(conn, contexts, {"labels": labels, "kernel": kernel}, fresh_dictionary),
+                         self._dictionary_pk(conn, shapes, {"spec": shape}, fresh_dictionary), vals)
+                        for (uuid, identity, job_id, run_index, warmup, outcome, start_time_ns, labels, shape, vals),
+                        payload in zip(fields, payloads)]
                 stored = self.insert_rows(conn, rows)
                 results.append((stored, len(rows) - stored))
         self._benchmark_ids.update(fresh)  # only ids whose transaction committed
+        self._dictionary_ids.update(fresh_dictionary)
         return results
 
     def insert_rows(self, conn, rows: list[tuple]) -> int:
@@ -215,15 +244,73 @@ class Storage:
             for (payload,) in conn.execution_options(stream_results=True).execute(query):
                 yield bytes(payload)
 
-    def list_benchmarks(self, machine: str | None = None) -> list[tuple[str, str, int]]:
-        query = (select(machines.c.name, benchmarks.c.name, func.count())
-                 .select_from(samples.join(machines, samples.c.machine == machines.c.id)
-                              .join(benchmarks, samples.c.benchmark == benchmarks.c.id))
-                 .group_by(machines.c.name, benchmarks.c.name).order_by(machines.c.name, benchmarks.c.name))
-        if machine:
-            query = query.where(machines.c.name == machine)
+    def series(self, machine_pk: int | None = None, benchmark_pks=None, context_pks=None, since_ns: int = 0,
+               until_ns: int = 0) -> list:
+        """Runs stored per (machine, benchmark, job, context): rows of (machine, benchmark, job_id, context,
+        runs, first start, last start). Read from the index ix_samples_series alone (server/schema.py)."""
+        query = (select(samples.c.machine, samples.c.benchmark, samples.c.job_id, samples.c.context, func.count(),
+                        func.min(samples.c.start_time_ns), func.max(samples.c.start_time_ns))
+                 .group_by(samples.c.machine, samples.c.benchmark, samples.c.job_id, samples.c.context))
+        query = self._filtered(query, machine_pk, benchmark_pks, None, context_pks, since_ns, until_ns)
         with self.engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(query).all()]
+            return conn.execute(query).all()
+
+    def stored_values(self, machine_pk: int, benchmark_pks=None, job_ids=None, context_pks=None, since_ns: int = 0,
+                      until_ns: int = 0, chunk: int = 20_000, payloads: bool = False) -> Iterator[list]:
+        """The values of the runs selected (chunks of rows, in the order they were stored): (benchmark,
+        job_id, context, shape, warmup, outcome, start_time_ns, vals), or the payload in place of vals.
+        ``job_ids`` may hold None (runs stored without a job). Streams: the server's memory holds one chunk
+        of rows at a time."""
+        query = select(samples.c.benchmark, samples.c.job_id, samples.c.context, samples.c.shape, samples.c.warmup,
+                       samples.c.outcome, samples.c.start_time_ns,
+                       samples.c.payload if payloads else samples.c.vals).order_by(samples.c.id)
+        query = self._filtered(query, machine_pk, benchmark_pks, job_ids, context_pks, since_ns, until_ns)
+        with self.engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=chunk).execute(query)
+            yield from result.partitions(chunk)
+
+    @staticmethod
+    def _filtered(query, machine_pk, benchmark_pks, job_ids, context_pks, since_ns: int, until_ns: int):
+        if machine_pk is not None:
+            query = query.where(samples.c.machine == machine_pk)
+        if benchmark_pks is not None:
+            query = query.where(samples.c.benchmark.in_(sorted(benchmark_pks)))
+        if job_ids is not None:
+            named = sorted(j for j in job_ids if j is not None)
+            condition = samples.c.job_id.in_(named)
+            query = query.where(or_(condition, samples.c.job_id.is_(None)) if None in job_ids else condition)
+        if context_pks is not None:
+            query = query.where(samples.c.context.in_(sorted(context_pks)))
+        if since_ns:
+            query = query.where(samples.c.start_time_ns >= since_ns)
+        if until_ns:
+            query = query.where(samples.c.start_time_ns < until_ns)
+        return query
+
+    def benchmark_rows(self, names: list[str] | None = None) -> dict[int, dict]:
+        """Benchmarks by id: name, executable_sha256, input_digest, argv (a list), executable."""
+        query = select(benchmarks)
+        if names is not None:
+            query = query.where(benchmarks.c.name.in_(sorted(set(names))))
+        with self.engine.connect() as conn:
+            return {row["id"]: {**row, "argv": json.loads(row["argv"])} for row in conn.execute(query).mappings()}
+
+    def contexts(self) -> dict[int, dict]:
+        """Contexts by id: labels (a dict) and kernel."""
+        with self.engine.connect() as conn:
+            return {row.id: {"labels": json.loads(row.labels), "kernel": row.kernel}
+                    for row in conn.execute(select(contexts.c.id, contexts.c.labels, contexts.c.kernel))}
+
+    def shapes(self) -> dict[int, list]:
+        """Shapes by id: per reading [label, event, backend, unit, status, reason] (server/decode.py)."""
+        with self.engine.connect() as conn:
+            return {row.id: json.loads(row.spec) for row in conn.execute(select(shapes.c.id, shapes.c.spec))}
+
+    def machine_names(self) -> dict[int, tuple[str, str]]:
+        """Machines by id: (name, machine_id)."""
+        with self.engine.connect() as conn:
+            return {row.id: (row.name, row.machine_id)
+                    for row in conn.execute(select(machines.c.id, machines.c.name, machines.c.machine_id))}
 
     def count_samples(self) -> int:
         with self.engine.connect() as conn:
@@ -344,3 +431,9 @@ class Storage:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _kernel(inventory_json: str) -> str:
+    kernel = inventory_of(inventory_json).get("kernel")
+    release = kernel.get("release") if isinstance(kernel, dict) else None
+    return release[:256] if isinstance(release, str) and release else "unknown"

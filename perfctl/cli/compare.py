@@ -75,7 +75,64 @@ def inputs(command, inputs_required: bool = True) -> None:
     interference_options(command)
     command.add_argument("--benchmark", action="append", metavar="NAME",
                          help="only these benchmarks (repeat the option for several)")
+    fleet = command.add_argument_group(
+        "machines on a server", "A and B may be MACHINE, MACHINE@job=ID or MACHINE@KEY=VALUE[,KEY=VALUE...] (runs "
+        "carrying those labels, perfctl stat/submit --label); by default, for each benchmark, only the runs of the "
+        "most recent job that ran it")
+    fleet.add_argument("--since", type=instant, metavar="TIME",
+                       help="only runs started at or after TIME: 2026-11-01 or 2026-11-01T12:00 (UTC), or an "
+                            "age: 7d, 12h")
+    fleet.add_argument("--until", type=instant, metavar="TIME", help="only runs started before TIME (as --since)")
+    fleet.add_argument("--all-history", action="store_true",
+                       help="every selected run, not only each benchmark's most recent job")
+    fleet.add_argument("--pool", action="store_true",
+                       help="pool runs of different executables, inputs or kernels under one benchmark name (by "
+                            "default such a benchmark is left out and the note says what was mixed)")
     connection_options(command, "server holding the machines' samples (when A and B are machine names)")
+
+
+def instant(text: str) -> int:
+    """A time on the command line as ns since the epoch: an ISO 8601 date or date and time (UTC unless it
+    says its offset), or an age before now (30m, 12h, 7d, 2w)."""
+    import argparse
+    import datetime
+    import re
+    import time
+
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw])", text.strip())
+    if match:
+        seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match[2]]
+        return time.time_ns() - int(seconds * 1e9)
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a date and time (2026-11-01, 2026-11-01T12:00) "
+                                         "nor an age (7d, 12h)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    if moment.year < 1970:
+        raise argparse.ArgumentTypeError(f"{text!r} is before 1970")
+    return int(moment.timestamp() * 1e9)
+
+
+def selection(text: str, args, command: str):
+    """One side naming a machine: MACHINE[@job=ID | @KEY=VALUE[,KEY=VALUE...]] with the time range and
+    --all-history, as the Selection the server takes (protos/perfctl/v1/fleet.proto)."""
+    from perfctl.model import parse_labels
+    from perfctl.v1 import fleet_pb2 as pb
+
+    machine, at, spec = text.partition("@")
+    if not machine or (at and not spec):
+        raise UsageError(f"{command}: {text!r}: expected MACHINE, MACHINE@job=ID or MACHINE@KEY=VALUE[,KEY=VALUE]")
+    try:
+        labels = parse_labels(spec.split(",") if spec else [], option=f"{machine}@")
+    except ValueError as err:
+        raise UsageError(f"{command}: {err}") from None
+    job_id = labels.pop("job", "")
+    if args.since and args.until and args.since >= args.until:
+        raise UsageError(f"{command}: --since must be before --until")
+    return pb.Selection(machine=machine, job_id=job_id, labels=labels, since_ns=args.since or 0,
+                        until_ns=args.until or 0, all_history=args.all_history)
 
 
 def _parameters(args, command: str):
@@ -104,9 +161,9 @@ def _machines(args) -> bool:
 def run(args) -> int:
     if args.html:
         check_target(args.html, "perfctl compare", (args.a, args.b))
-    defaults = args.family == "simultaneous" and args.fail_on == "relevant"  # what the server's Compare knows
-    if _machines(args) and not args.html and defaults:  # the server compares its stored runs itself
-        return _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
+    if _machines(args) and not args.html:  # the server compares its stored runs itself
+        report = _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
+        return write(report, args.format, console())
     report = comparison(args, "perfctl compare")
     code = write(report, args.format, console())
     if args.html:
@@ -125,7 +182,8 @@ def comparison(args, command: str):
     parameters = _parameters(args, command)
     try:
         if _machines(args):
-            a, b = client.machine_datasets(args, (args.a, args.b), args.benchmark or [], interference(args))
+            sides = (selection(args.a, args, command), selection(args.b, args, command))
+            a, b = client.machine_datasets(args, sides, args.benchmark or [], interference(args))
             labels = (f"machine {args.a}", f"machine {args.b}")
         else:
             a = read_dataset(args.a, args.input_format, interference(args))
@@ -149,19 +207,25 @@ def _select(names: list[str], *datasets) -> None:
         dataset.benchmarks = {n: bench for n, bench in dataset.benchmarks.items() if n in names}
 
 
-def _compare_machines(args, metrics, parameters) -> int:
+def _compare_machines(args, metrics, parameters):
+    """The server's comparison of two machines' stored runs, returned as data and rendered here."""
+    from perfctl import results
     from perfctl.cli.remote import call
-    from perfctl.report.compare import ServerCompareReport
+    from perfctl.pairing import Compared
+    from perfctl.report.compare import from_compared
     from perfctl.v1 import fleet_pb2 as pb
 
-    request = pb.CompareRequest(machine_a=args.a, machine_b=args.b, benchmarks=args.benchmark or [],
-                                metrics=metrics or [], alpha=parameters.alpha, confidence=parameters.confidence,
-                                proportion=parameters.proportion, margin=parameters.margin, paired=parameters.paired,
-                                correction=parameters.correction, precision=parameters.precision,
-                                seed=parameters.seed, format=args.format,
-                                interference_limit=args.interference_limit,
+    command = "perfctl compare"
+    request = pb.CompareRequest(a=selection(args.a, args, command), b=selection(args.b, args, command),
+                                benchmarks=args.benchmark or [], metrics=metrics or [], alpha=parameters.alpha,
+                                confidence=parameters.confidence, proportion=parameters.proportion,
+                                margin=parameters.margin, paired=parameters.paired, correction=parameters.correction,
+                                precision=parameters.precision, seed=parameters.seed, family=parameters.family,
+                                pool=args.pool, interference_limit=args.interference_limit,
                                 exclude_interfered=args.exclude_interfered)
     response = call(args, "Compare", request)
-    if response.exit_code == 2:
-        raise UsageError(response.output.strip().replace("\n", " "))
-    return write(ServerCompareReport(response.output, response.exit_code, verbosity(args)), args.format, console())
+    try:
+        result = results.loads(response.comparison_json, Compared)
+    except results.ResultError as err:
+        raise UsageError(f"{command}: the server's answer is not a comparison: {err}") from None
+    return from_compared(result, verbosity(args), args.fail_on)

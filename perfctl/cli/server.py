@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from perfctl.cli.options import exit_status, loudness, non_negative_int, seconds, verbosity
+from perfctl.cli.options import exit_status, loudness, non_negative_int, positive_int, seconds, verbosity
 from perfctl.output import EXIT_OK, UsageError
 
 
@@ -26,6 +26,10 @@ def add_parser(sub) -> None:
     server.add_argument("--grace", type=seconds, default=10.0, help="seconds to drain in-flight batches on stop")
     server.add_argument("--decode-workers", type=non_negative_int, default=max(1, min(4, (os.cpu_count() or 2) - 1)),
                         metavar="N", help="processes that decode and validate incoming batches (0: in the server)")
+    server.add_argument("--max-compare-runs", type=positive_int, default=None, metavar="N",
+                        help="the most runs one side of a comparison may select; a larger request is refused "
+                             "(RESOURCE_EXHAUSTED) rather than answered out of memory (default 2,000,000: about "
+                             "100 bytes each while compared; docs/operations.md)")
     loudness(server, verbose="debug lines in the log", quiet="only warnings and errors in the log")
 
 
@@ -33,6 +37,7 @@ def run(args) -> int:
     from perfctl import security
     from perfctl.cli.remote import serve_metrics, start_logging
     from perfctl.server.auth import TokenFileError, Tokens
+    from perfctl.server.selection import MAX_COMPARE_RUNS
     from perfctl.server.service import serve
     from perfctl.server.storage import Storage, StorageError, database_url
 
@@ -46,7 +51,8 @@ def run(args) -> int:
         raise UsageError(f"perfctl server: {err}") from None
     start_logging(verbosity(args))
     try:
-        asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers))
+        asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers,
+                          compare_limit=args.max_compare_runs or MAX_COMPARE_RUNS))
     except OSError as err:
         raise UsageError(f"perfctl server: {err}") from None
     finally:

@@ -7,9 +7,7 @@ Datasets (None for a comparison the server renders) and the context, for a repor
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, field
 
 from rich import box
 from rich.console import Console
@@ -17,22 +15,9 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.compare import Comparison
-from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text, write
-from perfctl.text import cell, visible, visible_lines
-
-
-@dataclass(frozen=True)
-class CompareContext:
-    """What was compared and how it was read: the inputs' labels, their format, the metrics compared (and
-    how they were chosen), the benchmark renaming said to the user, and each metric's unit."""
-
-    a: str
-    b: str
-    format: str
-    metrics: tuple[str, ...]
-    metric_choice: str
-    renamed: str | None = None
-    units: dict[str, str] = field(default_factory=dict)
+from perfctl.pairing import CompareContext, Compared, compared
+from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text
+from perfctl.text import cell, visible
 
 ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
               "ratio_high", "interval_level", "verdict", "margin", "beyond", "disturbed", "difference_p_adjusted",
@@ -417,63 +402,14 @@ def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str
     return lines
 
 
-def render(fmt: str, comparison: Comparison, context: CompareContext, console: Console,
-           notes: list[str] = ()) -> None:
-    """Print the comparison in ``fmt`` (table, json, csv, markdown) on ``console``."""
-    write(CompareReport(comparison, context, notes), fmt, console)
-
-
 def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL,
                    fail_on: str = "relevant") -> CompareReport:
     """Pair two Datasets and compare them. Raises PairingError."""
-    from perfctl.analysis.compare import compare
-    from perfctl.pairing import pair
-
-    paired = pair(a, b, metrics)
-    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
-    context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
-                             metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units))
-    return CompareReport(result, context, side_notes(a.notes, b.notes), datasets=(a, b), verbosity=verbosity,
+    result = compared(a, b, metrics, parameters, labels)
+    return CompareReport(result.comparison, result.context, result.notes, datasets=(a, b), verbosity=verbosity,
                          fail_on=fail_on)
 
 
-def side_notes(a: list[str], b: list[str]) -> list[str]:
-    """Each input's notes, said once with the side it is about: 'A and B: matmul: left out 2 warmup
-    runs' rather than the same line twice."""
-    both = [note for note in a if note in b]
-    return ([f"A and B: {note}" for note in both] + [f"A: {note}" for note in a if note not in both]
-            + [f"B: {note}" for note in b if note not in both])
-
-
-def compare_datasets(a, b, metrics, parameters, fmt: str, console: Console, labels: tuple[str, str],
-                     verbosity: int = NORMAL) -> int:
-    """Pair two Datasets, compare them, print the result; returns the exit code. Raises PairingError."""
-    return write(compare_report(a, b, metrics, parameters, labels, verbosity), fmt, console)
-
-
-class ServerCompareReport(Report):
-    """A comparison of two machines that the server computed and rendered (server/service.py, through
-    CompareReport): its text is shown with control characters made visible, line breaks kept; its JSON
-    passes through parsed and re-dumped."""
-
-    kind = "compare"
-    formats = ("table", "json", "csv", "markdown")
-
-    def __init__(self, output: str, code: int, verbosity: int = NORMAL):
-        self.output, self.code, self.verbosity = output, code, verbosity
-
-    def table(self, console: Console) -> None:
-        if self.verbosity > QUIET or self.code:  # rendered on the server: quiet shows it only when it fails
-            console.file.write(visible_lines(self.output))
-
-    def document(self) -> dict:
-        return json.loads(self.output)
-
-    def csv(self) -> str:
-        return visible_lines(self.output)
-
-    def markdown(self) -> str:
-        return visible_lines(self.output)
-
-    def exit_code(self) -> int:
-        return self.code
+def from_compared(result: Compared, verbosity: int = NORMAL, fail_on: str = "relevant") -> CompareReport:
+    """The report of a comparison computed elsewhere (the server's, rebuilt by perfctl/results.py)."""
+    return CompareReport(result.comparison, result.context, result.notes, verbosity=verbosity, fail_on=fail_on)

@@ -1,0 +1,120 @@
+"""Analysis results as tagged JSON, for the wire: the server's Compare RPC sends the comparison it computed
+(perfctl/pairing.py Compared: analysis/compare.py's Comparison and its context) and the client rebuilds the
+same frozen dataclasses and renders them as it renders a comparison of files, so a table, JSON, CSV or
+Markdown from a server is the one a file compare prints (tests/test_fleet_compare.py).
+
+A dataclass is ``{"type": "module.Class", "fields": {...}}``, an enum ``{"enum": "module.Class", "name": N}``,
+a non-finite float ``{"float": "nan"}`` (JSON has none), a tuple a list (decoded as a tuple). Decoding
+accepts only the dataclasses and enums that analysis/ defines and only their fields: the answer comes from
+a server, and a hostile one must not get to build anything else (the same rule as for every other message).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import importlib
+import json
+import math
+
+ANALYSIS = ("compare", "sparc", "spa", "speedup_test", "summary", "multiple", "disturbance", "rank_tests")
+MODULES = (*(f"perfctl.analysis.{name}" for name in ANALYSIS), "perfctl.pairing")
+
+
+class ResultError(ValueError):
+    """An encoded result that does not decode to analysis/'s types; one line."""
+
+
+@functools.cache
+def _known() -> dict[str, type]:
+    """Every dataclass and enum that analysis/ defines, and the context of a comparison (perfctl/pairing.py),
+    by ``module.Class``."""
+    known = {}
+    for name in MODULES:
+        module = importlib.import_module(name)
+        for _attr, value in vars(module).items():
+            if isinstance(value, type) and value.__module__ == module.__name__ and \
+                    (dataclasses.is_dataclass(value) or issubclass(value, enum.Enum)):
+                known[_tag(value)] = value
+    return known
+
+
+def _tag(cls: type) -> str:
+    return f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
+
+
+def encode(obj):
+    """A JSON-ready form of an analysis result (a tree of frozen dataclasses)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {"type": _tag(type(obj)),
+                "fields": {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+    if isinstance(obj, enum.Enum):
+        return {"enum": _tag(type(obj)), "name": obj.name}
+    if isinstance(obj, (list, tuple)):
+        return [encode(item) for item in obj]
+    if isinstance(obj, dict):
+        return {"dict": [[encode(key), encode(value)] for key, value in obj.items()]}
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if hasattr(obj, "item"):  # a numpy scalar
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return {"float": repr(obj)}
+    if isinstance(obj, (int, float)):
+        return obj
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def decode(data):
+    """The analysis result ``encode`` made; ResultError for anything else."""
+    if isinstance(data, list):
+        return tuple(decode(item) for item in data)
+    if not isinstance(data, dict):
+        if data is None or isinstance(data, (bool, int, float, str)):
+            return data
+        raise ResultError(f"unexpected {type(data).__name__}")
+    if set(data) == {"float"} and data["float"] in ("nan", "inf", "-inf"):
+        return float(data["float"])
+    if set(data) == {"dict"} and isinstance(data["dict"], list):
+        pairs = [decode(pair) for pair in data["dict"]]
+        if not all(isinstance(pair, tuple) and len(pair) == 2 for pair in pairs):
+            raise ResultError("a mapping's items must be pairs")
+        return dict(pairs)
+    if set(data) == {"enum", "name"}:
+        cls = _known().get(data["enum"]) if isinstance(data["enum"], str) else None
+        if cls is None or not issubclass(cls, enum.Enum) or data["name"] not in cls.__members__:
+            raise ResultError(f"unknown enum {str(data['enum'])[:80]!r}")
+        return cls[data["name"]]
+    if set(data) == {"type", "fields"} and isinstance(data["fields"], dict):
+        cls = _known().get(data["type"]) if isinstance(data["type"], str) else None
+        if cls is None or not dataclasses.is_dataclass(cls):
+            raise ResultError(f"unknown type {str(data['type'])[:80]!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        extra = set(data["fields"]) - names
+        if extra:
+            raise ResultError(f"{data['type']} has no field {sorted(extra)[0][:80]!r}")
+        try:
+            return cls(**{key: decode(value) for key, value in data["fields"].items()})
+        except TypeError as err:
+            raise ResultError(f"{data['type']}: {err}") from None
+    raise ResultError("not an encoded analysis result")
+
+
+def dumps(obj) -> str:
+    return json.dumps(encode(obj), allow_nan=False, separators=(",", ":"))
+
+
+def loads(text: str, expected: type):
+    """Decode ``text`` into an ``expected`` (e.g. Comparison); ResultError with one line otherwise."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ResultError(f"not JSON: {str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    try:
+        value = decode(data)
+    except RecursionError:
+        raise ResultError("nested too deeply") from None
+    if not isinstance(value, expected):
+        raise ResultError(f"expected {expected.__name__}, got {type(value).__name__}")
+    return value

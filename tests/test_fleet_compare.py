@@ -1,0 +1,261 @@
+"""Compare of machines on a server (issue 15): which runs each side takes (the most recent job per benchmark,
+@job=, labels, time ranges, all history), benchmarks that mix executables, the comparison returned as data
+and rendered by the client exactly as a comparison of files, the server's limit, and the migration that
+gives stored runs their values. A real `perfctl server` on loopback with real SQLite, real samples of
+/bin/true measured with software counters, the real CLI."""
+
+import json
+import sqlite3
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+from alembic import command
+from alembic.config import Config
+from conftest import measure
+from fleet import Fleet, perfctl_command
+from sqlalchemy import create_engine
+from test_server_hardening import start_server
+
+from perfctl import results, wire
+from perfctl.pairing import Compared
+from perfctl.server import migrations
+from perfctl.server.storage import Storage
+from perfctl.v1 import fleet_pb2 as pb
+
+EVENTS = ["page-faults", "task-clock"]
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Real samples of /bin/true: three sets of 8 runs."""
+    return [measure(["/bin/true"], EVENTS, runs=8) for _ in range(3)]
+
+
+def stamped(samples, *, start_ns: int, job_id: str | None = None, labels: dict | None = None,
+            sha: str | None = None) -> list[pb.Sample]:
+    """Wire copies of real samples as runs of a job, with labels, started from ``start_ns`` on."""
+    out = []
+    for index, sample in enumerate(samples):
+        message = wire.sample_to_proto(sample)
+        message.uuid = str(uuid.uuid4())
+        message.start_time_ns = start_ns + index * 1000
+        if job_id:
+            message.job_id = job_id
+        message.labels.clear()
+        message.labels.update(labels or {})
+        if sha:
+            message.benchmark.executable_sha256 = sha
+        out.append(message)
+    return out
+
+
+def job(server, machine: str) -> str:
+    request = pb.SubmitJobRequest(machines=[machine], job=pb.Job(commands=[pb.Command(name="true", argv=["/bin/true"])],
+                                                                   repetitions=8))
+    return server.query.SubmitJob(request, metadata=server.client_md).job_ids[0]
+
+
+def cli(server, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(perfctl_command(*args, "--server", server.address, "--token-file",
+                                          server.fleet.client_token),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, runs):
+    """box-a: job 1 (8 runs, commit=abc), then job 2 (8 runs, commit=def, another executable); box-b: one
+    job (commit=abc). box-c: runs labelled only, without a job."""
+    fleet = Fleet(tmp_path_factory.mktemp("fleet-compare"))
+    try:
+        running = start_server(fleet)
+        for name in ("box-a", "box-b", "box-c"):
+            running.register(name)
+        now = time.time_ns()
+        running.jobs = {"a1": job(running, "box-a"), "a2": job(running, "box-a"), "b1": job(running, "box-b")}
+        running.send("box-a", *stamped(runs[0], start_ns=now - 10**12, job_id=running.jobs["a1"],
+                                       labels={"commit": "abc"}))
+        running.sent = {"a2": stamped(runs[1], start_ns=now - 10**9, job_id=running.jobs["a2"],
+                                      labels={"commit": "def"}, sha="f" * 64),
+                        "b1": stamped(runs[2], start_ns=now - 10**9 + 500, job_id=running.jobs["b1"],
+                                      labels={"commit": "abc"})}
+        running.send("box-a", *running.sent["a2"], sequence=2)
+        running.send("box-b", *running.sent["b1"])
+        running.send("box-c", *stamped(runs[2], start_ns=now - 10**9, labels={"commit": "abc"}))
+        running.start = now
+        yield running
+    finally:
+        fleet.stop_all()
+
+
+def compared(server, a: str, b: str, *extra: str) -> dict:
+    result = cli(server, "compare", a, b, "--metric", "task-clock", "--format", "json", *extra)
+    assert result.returncode in (0, 3, 4), result.stderr
+    return json.loads(result.stdout)
+
+
+def test_by_default_each_side_takes_the_most_recent_job_of_each_benchmark(server):
+    document = compared(server, "box-a", "box-b")
+    (row,) = document["benchmarks"]
+    assert (row["n_a"], row["n_b"]) == (8, 8)  # job 2 of box-a only, never its whole history
+    assert document["a"] == "machine box-a" and document["b"] == "machine box-b"
+
+
+def test_a_job_a_label_or_the_whole_history(server):
+    jobs = server.jobs
+    assert compared(server, f"box-a@job={jobs['a1']}", "box-b")["benchmarks"][0]["n_a"] == 8
+    # the CI case: one machine, two commits
+    document = compared(server, "box-a@commit=abc", "box-a@commit=def")
+    assert [(r["n_a"], r["n_b"]) for r in document["benchmarks"]] == [(8, 8)]
+    assert "box-a@commit=abc" in document["statement"][0] and "box-a@commit=def" in document["statement"][0]
+    # all history: job 1 and job 2 mix two executables under one name, so the benchmark is left out ...
+    result = cli(server, "compare", "box-a", "box-b", "--all-history", "--metric", "task-clock")
+    assert result.returncode == 2, result.stdout
+    assert "no benchmark can be compared" in result.stderr
+    # ... unless pooled, and the note says what was pooled
+    document = compared(server, "box-a", "box-b", "--all-history", "--pool")
+    assert document["benchmarks"][0]["n_a"] == 16
+    assert any("pooled runs that mix 2 executables" in note for note in document["notes"]), document["notes"]
+
+
+def test_a_time_range_selects_by_start_time(server):
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(server.start / 1e9 - 100))
+    document = compared(server, "box-a", "box-b", "--all-history", "--since", since)
+    assert document["benchmarks"][0]["n_a"] == 8  # job 1 started 1000 s before
+    result = cli(server, "compare", "box-a", "box-b", "--until", "1970-01-02")
+    assert result.returncode == 2 and "has no measured runs selected" in result.stderr
+
+
+def test_runs_without_a_job_are_one_group(server):
+    document = compared(server, "box-c@commit=abc", "box-b")
+    assert document["benchmarks"][0]["n_a"] == 8
+
+
+def test_mixed_executables_are_named_and_left_out_unless_pooled(server):
+    result = cli(server, "compare", "box-a", "box-b", "--all-history")
+    said = " ".join(result.stderr.split())
+    assert "true: left out: its runs mix 2 executables (sha256 " in said and "sha256 ffffffffffff: 8 runs" in said, said
+    assert "select one with @job=ID or a label, or pool them with --pool" in said
+
+
+def test_the_server_returns_data_the_client_renders_as_for_files(server, tmp_path):
+    """--format json from the server equals file compare's JSON on the same samples."""
+    paths = []
+    for name in ("a2", "b1"):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(wire.proto_to_dict(m)) + "\n" for m in server.sent[name]))
+        paths.append(str(path))
+    from_files = json.loads(subprocess.run(perfctl_command("compare", *paths, "--format", "json"),
+                                           capture_output=True, text=True, check=False).stdout)
+    from_server = compared(server, "box-a", "box-b")
+    from_files_again = json.loads(subprocess.run(perfctl_command("compare", *paths, "--format", "json", "--metric",
+                                                                 "task-clock"), capture_output=True, text=True).stdout)
+    assert from_files["metrics"] == ["task-clock"]  # the default metric of these runs: no PMU here
+
+    def comparable(document):
+        kept = {k: v for k, v in document.items() if k not in ("a", "b", "statement", "notes")}
+        # the server adds each machine's audit warning; everything else is said alike
+        return kept, [n for n in document["notes"] if "audit" not in n]
+
+    assert comparable(from_server) == comparable(from_files_again)
+    # every other format renders from the same data
+    for fmt in ("table", "csv", "markdown"):
+        result = cli(server, "compare", "box-a", "box-b", "--format", fmt)
+        assert result.returncode in (0, 3, 4) and "true" in result.stdout, result.stderr
+
+
+def test_the_compare_rpc_answers_with_a_comparison_not_text(server):
+    response = server.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"), b=pb.Selection(machine="box-b"),
+                                                      metrics=["page-faults"]), metadata=server.client_md)
+    result = results.loads(response.comparison_json, Compared)
+    assert result.comparison.benchmarks[0].benchmark == "true"
+    assert result.context.metrics == ("page-faults",)
+
+
+def test_a_selection_over_the_servers_limit_is_refused_with_the_limit_named(tmp_path, runs):
+    fleet = Fleet(tmp_path)
+    try:
+        small = start_server(fleet, ["--max-compare-runs", "6"])
+        small.register("box-a")
+        small.send("box-a", *stamped(runs[0], start_ns=time.time_ns()))
+        with pytest.raises(grpc.RpcError) as caught:
+            small.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"), b=pb.Selection(machine="box-a")),
+                                metadata=small.client_md)
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "box-a selects more than 6 runs, the most this server compares (perfctl server --max-compare-runs)" \
+            in caught.value.details()
+        result = cli(small, "compare", "box-a", "box-a")
+        assert result.returncode == 2 and "RESOURCE_EXHAUSTED" in result.stderr
+    finally:
+        fleet.stop_all()
+
+
+def test_unknown_machine_and_bad_selectors_are_one_line_errors(server):
+    for args, said in ((("compare", "box-z", "box-b"), "no machine named 'box-z'"),
+                       (("compare", "box-a@", "box-b"), "expected MACHINE"),
+                       (("compare", "box-a@commit", "box-b"), "expected KEY=VALUE"),
+                       (("compare", "box-a@job=nope", "box-b"), "job"),
+                       (("compare", "box-a", "box-b", "--since", "yesterday"), "neither a date")):
+        result = cli(server, *args)
+        assert result.returncode == 2, (args, result.stdout)
+        assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+
+
+def test_benchmarks_lists_identity_jobs_labels_and_time_range(server):
+    listed = server.query.ListBenchmarks(pb.ListBenchmarksRequest(machine="box-a"), metadata=server.client_md)
+    assert [(b.name, b.runs, b.jobs, b.executable_sha256[:4]) for b in listed.benchmarks] == \
+        [("true", 8, 1, b.executable_sha256[:4]) for b in listed.benchmarks]
+    assert {tuple(b.labels) for b in listed.benchmarks} == {("commit=abc",), ("commit=def",)}
+    assert all(b.first_ns <= b.last_ns for b in listed.benchmarks)
+    everything = server.query.ListBenchmarks(pb.ListBenchmarksRequest(), metadata=server.client_md)
+    assert {b.machine for b in everything.benchmarks} == {"box-a", "box-b", "box-c"}
+
+
+def test_get_samples_of_a_selection_are_the_runs_compare_takes(server):
+    selected = list(server.query.GetSamples(pb.GetSamplesRequest(selection=pb.Selection(machine="box-a")),
+                                            metadata=server.client_md))
+    assert len(selected) == 8 and {s.job_id for s in selected} == {server.jobs["a2"]}
+
+
+def test_the_migration_gives_stored_runs_their_values(tmp_path, runs):
+    """A database of revision 0003 with stored samples, upgraded: every run gets values, shape and context,
+    and compares as a run stored today."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(Path(migrations.__file__).parent))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0003")
+    samples = [wire.sample_to_proto(s) for s in runs[0]]
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        conn.execute("INSERT INTO machines (name, machine_id, inventory, backends, events, agent_version, "
+                     "first_seen_ns, last_heard_ns) VALUES ('old', 'm', ?, '[]', '[]', '0', 0, 0)",
+                     (json.dumps({"kernel": {"release": "6.1.0-test", "version": "#1"}}),))
+        conn.execute("INSERT INTO benchmarks (name, executable_sha256, input_digest, argv, executable) "
+                     "VALUES ('true', ?, ?, ?, '/bin/true')", (samples[0].benchmark.executable_sha256,
+                                                               samples[0].benchmark.input_digest,
+                                                               json.dumps(list(samples[0].benchmark.argv))))
+        for sample in samples:
+            conn.execute("INSERT INTO samples (uuid, machine, benchmark, job_id, run_index, warmup, outcome, "
+                         "start_time_ns, received_ns, payload) VALUES (?, 1, 1, NULL, ?, 0, 'ok', ?, 0, ?)",
+                         (sample.uuid, sample.run_index, sample.start_time_ns, sample.SerializeToString()))
+        conn.execute("INSERT INTO samples (uuid, machine, benchmark, job_id, run_index, warmup, outcome, "
+                     "start_time_ns, received_ns, payload) VALUES ('garbled', 1, 1, NULL, 0, 0, 'ok', 0, 0, x'ffff')")
+    engine.dispose()
+    storage = Storage(url)  # upgrades to head
+    try:
+        with sqlite3.connect(tmp_path / "old.db") as conn:
+            filled = conn.execute("SELECT count(*) FROM samples WHERE vals IS NOT NULL").fetchone()[0]
+            kernels = conn.execute("SELECT kernel FROM contexts").fetchall()
+        assert filled == len(samples) and kernels == [("6.1.0-test",)]
+        from perfctl.server.selection import Selector
+
+        dataset = Selector(storage).dataset(pb.Selection(machine="old"))
+        assert len(dataset.benchmarks["true"].metrics["task-clock"]) == len(samples)
+        assert any("1 stored samples of machine old could not be used" in n for n in dataset.notes)
+    finally:
+        storage.close()
