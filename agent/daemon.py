@@ -40,7 +40,7 @@ from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
-from perfctl.model import BACKENDS, parse_backends
+from perfctl.model import BACKENDS, labels_problem, parse_backends
 from perfctl.output import STOP_SIGNALS
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -353,7 +353,11 @@ class Agent:
 
     def _prepare(self, job_id: str, job: pb.Job):
         """Control, commands and backend of a job, or the (state, message) that ends it. Every program is
-        checked against the allowlist (allowed_program) before anything opens a file a job names."""
+        checked against the allowlist (allowed_program) before anything opens a file a job names. The job's
+        labels are checked here too (the server may be hostile or older): they go into every sample."""
+        problem = labels_problem(job.labels)
+        if problem:
+            return "refused", problem
         control = make_control(clean_env=True, user=self.config.user, cwd=self.config.workdir,
                                timeout_s=job.timeout_seconds or None)
         path = dict(control.env).get("PATH")
@@ -412,6 +416,7 @@ class Agent:
             return
         self._notify_sender()
         environment = session.environment_of(control)
+        labels = dict(job.labels)
         for index in range(next_index, len(order)):
             if self.stopping.is_set():
                 return
@@ -421,7 +426,7 @@ class Agent:
             sample = session.measure_once(backend, self._runner, resolved, bench, control, environment,
                                           run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
                                           machine_id=self.inventory.machine_id, job_id=job_id,
-                                          corrector=corrector)
+                                          corrector=corrector, labels=labels)
             if self.stopping.is_set():  # a run the stop cut short measures nothing: it runs again at restart
                 return
             # While the disk is full the measured run waits here; if the agent stops meanwhile, the run

@@ -13,7 +13,7 @@ import stat
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from perfctl.agent.events import EventSpec
@@ -230,6 +230,7 @@ class Plan:
     control: RunControl
     name: str | None = None
     job_id: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # carried by every sample (model.labels_problem)
 
 
 def _uuids() -> Iterator[str]:
@@ -247,9 +248,10 @@ def environment_of(control: RunControl) -> Environment:
 
 def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: Benchmark, control: RunControl,
                  environment: Environment, *, run_index: int, warmup: bool, sample_uuid: str, machine_id: str,
-                 job_id: str | None = None, corrector=None) -> Sample:
+                 job_id: str | None = None, corrector=None, labels: dict[str, str] | None = None) -> Sample:
     """One controlled run of a resolved command, as a Sample; ``corrector`` (agent/audit.py make_corrector)
-    adds corrected instruction counts beside the raw ones."""
+    adds corrected instruction counts beside the raw ones. ``labels`` (`perfctl stat --label`, a job's) are
+    copied into the sample, already checked by the caller (model.labels_problem)."""
     exit_, readings = backend.measure(runner, resolved, control)
     if corrector is not None:
         readings = corrector(readings)
@@ -260,7 +262,7 @@ def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: B
         backends=backend.names, stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None,
         max_rss_kib=exit_.max_rss_kib,
         # only when there were any: a run that cleaned up after itself carries nothing extra
-        extra={"outlived": exit_.outlived} if exit_.outlived else {})
+        extra={"outlived": exit_.outlived} if exit_.outlived else {}, labels=dict(labels or {}))
 
 
 def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector=None,
@@ -277,4 +279,4 @@ def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector
     for index in range(plan.warmups + plan.runs):
         yield measure_once(backend, runner, resolved, bench, plan.control, environment, run_index=index,
                            warmup=index < plan.warmups, sample_uuid=next(uuids), machine_id=machine_id,
-                           job_id=plan.job_id, corrector=corrector)
+                           job_id=plan.job_id, corrector=corrector, labels=plan.labels)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 SCHEMA_VERSION = 1
@@ -27,6 +29,78 @@ def parse_backends(text: str) -> tuple[str, ...]:
     if len(names) > 1 and set(names) != {"perf_event", "ebpf"}:
         raise ValueError(f"backends {', '.join(names)} cannot count one run together; only perf_event,ebpf can")
     return ("perf_event", "ebpf") if len(names) > 1 else names
+
+
+MAX_LABELS = 32
+MAX_LABEL_KEY = 64
+MAX_LABEL_VALUE = 256
+# \Z, not $: "$" also matches before a final newline, so "commit\n" would pass as a key.
+_LABEL_KEY = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_LABEL_KEY}}}\Z")
+LABEL_KEY_RULE = f"key must be 1-{MAX_LABEL_KEY} characters of A-Z a-z 0-9 _ . -"
+
+
+def label_problem(key, value) -> str | None:
+    """What is wrong with one label (``key``=``value``), or None.
+
+    Keys are identifiers (commit, branch, build.id): they become selectors (``box-a@commit=abc``), column
+    names and query keys, so they are short and of a small alphabet. Values are free but printable: they
+    end up in tables, logs and terminals, where a newline forges lines and an escape drives the terminal."""
+    if not isinstance(key, str) or not _LABEL_KEY.match(key):
+        return LABEL_KEY_RULE
+    if not isinstance(value, str):
+        return "value must be a string"
+    if len(value) > MAX_LABEL_VALUE:
+        return f"value longer than {MAX_LABEL_VALUE} characters"
+    if not value.isprintable():  # false for every control character, newline and tab included
+        return "value has control or non-printable characters"
+    return None
+
+
+def labels_problem(labels, field: str = "labels") -> str | None:
+    """None if ``labels`` (a mapping of key to value: a sample's, a job's, a selection's) is acceptable,
+    else its first problem in one line naming ``field`` and the bad label. The one owner of what a label
+    is: the CLI, the agent, the server and the file reader all ask here."""
+    if not hasattr(labels, "items"):
+        return f"{field} must be an object of key to value"
+    if len(labels) > MAX_LABELS:
+        return f"{field}: more than {MAX_LABELS} labels ({len(labels)})"
+    for key, value in labels.items():
+        problem = label_problem(key, value)
+        if problem:
+            where = f"{field} key {_shown(key)}" if problem == LABEL_KEY_RULE else f"{field}[{key!r}]"
+            return f"{where}: {problem}"
+    return None
+
+
+def parse_label(text: str, option: str = "--label") -> tuple[str, str]:
+    """A command-line ``KEY=VALUE`` (split at the first ``=``: a value may hold more), as (key, value);
+    ValueError in one line naming the option, the text and the broken rule."""
+    key, equals, value = text.partition("=")
+    problem = "expected KEY=VALUE" if not equals else label_problem(key, value)
+    if problem:
+        raise ValueError(f"{option} {_shown(text)}: {problem}")
+    return key, value
+
+
+def parse_labels(texts: Iterable[str], option: str = "--label") -> dict[str, str]:
+    """Every ``KEY=VALUE`` of a repeatable option as one labels mapping; ValueError for a bad one, a key
+    given twice (which value was meant cannot be guessed) or more than MAX_LABELS."""
+    labels: dict[str, str] = {}
+    for text in texts:
+        key, value = parse_label(text, option)
+        if key in labels:
+            raise ValueError(f"{option} {_shown(text)}: key {key!r} given twice")
+        labels[key] = value
+    if len(labels) > MAX_LABELS:
+        raise ValueError(f"{option}: at most {MAX_LABELS} labels, got {len(labels)}")
+    return labels
+
+
+def _shown(value) -> str:
+    """A bad key or text as quoted in a message: escaped (one line) and cut at 80 characters."""
+    if not isinstance(value, str):
+        return type(value).__name__
+    return repr(value[:80]) + ("..." if len(value) > 80 else "")
 
 
 @dataclass(frozen=True)
@@ -91,6 +165,8 @@ class Sample:
     max_rss_kib: int | None = None
     schema_version: int = SCHEMA_VERSION
     extra: dict = field(default_factory=dict)
+    # key=value labels (commit, branch, build): `perfctl stat --label` or the job's; rules: labels_problem
+    labels: dict[str, str] = field(default_factory=dict)
 
     def reading(self, label: str) -> Reading | None:
         for reading_, name in zip(self.readings, distinct_labels([(r.label, r.backend) for r in self.readings])):
@@ -109,6 +185,8 @@ class Sample:
         out["readings"] = [_compact(_shallow(r)) for r in self.readings]
         out["backends"] = list(self.backends)
         out["extra"] = dict(self.extra)
+        if self.labels:  # absent when empty: a sample without labels reads as it did before labels existed
+            out["labels"] = dict(self.labels)
         return out
 
     @classmethod
@@ -124,8 +202,13 @@ class Sample:
                 raise ValueError(f"reading {reading.event!r} has unknown status {reading.status!r}")
         if data.get("outcome") not in OUTCOMES:
             raise ValueError(f"unknown outcome {data.get('outcome')!r}")
+        labels = data.pop("labels", None)
+        labels = {} if labels is None else labels  # files written before labels have none
+        problem = labels_problem(labels)
+        if problem:
+            raise ValueError(problem)
         return cls(benchmark=Benchmark(**{**bench, "argv": tuple(bench["argv"])}), environment=Environment(**env),
-                   readings=readings, backends=tuple(data.pop("backends")), **data)
+                   readings=readings, backends=tuple(data.pop("backends")), labels=dict(labels), **data)
 
 
 def reading_label(reading: Reading) -> str:
@@ -189,7 +272,7 @@ def _shallow(obj) -> dict:
 
 
 _SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample)
-                       if f.name not in ("benchmark", "environment", "readings", "backends", "extra"))
+                       if f.name not in ("benchmark", "environment", "readings", "backends", "extra", "labels"))
 
 
 def _compact(d: dict) -> dict:

@@ -31,6 +31,7 @@ def sample_to_proto(sample: Sample) -> pb.Sample:
             setattr(message, name, value)
     if sample.extra.get("outlived"):
         message.outlived = sample.extra["outlived"]
+    message.labels.update(sample.labels)
     for reading in sample.readings:
         out = message.readings.add(event=reading.event, backend=reading.backend, scope=reading.scope,
                                    status=reading.status, unit=reading.unit)
@@ -68,6 +69,8 @@ def proto_to_dict(message: pb.Sample) -> dict:
         "stderr_tail": message.stderr_tail if message.HasField("stderr_tail") else None,
         "max_rss_kib": message.max_rss_kib if message.HasField("max_rss_kib") else None,
         "extra": {"outlived": message.outlived} if message.HasField("outlived") else {},
+        # absent when empty, as Sample.to_dict writes it
+        **({"labels": dict(message.labels)} if message.labels else {}),
     }
 
 

@@ -10,7 +10,7 @@ import json
 import math
 import re
 
-from perfctl.model import OUTCOMES, READING_STATUSES, parse_backends
+from perfctl.model import OUTCOMES, READING_STATUSES, labels_problem, parse_backends
 
 MAX_MESSAGE_BYTES = 16 << 20
 MAX_BATCH_SAMPLES = 2000
@@ -139,7 +139,7 @@ def validate_sample(s) -> str | None:
         return "environment.env_bytes must be 0-1048576"
     if env.HasField("pinned_cpu") and not 0 <= env.pinned_cpu < MAX_CPU:
         return f"environment.pinned_cpu must be 0-{MAX_CPU - 1}"
-    problem = _backend_list(s.backends)
+    problem = _backend_list(s.backends) or (labels_problem(s.labels) if s.labels else None)
     if problem:
         return problem
     if len(s.readings) > MAX_READINGS:
@@ -235,7 +235,7 @@ def validate_job(job) -> str | None:
         return "timeout_seconds must be 0-86400"
     if len(job.job_id) > 36:  # assigned by the server; a client's value is replaced
         return "job_id longer than 36 characters"
-    return None
+    return labels_problem(job.labels)
 
 
 def validate_machine_name(name: str) -> str | None:
@@ -487,18 +487,44 @@ def validate_audit(request) -> tuple[str | None, dict | None, str | None]:
     return None, report, json.dumps(report) if replaced else request.report_json
 
 
-COMPARE_FORMATS = ("table", "json", "csv", "markdown")  # perfctl compare --format
+COMPARE_FAMILIES = ("", "simultaneous", "sparc")  # perfctl compare --family; empty: simultaneous
+
+
+def validate_selection(selection, field: str) -> str | None:
+    """One side of a comparison (or GetSamples' selection): which stored runs of a machine it takes. The
+    machine is named as in Register; the job is a UUID or empty (any); labels follow the model's rules
+    (perfctl/model.py labels_problem); the time bounds are Unix ns, 0 meaning none, and a range must not
+    be empty."""
+    problem = validate_machine_name(selection.machine)
+    if problem:
+        return f"{field}: {problem}"
+    if selection.job_id and not _UUID.match(selection.job_id):
+        return f"{field}.job_id is not a UUID"
+    problem = labels_problem(selection.labels, f"{field}.labels")
+    if problem:
+        return problem
+    if selection.since_ns < 0 or selection.until_ns < 0:
+        return f"{field}.since_ns and {field}.until_ns must be >= 0 (0: no bound)"
+    if selection.since_ns and selection.until_ns and selection.since_ns >= selection.until_ns:
+        return f"{field}.since_ns must be before {field}.until_ns"
+    return None
 
 
 def validate_compare(request) -> str | None:
     """Compare's selectors are only looked up, never stored; bounded so one request cannot hold a worker
-    thread or fill the log. The statistical parameters are checked by Parameters.validate()."""
+    thread or fill the log. Both selections (a, b) must name a machine. The statistical parameters are
+    checked by Parameters.validate()."""
+    for side in ("a", "b"):
+        if not request.HasField(side):
+            return f"{side}: no selection (name the machine to compare)"
+        problem = validate_selection(getattr(request, side), side)
+        if problem:
+            return problem
+    if request.family not in COMPARE_FAMILIES:
+        return f"family {request.family[:16]!r} unknown: one of {', '.join(COMPARE_FAMILIES[1:])}"
     if len(request.benchmarks) > 1000 or len(request.metrics) > 100:
         return "at most 1000 benchmarks and 100 metrics"
-    if request.format and request.format not in COMPARE_FORMATS:
-        return f"format {request.format[:16]!r} unknown: one of {', '.join(COMPARE_FORMATS)}"
-    for field, value, limit in (("machine_a", request.machine_a, 128), ("machine_b", request.machine_b, 128),
-                                ("format", request.format, 16), ("correction", request.correction, 16),
+    for field, value, limit in (("correction", request.correction, 16),
                                 *((f"benchmarks[{i}]", v, MAX_NAME) for i, v in enumerate(request.benchmarks)),
                                 *((f"metrics[{i}]", v, MAX_NAME) for i, v in enumerate(request.metrics))):
         problem = _printable(value, limit, field)

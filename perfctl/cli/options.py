@@ -103,6 +103,24 @@ def interference(args):
     return InterferencePolicy(args.interference_limit, args.exclude_interfered)
 
 
+def label_option(command, what: str = "every sample written") -> None:
+    """Repeatable --label KEY=VALUE (commit, branch, build); labels(args) reads and checks them."""
+    command.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                         help=f"label {what} with KEY=VALUE (repeatable; keys 1-64 of A-Z a-z 0-9 _ . -, values "
+                              "printable, up to 256 characters; at most 32 labels; docs/samples.md)")
+
+
+def labels(args) -> dict[str, str]:
+    """The --label options as one mapping (perfctl/model.py parse_labels); UsageError in one line naming the
+    command, the option's text and the broken rule."""
+    from perfctl.model import parse_labels
+
+    try:
+        return parse_labels(args.label)
+    except ValueError as err:
+        raise UsageError(f"perfctl {getattr(args, 'command', '')}".rstrip() + f": {err}") from None
+
+
 def connection_options(command, server_help: str) -> None:
     command.add_argument("--server", metavar="HOST:PORT", help=server_help)
     command.add_argument("--token-file", metavar="FILE", help="file holding this client's or agent's token")

@@ -15,6 +15,8 @@ from perfctl.cli.options import (
     int_at_least,
     interference,
     interference_options,
+    label_option,
+    labels,
     loudness,
     non_negative_int,
     positive_int,
@@ -59,6 +61,7 @@ def add_parser(sub) -> None:
     stat.add_argument("--clean-env", action="store_true", help="pass only PATH, HOME, USER, LOGNAME, TERM, TZ, LANG=C")
     stat.add_argument("--keep-aslr", action="store_true", help="leave address-space randomization on")
     stat.add_argument("--name", help="benchmark name (default: the command's basename)")
+    label_option(stat)
     stat.add_argument("--show-output", action="store_true", help="let the benchmark write to the terminal")
     out = stat.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
@@ -83,6 +86,7 @@ def run(args) -> int:
     cmd = command_of(args)
     if not cmd:
         raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
+    sample_labels = labels(args)  # a bad label ends here, before anything runs or any file is opened
     if args.backend == ("ebpf",) and args.events:
         raise UsageError("perfctl stat: the ebpf backend counts a fixed set (docs/backends.md); -e names perf_event "
                          "events: use --backend perf_event,ebpf")
@@ -92,7 +96,8 @@ def run(args) -> int:
         control = make_control(env_size=args.env_size, clean_env=args.clean_env, aslr_off=not args.keep_aslr,
                                pin_cpu=args.pin, user=args.user, timeout_s=args.timeout,
                                show_output=args.show_output)
-        plan = session.Plan(argv=cmd, runs=args.repeat, warmups=args.warmup, control=control, name=args.name)
+        plan = session.Plan(argv=cmd, runs=args.repeat, warmups=args.warmup, control=control, name=args.name,
+                            labels=sample_labels)
         # bad commands fail here, before any file is touched; identified once (it hashes the executable and inputs)
         identified = session.identify(plan.argv, control, plan.name)
     except (UnknownEvent, RunError) as err:
