@@ -43,8 +43,8 @@ from perfctl.output import (
 
 # the order of `perfctl --help`; each module has add_parser(sub) and run(args)
 COMMANDS = {"stat": stat, "compare": compare, "report": report, "server": server, "agent": agent, "token": token,
-            "submit": submit, "machines": listings, "jobs": listings, "audit": audit, "cache": cache, "info": info,
-            "completion": completion}
+            "submit": submit, "machines": listings, "jobs": listings, "benchmarks": listings, "audit": audit,
+            "cache": cache, "info": info, "completion": completion}
 _SERVING_COMMANDS = ("server", "agent")  # they stop their event loop on a signal instead
 
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
     parser.add_argument("--version", action="version", version=f"perfctl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in dict.fromkeys(COMMANDS.values()):  # machines and jobs are one module
+    for module in dict.fromkeys(COMMANDS.values()):  # machines, jobs and benchmarks are one module
         module.add_parser(sub)
     return parser
 

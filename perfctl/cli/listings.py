@@ -1,31 +1,214 @@
-"""`perfctl machines` and `perfctl jobs`: the fleet's machines and jobs, from the server."""
+"""`perfctl machines`, `perfctl jobs` and `perfctl benchmarks`: the fleet's machines, jobs and stored
+benchmarks, from the server; and the one wait for jobs to end (`perfctl jobs --wait`, `perfctl submit
+--wait`), which polls GetJobs about once a second."""
 
 from __future__ import annotations
 
-from perfctl.cli.options import SIGNAL_EXIT, connection_options, exit_status, loudness, verbosity
-from perfctl.output import console
-from perfctl.report import write
+import argparse
+import re
+import sys
+import time
 
-LISTINGS = {"machines": ("list the fleet's machines", "only machines disconnected or whose latest audit failed"),
-            "jobs": ("list jobs and their states", "only failed and refused jobs")}
+from perfctl.cli.options import SIGNAL_EXIT, connection_options, exit_status, loudness, verbosity
+from perfctl.output import UsageError, console, interactive, say
+from perfctl.report import QUIET, write
+
+POLL_SECONDS = 1.0
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|min|h)?")
+_UNIT_SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def duration(text: str) -> float:
+    """An argparse type: a positive duration, in seconds or with a unit: 90, 90s, 15m, 2h."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration (seconds, or a number with s, m or h): {text!r}")
+    seconds = float(match[1]) * _UNIT_SECONDS[match[2]]
+    if not 0 < seconds <= 1e7:
+        raise argparse.ArgumentTypeError(f"must be a positive duration of at most 1e7 seconds, got {text}")
+    return seconds
+
+
+
+def wait_exit_codes(usage: str) -> tuple[str, ...]:
+    """The exit codes of submit and jobs after their 0, in --help: the wait's, and ``usage`` (2) among them."""
+    return ("1 with --wait: a job failed or was refused", usage, "124 with --wait-timeout: the time passed "
+            "before every job ended and none failed (the rest go on running on the server)")
+
+
+def wait_options(command, what: str) -> None:
+    """--wait and --wait-timeout, for `submit` and `jobs`."""
+    command.add_argument("--wait", action="store_true",
+                         help=f"wait until {what} done, failed or refused, showing each job's state and runs "
+                              "(live on a terminal, else a line per change, on stderr); Ctrl-C stops waiting, "
+                              "not the jobs")
+    command.add_argument("--wait-timeout", type=duration, metavar="DURATION",
+                         help="with --wait: give up waiting after DURATION (90, 90s, 15m, 2h), exit 124")
 
 
 def add_parser(sub) -> None:
-    for name, (text, quiet) in LISTINGS.items():
-        listing = sub.add_parser(name, help=text, epilog=exit_status(
-            "0 listed", "2 bad usage, or a server that cannot be reached or refuses the query", SIGNAL_EXIT))
-        connection_options(listing, "the fleet server")
-        listing.add_argument("--json", action="store_true")
-        loudness(listing, verbose="accepted (every column is always shown)", quiet=quiet)
+    machines = sub.add_parser("machines", help="list the fleet's machines, or show one in full", epilog=exit_status(
+        "0 listed", "2 bad usage, an unknown machine, or a server that cannot be reached or refuses the query",
+        SIGNAL_EXIT))
+    machines.add_argument("name", nargs="?", metavar="NAME",
+                          help="show this machine in full: inventory, and every event with why it is unsupported")
+    _common(machines, quiet="only machines disconnected or whose latest audit failed (with NAME: its unsupported "
+                            "events)")
+
+    jobs = sub.add_parser("jobs", help="list jobs and their states, or wait for jobs to end", epilog=exit_status(
+        "0 listed (with --wait: every job done)", *wait_exit_codes(
+            "2 bad usage, an unknown job, or a server that cannot be reached or refuses the query"), SIGNAL_EXIT))
+    jobs.add_argument("job_ids", nargs="*", metavar="JOB", help="only these jobs (an id, or its first characters)")
+    wait_options(jobs, "every JOB is")
+    _common(jobs, quiet="only failed and refused jobs")
+
+    benchmarks = sub.add_parser("benchmarks", help="list the benchmarks the server stores runs of",
+                                epilog=exit_status("0 listed", "2 bad usage, or a server that cannot be reached or "
+                                                   "refuses the query", SIGNAL_EXIT))
+    benchmarks.add_argument("machine", nargs="?", metavar="MACHINE", help="only this machine's")
+    _common(benchmarks, quiet="accepted (the list is the output)")
+
+
+def _common(command, quiet: str) -> None:
+    connection_options(command, "the fleet server")
+    command.add_argument("--json", action="store_true", help="every field, for scripts")
+    loudness(command, verbose="accepted (every column is always shown)", quiet=quiet)
 
 
 def run(args) -> int:
     from perfctl.cli.remote import call
-    from perfctl.report.fleet import JobsReport, MachinesReport
+    from perfctl.report.fleet import BenchmarksReport, JobsReport, MachineReport, MachinesReport
     from perfctl.v1 import fleet_pb2 as pb
 
+    fmt = "json" if args.json else "table"
     if args.command == "machines":
-        report = MachinesReport(call(args, "ListMachines", pb.ListMachinesRequest()).machines, verbosity(args))
-    else:
-        report = JobsReport(call(args, "GetJobs", pb.GetJobsRequest()).jobs, verbosity(args))
-    return write(report, "json" if args.json else "table", console())
+        machines = call(args, "ListMachines", pb.ListMachinesRequest()).machines
+        if args.name is None:
+            return write(MachinesReport(machines, verbosity(args)), fmt, console())
+        found = [m for m in machines if m.name == args.name]
+        if not found:
+            known = ", ".join(sorted(m.name for m in machines)) or "none"
+            raise UsageError(f"perfctl machines: no machine {args.name!r} on the server (known: {known})")
+        return write(MachineReport(found[0], verbosity(args)), fmt, console())
+    if args.command == "benchmarks":
+        summaries = call(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or "")).benchmarks
+        return write(BenchmarksReport(summaries, verbosity(args)), fmt, console())
+    if args.wait_timeout is not None and not args.wait:
+        raise UsageError("perfctl jobs: --wait-timeout bounds --wait, which is not given")
+    if args.wait:
+        if not args.job_ids:
+            raise UsageError("perfctl jobs: --wait needs the JOB ids to wait for (perfctl jobs lists them)")
+        return wait(args, args.job_ids, "json" if args.json else None)
+    jobs = call(args, "GetJobs", pb.GetJobsRequest()).jobs
+    if args.job_ids:
+        jobs = select_jobs(jobs, args.job_ids, "perfctl jobs")
+    return write(JobsReport(jobs, verbosity(args)), fmt, console())
+
+
+def select_jobs(jobs, wanted: list[str], command: str) -> list:
+    """The jobs named by ``wanted`` (whole ids, or first characters that only one id starts with), in the
+    order named; a UsageError names an id that matches none or several."""
+    chosen = []
+    for key in wanted:
+        matches = [j for j in jobs if j.job_id == key] or [j for j in jobs if key and j.job_id.startswith(key)]
+        if len(matches) != 1:
+            found = f"{len(matches)} jobs on the server have ids" if matches else "no job on the server has an id"
+            raise UsageError(f"{command}: {found} starting with {key!r}" + (" (give more of it)" if matches else ""))
+        if matches[0] not in chosen:
+            chosen.append(matches[0])
+    return chosen
+
+
+def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
+    """Wait for ``job_ids`` to end (done, failed or refused), polling GetJobs about once a second, for at most
+    args.wait_timeout seconds; progress on stderr (perfctl/report/fleet.py JobsWaitReport). With ``fmt``
+    the jobs' final states are written on stdout in it (`perfctl jobs --wait --json`; a table would repeat
+    the progress; submit prints job ids instead). Returns the wait's exit code (JobsWaitReport.exit_code).
+    On Ctrl-C it says that the jobs go on running on the server and how to wait again, and lets the
+    interrupt end the command (exit 130)."""
+    from perfctl.cli.remote import call
+    from perfctl.v1 import fleet_pb2 as pb
+
+    command = f"perfctl {args.command}"
+    quiet = verbosity(args) <= QUIET
+    live = interactive(stderr=True) and not quiet
+    progress = _LiveProgress() if live else _LineProgress(quiet)
+    ids = list(job_ids)
+    try:
+        with progress:
+            report = watch_jobs(lambda: select_jobs(call(args, "GetJobs", pb.GetJobsRequest()).jobs, ids, command),
+                                progress.show, args.wait_timeout, verbosity(args))
+            ids = [j.job_id for j in report.jobs]
+    except KeyboardInterrupt:
+        say(f"{command}: stopped waiting; the jobs go on running on the server (perfctl jobs --wait "
+            f"{' '.join(ids)})")
+        raise
+    if not report.finished or report.failed or not quiet:
+        say(f"{command}: {report.summary()}")
+    if fmt is not None:
+        write(report, fmt, console())
+    return report.exit_code()
+
+
+def watch_jobs(poll, show, timeout: float | None, verbosity: int = 0, *, clock=time.monotonic,
+               sleep=time.sleep):
+    """Call ``poll`` (the JobStatus of the jobs waited for) about every POLL_SECONDS and ``show`` each
+    JobsWaitReport, until every job is done, failed or refused or ``timeout`` seconds have passed; returns
+    the last report (``timed_out`` set if the time passed first)."""
+    from perfctl.report.fleet import JobsWaitReport
+
+    deadline = None if timeout is None else clock() + timeout
+    while True:
+        started = clock()
+        report = JobsWaitReport(poll(), verbosity=verbosity)
+        show(report)
+        if report.finished:
+            return report
+        if deadline is not None and started + POLL_SECONDS > deadline:
+            report.timed_out = True
+            return report
+        sleep(max(0.0, POLL_SECONDS - (clock() - started)))
+
+
+class _LiveProgress:
+    """On a terminal: one table of the jobs, redrawn in place on stderr (rich Live); its last state stays."""
+
+    def __init__(self) -> None:
+        from rich.live import Live
+
+        self._live = Live(console=console(stderr=True), auto_refresh=False, transient=False)
+
+    def __enter__(self):
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._live.__exit__(*exc)
+
+    def show(self, report) -> None:
+        self._live.update(report.progress_table(), refresh=True)
+
+
+class _LineProgress:
+    """Without a terminal (a log, CI): one line on stderr per job whose state changed; quiet: only for
+    jobs that failed or were refused."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self._states: dict[str, str] = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def show(self, report) -> None:
+        from perfctl.report.fleet import FAILED_JOB_STATES
+
+        for job in report.jobs:
+            if self._states.get(job.job_id) == job.state:
+                continue
+            self._states[job.job_id] = job.state
+            if not self.quiet or job.state in FAILED_JOB_STATES:
+                print(report.progress_line(job), file=sys.stderr, flush=True)  # its fields made visible

@@ -1,19 +1,25 @@
-"""The fleet's listings: `perfctl machines`, `perfctl jobs` and `perfctl audit report`, from the server's
-answers (perfctl/client.py). Every string in them is an agent's or another client's: shown literally
-(perfctl/text.py)."""
+"""The fleet's listings: `perfctl machines [NAME]`, `perfctl jobs` (and the progress of `--wait`),
+`perfctl benchmarks` and `perfctl audit report`, from the server's answers (perfctl/client.py). Every string
+in them is an agent's or another client's: shown literally (perfctl/text.py)."""
 
 from __future__ import annotations
 
+import shlex
 import time
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from perfctl.report import QUIET, Report, finite
+from perfctl.output import EXIT_OK, EXIT_RUN_FAILED
+from perfctl.report import QUIET, Report, finite, json_text
 from perfctl.text import cell, visible
 from perfctl.wire import inventory_of
 
 FAILED_JOB_STATES = ("failed", "refused")
+FINISHED_JOB_STATES = ("done", *FAILED_JOB_STATES)
+# the exit code of a wait that ended before every job did (--wait-timeout): timeout(1)'s
+EXIT_WAIT_TIMEOUT = 124
 FAILED_VERDICTS = ("degraded", "untrusted")
 
 
@@ -24,14 +30,7 @@ def ago(ns: int) -> str:
     return f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago"
 
 
-def _item(inventory: dict, section: str, key: str):
-    """inventory[section][key] when it is a plain value, else '?'."""
-    value = inventory.get(section)
-    value = value.get(key, "?") if isinstance(value, dict) else "?"
-    return value if isinstance(value, (str, int, float, bool)) else "?"
-
-
-def _listing(title: str, columns: tuple[str, ...]) -> Table:
+def _listing(title: str | Text, columns: tuple[str, ...]) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, overflow="fold")
@@ -39,7 +38,9 @@ def _listing(title: str, columns: tuple[str, ...]) -> Table:
 
 
 class MachinesReport(Report):
-    """ListMachines' machines. Quiet: only those disconnected or whose latest audit failed."""
+    """ListMachines' machines, one short row each: connected, latest audit, backends, samples stored, last
+    heard (the inventory and the events are MachineReport's). Quiet: only the machines disconnected or whose
+    latest audit failed."""
 
     kind = "machines"
 
@@ -47,31 +48,89 @@ class MachinesReport(Report):
         self.machines, self.verbosity = list(machines), verbosity
 
     def document(self) -> list:
-        return [{"name": m.name, "machine_id": m.machine_id, "connected": m.connected,
-                 "audit_verdict": m.audit_verdict or None, "audit_time_ns": m.audit_time_ns or None,
-                 "last_heard_ns": m.last_heard_ns, "samples": m.samples, "backends": list(m.backends),
-                 "inventory": inventory_of(m.inventory_json),
-                 "events": [{"event": e.event, "supported": e.supported, "reason": e.reason} for e in m.events]}
-                for m in self.machines]
+        return [machine_document(m) for m in self.machines]
 
     def table(self, console: Console) -> None:
-        table = _listing("machines", ("name", "connected", "last heard", "samples", "CPU", "kernel", "PMU", "audit",
-                                      "backends", "counters available", "unsupported"))
+        table = _listing("machines", ("machine", "connected", "audit", "backends", "samples", "last heard"))
+        table.caption, table.caption_justify = "inventory and events of one machine: perfctl machines NAME", "left"
         for m in self.machines:
             if self.verbosity <= QUIET and m.connected and m.audit_verdict not in FAILED_VERDICTS:
                 continue
-            inv = inventory_of(m.inventory_json)
-            table.add_row(*map(cell, (
-                m.name, "yes" if m.connected else "no", ago(m.last_heard_ns), str(m.samples),
-                f"{_item(inv, 'cpu', 'vendor')} {_item(inv, 'cpu', 'family')}/{_item(inv, 'cpu', 'model')}",
-                _item(inv, "kernel", "release"),
-                {True: "present", False: "absent"}.get(_item(inv, "pmu", "present"), "?"),
-                f"{m.audit_verdict} ({ago(m.audit_time_ns)})" if m.audit_verdict else "never",
-                ", ".join(m.backends),
-                ", ".join(e.event for e in m.events if e.supported),
-                ", ".join(e.event for e in m.events if not e.supported))))
+            table.add_row(*map(cell, (m.name, "yes" if m.connected else "no", _audit(m), ", ".join(m.backends),
+                                      f"{m.samples:,}", ago(m.last_heard_ns))))
         if table.row_count or self.verbosity > QUIET:
             console.print(table)
+
+
+def machine_document(m) -> dict:
+    """A MachineSummary whole, as `perfctl machines --json` gives it."""
+    return {"name": m.name, "machine_id": m.machine_id, "connected": m.connected,
+            "audit_verdict": m.audit_verdict or None, "audit_time_ns": m.audit_time_ns or None,
+            "last_heard_ns": m.last_heard_ns, "samples": m.samples, "backends": list(m.backends),
+            "inventory": inventory_of(m.inventory_json),
+            "events": [{"event": e.event, "supported": e.supported, "reason": e.reason} for e in m.events]}
+
+
+def _audit(m) -> str:
+    return f"{m.audit_verdict} ({ago(m.audit_time_ns)})" if m.audit_verdict else "never audited"
+
+
+def _inventory_items(inventory: dict):
+    """(item, value) pairs of an inventory as the agent sent it: sections flattened to ``section.key``;
+    lists joined; anything nested deeper shown as JSON. Facts only: what each means is `perfctl info`'s,
+    on the machine itself (its checks read that machine's /proc and /sys)."""
+    for key, value in inventory.items():
+        if isinstance(value, dict):
+            for inner, item in value.items():
+                yield f"{key}.{inner}", _plain(item)
+        else:
+            yield key, _plain(value)
+
+
+def _plain(value) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return ", ".join(map(str, value)) or "none"
+    if isinstance(value, (dict, list)):
+        return json_text(value).replace("\n", " ")
+    return str(value)
+
+
+class MachineReport(Report):
+    """`perfctl machines NAME`: one machine in full: its summary, its inventory item by item, and every event
+    its agent probed with why an unsupported one is. Quiet: the summary and the unsupported events."""
+
+    kind = "machine"
+
+    def __init__(self, machine, verbosity: int = 0):
+        self.machine, self.verbosity = machine, verbosity
+
+    def document(self) -> list:  # the shape of `perfctl machines --json`: a list, here of one
+        return [machine_document(self.machine)]
+
+    def table(self, console: Console) -> None:
+        m = self.machine
+        quiet = self.verbosity <= QUIET
+        summary = _listing(cell(f"machine {m.name}"), ("item", "value"))  # a Text: no markup
+        for item, value in (("machine id", m.machine_id), ("connected", "yes" if m.connected else "no"),
+                            ("last heard", ago(m.last_heard_ns)), ("audit", _audit(m)),
+                            ("backends", ", ".join(m.backends) or "none"), ("samples stored", f"{m.samples:,}")):
+            summary.add_row(cell(item), cell(value))
+        console.print(summary)
+        if not quiet:
+            inventory = _listing("inventory (as the agent sent it; `perfctl info` on the machine says what each "
+                                 "item means for the counters)", ("item", "value"))
+            for item, value in _inventory_items(inventory_of(m.inventory_json)):
+                inventory.add_row(cell(item), cell(value))
+            console.print(inventory)
+        events = _listing("events", ("event", "supported", "reason"))
+        for e in m.events:
+            if quiet and e.supported:
+                continue
+            events.add_row(cell(e.event), cell("yes" if e.supported else "no"), cell(e.reason))
+        if events.row_count or not quiet:
+            console.print(events)
 
 
 class JobsReport(Report):
@@ -84,20 +143,125 @@ class JobsReport(Report):
 
     def document(self) -> list:
         return [{"job_id": j.job_id, "machine": j.machine, "state": j.state, "message": j.message,
-                 "samples": j.samples, "submitted_ns": j.submitted_ns, "updated_ns": j.updated_ns,
-                 "commands": [list(c.argv) for c in j.job.commands], "repetitions": j.job.repetitions}
+                 "samples": j.samples, "runs": runs_expected(j.job), "submitted_ns": j.submitted_ns,
+                 "updated_ns": j.updated_ns, "commands": [list(c.argv) for c in j.job.commands],
+                 "repetitions": j.job.repetitions, "warmups": j.job.warmups, "labels": dict(j.job.labels)}
                 for j in self.jobs]
 
     def table(self, console: Console) -> None:
-        table = _listing("jobs", ("job", "machine", "state", "runs done", "commands", "updated", "message"))
+        table = _listing("jobs", ("job", "machine", "state", "runs", "commands", "updated", "message"))
         for j in self.jobs:
             if self.verbosity <= QUIET and j.state not in FAILED_JOB_STATES:
                 continue
-            table.add_row(*map(cell, (j.job_id[:8], j.machine, j.state, str(j.samples),
+            table.add_row(*map(cell, (j.job_id[:8], j.machine, j.state, _runs(j),
                                       " ::: ".join(" ".join(c.argv) for c in j.job.commands), ago(j.updated_ns),
                                       j.message)))
         if table.row_count or self.verbosity > QUIET:
             console.print(table)
+
+
+def runs_expected(job) -> int:
+    """The runs a job ends with, warm-ups included: what its agent counts in JobStatus.samples (the server
+    checks the count against the same product, server/storage.py update_job)."""
+    return (job.repetitions + job.warmups) * len(job.commands)
+
+
+def _runs(status) -> str:
+    return f"{status.samples}/{runs_expected(status.job)}"
+
+
+class JobsWaitReport(Report):
+    """The jobs `perfctl submit --wait` and `perfctl jobs --wait` wait for, as GetJobs last gave them, and
+    how the wait ended. ``progress_table`` is the live display, ``progress_line`` the line printed on each
+    state change where there is no terminal; ``exit_code``: EXIT_RUN_FAILED when a job failed or was refused,
+    else EXIT_WAIT_TIMEOUT when the wait ended before every job did, else 0."""
+
+    kind = "jobs --wait"
+
+    def __init__(self, jobs, timed_out: bool = False, verbosity: int = 0):
+        self.jobs, self.timed_out, self.verbosity = list(jobs), timed_out, verbosity
+
+    @property
+    def finished(self) -> bool:
+        return all(j.state in FINISHED_JOB_STATES for j in self.jobs)
+
+    @property
+    def failed(self) -> list:
+        return [j for j in self.jobs if j.state in FAILED_JOB_STATES]
+
+    def exit_code(self) -> int:
+        if self.failed:
+            return EXIT_RUN_FAILED
+        return EXIT_OK if self.finished else EXIT_WAIT_TIMEOUT
+
+    def document(self) -> list:
+        return JobsReport(self.jobs).document()
+
+    def table(self, console: Console) -> None:
+        console.print(self.progress_table())
+
+    def progress_table(self) -> Table:
+        table = _listing("jobs", ("machine", "job", "state", "runs", "message"))
+        for j in self.jobs:
+            state = Text(visible(j.state), style=_STATE_STYLES.get(j.state, ""))
+            table.add_row(cell(j.machine), cell(j.job_id[:8]), state, cell(_runs(j)), cell(j.message))
+        return table
+
+    @staticmethod
+    def progress_line(status) -> str:
+        """One job's state, tab-separated: machine, job id, state, runs measured/expected (as its agent last
+        reported them), the agent's message."""
+        return "\t".join(visible(v) for v in (status.machine, status.job_id, status.state, f"{_runs(status)} runs",
+                                               status.message))
+
+    def summary(self) -> str:
+        """How the wait ended, in one line."""
+        done = sum(j.state == "done" for j in self.jobs)
+        parts = [f"{done} of {len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''} done"]
+        if self.failed:
+            parts.append("; ".join(f"{j.machine} {j.state}" + (f" ({j.message})" if j.message else "")
+                                   for j in self.failed))
+        unfinished = [j for j in self.jobs if j.state not in FINISHED_JOB_STATES]
+        if unfinished:
+            parts.append("still " + ", ".join(f"{j.machine} {j.state} {_runs(j)} runs" for j in unfinished)
+                         + " (they go on running on the server)")
+        return visible("; ".join(parts))
+
+
+_STATE_STYLES = {"done": "green", "failed": "bold red", "refused": "bold red", "running": "yellow"}
+
+
+class BenchmarksReport(Report):
+    """ListBenchmarks' benchmarks: what the server stores, per machine and benchmark identity (executable and
+    input digests, argv), with the labels of its runs, how many jobs and runs, and when the first and last
+    run started."""
+
+    kind = "benchmarks"
+
+    def __init__(self, benchmarks, verbosity: int = 0):
+        self.benchmarks, self.verbosity = list(benchmarks), verbosity
+
+    def document(self) -> list:
+        return [{"machine": b.machine, "benchmark": b.name, "executable_sha256": b.executable_sha256 or None,
+                 "input_digest": b.input_digest or None, "argv": list(b.argv), "labels": list(b.labels),
+                 "jobs": b.jobs, "runs": b.runs, "first_ns": b.first_ns or None, "last_ns": b.last_ns or None}
+                for b in self.benchmarks]
+
+    def table(self, console: Console) -> None:
+        table = _listing("benchmarks", ("machine", "benchmark", "executable", "input", "argv", "labels", "jobs",
+                                        "runs", "first run", "last run"))
+        table.caption = "executable: sha256 of the program; input: digest of its arguments and the files they name"
+        table.caption_justify = "left"
+        for b in self.benchmarks:
+            table.add_row(*map(cell, (b.machine, b.name, b.executable_sha256[:12] or "?", b.input_digest[:12] or "?",
+                                      shlex.join(b.argv), ", ".join(b.labels), f"{b.jobs:,}", f"{b.runs:,}",
+                                      when(b.first_ns), when(b.last_ns))))
+        console.print(table)
+
+
+def when(ns: int) -> str:
+    """A time as local date and time to the second; 'unknown' for 0."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) if ns else "unknown"
 
 
 class AuditHistoryReport(Report):
