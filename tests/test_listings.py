@@ -30,7 +30,6 @@ from perfctl.report.fleet import (
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
-NOW_NS = time.time_ns()
 INVENTORY = {"type": "machine", "machine_id": "0123abcd", "hostname": "box-a",
              "cpu": {"vendor": "AuthenticAMD", "family": 25, "model": 33, "model_name": "Ryzen [bold]9[/]"},
              "kernel": {"release": "6.1.0-18-amd64"}, "pmu": {"present": False, "reason": "no PMU: ENOENT"},
@@ -38,9 +37,11 @@ INVENTORY = {"type": "machine", "machine_id": "0123abcd", "hostname": "box-a",
 
 
 def _machine(name="box-a", **kw) -> pb.MachineSummary:
+    """A machine last heard 3 s ago, audited 5 min ago (times from now: ``ago`` reads the clock as it renders)."""
+    now_ns = time.time_ns()
     fields = dict(name=name, machine_id="0123abcd", inventory_json=json.dumps(INVENTORY),
-                  backends=["perf_event", "ebpf"], last_heard_ns=NOW_NS - 3_000_000_000, connected=True,
-                  samples=12345, audit_verdict="no-PMU", audit_time_ns=NOW_NS - 300_000_000_000,
+                  backends=["perf_event", "ebpf"], last_heard_ns=now_ns - 3_000_000_000, connected=True,
+                  samples=12345, audit_verdict="no-PMU", audit_time_ns=now_ns - 300_000_000_000,
                   events=[pb.EventSupport(event="page-faults", supported=True),
                           pb.EventSupport(event="instructions", supported=False, reason="no PMU counts it (ENOENT)"),
                           pb.EventSupport(event=f"ev{name}", supported=False, reason="not permitted (EACCES)")])
@@ -62,7 +63,8 @@ def _rows(table: str) -> list[list[str]]:
 
 def test_machines_prints_one_short_row_per_machine():
     machines = [_machine("box-a"), _machine("box-b", connected=False, audit_verdict="", audit_time_ns=0,
-                                            backends=["perf_event"], samples=0, last_heard_ns=NOW_NS - 600 * 10**9)]
+                                            backends=["perf_event"], samples=0,
+                                            last_heard_ns=time.time_ns() - 600 * 10**9)]
     table = _render(MachinesReport(machines))
     assert _rows(table) == [["box-a", "yes", "no-PMU (5 min ago)", "perf_event, ebpf",
                              "12,345", "3 s ago"],
