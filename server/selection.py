@@ -83,14 +83,12 @@ class Selector:
         if skipped:
             dataset.notes.append(f"{skipped} stored samples of machine {selection.machine} could not be used and "
                                  "were skipped (their values could not be read)")
-        if not dataset.benchmarks and benches:
-            mixed = [note for note in dataset.notes if ": left out: its runs mix " in note]
-            raise DatasetError(f"machine {name!r}: no benchmark can be compared: {'; '.join(mixed[:3])}")
         if not dataset.benchmarks:
             what = f" of {', '.join(benchmarks)}" if benchmarks else ""
-            raise DatasetError(f"machine {name!r} has no measured runs{what}"
-                               + (" selected" if selection.labels or selection.job_id or selection.since_ns
-                                  or selection.until_ns else ""))
+            chosen = " selected" if selection.labels or selection.job_id or selection.since_ns or selection.until_ns \
+                else ""
+            why = "; ".join(note for note in dataset.notes if ": left out" in note)
+            raise DatasetError(f"machine {name!r} has no measured runs{what}{chosen}" + (f" ({why})" if why else ""))
         return dataset
 
     def payloads(self, selection: pb.Selection, benchmarks: list[str] | None = None) -> list[bytes]:

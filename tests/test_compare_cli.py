@@ -187,10 +187,11 @@ def _render_at(width: int, a: str, b: str, fmt: str = "table") -> str:
     from perfctl.analysis.compare import Parameters
     from perfctl.formats import read_dataset
     from perfctl.report import compare as compare_report
+    from perfctl.report import write
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, highlight=False, color_system=None)
-    compare_report.compare_datasets(read_dataset(a), read_dataset(b), None, Parameters(), fmt, console, ("A", "B"))
+    write(compare_report.compare_report(read_dataset(a), read_dataset(b), None, Parameters(), ("A", "B")), fmt, console)
     return buffer.getvalue()
 
 

@@ -19,7 +19,8 @@ from conftest import measure
 from fleet import Fleet, free_port, perfctl_command, wait_for
 from google.protobuf.descriptor import FieldDescriptor
 
-from perfctl import wire
+from perfctl import results, wire
+from perfctl.pairing import Compared
 from perfctl.server.auth import Tokens, add_token
 from perfctl.server.decode import decode_batch, row_fields
 from perfctl.server.service import GroupCommit
@@ -132,19 +133,15 @@ def test_compare_skips_a_stored_sample_it_cannot_use_and_says_so(server, measure
     finally:
         storage.close()
     with sqlite3.connect(str(server.fleet.dir / "data" / "perfctl.db")) as conn:
-        conn.execute("UPDATE samples SET payload = ? WHERE uuid = ?", (b"\xff\xff\xff", garbled.uuid))
-    response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", metrics=["page-faults"]),
-                                    metadata=server.client_md)
-    assert response.exit_code in (0, 3), response.output
-    assert "2 stored samples of machine box-a could not be used and were skipped" in " ".join(response.output.split())
-    text = " ".join(response.output.split())  # the table console wraps long notes
-    note = text[text.index("could not be used"):]
-    assert f"(first: sample {bad.uuid}: " in note and "value" in note.split(")")[0]
-    assert "true" in response.output  # the comparison itself went ahead
-    as_json = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", metrics=["page-faults"],
-                                                     format="json"), metadata=server.client_md)
-    notes = json.loads(as_json.output)["notes"]
-    assert any("2 stored samples of machine box-a could not be used" in n for n in notes), notes
+        # compare reads the values stored beside the payload (migration 0004): garble those
+        conn.execute("UPDATE samples SET vals = ? WHERE uuid = ?", (b"\xff\xff\xff", garbled.uuid))
+    response = server.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a", all_history=True),
+                                                      b=pb.Selection(machine="box-b", all_history=True),
+                                                      metrics=["page-faults"]), metadata=server.client_md)
+    result = results.loads(response.comparison_json, Compared)
+    assert any("2 stored samples of machine box-a could not be used and were skipped" in n for n in result.notes), \
+        result.notes
+    assert result.comparison.benchmarks[0].benchmark == "true"  # the comparison itself went ahead
 
 
 # --- finding 8: every field an agent or client sends is bounded ---
@@ -215,7 +212,9 @@ def _fields(descriptor, prefix=""):
     """(dotted path, field descriptor) of every scalar field of a message, nested messages walked."""
     for field in descriptor.fields:
         path = f"{prefix}{field.name}"
-        if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            yield f"{path}{{}}", field  # a map: its key and its value are each checked (the test's loop)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
             yield from _fields(field.message_type, f"{path}[0]." if _repeated(field) else f"{path}.")
         else:
             yield path, field
@@ -242,6 +241,14 @@ def test_every_field_of_a_sample_is_bounded(measured):
     accepted, checked = [], 0
     for path, field in _fields(pb.Sample.DESCRIPTOR):
         if field.type == FieldDescriptor.TYPE_BOOL:
+            continue
+        if path.endswith("{}"):  # a map of strings (labels): a 1 MB key, then a 1 MB value
+            for entry in ({MEGABYTE: "v"}, {"k": MEGABYTE}):
+                sample = fresh(good)
+                getattr(sample, path[:-2]).update(entry)
+                checked += 1
+                if len(decode_batch(pb.SampleBatch(sequence=1, samples=[sample]).SerializeToString())) == 3:
+                    accepted.append(f"{path}={str(entry)[:12]}")
             continue
         if field.type == FieldDescriptor.TYPE_STRING:
             values = [MEGABYTE]
@@ -637,7 +644,7 @@ def test_a_compare_that_hits_a_bug_ends_in_one_line_not_unknown(tmp_path, measur
     """Whatever breaks inside Compare, the client gets exit code 2 and one line, the server log the
     traceback. The bug is injected (a renderer that divides by zero stands in for one nobody knows yet):
     the real ones found so far are fixed, and each has its own test."""
-    from perfctl.report import compare as compare_report
+    from perfctl.server import service as service_module
     from perfctl.server.auth import Tokens
     from perfctl.server.service import JobHub, QueryService
 
@@ -647,20 +654,41 @@ def test_a_compare_that_hits_a_bug_ends_in_one_line_not_unknown(tmp_path, measur
             storage.register(pb.MachineInfo(name=name, machine_id="m" * 16, inventory_json="{}"), time.time_ns())
             storage.ingest(name, [fresh(s) for s in measured])
         service = QueryService(storage, Tokens({}), JobHub())
-        request = pb.CompareRequest(machine_a="box-a", machine_b="box-b")
-        assert service._compare(request).exit_code in (0, 3, 4)  # the comparison works without the bug
+        service._principal = _anyone
+        request = pb.CompareRequest(a=pb.Selection(machine="box-a"), b=pb.Selection(machine="box-b"))
+        assert asyncio.run(service.Compare(request, _Context())).comparison_json  # works without the bug
 
         def broken(*args, **kwargs):
             return 1 / 0
 
-        monkeypatch.setattr(compare_report, "compare_datasets", broken)
-        with caplog.at_level("ERROR", logger="perfctl.server"):
-            response = service._compare(request)
+        monkeypatch.setattr(service_module, "compared", broken)
+        context = _Context()
+        with caplog.at_level("ERROR", logger="perfctl.server"), pytest.raises(_Aborted):
+            asyncio.run(service.Compare(request, context))
     finally:
         storage.close()
-    assert response.exit_code == 2 and len(response.output.strip().splitlines()) == 1, response.output
-    assert response.output.startswith("perfctl compare: internal error on the server: ZeroDivisionError")
+    code, details = context.aborted
+    assert code == grpc.StatusCode.INTERNAL and len(details.splitlines()) == 1, details
+    assert details.startswith("internal error on the server: ZeroDivisionError")
     assert "compare box-a box-b failed" in caplog.text and "ZeroDivisionError" in caplog.text
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    """The part of grpc.aio's ServicerContext that Compare uses: abort raises, as gRPC's does."""
+
+    aborted = None
+
+    async def abort(self, code, details):
+        self.aborted = (code, details)
+        raise _Aborted(details)
+
+
+async def _anyone(context, role):
+    return None
 
 
 # --- second review, finding 1: one machine cannot suppress another's samples ---
@@ -908,10 +936,11 @@ def test_a_client_given_a_host_that_is_not_a_name_exits_with_one_line(tmp_path, 
 def test_compare_refuses_a_precision_out_of_range_in_one_line(server, measured, precision):
     for name in ("box-a", "box-b"):
         server.send(name, *(fresh(s) for s in measured))
-    response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", precision=precision),
-                                    metadata=server.client_md)
-    assert (response.exit_code, response.output) == (2, f"perfctl compare: precision: must be between 1e-06 and 1, "
-                                                        f"got {precision}")
+    error = _error(lambda: server.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"),
+                                                                  b=pb.Selection(machine="box-b"), precision=precision),
+                                                metadata=server.client_md))
+    assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                               f"precision: must be between 1e-06 and 1, got {precision}")
 
 
 @pytest.mark.parametrize("option, value, message", [
@@ -989,23 +1018,21 @@ def test_a_job_command_or_compare_selector_of_only_spaces_is_refused(server):
                                                   metadata=server.client_md))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == "commands[0].name has no character other than spaces"
-    response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", benchmarks=["  "]),
-                                    metadata=server.client_md)
-    assert (response.exit_code, response.output) == (2, "perfctl compare: benchmarks[0] has no character other "
-                                                        "than spaces")
+    error = _error(lambda: server.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"),
+                                                                  b=pb.Selection(machine="box-b"), benchmarks=["  "]),
+                                                metadata=server.client_md))
+    assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                               "benchmarks[0] has no character other than spaces")
 
 
-def test_compare_refuses_an_unknown_format(server, measured):
-    for name in ("box-a", "box-b"):
-        server.send(name, *(fresh(s) for s in measured))
-    response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", format="xml"),
-                                    metadata=server.client_md)
-    assert (response.exit_code, response.output) == (2, "perfctl compare: format 'xml' unknown: one of table, json, "
-                                                        "csv, markdown")
-    for known in ("table", "json", "csv", "markdown"):
-        response = server.query.Compare(pb.CompareRequest(machine_a="box-a", machine_b="box-b", format=known,
-                                                          metrics=["page-faults"]), metadata=server.client_md)
-        assert response.exit_code in (0, 3, 4), (known, response.output)
+def test_compare_refuses_a_machine_that_is_not_there_and_a_side_without_a_selection(server):
+    error = _error(lambda: server.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a")),
+                                                metadata=server.client_md))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith("b: ")
+    error = _error(lambda: server.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"),
+                                                                  b=pb.Selection(machine="nobody")),
+                                                metadata=server.client_md))
+    assert (error.code(), error.details()) == (grpc.StatusCode.NOT_FOUND, "no machine named 'nobody' on this server")
 
 
 NOBODY = 65534
