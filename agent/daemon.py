@@ -596,7 +596,12 @@ class Agent:
 
     async def _report(self, stub, metadata) -> None:
         while True:
+            pending = await asyncio.to_thread(self.spool.count)
             for job_id, state, message, runs in await asyncio.to_thread(self.spool.unreported):
+                if state in ("done", "failed") and pending:
+                    # a job ends on the server once its runs are stored there: whoever waits for it
+                    # (perfctl submit --wait) then compares every run, not those acked so far
+                    continue
                 try:
                     await stub.ReportJob(pb.JobReport(job_id=job_id, state=state, message=message, samples=runs),
                                          metadata=metadata, timeout=10)

@@ -4,7 +4,9 @@ transaction per batch, ack after commit) against a real `perfctl server`, with S
 beside the raw insert rate of the same rows into the same kind of database measured in the same run.
 Prints both rates, their ratio and the p99 batch ack latency.
 
-Targets (issue 4): >= 20,000 samples/s and >= half the raw insert rate on a 2-core machine.
+Targets (issues 4 and 15): >= half the raw insert rate of the same database, and on SQLite >= 20,000
+samples/s, on a 2-core machine. The raw rows carry the same columns the server writes (payload, values,
+shape and context: server/schema.py).
 
     python bench/ingest_rate.py [--samples 100000] [--batch 500] [--streams 4] [--no-postgres]
 """
@@ -32,6 +34,7 @@ from perfctl.agent import inventory, session  # noqa: E402
 from perfctl.agent.events import DEFAULT_EVENTS, parse_events  # noqa: E402
 from perfctl.agent.runner import Runner, make_control  # noqa: E402
 from perfctl.server.decode import row_fields  # noqa: E402
+from perfctl.server.schema import contexts, shapes  # noqa: E402
 from perfctl.server.storage import Storage, database_url  # noqa: E402
 from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
 from perfctl.v1 import fleet_pb2_grpc as rpc  # noqa: E402
@@ -137,11 +140,15 @@ def raw_rate(url: str, work: list[list[pb.SampleBatch]]) -> float:
     storage = Storage(url)
     storage.register(pb.MachineInfo(name="raw", machine_id="bench"), 1)
     machine = storage.machine_pk("raw")
-    first = work[0][0].samples[0]
+    fields = row_fields(work[0][0].samples[0])
     with storage.engine.begin() as conn:
-        bench_pk = storage._benchmark_pk(conn, row_fields(first)[1], {})
+        bench_pk = storage._benchmark_pk(conn, fields[1], {})
+        context_pk = storage._dictionary_pk(conn, contexts, {"labels": fields[7], "kernel": "unknown"}, {})
+        shape_pk = storage._dictionary_pk(conn, shapes, {"spec": fields[8]}, {})
+    # the same columns the server writes (payload, and the values compare reads: server/schema.py)
     rows_per_batch = [[(str(uuid.uuid4()), machine, bench_pk, None, s.run_index, s.warmup, s.outcome,
-                        s.start_time_ns, 0, s.SerializeToString()) for s in batch.samples]
+                        s.start_time_ns, 0, s.SerializeToString(), context_pk, shape_pk, fields[9])
+                       for s in batch.samples]
                       for w in work for batch in w]
     total = sum(len(rows) for rows in rows_per_batch)
     start = time.perf_counter()
@@ -183,9 +190,13 @@ def main() -> None:
                     db_args, raw_url = ["--db", url], postgres.new_database()
                 rate, p99 = grpc_rate(db_args, url, work, names, Path(tmp))
                 raw = raw_rate(raw_url, [batches(base, per_stream, args.batch) for _ in names])
-                verdict = "PASS" if rate >= 20_000 and rate >= raw / 2 else "FAIL"
+                # an absolute rate on PostgreSQL would measure the database (its own raw rate here is below
+                # 20,000 rows/s): there the target is the ratio alone (issue 15)
+                floor = 20_000 if kind == "sqlite" else 0
+                verdict = "PASS" if rate >= floor and rate >= raw / 2 else "FAIL"
+                targets = "targets >= 20000/s and >= 0.5" if floor else "target >= 0.5"
                 print(f"{kind:>10}: gRPC path {rate:9.0f} samples/s, raw insert {raw:9.0f} rows/s, ratio "
-                      f"{rate / raw:.2f}, p99 batch ack {p99 * 1000:.1f} ms  (targets >= 20000/s and >= 0.5) {verdict}")
+                      f"{rate / raw:.2f}, p99 batch ack {p99 * 1000:.1f} ms  ({targets}) {verdict}")
         if "postgresql" not in kinds:
             print(f"postgresql: not measured ({'--no-postgres' if args.no_postgres else postgres_reason()})")
     finally:
