@@ -596,9 +596,8 @@ class Agent:
 
     async def _report(self, stub, metadata) -> None:
         while True:
-            pending = await asyncio.to_thread(self.spool.count)
             for job_id, state, message, runs in await asyncio.to_thread(self.spool.unreported):
-                if state in ("done", "failed") and pending:
+                if state in ("done", "failed") and await asyncio.to_thread(self.spool.runs_unsent, job_id):
                     # a job ends on the server once its runs are stored there: whoever waits for it
                     # (perfctl submit --wait) then compares every run, not those acked so far
                     continue

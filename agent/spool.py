@@ -194,9 +194,21 @@ class Spool:
         return rows[0] if rows else None
 
     def set_job_state(self, job_id: str, state: str, message: str = "", *, report: bool = True) -> None:
-        """``report=False`` for the agent's own states (``preparing``), which the server does not know."""
-        self._tx([("UPDATE jobs SET state = ?, message = ?, reported = reported * ? WHERE job_id = ?",
-                   (state, message, 0 if report else 1, job_id))])
+        """``report=False`` for the agent's own states (``preparing``), which the server does not know. A
+        final state remembers the last sample spooled by then (``runs_unsent``)."""
+        statements = [("UPDATE jobs SET state = ?, message = ?, reported = reported * ? WHERE job_id = ?",
+                       (state, message, 0 if report else 1, job_id))]
+        if state in ("done", "failed"):
+            statements.append(("INSERT OR REPLACE INTO meta (key, value) "
+                               "SELECT ?, COALESCE(MAX(seq), 0) FROM samples", (f"last_seq:{job_id}",)))
+        self._tx(statements)
+
+    def runs_unsent(self, job_id: str) -> bool:
+        """Whether samples spooled before the job ended (its own among them) still wait for the server's
+        ack: seq grows (AUTOINCREMENT), so later samples never hold the job's report back."""
+        row = self._query("SELECT EXISTS (SELECT 1 FROM samples WHERE seq <= "
+                          "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?))", (f"last_seq:{job_id}",))
+        return bool(row[0][0])
 
     def unfinished_jobs(self) -> list[str]:
         rows = self._query("SELECT job_id FROM jobs WHERE state IN ('queued', 'preparing', 'running') "
