@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:  # rich is imported when a console is made: the server and the agent use this module's
+    from rich.console import Console  # signal policy and print nothing with rich
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Errors of writing to a full or failing destination (stdout redirected to /dev/full, a full disk): the
@@ -86,12 +89,18 @@ def quiet_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        """A reader that stopped early (`| head`) loses the rest of the table, nothing else: rich's default
-        would exit 1, which here means "a run failed", so the exit code keeps describing the measurement."""
-        self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
+@functools.cache
+def _console_class():
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """A reader that stopped early (`| head`) loses the rest of the table, nothing else: rich's default
+            would exit 1, which here means "a run failed", so the exit code keeps describing the measurement."""
+            self.quiet = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.stderr if self.stderr else sys.stdout).fileno())
+
+    return _Console
 
 
 def no_color() -> bool:
@@ -113,6 +122,6 @@ def console(stderr: bool = False) -> Console:
     """The console every table and message is printed on. Colour only on a terminal and without NO_COLOR;
     wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
     terminal = interactive(stderr)
-    return _Console(stderr=stderr, highlight=False, width=None if terminal else 150,
+    return _console_class()(stderr=stderr, highlight=False, width=None if terminal else 150,
                     color_system="auto" if terminal and not no_color() else None, no_color=no_color(),
                     force_terminal=terminal)

@@ -7,6 +7,7 @@ gives stored runs their values. A real `perfctl server` on loopback with real SQ
 import json
 import sqlite3
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -259,3 +260,12 @@ def test_the_migration_gives_stored_runs_their_values(tmp_path, runs):
         assert any("1 stored samples of machine old could not be used" in n for n in dataset.notes)
     finally:
         storage.close()
+
+
+def test_the_server_imports_neither_rich_nor_the_clients_report_code():
+    """The server returns data (issue 15): nothing of the CLI's rendering is loaded into it."""
+    probe = subprocess.run([sys.executable, "-c", "import sys, perfctl.server.service, perfctl.server.storage\n"
+                            "print(sorted({m.split('.')[0] if m.startswith('rich') else m for m in sys.modules\n"
+                            "             if m.startswith(('rich', 'perfctl.report', 'perfctl.cli'))}))"],
+                           capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "[]", probe.stdout
