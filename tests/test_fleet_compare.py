@@ -5,6 +5,7 @@ gives stored runs their values. A real `perfctl server` on loopback with real SQ
 /bin/true measured with software counters, the real CLI."""
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -269,3 +270,13 @@ def test_the_server_imports_neither_rich_nor_the_clients_report_code():
                             "             if m.startswith(('rich', 'perfctl.report', 'perfctl.cli'))}))"],
                            capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "[]", probe.stdout
+
+
+def test_the_html_report_draws_the_runs_of_the_same_selection(server, tmp_path):
+    page = tmp_path / "report.html"
+    result = cli(server, "report", "box-a@commit=abc", "box-b", "-o", str(page), "--metric", "task-clock")
+    assert result.returncode in (0, 3, 4), result.stderr
+    text = page.read_text()
+    assert "machine box-a@commit=abc" in text
+    row = re.sub(r"<[^>]+>", " ", text[text.index("<table"):]).split()
+    assert row[row.index("true"):row.index("true") + 4] == ["true", "task-clock", "8", "8"]  # job 1's runs of A
