@@ -153,21 +153,43 @@ class ValueInterval:
     runs_needed: int
 
 
+def _first_true(predicate, start: int, stop: int, guess: int) -> int:
+    """The smallest k in [start, stop) where ``predicate`` (vectorised over k, False then True as k grows)
+    holds, or ``stop`` when it never does: evaluated on a window about ``guess``, widened until the change
+    lies inside it, so a bound at 10^6 runs costs a few dozen binomial tails rather than 10^6."""
+    half = 16
+    while True:
+        low, high = max(start, min(guess, stop) - half), min(stop, max(guess, start) + half)
+        holds = predicate(np.arange(low, high))
+        if holds.size and holds[0] and low > start:
+            half *= 4  # the change is below the window
+        elif (not holds.size or not holds[-1]) and high < stop:
+            half *= 4  # the change is above the window
+        else:
+            return low + int(np.argmax(holds)) if holds.size and holds.any() else high
+
+
 @functools.lru_cache(maxsize=1024)
 def _bound_ranks(n: int, proportion: float, bound_confidence: float) -> tuple[int | None, int | None]:
     """1-based order-statistic ranks (k_low, k_high) of the bounds of the F-quantile, property "X <= t".
 
     Positive at t (t is above the quantile) iff M(t) = #{x <= t} satisfies P[Bin(n, F) >= M] <= 1 - C':
     the smallest such t is x_(k_high). Negative iff P[Bin(n, F) <= M] <= 1 - C': every t below x_(m+1) with
-    m the largest such M, so the bound is x_(k_low) with k_low = m + 1.
+    m the largest such M, so the bound is x_(k_low) with k_low = m + 1. Both tails are monotone in M, so
+    each rank is where its condition changes, searched about the normal approximation's guess.
     """
-    ks = np.arange(n + 1)
-    upper_tail = stats.binom.sf(ks - 1, n, proportion)  # P[Bin >= k]
-    lower_tail = stats.binom.cdf(ks, n, proportion)  # P[Bin <= k]
     alpha = 1 - bound_confidence
-    high = np.flatnonzero((upper_tail <= alpha) & (ks >= proportion * n))
-    low = np.flatnonzero((lower_tail <= alpha) & (ks < proportion * n))
-    return (int(low[-1]) + 1 if low.size else None), (int(high[0]) if high.size and high[0] >= 1 else None)
+    below = min(n + 1, math.ceil(proportion * n))  # M < F n exactly for M in [0, below)
+    sd = math.sqrt(n * proportion * (1 - proportion))
+    z = float(special.ndtri(1 - alpha))
+    # M = 0 .. below-1: the condition holds up to m, then fails; k_low = m + 1 = the first M where it fails
+    first_fail = _first_true(lambda ks: ~(stats.binom.cdf(ks, n, proportion) <= alpha), 0, below,
+                             int(proportion * n - z * sd))
+    low = first_fail if first_fail > 0 else None
+    # M = below .. n: the condition fails, then holds from k_high on
+    high = _first_true(lambda ks: stats.binom.sf(ks - 1, n, proportion) <= alpha, below, n + 1,
+                       int(proportion * n + z * sd) + 1)
+    return low, (high if below <= high <= n and high >= 1 else None)
 
 
 def _runs_needed(proportion: float, bound_confidence: float) -> int:

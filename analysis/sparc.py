@@ -113,6 +113,8 @@ def sparc_tests(x, y, delta: float = 0.05, *, paired: bool = False, confidence: 
         median_ratio = float(np.median(ratios))
         method = f"Wilcoxon signed-rank on x_i/y_i ({difference.method})"
     else:
+        # sorted once: c*y keeps y's order (c > 0) and log keeps it, so every test below merges sorted runs
+        x, y = np.sort(x), np.sort(y)
         difference = mann_whitney(x, y, "two-sided")
         upper = mann_whitney(x, (1 + delta) * y, "less")
         lower = mann_whitney(x, (1 - delta) * y, "greater")
@@ -316,7 +318,10 @@ def simultaneous_suite(tests: Sequence[SparcTests], samples: Sequence[tuple], gr
     level = 1 - alpha / m if m else None
     decisions = []
     for test, (x, y) in zip(tests, samples):
-        low, high = ratio_interval(x, y, level, paired=test.paired)
+        if test.confidence == level:  # the interval sparc_tests computed from the same values at this level
+            low, high = test.ratio_low, test.ratio_high
+        else:
+            low, high = ratio_interval(x, y, level, paired=test.paired)
         difference_shown, equivalence_shown = read_off(low, high, test.delta)
         decisions.append(SparcDecision(
             test, min(1.0, m * test.difference_pvalue), min(1.0, 2 * m * test.equivalence_pvalue),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from perfctl.analysis.rank_tests import mann_whitney
+from perfctl.analysis.rank_tests import rank_sum
 
 LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
 # scipy's tests sit behind a NaN-policy wrapper that costs ~10x the test itself on 50 values; inputs here
@@ -149,17 +149,51 @@ class MedianTestResult:
     pvalue_reverse: float | None = None
 
 
+# scipy's ks_2samp computes its p-value exactly up to this many runs per side; beyond, its asymptotic
+# branch evaluates the finite-n distribution (kstwo), which takes up to 2 s per call at 10^6 runs.
+KS_EXACT_MAX = 10_000
+
+
+def _ks_statistic(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
+    """The two-sample Kolmogorov-Smirnov D = max |F_x - F_y| over the pooled values, from ascending
+    samples by one linear merge (as scipy computes it: ECDFs at each pooled value, counted <=)."""
+    n, m = len(x_sorted), len(y_sorted)
+    pooled = np.concatenate((x_sorted, y_sorted))
+    order = np.argsort(pooled, kind="stable")
+    values = pooled[order]
+    x_count = np.cumsum(order < n)
+    y_count = np.arange(1, n + m + 1) - x_count
+    last_of_value = np.flatnonzero(np.append(values[1:] != values[:-1], True))
+    differences = x_count[last_of_value] / n - y_count[last_of_value] / m
+    return float(max(np.clip(-np.min(differences), 0, 1), np.max(differences)))
+
+
+def _location_model_pvalue(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
+    """Two-sided KS p-value of the median-centred samples (section 3.2.1). Up to KS_EXACT_MAX runs per
+    side, scipy's ks_2samp (exact); beyond, Kolmogorov's limiting distribution of sqrt(nm/(n+m)) D
+    (Smirnov 1939), in microseconds: within 2% of scipy's finite-n p-value at 10^4 runs per side and
+    closer with more runs (measured on normal samples, p from 1e-15 to 0.7)."""
+    x_centred, y_centred = x_sorted - np.median(x_sorted), y_sorted - np.median(y_sorted)
+    n, m = len(x_sorted), len(y_sorted)
+    if max(n, m) <= KS_EXACT_MAX:
+        with warnings.catch_warnings():  # scipy warns when its exact method gives way to the asymptotic one
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return float(_ks_2samp(x_centred, y_centred).pvalue)
+    statistic = _ks_statistic(x_centred, y_centred)
+    return float(min(1.0, max(0.0, special.kolmogorov(math.sqrt(n * m / (n + m)) * statistic))))
+
+
 def median_test(x, y, alpha: float = 0.05) -> MedianTestResult:
     """Is med(X) > med(Y) and P[X > Y] > 1/2 at risk alpha? Figure 2 of the Speedup-Test."""
     x, y = _sample("x", x), _sample("y", y)
-    wmw = mann_whitney(x, y, alternative="greater")
-    reverse = mann_whitney(x, y, alternative="less").pvalue
+    x, y = np.sort(x), np.sort(y)  # once for the rank tests (which merge sorted runs) and the KS test
+    ranked = rank_sum(x, y)
+    wmw = ranked.test("greater")
+    reverse = ranked.test("less").pvalue
     p_greater = wmw.statistic / (x.size * y.size)
     ks_p = None
     if x.size >= 2 and y.size >= 2:
-        with warnings.catch_warnings():  # scipy warns when its exact method gives way to the asymptotic one
-            warnings.simplefilter("ignore", RuntimeWarning)
-            ks_p = float(_ks_2samp(x - np.median(x), y - np.median(y)).pvalue)
+        ks_p = _location_model_pvalue(x, y)
     rejected = ks_p is not None and ks_p <= alpha
     if x.size < 2 or y.size < 2:
         return MedianTestResult(Verdict.CANNOT_CONCLUDE, alpha, wmw.pvalue, p_greater, ks_p, False, wmw.method,
