@@ -156,7 +156,7 @@ def wilcoxon_signed_rank(differences, alternative: str = "two-sided") -> RankTes
 
 def _ascending(values: np.ndarray) -> np.ndarray:
     """``values`` in ascending order: as given when they already are (an O(n) check), else sorted."""
-    if values.size < 2 or bool(np.all(values[1:] >= values[:-1])):
+    if values.size < 2 or (values[1:] >= values[:-1]).all():
         return values
     return np.sort(values)
 
@@ -167,16 +167,17 @@ def _rank_sum(x_sorted: np.ndarray, y_sorted: np.ndarray) -> tuple[float, np.nda
     argsort. Same ties as ``_rank``; the sum is exact (half-integers below 2^53), so equal to ``_rank``'s."""
     n = len(x_sorted)
     pooled = np.concatenate((x_sorted, y_sorted))
-    order = np.argsort(pooled, kind="stable")
+    order = pooled.argsort(kind="stable")
     sorted_values = pooled[order]
-    gaps = np.diff(sorted_values)
-    magnitude = np.maximum(np.abs(sorted_values[1:]), np.abs(sorted_values[:-1]))
-    boundaries = np.flatnonzero(gaps > TIE_TOLERANCE * magnitude) + 1
-    starts = np.concatenate(([0], boundaries))
-    ends = np.concatenate((boundaries, [len(pooled)]))
-    x_before = np.concatenate(([0], np.cumsum(order < n)))  # values of x among the first k pooled
+    magnitude = np.abs(sorted_values)
+    gaps = sorted_values[1:] - sorted_values[:-1]
+    boundaries = np.flatnonzero(gaps > TIE_TOLERANCE * np.maximum(magnitude[1:], magnitude[:-1])) + 1
+    edges = np.concatenate(([0], boundaries, [len(pooled)]))
+    starts, ends = edges[:-1], edges[1:]
+    x_before = np.zeros(len(pooled) + 1, dtype=np.intp)  # values of x among the first k pooled
+    np.cumsum(order < n, out=x_before[1:])
     x_in_group = x_before[ends] - x_before[starts]
-    return float(np.sum(x_in_group * ((starts + ends + 1) / 2.0))), ends - starts
+    return float((x_in_group * ((starts + ends + 1) / 2.0)).sum()), ends - starts
 
 
 @dataclass(frozen=True)
@@ -192,10 +193,10 @@ class RankSum:
     def test(self, alternative: str = "two-sided") -> RankTestResult:
         _check_alternative(alternative)
         n, m, u, ties = self.n, self.m, self.statistic, self.ties
-        if n <= EXACT_MAX_RANK_SUM and m <= EXACT_MAX_RANK_SUM and np.all(ties == 1):
+        if n <= EXACT_MAX_RANK_SUM and m <= EXACT_MAX_RANK_SUM and (ties == 1).all():
             return RankTestResult(u, _exact_pvalue(_rank_sum_pmf(n, m), u, alternative), alternative, EXACT, n, m)
         total = n + m
-        variance = n * m / 12 * ((total + 1) - float(np.sum(ties**3 - ties)) / (total * (total - 1)))
+        variance = n * m / 12 * ((total + 1) - float((ties**3 - ties).sum()) / (total * (total - 1)))
         pvalue, z = _normal_pvalue(u, n * m / 2, math.sqrt(max(variance, 0.0)), alternative)
         return RankTestResult(u, pvalue, alternative, NORMAL, n, m, zstatistic=z)
 
@@ -274,7 +275,6 @@ class _PairGrid:
 
     def __init__(self, rows: np.ndarray, columns: np.ndarray, walsh: bool):
         self.rows, self.columns, self.walsh = rows, columns, walsh
-        self.first = np.arange(len(rows)) if walsh else np.zeros(len(rows), dtype=np.intp)
         self.size = len(rows) * (len(rows) + 1) // 2 if walsh else len(rows) * len(columns)
 
     def values(self, i: np.ndarray | None, j: np.ndarray) -> np.ndarray:
@@ -284,6 +284,11 @@ class _PairGrid:
         if self.walsh:
             sums /= 2
         return sums
+
+    @functools.cached_property
+    def first(self) -> np.ndarray:
+        """Each row's first column: 0, or i for the Walsh averages (j >= i)."""
+        return np.arange(len(self.rows)) if self.walsh else np.zeros(len(self.rows), dtype=np.intp)
 
     def lowest(self) -> _Cut:
         return _Cut(-math.inf, np.zeros(len(self.rows), dtype=np.intp), 0)
@@ -323,6 +328,13 @@ class _PairGrid:
             guess[wrong] = start
         counted = np.maximum(guess, self.first) - self.first if self.walsh else guess
         return _Cut(threshold, guess, int(np.sum(counted)))
+
+    def every_value(self) -> np.ndarray:
+        """All the grid's values, for a grid no larger than SELECTION_BUILD (one broadcast, no indices)."""
+        if self.walsh:
+            i, j = np.triu_indices(len(self.rows))
+            return (self.rows[i] + self.columns[j]) / 2
+        return (self.rows[:, None] + self.columns[None, :]).ravel()
 
     def candidates(self, below: _Cut, above: _Cut, sample: int | None = None, rng=None) -> np.ndarray:
         """The values in (below.value, above.value]: all of them, or ``sample`` drawn uniformly at random."""
@@ -374,10 +386,13 @@ def _select(grid: _PairGrid, ranks: list[int]) -> dict[int, float]:
     of the rank) shrink it about 100-fold per round, each cut costing O((n + m) log m); a bracket of at
     most SELECTION_BUILD candidates is built and partitioned. Ranks in one bracket share its pivots and its
     build. Memory O(n + m + SELECTION_BUILD)."""
+    pending = sorted(set(ranks))
+    if grid.size <= SELECTION_BUILD:  # few enough to build at once: the last step of the search, taken first
+        built = np.partition(grid.every_value(), [rank - 1 for rank in pending])
+        return {rank: float(built[rank - 1]) for rank in pending}
     rng = np.random.default_rng(0)  # any pivots give the same values; a fixed seed gives the same time
     cuts = [grid.lowest(), grid.highest()]
     found: dict[int, float] = {}
-    pending = sorted(set(ranks))
     while pending:
         counts = [cut.count for cut in cuts]
         brackets: dict[int, list[int]] = {}
@@ -411,7 +426,7 @@ def _select(grid: _PairGrid, ranks: list[int]) -> dict[int, float]:
 
 def _finite_sample(name: str, values) -> np.ndarray:
     data = np.asarray(values, dtype=float)
-    if data.ndim != 1 or data.size == 0 or not np.all(np.isfinite(data)):
+    if data.ndim != 1 or data.size == 0 or not np.isfinite(data).all():
         raise ValueError(f"{name}: need a non-empty 1-D sample of finite values")
     return data
 

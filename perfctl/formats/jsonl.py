@@ -7,13 +7,14 @@ Schema: docs/samples.md.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import IO
 
 import orjson
 
-from perfctl.formats.dataset import BOM, json_kind, type_problem
+from perfctl.formats.dataset import BOM, WALL_TIME, Dataset, DatasetError, json_kind, type_problem
 from perfctl.model import OUTCOMES, READING_STATUSES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
 
 
@@ -65,8 +66,6 @@ class DatasetBuilder:
     files here and for samples stored on the server (server/service.py)."""
 
     def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy | None = None):
-        from perfctl.formats.dataset import Dataset
-
         self.dataset = Dataset(path, fmt)
         self._excluded: dict[str, dict[str, int]] = {}
         self._executables: dict[str, set[str]] = {}
@@ -78,8 +77,6 @@ class DatasetBuilder:
     def add(self, record: dict, line: int | None = None) -> None:
         """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
         (``line`` of the file when given, else its place among the records added) and the field."""
-        from perfctl.formats.dataset import DatasetError
-
         self._records += 1
         try:
             self._add(_checked(record))
@@ -111,8 +108,6 @@ class DatasetBuilder:
         return None
 
     def _add(self, record: dict) -> None:
-        from perfctl.formats.dataset import WALL_TIME
-
         bench_info = record["benchmark"]
         name = bench_info["name"]
         self._executables.setdefault(name, set()).add(bench_info.get("executable_sha256"))
@@ -128,7 +123,8 @@ class DatasetBuilder:
             counts = self._excluded.setdefault(name, {})
             counts[reason] = counts.get(reason, 0) + 1
             return
-        bench = self.dataset.benchmark(name)
+        # an existing benchmark without building the BenchmarkData that Dataset.benchmark's setdefault would
+        bench = self.dataset.benchmarks.get(name) or self.dataset.benchmark(name)
         if interfered:
             bench.flagged[len(bench.metrics.get(WALL_TIME, ()))] = "interfered-with"
         bench.add(WALL_TIME, record["wall_ns"], "ns", "perfctl")
@@ -139,8 +135,6 @@ class DatasetBuilder:
 
     def _warmup(self, name: str, record: dict) -> None:
         """A warm-up's values, kept aside for the report's plot of runs in order (never compared)."""
-        from perfctl.formats.dataset import WALL_TIME
-
         values = self._warmups.setdefault(name, {})
         values.setdefault(WALL_TIME, []).append(record["wall_ns"])
         for reading, label in zip(record["readings"], _labels(record["readings"])):
@@ -180,8 +174,6 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None):
     dataclasses took longer than the whole comparison (bench/compare_speed.py). Malformed lines are
     reported with the file and line.
     """
-    from perfctl.formats.dataset import DatasetError
-
     builder = DatasetBuilder(path, interference=interference)
     try:
         stream = open(path, "rb")
@@ -248,10 +240,94 @@ def _number(record: dict, key: str, where: str, optional: bool = False) -> float
     return number
 
 
+_MAX_COUNT = 1 << 64
+
+
+def _plain_number(value) -> float | None:
+    """float(value) for a JSON number in [0, 2^64] (not a boolean), else None: _number then says why not."""
+    kind = type(value)
+    if kind is int:
+        return float(value) if 0 <= value <= _MAX_COUNT else None
+    if kind is float and 0.0 <= value <= MAX_VALUE:  # NaN fails both comparisons, infinities the range
+        return value
+    return None
+
+
+def _plain_reading(reading) -> dict | None:
+    """A reading as _checked returns it when every field is plainly right, else None (checked in full)."""
+    if type(reading) is not dict:
+        return None
+    get = reading.get
+    status, event, value, scaled = reading["status"], reading["event"], get("value"), get("scaled")
+    if type(status) is not str or status not in READING_STATUSES or type(event) is not str:
+        return None
+    if value is not None and (value := _plain_number(value)) is None or value is None and status == "ok":
+        return None
+    if scaled is not None and (scaled := _plain_number(scaled)) is None or scaled is None and status == "multiplexed":
+        return None
+    scope, backend, unit, reason = get("scope"), get("backend"), get("unit"), get("reason")
+    if not ((scope is None or type(scope) is str) and (backend is None or type(backend) is str)
+            and (unit is None or type(unit) is str) and (reason is None or type(reason) is str)):
+        return None
+    return {"event": event, "status": status, "value": value, "scaled": scaled, "scope": scope,
+            "backend": backend, "unit": unit, "reason": reason}
+
+
+def _plain(record) -> dict | None:
+    """What _checked returns, for a record whose every field is plainly right (exact JSON types, numbers
+    in range, no repeated reading), found with one type test per field; None sends the record through the
+    full checks, which name the field that is wrong. Reading 100,000 runs spent most of its time in the
+    general per-field checks (bench/compare_speed.py)."""
+    if type(record) is not dict:
+        return None
+    try:
+        version, bench, outcome, warmup = record["schema_version"], record["benchmark"], record["outcome"], \
+            record["warmup"]
+        if type(version) is not int or version != SCHEMA_VERSION or type(bench) is not dict:
+            return None
+        if type(outcome) is not str or outcome not in OUTCOMES or type(warmup) is not bool:
+            return None
+        name, argv, digest = bench["name"], bench["argv"], bench.get("executable_sha256")
+        if type(name) is not str or type(argv) is not list or not (digest is None or type(digest) is str):
+            return None
+        for arg in argv:
+            if type(arg) is not str:
+                return None
+        get = record.get
+        wall_ns, machine_id, start = _plain_number(record["wall_ns"]), get("machine_id"), get("start_time_ns")
+        if wall_ns is None or not (machine_id is None or type(machine_id) is str):
+            return None
+        if start is not None:
+            if _plain_number(start) is None:
+                return None
+            start = int(start)
+        raw_readings = record["readings"]
+        if type(raw_readings) is not list:
+            return None
+        readings, seen = [], set()
+        for raw in raw_readings:
+            reading = _plain_reading(raw)
+            if reading is None:
+                return None
+            key = (reading["event"], reading["scope"], reading["backend"])
+            if key in seen:
+                return None
+            seen.add(key)
+            readings.append(reading)
+    except KeyError:  # a required field missing: the full checks say which
+        return None
+    return {"benchmark": {"name": name, "argv": argv, "executable_sha256": digest}, "outcome": outcome,
+            "wall_ns": wall_ns, "readings": readings, "warmup": warmup, "start_time_ns": start,
+            "machine_id": machine_id}
+
+
 def _checked(record) -> dict:
     """A sample record with every field the builder reads checked for type and range, numbers as floats;
     _FieldError names the first bad field. Checked before use, so nothing downstream (interference
     shares, labels, sets of digests) meets an object where it expects a string."""
+    plain = _plain(record)
+    if plain is not None:
+        return plain
     if not isinstance(record, dict):
         raise _FieldError("record", f"expected an object, got {json_kind(record)}")
     if type(record.get("schema_version")) is not int or record["schema_version"] != SCHEMA_VERSION:
@@ -305,8 +381,14 @@ def _start_time(record: dict) -> int | None:
 def _labels(readings: list[dict]) -> list[str]:
     """Each reading's label: its event with the scope's suffix, told apart by backend when one event was
     counted by several."""
-    return distinct_labels([(r["event"] + _SCOPE_SUFFIX.get(r.get("scope"), ""), r.get("backend"))
-                            for r in readings])
+    return _labels_of(tuple((r["event"], r.get("scope"), r.get("backend")) for r in readings))
+
+
+@functools.lru_cache(maxsize=256)
+def _labels_of(counters: tuple[tuple[str, str | None, str | None], ...]) -> list[str]:
+    """_labels for one run's (event, scope, backend)s: every run of a file counts the same few, so their
+    labels are worked out once. Callers only read the list."""
+    return distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
 
 
 def _add_reading(bench, label: str, reading: dict) -> None:
@@ -330,8 +412,6 @@ def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
     by an older server that validated less: never fatal); a machine without a measured run is a
     DatasetError. Used by the server (server/service.py) and by the client that fetches the runs itself
     for a report (perfctl/client.py)."""
-    from perfctl.formats.dataset import DatasetError
-
     builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy())
     skipped, first_reason = 0, None
     for record in records:
@@ -348,3 +428,7 @@ def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
                            + (f" of {', '.join(benchmarks)}" if benchmarks else ""))
     return dataset
 
+
+
+# the server labels the readings it stores for compare (server/decode.py) exactly as this reader does
+reading_labels = _labels
