@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfctl.analysis import spa
+from perfctl.analysis import rank_tests, spa
 from perfctl.analysis.disturbance import disturbed as disturbance
 from perfctl.analysis.multiple import adjust
 from perfctl.analysis.sparc import (
@@ -322,7 +322,7 @@ def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> Benchm
         warnings.append(f"few runs ({x.size} and {y.size}): SPA bounds at proportion {p.proportion} and "
                         f"confidence {p.confidence} need at least {needed} per side")
     return BenchmarkComparison(
-        item["name"], item["metric"], int(x.size), int(y.size), float(np.median(x)), float(np.median(y)),
+        item["name"], item["metric"], int(x.size), int(y.size), rank_tests.median(x), rank_tests.median(y),
         speedups=observed_speedups(x, y), sparc=item["sparc"], mean_protocol=mean, median_protocol=median,
         p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=spa_b, speedup_spa=speedup, pairing=pairing,
         warnings=tuple(warnings), disturbed=item["disturbed"])

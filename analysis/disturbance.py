@@ -38,6 +38,8 @@ import warnings
 import numpy as np
 from scipy import stats
 
+from perfctl.analysis.rank_tests import median
+
 SPREAD_FACTOR = 3.0
 MATERIAL_SPREAD = 0.01
 DISTURBANCE_REACH = 3.0
@@ -100,7 +102,7 @@ def disturbed(x, y, alpha: float = 0.05) -> str | None:
         return None
     disturbed_logs = log_x if side == "A" else log_y
     reach = max(float(np.ptp(disturbed_logs)), math.log(DISTURBANCE_REACH))
-    if abs(float(np.median(log_x) - np.median(log_y))) > reach:
+    if abs(median(log_x) - median(log_y)) > reach:
         return None
     shown = "infinitely" if math.isinf(factor) else f"{factor:.1f}×"
     return (f"{side}'s runs spread {shown} as wide as {other}'s (relative IQR): a change of speed does not "

@@ -41,7 +41,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfctl.analysis.multiple import adjust
-from perfctl.analysis.rank_tests import hodges_lehmann_center, hodges_lehmann_shift, mann_whitney, wilcoxon_signed_rank
+from perfctl.analysis.rank_tests import (
+    hodges_lehmann_center,
+    hodges_lehmann_shift,
+    mann_whitney,
+    median,
+    wilcoxon_signed_rank,
+)
 
 FAMILIES = ("simultaneous", "sparc")
 
@@ -110,7 +116,7 @@ def sparc_tests(x, y, delta: float = 0.05, *, paired: bool = False, confidence: 
         upper = wilcoxon_signed_rank(ratios - (1 + delta), "less")
         lower = wilcoxon_signed_rank(ratios - (1 - delta), "greater")
         center = hodges_lehmann_center(np.log(ratios), confidence)
-        median_ratio = float(np.median(ratios))
+        median_ratio = median(ratios)
         method = f"Wilcoxon signed-rank on x_i/y_i ({difference.method})"
     else:
         # sorted once: c*y keeps y's order (c > 0) and log keeps it, so every test below merges sorted runs
@@ -119,7 +125,7 @@ def sparc_tests(x, y, delta: float = 0.05, *, paired: bool = False, confidence: 
         upper = mann_whitney(x, (1 + delta) * y, "less")
         lower = mann_whitney(x, (1 - delta) * y, "greater")
         center = hodges_lehmann_shift(np.log(x), np.log(y), confidence)
-        median_ratio = float(np.median(x) / np.median(y))
+        median_ratio = median(x) / median(y)
         method = f"Mann-Whitney on x against c*y ({difference.method})"
     return SparcTests(
         difference.pvalue, upper.pvalue, lower.pvalue, math.exp(center.estimate),

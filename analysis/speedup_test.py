@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from perfctl.analysis.rank_tests import rank_sum
+from perfctl.analysis.rank_tests import median, rank_sum
 
 LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
 # scipy's tests sit behind a NaN-policy wrapper that costs ~10x the test itself on 50 values; inputs here
@@ -54,8 +54,7 @@ def observed_speedups(x, y) -> ObservedSpeedups:
     x, y = _sample("x", x), _sample("y", y)
     if np.any(x <= 0) or np.any(y <= 0):
         raise ValueError("x, y: speedups need positive values")
-    return ObservedSpeedups(float(x.min() / y.min()), float(x.mean() / y.mean()),
-                            float(np.median(x) / np.median(y)))
+    return ObservedSpeedups(float(x.min() / y.min()), float(x.mean() / y.mean()), median(x) / median(y))
 
 
 @dataclass(frozen=True)
@@ -173,7 +172,7 @@ def _location_model_pvalue(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
     side, scipy's ks_2samp (exact); beyond, Kolmogorov's limiting distribution of sqrt(nm/(n+m)) D
     (Smirnov 1939), in microseconds: within 2% of scipy's finite-n p-value at 10^4 runs per side and
     closer with more runs (measured on normal samples, p from 1e-15 to 0.7)."""
-    x_centred, y_centred = x_sorted - np.median(x_sorted), y_sorted - np.median(y_sorted)
+    x_centred, y_centred = x_sorted - median(x_sorted), y_sorted - median(y_sorted)
     n, m = len(x_sorted), len(y_sorted)
     if max(n, m) <= KS_EXACT_MAX:
         with warnings.catch_warnings():  # scipy warns when its exact method gives way to the asymptotic one
@@ -214,7 +213,7 @@ class OverallSpeedup:
     benchmarks: int
 
 
-_SUMMARIES = {"mean": np.mean, "median": np.median, "min": np.min}
+_SUMMARIES = {"mean": np.mean, "median": median, "min": np.min}
 
 
 def overall_speedup(xs, ys, weights=None, function: str = "median") -> OverallSpeedup:
