@@ -110,7 +110,10 @@ class DatasetBuilder:
     def _add(self, record: dict) -> None:
         bench_info = record["benchmark"]
         name = bench_info["name"]
-        self._executables.setdefault(name, set()).add(bench_info.get("executable_sha256"))
+        digests = self._executables.get(name)
+        if digests is None:
+            digests = self._executables[name] = set()
+        digests.add(bench_info.get("executable_sha256"))
         outcome = record["outcome"]
         interfered = (not record["warmup"] and outcome == "ok"
                       and self._interference.flags(record["readings"], record["wall_ns"]))
@@ -183,7 +186,7 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None):
         for number, line in enumerate(stream, 1):
             if number == 1:
                 line = line.removeprefix(BOM.encode())
-            if not line.strip():
+            if not line or line.isspace():  # blank (isspace: no stripped copy)
                 continue
             try:
                 record = orjson.loads(line)
