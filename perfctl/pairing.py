@@ -70,9 +70,11 @@ def compared(a: Dataset, b: Dataset, metrics: list[str] | None, parameters: Para
 def side_notes(a: list[str], b: list[str]) -> list[str]:
     """Each input's notes, said once with the side it is about: 'A and B: matmul: left out 2 warmup
     runs' rather than the same line twice."""
-    both = [note for note in a if note in b]
-    return ([f"A and B: {note}" for note in both] + [f"A: {note}" for note in a if note not in both]
-            + [f"B: {note}" for note in b if note not in both])
+    in_b = set(b)
+    both = [note for note in a if note in in_b]
+    shared = set(both)
+    return ([f"A and B: {note}" for note in both] + [f"A: {note}" for note in a if note not in shared]
+            + [f"B: {note}" for note in b if note not in shared])
 
 
 def _resolve(dataset: Dataset, names: list[str], metric: str) -> str | None:
