@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError
+from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, unmix
 from perfctl.model import INTERFERENCE_EVENT, InterferencePolicy
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -149,8 +149,6 @@ class Selector:
     def _add(self, bench: _Bench, identity: dict, context: int, shape: int, warmup: bool, outcome: str,
              start_ns: int, vals: bytes) -> None:
         """One run, as DatasetBuilder._add takes a record (perfctl/formats/jsonl.py)."""
-        kernel = self._contexts.get(context, {}).get("kernel", "unknown")
-        bench.variants[(identity["executable_sha256"], identity["input_digest"], tuple(identity["argv"]), kernel)] += 1
         interfered = False
         if not warmup and outcome == "ok":
             index = _interference_index(self._shapes[shape])
@@ -163,6 +161,8 @@ class Selector:
             reason = "warmup" if warmup else outcome if outcome != "ok" else "interfered-with"
             bench.excluded[reason] = bench.excluded.get(reason, 0) + 1
             return
+        kernel = self._contexts.get(context, {}).get("kernel", "unknown")
+        bench.variants[(identity["executable_sha256"], identity["input_digest"], tuple(identity["argv"]), kernel)] += 1
         bench.shapes.append(shape)
         bench.vals.setdefault(shape, bytearray()).extend(vals)
         bench.first_ns = start_ns if bench.first_ns is None else min(bench.first_ns, start_ns)
@@ -183,19 +183,14 @@ class Selector:
                     dataset.notes.append(f"{name}: interfered-with runs are those in which "
                                          f"{self.interference.describe()}")
         for name, bench in benches.items():
-            mixed = mixture(bench.variants)
-            if mixed and not self.pool:
-                dataset.notes.append(f"{name}: left out: its runs mix {mixed}; select one with @job=ID or a label, "
-                                     "or pool them with --pool")
-                continue
-            if mixed:
-                dataset.notes.append(f"{name}: pooled runs that mix {mixed} (--pool)")
             if bench.shapes:
                 self._values(dataset, name, bench, clock)
+                dataset.benchmarks[name].variants = bench.variants
         for data in dataset.benchmarks.values():
             for metric, backends in data.backends.items():
                 if len(backends) > 1:
                     data.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
+        unmix(dataset, self.pool)
 
     def _values(self, dataset: Dataset, name: str, bench: _Bench, clock: str | None) -> None:
         """One benchmark's metrics: the kept runs' values per label, in the order the runs were stored."""
@@ -236,21 +231,3 @@ def _interference_index(spec: list) -> int | None:
         if event == INTERFERENCE_EVENT and status == "ok":
             return index
     return None
-
-
-def mixture(variants: Counter) -> str | None:
-    """What differs among the runs under one benchmark name, with run counts, or None when nothing does:
-    '2 executables (sha256 1a2b3c4d: 40 runs, 5e6f7a8b: 60 runs)', inputs, kernels."""
-    if len(variants) < 2:
-        return None
-    parts = []
-    for index, what, show in ((0, "executables", lambda v: f"sha256 {v[:12]}"), (1, "input digests", lambda v: v[:12]),
-                              (2, "argv", lambda v: " ".join(v)[:60]), (3, "kernels", str)):
-        counts = Counter()
-        for variant, runs in variants.items():
-            counts[variant[index]] += runs
-        if len(counts) > 1:
-            listed = ", ".join(f"{show(value)}: {runs} runs" for value, runs in counts.most_common(4))
-            more = f", {len(counts) - 4} more" if len(counts) > 4 else ""
-            parts.append(f"{len(counts)} {what} ({listed}{more})")
-    return " and ".join(parts)

@@ -116,7 +116,7 @@ def test_a_job_a_label_or_the_whole_history(server):
     # all history: job 1 and job 2 mix two executables under one name, so the benchmark is left out ...
     result = cli(server, "compare", "box-a", "box-b", "--all-history", "--metric", "task-clock")
     assert result.returncode == 2, result.stdout
-    assert "has no measured runs (true: left out: its runs mix 2 executables" in result.stderr
+    assert "machine box-a: no benchmark to compare: true: left out: its runs mix 2 executables" in result.stderr
     # ... unless pooled, and the note says what was pooled
     document = compared(server, "box-a", "box-b", "--all-history", "--pool")
     assert document["benchmarks"][0]["n_a"] == 16
@@ -140,7 +140,7 @@ def test_mixed_executables_are_named_and_left_out_unless_pooled(server):
     result = cli(server, "compare", "box-a", "box-b", "--all-history")
     said = " ".join(result.stderr.split())
     assert "true: left out: its runs mix 2 executables (sha256 " in said and "sha256 ffffffffffff: 8 runs" in said, said
-    assert "select one with @job=ID or a label, or pool them with --pool" in said
+    assert "compare one of them (on a server: @job=ID or a label) or pool them with --pool" in said
 
 
 def test_the_server_returns_data_the_client_renders_as_for_files(server, tmp_path):
@@ -280,3 +280,20 @@ def test_the_html_report_draws_the_runs_of_the_same_selection(server, tmp_path):
     assert "machine box-a@commit=abc" in text
     row = re.sub(r"<[^>]+>", " ", text[text.index("<table"):]).split()
     assert row[row.index("true"):row.index("true") + 4] == ["true", "task-clock", "8", "8"]  # job 1's runs of A
+
+
+def test_a_file_that_mixes_executables_under_one_name_is_not_pooled_unless_asked(server, tmp_path):
+    """The same rule for files: two builds under one name are two programs."""
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps(wire.proto_to_dict(m)) + "\n" for m in server.sent["a2"]) +
+                     "".join(json.dumps(wire.proto_to_dict(m)) + "\n" for m in server.sent["b1"]))
+    other = tmp_path / "b.jsonl"
+    other.write_text("".join(json.dumps(wire.proto_to_dict(m)) + "\n" for m in server.sent["b1"]))
+    result = subprocess.run(perfctl_command("compare", str(mixed), str(other)), capture_output=True, text=True)
+    assert result.returncode == 2 and "no benchmark to compare: true: left out: its runs mix 2 executables" \
+        in result.stderr, result.stderr
+    pooled = subprocess.run(perfctl_command("compare", str(mixed), str(other), "--pool", "--format", "json"),
+                            capture_output=True, text=True)
+    document = json.loads(pooled.stdout)
+    assert document["benchmarks"][0]["n_a"] == 16
+    assert any("pooled runs that mix 2 executables" in note for note in document["notes"]), document["notes"]

@@ -73,6 +73,9 @@ def inputs(command, inputs_required: bool = True) -> None:
                          help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
     command.add_argument("--seed", type=non_negative_int, default=0, help="seed of the SPA speedup pairing")
     interference_options(command)
+    command.add_argument("--pool", action="store_true",
+                         help="pool runs of different executables, inputs or kernels under one benchmark name (by "
+                              "default such a benchmark is left out and a note says what was mixed)")
     command.add_argument("--benchmark", action="append", metavar="NAME",
                          help="only these benchmarks (repeat the option for several)")
     fleet = command.add_argument_group(
@@ -85,9 +88,6 @@ def inputs(command, inputs_required: bool = True) -> None:
     fleet.add_argument("--until", type=instant, metavar="TIME", help="only runs started before TIME (as --since)")
     fleet.add_argument("--all-history", action="store_true",
                        help="every selected run, not only each benchmark's most recent job")
-    fleet.add_argument("--pool", action="store_true",
-                       help="pool runs of different executables, inputs or kernels under one benchmark name (by "
-                            "default such a benchmark is left out and the note says what was mixed)")
     connection_options(command, "server holding the machines' samples (when A and B are machine names)")
 
 
@@ -176,6 +176,7 @@ def comparison(args, command: str):
     compared here (the HTML report draws every run, which the server's answer does not carry)."""
     from perfctl import client, security
     from perfctl.formats import DatasetError, read_dataset
+    from perfctl.formats.dataset import unmix
     from perfctl.pairing import PairingError
     from perfctl.report.compare import compare_report
 
@@ -183,11 +184,12 @@ def comparison(args, command: str):
     try:
         if _machines(args):
             sides = (selection(args.a, args, command), selection(args.b, args, command))
-            a, b = client.machine_datasets(args, sides, args.benchmark or [], interference(args))
+            a, b = (unmix(dataset, args.pool) for dataset in
+                    client.machine_datasets(args, sides, args.benchmark or [], interference(args)))
             labels = (f"machine {args.a}", f"machine {args.b}")
         else:
-            a = read_dataset(args.a, args.input_format, interference(args))
-            b = read_dataset(args.b, args.input_format, interference(args))
+            a = unmix(read_dataset(args.a, args.input_format, interference(args)), args.pool)
+            b = unmix(read_dataset(args.b, args.input_format, interference(args)), args.pool)
             labels = (args.a, args.b)
             if args.benchmark:
                 _select(args.benchmark, a, b)

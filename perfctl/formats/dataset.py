@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 
 WALL_TIME = "wall-time"
@@ -36,6 +37,9 @@ class BenchmarkData:
     last_ns: int | None = None
     clock: str | None = None
     start_unknown: bool = False
+    # what the kept runs ran, where the reader knows it: runs per (executable sha256, input digest, argv,
+    # kernel); more than one is a mixture that ``unmix`` leaves out unless pooled
+    variants: Counter = field(default_factory=Counter)
 
     def add(self, metric: str, value: float, unit: str, backend: str | None = None) -> None:
         self.metrics.setdefault(metric, []).append(float(value))
@@ -70,6 +74,45 @@ class Dataset:
 
     def benchmark(self, name: str) -> BenchmarkData:
         return self.benchmarks.setdefault(name, BenchmarkData(name))
+
+
+def mixture(variants: Counter) -> str | None:
+    """What differs among the runs under one benchmark name, with run counts, or None when nothing does:
+    '2 executables (sha256 1a2b3c4d5e6f: 40 runs, sha256 5e6f7a8b9c0d: 60 runs)', input digests, argv, kernels."""
+    if len(variants) < 2:
+        return None
+    parts = []
+    for index, what, show in ((0, "executables", lambda v: f"sha256 {str(v)[:12]}"),
+                              (1, "input digests", lambda v: str(v)[:12]),
+                              (2, "argv", lambda v: " ".join(v)[:60]), (3, "kernels", str)):
+        counts: Counter = Counter()
+        for variant, runs in variants.items():
+            counts[variant[index]] += runs
+        if len(counts) > 1:
+            listed = ", ".join(f"{show(value)}: {runs} runs" for value, runs in counts.most_common(4))
+            more = f", {len(counts) - 4} more" if len(counts) > 4 else ""
+            parts.append(f"{len(counts)} {what} ({listed}{more})")
+    return " and ".join(parts)
+
+
+def unmix(dataset: Dataset, pool: bool = False) -> Dataset:
+    """Leave out each benchmark whose runs mix executables, inputs or kernels (two builds under one name are
+    two programs: pooled, their spread reads as noise and their difference as nothing), and say so; with
+    ``pool`` (--pool) keep them and say what was pooled. Files and a server's runs alike. DatasetError when
+    that leaves nothing to compare: the reason then is the error, not a note after another error."""
+    left_out = []
+    for name in list(dataset.benchmarks):
+        mixed = mixture(dataset.benchmarks[name].variants)
+        if mixed and pool:
+            dataset.notes.append(f"{name}: pooled runs that mix {mixed} (--pool)")
+        elif mixed:
+            del dataset.benchmarks[name]
+            left_out.append(f"{name}: left out: its runs mix {mixed}; compare one of them (on a server: "
+                            "@job=ID or a label) or pool them with --pool")
+    if left_out and not dataset.benchmarks:
+        raise DatasetError(f"{dataset.path}: no benchmark to compare: {'; '.join(left_out[:3])}")
+    dataset.notes.extend(left_out)
+    return dataset
 
 
 def load_json(path: str, what: str):

@@ -68,7 +68,6 @@ class DatasetBuilder:
     def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy | None = None):
         self.dataset = Dataset(path, fmt)
         self._excluded: dict[str, dict[str, int]] = {}
-        self._executables: dict[str, set[str]] = {}
         self._interference = interference or InterferencePolicy()
         self._interfered: dict[str, int] = {}
         self._records = 0
@@ -110,10 +109,6 @@ class DatasetBuilder:
     def _add(self, record: dict) -> None:
         bench_info = record["benchmark"]
         name = bench_info["name"]
-        digests = self._executables.get(name)
-        if digests is None:
-            digests = self._executables[name] = set()
-        digests.add(bench_info.get("executable_sha256"))
         outcome = record["outcome"]
         interfered = (not record["warmup"] and outcome == "ok"
                       and self._interference.flags(record["readings"], record["wall_ns"]))
@@ -128,6 +123,7 @@ class DatasetBuilder:
             return
         # an existing benchmark without building the BenchmarkData that Dataset.benchmark's setdefault would
         bench = self.dataset.benchmarks.get(name) or self.dataset.benchmark(name)
+        bench.variants[bench_info["executable_sha256"], bench_info["input_digest"], tuple(bench_info["argv"]), ""] += 1
         if interfered:
             bench.flagged[len(bench.metrics.get(WALL_TIME, ()))] = "interfered-with"
         bench.add(WALL_TIME, record["wall_ns"], "ns", "perfctl")
@@ -160,9 +156,6 @@ class DatasetBuilder:
             else:
                 dataset.notes.append(f"{name}: interfered-with runs are those in which "
                                      f"{self._interference.describe()}")
-        for name, digests in self._executables.items():
-            if len(digests) > 1 and name in dataset.benchmarks:
-                dataset.notes.append(f"{name}: {len(digests)} different executables under one name")
         for bench in dataset.benchmarks.values():
             for metric, backends in bench.backends.items():
                 if len(backends) > 1:
@@ -290,8 +283,10 @@ def _plain(record) -> dict | None:
             return None
         if type(outcome) is not str or outcome not in OUTCOMES or type(warmup) is not bool:
             return None
-        name, argv, digest = bench["name"], bench["argv"], bench.get("executable_sha256")
-        if type(name) is not str or type(argv) is not list or not (digest is None or type(digest) is str):
+        name, argv, digest, inputs = bench["name"], bench["argv"], bench.get("executable_sha256"), \
+            bench.get("input_digest")
+        if type(name) is not str or type(argv) is not list or not (digest is None or type(digest) is str) \
+                or not (inputs is None or type(inputs) is str):
             return None
         for arg in argv:
             if type(arg) is not str:
@@ -319,7 +314,8 @@ def _plain(record) -> dict | None:
             readings.append(reading)
     except KeyError:  # a required field missing: the full checks say which
         return None
-    return {"benchmark": {"name": name, "argv": argv, "executable_sha256": digest}, "outcome": outcome,
+    return {"benchmark": {"name": name, "argv": argv, "executable_sha256": digest, "input_digest": inputs},
+            "outcome": outcome,
             "wall_ns": wall_ns, "readings": readings, "warmup": warmup, "start_time_ns": start,
             "machine_id": machine_id}
 
@@ -342,7 +338,9 @@ def _checked(record) -> dict:
         raise _FieldError("benchmark.argv", "expected a list of strings")
     checked_bench = {"name": _field(bench, "name", "benchmark.name", str, "a string"), "argv": argv,
                      "executable_sha256": _field(bench, "executable_sha256", "benchmark.executable_sha256", str,
-                                                 "a string", optional=True)}
+                                                 "a string", optional=True),
+                     "input_digest": _field(bench, "input_digest", "benchmark.input_digest", str, "a string",
+                                            optional=True)}
     outcome = _field(record, "outcome", "outcome", str, "a string")
     if outcome not in OUTCOMES:
         raise _FieldError("outcome", f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})")
