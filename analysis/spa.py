@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 
 class Assertion(enum.Enum):
@@ -183,6 +183,8 @@ def _bound_ranks(n: int, proportion: float, bound_confidence: float) -> tuple[in
     sd = math.sqrt(n * proportion * (1 - proportion))
     z = float(special.ndtri(1 - alpha))
     # M = 0 .. below-1: the condition holds up to m, then fails; k_low = m + 1 = the first M where it fails
+    from scipy import stats  # on first use: a client that only renders never pays its second of import
+
     first_fail = _first_true(lambda ks: ~(stats.binom.cdf(ks, n, proportion) <= alpha), 0, below,
                              int(proportion * n - z * sd))
     low = first_fail if first_fail > 0 else None

@@ -10,20 +10,29 @@ suite.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from perfctl.analysis.rank_tests import median, rank_sum
 
 LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
-# scipy's tests sit behind a NaN-policy wrapper that costs ~10x the test itself on 50 values; inputs here
-# are already validated finite 1-D arrays, so the wrapped functions are called directly (same results).
-_shapiro_test = getattr(stats.shapiro, "__wrapped__", stats.shapiro)
-_ks_2samp = getattr(stats.ks_2samp, "__wrapped__", stats.ks_2samp)
+
+
+@functools.cache
+def _scipy_tests():
+    """(Shapiro-Wilk, two-sample KS) of scipy.stats, imported on first use: importing scipy.stats takes about
+    a second, which a client that only renders a server's comparison (perfctl/results.py) never needs.
+    scipy's tests sit behind a NaN-policy wrapper that costs ~10x the test itself on 50 values; inputs here
+    are already validated finite 1-D arrays, so the wrapped functions are called directly (same results)."""
+    from scipy import stats
+
+    return (getattr(stats.shapiro, "__wrapped__", stats.shapiro),
+            getattr(stats.ks_2samp, "__wrapped__", stats.ks_2samp))
 
 
 class Verdict(enum.Enum):
@@ -83,7 +92,7 @@ def _shapiro(data: np.ndarray) -> float | None:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # scipy warns above 5000 values; the p-value is still usable
-        return float(_shapiro_test(data).pvalue)
+        return float(_scipy_tests()[0](data).pvalue)
 
 
 def mean_test(x, y, alpha: float = 0.05) -> MeanTestResult:
@@ -177,7 +186,7 @@ def _location_model_pvalue(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
     if max(n, m) <= KS_EXACT_MAX:
         with warnings.catch_warnings():  # scipy warns when its exact method gives way to the asymptotic one
             warnings.simplefilter("ignore", RuntimeWarning)
-            return float(_ks_2samp(x_centred, y_centred).pvalue)
+            return float(_scipy_tests()[1](x_centred, y_centred).pvalue)
     statistic = _ks_statistic(x_centred, y_centred)
     return float(min(1.0, max(0.0, special.kolmogorov(math.sqrt(n * m / (n + m)) * statistic))))
 
