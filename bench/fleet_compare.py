@@ -43,8 +43,11 @@ INVENTORY = '{"kernel": {"release": "6.1.0-bench", "version": "#1"}}'
 
 
 def populate(url: str, base: pb.Sample, benchmarks: int, jobs: int, runs: int) -> tuple[float, list[str]]:
-    """Store the history of box-a and box-b; (samples stored per second, each machine's latest job)."""
+    """Store the history of box-a and box-b; (samples stored per second, each machine's latest job). On
+    PostgreSQL the rows Storage.ingest_many would write for each job are written with COPY (and the series
+    table from them): its executemany stores ~6,000 rows/s here, 6 minutes for this history."""
     storage = Storage(url)
+    copying = not storage.is_sqlite
     fields = row_fields(base)
     _, identity, _, _, _, _, _, _, shape, vals = fields
     payload = base.SerializeToString()
@@ -73,11 +76,42 @@ def populate(url: str, base: pb.Sample, benchmarks: int, jobs: int, runs: int) -
                         rows.append((str(uuid.uuid4()), name, job_id, run, False, "ok", clock, job_labels, shape,
                                      matrix[run].tobytes()))
                     requests.append((machine, rows, [payload] * runs))
-                stored += sum(n for n, _ in storage.ingest_many(requests))
+                if copying:  # the first run of each benchmark through ingest_many: ids, series; then COPY
+                    stored += sum(n for n, _ in storage.ingest_many([(m, r[:1], p[:1]) for m, r, p in requests]))
+                    stored += copy_rows(storage, [(m, r[1:], p[1:]) for m, r, p in requests])
+                else:
+                    stored += sum(n for n, _ in storage.ingest_many(requests))
             latest.append(job_id)
     finally:
         storage.close()
     return stored / (time.perf_counter() - start), latest
+
+
+def copy_rows(storage: Storage, requests: list) -> int:
+    """The rows ingest_many would insert for ``requests``, written with PostgreSQL's COPY; the series they
+    extend widened as ingest_many widens it."""
+    from perfctl.server.schema import contexts, shapes
+    from perfctl.server.storage import SAMPLE_COLUMNS
+
+    columns = ", ".join(SAMPLE_COLUMNS)
+    count = 0
+    with storage.engine.begin() as conn:
+        cursor = conn.connection.driver_connection.cursor()
+        rows = []
+        for machine, fields, payloads in requests:
+            machine_pk = storage.machine_pk(machine)
+            for (uuid_, identity, job_id, run_index, warmup, outcome, start, labels, shape, vals), payload in \
+                    zip(fields, payloads):
+                rows.append((uuid_, machine_pk, storage._benchmark_pk(conn, identity, {}), job_id, run_index, warmup,
+                             outcome, start, 0, payload,
+                             storage._dictionary_pk(conn, contexts, {"labels": labels, "kernel": "6.1.0-bench"}, {}),
+                             storage._dictionary_pk(conn, shapes, {"spec": shape}, {}), vals))
+        with cursor.copy(f"COPY samples ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        count = len(rows)
+        storage._extend_series(conn, rows)
+    return count
 
 
 def vm_kib(pid: int, field: str) -> int:

@@ -75,8 +75,26 @@ samples = Table(
     Column("shape", Key),
     Column("vals", LargeBinary),
     # covers the per-benchmark, per-job grouping of compare's default selection and of `perfctl benchmarks`
-    Index("ix_samples_series", "machine", "benchmark", "job_id", "context", "start_time_ns"),
+    # what compare reads of a run is held in the index itself (migration 0005): a selection reads the
+    # index alone, in its order, never the table rows that carry the payloads
+    Index("ix_samples_series", "machine", "benchmark", "job_id", "context", "start_time_ns", "warmup", "outcome",
+          "shape", "vals"),
     UniqueConstraint("machine", "uuid", name="uq_samples_machine_uuid"),
+)
+
+# When each (machine, benchmark, job, context) series of runs started and last ran, kept at ingest (min/max:
+# a re-sent batch changes nothing): compare's default selection, each benchmark's most recent job, reads
+# this instead of grouping the samples. job_id '' for runs stored without a job.
+series = Table(
+    "series", metadata,
+    Column("id", Key, primary_key=True, autoincrement=True),
+    Column("machine", Key, nullable=False),
+    Column("benchmark", Key, nullable=False),
+    Column("job_id", String(36), nullable=False),
+    Column("context", Key, nullable=False),
+    Column("first_ns", BigInteger, nullable=False),
+    Column("last_ns", BigInteger, nullable=False),
+    UniqueConstraint("machine", "benchmark", "job_id", "context", name="uq_series"),
 )
 
 # What the values of a sample are (JSON list of [label, event, backend, unit, status, reason] per reading,

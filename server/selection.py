@@ -14,7 +14,7 @@ what was mixed.
 
 from __future__ import annotations
 
-import struct
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -43,15 +43,15 @@ def describe(selection: pb.Selection) -> str:
 
 @dataclass
 class _Bench:
-    """One benchmark's runs as they are read (in the order stored)."""
+    """One benchmark's runs as they are read: per run kept, its shape, start and context (arrays), and
+    per shape the kept runs' values."""
 
-    variants: Counter = field(default_factory=Counter)
     excluded: dict[str, int] = field(default_factory=dict)
     interfered: int = 0
-    shapes: list[int] = field(default_factory=list)        # the shape of each kept run
-    vals: dict[int, bytearray] = field(default_factory=dict)  # per shape, its kept runs' values
-    first_ns: int | None = None
-    last_ns: int | None = None
+    order: array = field(default_factory=lambda: array("q"))
+    starts: array = field(default_factory=lambda: array("q"))
+    contexts: Counter = field(default_factory=Counter)  # (benchmark id, context) -> kept runs
+    vals: dict[int, list] = field(default_factory=dict)
 
 
 class Selector:
@@ -71,18 +71,39 @@ class Selector:
         dataset = Dataset(f"machine {name}", "perfctl")
         clock = next((machine_id for machine_name, machine_id in self.storage.machine_names().values()
                       if machine_name == selection.machine), None)
+        identities, where = self._where(selection, benchmarks)
+        if self.storage.count_values(**where) > self.limit:
+            raise TooManyRuns(f"{name} selects more than {self.limit:,} runs, the most this server compares "
+                              "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
+                              "--since/--until or --benchmark")
+        names = {pk: identity["name"] for pk, identity in identities.items()}
         benches: dict[str, _Bench] = {}
+        for benchmark_pk, warmup, outcome, runs in self.storage.left_out(**where):
+            bench = benches.setdefault(names[benchmark_pk], _Bench())
+            reason = "warmup" if warmup else outcome
+            bench.excluded[reason] = bench.excluded.get(reason, 0) + runs
         skipped = 0
-        for identity, _job_id, context, shape, warmup, outcome, start_ns, vals in self._runs(selection, benchmarks):
-            if vals is None or shape not in self._shapes or len(vals) != 8 * (len(self._shapes[shape]) + 1):
-                skipped += 1
-                continue
-            self._add(benches.setdefault(identity["name"], _Bench()), identity, context, shape, warmup, outcome,
-                      start_ns, bytes(vals))
-        self._finish(dataset, benches, clock)
+        for benchmark_pk, job_id, context, runs, vals, shape_list, start_list in self.storage.grouped_values(**where):
+            name_of = names[benchmark_pk]
+            bench = benches.get(name_of)
+            if bench is None:
+                bench = benches[name_of] = _Bench()
+            if context is None:  # rows migration 0004 could not fill: their payloads do not decode
+                skipped += runs
+            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shape_list or "", start_list):
+                # a row whose values cannot be read (stored by a server that checked less, or damaged):
+                # this series run by run, leaving out only such rows
+                one = dict(where, jobs={job_id: {benchmark_pk}}, context_pks={context})
+                for rows in self.storage.stored_values(measured=True, **one):
+                    for row in rows:
+                        skipped += self._add(bench, row)
+        for bench_name, bench in benches.items():
+            self._build(dataset, bench_name, bench, identities, clock)
+        self._notes(dataset, benches)
         if skipped:
             dataset.notes.append(f"{skipped} stored samples of machine {selection.machine} could not be used and "
                                  "were skipped (their values could not be read)")
+        unmix(dataset, self.pool)
         if not dataset.benchmarks:
             what = f" of {', '.join(benchmarks)}" if benchmarks else ""
             chosen = " selected" if selection.labels or selection.job_id or selection.since_ns or selection.until_ns \
@@ -92,17 +113,25 @@ class Selector:
         return dataset
 
     def payloads(self, selection: pb.Selection, benchmarks: list[str] | None = None) -> list[bytes]:
-        """The stored payloads of the runs ``dataset`` would compare, for a client that draws every run
-        (perfctl report box-a@commit=abc box-b). DatasetError when nothing is selected."""
-        found = [bytes(row[-1]) for row in self._runs(selection, benchmarks, payloads=True)]
+        """The stored payloads of the runs ``dataset`` would compare (warm-ups and failed runs too), for a
+        client that draws every run (perfctl report box-a@commit=abc box-b). DatasetError when nothing is
+        selected."""
+        _, where = self._where(selection, benchmarks)
+        found, seen = [], 0
+        for rows in self.storage.stored_values(payloads=True, **where):
+            seen += len(rows)
+            if seen > self.limit:
+                raise TooManyRuns(f"{describe(selection)} selects more than {self.limit:,} runs, the most this "
+                                  "server sends (perfctl server --max-compare-runs)")
+            found.extend(bytes(row[-1]) for row in rows)
         if not found:
             raise DatasetError(f"machine {describe(selection)!r} has no stored runs selected")
         return found
 
-    def _runs(self, selection: pb.Selection, benchmarks: list[str] | None, payloads: bool = False):
-        """The selected runs, in the order stored: (benchmark identity, job_id, context, shape, warmup,
-        outcome, start_time_ns, vals or payload)."""
-        storage, name = self.storage, describe(selection)
+    def _where(self, selection: pb.Selection, benchmarks: list[str] | None) -> tuple[dict, dict]:
+        """(benchmark identities by id, the selection as Storage's query arguments: machine, jobs (per job
+        id the benchmark ids taken from it), benchmarks, contexts and times)."""
+        storage = self.storage
         machine_pk = storage.machine_pk(selection.machine)
         if machine_pk is None:
             raise DatasetError(f"no machine named {selection.machine!r} on this server")
@@ -114,62 +143,136 @@ class Selector:
                            if all(ctx["labels"].get(k) == v for k, v in wanted.items())}
         filters = dict(benchmark_pks=set(identities) if benchmarks else None, context_pks=context_pks,
                        since_ns=selection.since_ns, until_ns=selection.until_ns)
-        chosen = None
-        job_ids = {selection.job_id} if selection.job_id else None
-        if job_ids is None and not selection.all_history:
-            chosen = self._latest_jobs(machine_pk, identities, filters)
-            job_ids = set(chosen.values())
-        seen = 0
-        for rows in storage.stored_values(machine_pk, job_ids=job_ids, payloads=payloads, **filters):
-            seen += len(rows)
-            if seen > self.limit:
-                raise TooManyRuns(f"{name} selects more than {self.limit:,} runs, the most this server compares "
-                                  "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
-                                  "--since/--until or --benchmark")
-            for benchmark_pk, job_id, *rest in rows:
-                identity = identities.get(benchmark_pk)
-                if identity is None:
-                    continue
-                if chosen is not None and chosen.get(identity["name"]) != job_id:
-                    continue  # another job's runs of this benchmark: the default takes the most recent job
-                yield (identity, job_id, *rest)
+        jobs = None
+        if selection.job_id:
+            jobs = {selection.job_id: set(identities)}
+        elif not selection.all_history:
+            jobs = self._latest_jobs(machine_pk, identities, filters)
+        return identities, dict(machine_pk=machine_pk, jobs=jobs, **filters)
 
-    def _latest_jobs(self, machine_pk: int, identities: dict, filters: dict) -> dict[str, str | None]:
-        """For each benchmark name, the job whose last run started last (runs without a job count as one)."""
-        latest: dict[str, tuple[int, str | None]] = {}
-        for _, benchmark_pk, job_id, _, _, _, last in self.storage.series(machine_pk, **filters):
+    def _series(self, bench: _Bench, benchmark_pk: int, context: int, runs: int, vals: bytes, shape_list: str,
+                start_list: str) -> bool:
+        """Add one series' runs (Storage.grouped_values) to its benchmark whole; False, adding nothing, when
+        a run of it cannot be read (no shape or values: a row migration 0004 could not fill; values of
+        another size than its shape's)."""
+        shapes = np.fromstring(shape_list, dtype=np.int64, sep=",") if shape_list else np.zeros(0, np.int64)
+        starts = np.fromstring(start_list, dtype=np.int64, sep=",")
+        if len(shapes) != runs or len(starts) != runs:
+            return False
+        sizes = np.array([8 * (len(self._shapes[int(shape)]) + 1) if int(shape) in self._shapes else -1
+                          for shape in np.unique(shapes)])
+        size_of = dict(zip(np.unique(shapes).tolist(), sizes.tolist()))
+        widths = np.array([size_of[shape] for shape in shapes.tolist()]) if len(size_of) > 1 else \
+            np.full(runs, sizes[0])
+        if (widths < 0).any() or int(widths.sum()) != len(vals):
+            return False
+        if len(size_of) == 1:  # one shape: the usual case, added whole
+            shape = int(shapes[0])
+            bench.vals.setdefault(shape, []).append(vals)
+        else:
+            offsets = np.concatenate(([0], np.cumsum(widths))).tolist()
+            for index, shape in enumerate(shapes.tolist()):
+                bench.vals.setdefault(shape, []).append(vals[offsets[index]:offsets[index + 1]])
+        bench.order.frombytes(shapes.astype(np.int64).tobytes())
+        bench.starts.frombytes(starts.tobytes())
+        bench.contexts[benchmark_pk, context] += runs
+        return True
+
+    def _add(self, bench: _Bench, row) -> int:
+        """One measured run (Storage.stored_values); 1 when its values cannot be read (it is skipped)."""
+        benchmark_pk, context, shape, _warmup, _outcome, start_ns, vals = row
+        spec = self._shapes.get(shape)
+        if vals is None or spec is None or len(vals) != 8 * (len(spec) + 1):
+            return 1
+        bench.order.append(shape)
+        bench.starts.append(start_ns)
+        bench.contexts[benchmark_pk, context] += 1
+        bench.vals.setdefault(shape, []).append(bytes(vals))
+        return 0
+
+    def _latest_jobs(self, machine_pk: int, identities: dict, filters: dict) -> dict:
+        """Per job, the benchmark ids whose name's most recent job it is (the job whose last run started
+        last; runs without a job count as one, None). From the series kept at ingest; over the runs
+        themselves when a time range narrows them."""
+        if filters["since_ns"] or filters["until_ns"]:
+            found = [(b, j, last) for _, b, j, _, _, _, last in self.storage.series(machine_pk, **filters)]
+        else:
+            found = self.storage.latest_series(machine_pk, filters["benchmark_pks"], filters["context_pks"])
+        latest: dict[str, tuple[int, str]] = {}
+        for benchmark_pk, job_id, last in found:
             identity = identities.get(benchmark_pk)
             if identity is None:
                 continue
-            name = identity["name"]
-            if name not in latest or (last, job_id or "") > (latest[name][0], latest[name][1] or ""):
-                latest[name] = (last, job_id)
-        return {name: job for name, (_, job) in latest.items()}
+            key = (last, job_id or "")
+            if identity["name"] not in latest or key > latest[identity["name"]]:
+                latest[identity["name"]] = key
+        jobs: dict = {}
+        for pk, identity in identities.items():
+            if identity["name"] in latest:
+                jobs.setdefault(latest[identity["name"]][1] or None, set()).add(pk)
+        return jobs
 
-    def _add(self, bench: _Bench, identity: dict, context: int, shape: int, warmup: bool, outcome: str,
-             start_ns: int, vals: bytes) -> None:
-        """One run, as DatasetBuilder._add takes a record (perfctl/formats/jsonl.py)."""
-        interfered = False
-        if not warmup and outcome == "ok":
-            index = _interference_index(self._shapes[shape])
-            if index is not None:
-                wall, value = struct.unpack_from("<d", vals, 0)[0], struct.unpack_from("<d", vals, 8 * (index + 1))[0]
-                interfered = wall > 0 and value / wall > self.interference.limit
-        if interfered:
-            bench.interfered += 1
-        if warmup or outcome != "ok" or (interfered and self.interference.exclude):
-            reason = "warmup" if warmup else outcome if outcome != "ok" else "interfered-with"
-            bench.excluded[reason] = bench.excluded.get(reason, 0) + 1
+    def _build(self, dataset: Dataset, name: str, bench: _Bench, identities: dict, clock: str | None) -> None:
+        """One benchmark's metrics: the kept runs' values per label, in the order read, as DatasetBuilder
+        builds them from records (perfctl/formats/jsonl.py): same labels in the same order, units,
+        backends and notes. Runs that other tasks interfered with are counted, and left out under
+        --exclude-interfered."""
+        if not bench.order:
             return
-        kernel = self._contexts.get(context, {}).get("kernel", "unknown")
-        bench.variants[(identity["executable_sha256"], identity["input_digest"], tuple(identity["argv"]), kernel)] += 1
-        bench.shapes.append(shape)
-        bench.vals.setdefault(shape, bytearray()).extend(vals)
-        bench.first_ns = start_ns if bench.first_ns is None else min(bench.first_ns, start_ns)
-        bench.last_ns = start_ns if bench.last_ns is None else max(bench.last_ns, start_ns)
+        order = np.frombuffer(bench.order, dtype=np.int64)
+        keep = np.ones(len(order), dtype=bool)
+        matrices = {}
+        for shape in dict.fromkeys(bench.order):  # in order of each shape's first kept run
+            spec = self._shapes[shape]
+            matrix = np.frombuffer(b"".join(bench.vals.pop(shape)), dtype="<f8").reshape(-1, len(spec) + 1)
+            matrices[shape] = matrix
+            index = _interference_index(spec)
+            if index is not None:
+                wall, other = matrix[:, 0], matrix[:, index + 1]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    flagged = (wall > 0) & (other / np.where(wall > 0, wall, 1) > self.interference.limit)
+                bench.interfered += int(flagged.sum())
+                if self.interference.exclude and flagged.any():
+                    keep[np.flatnonzero(order == shape)[flagged]] = False
+        if not keep.all():
+            bench.excluded["interfered-with"] = bench.excluded.get("interfered-with", 0) + int((~keep).sum())
+            if keep.sum() == 0:
+                return
+        data = dataset.benchmark(name)
+        columns: dict[str, np.ndarray] = {}
+        for shape, matrix in matrices.items():
+            where = np.flatnonzero(order == shape)
+            for column, (label, _event, backend, unit, status, reason) in enumerate(
+                    [[WALL_TIME, None, "perfctl", "ns", "ok", None]] + self._shapes[shape]):
+                if status in ("ok", "multiplexed"):
+                    data.metrics.setdefault(label, [])
+                    data.units.setdefault(label, unit)
+                    if backend:
+                        data.backends.setdefault(label, set()).add(backend)
+                    full = columns.get(label)
+                    if full is None:
+                        full = columns[label] = np.full(len(order), np.nan)
+                    full[where] = matrix[:, column]
+                    if status == "multiplexed":
+                        data.note(label, "multiplexed counter: scaled estimates in some runs")
+                elif status == "unsupported":
+                    data.note(label, f"unsupported: {reason}")
+                else:
+                    data.note(label, f"counter error in some runs: {reason}")
+        for label, full in columns.items():
+            # compact float64 arrays, not lists of Python floats: 10^6 runs of 13 counters are 100 MB, not 400
+            data.metrics[label] = array("d", full[keep & ~np.isnan(full)].tobytes())
+        starts = np.frombuffer(bench.starts, dtype=np.int64)[keep]
+        data.started(int(starts.min()), clock)
+        data.started(int(starts.max()), clock)
+        for (benchmark_pk, context), runs in bench.contexts.items():
+            identity = identities[benchmark_pk]
+            kernel = self._contexts.get(context, {}).get("kernel", "unknown")
+            data.variants[identity["executable_sha256"], identity["input_digest"], tuple(identity["argv"]), kernel] \
+                += runs
 
-    def _finish(self, dataset: Dataset, benches: dict[str, _Bench], clock: str | None) -> None:
-        """The Dataset and its notes, in DatasetBuilder.finish's order."""
+    def _notes(self, dataset: Dataset, benches: dict[str, _Bench]) -> None:
+        """The Dataset's notes, in DatasetBuilder.finish's order."""
         for name, bench in benches.items():
             if bench.excluded:
                 left_out = ", ".join(f"{n} {what}" for what, n in sorted(bench.excluded.items()))
@@ -182,47 +285,10 @@ class Selector:
                 else:
                     dataset.notes.append(f"{name}: interfered-with runs are those in which "
                                          f"{self.interference.describe()}")
-        for name, bench in benches.items():
-            if bench.shapes:
-                self._values(dataset, name, bench, clock)
-                dataset.benchmarks[name].variants = bench.variants
         for data in dataset.benchmarks.values():
             for metric, backends in data.backends.items():
                 if len(backends) > 1:
                     data.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
-        unmix(dataset, self.pool)
-
-    def _values(self, dataset: Dataset, name: str, bench: _Bench, clock: str | None) -> None:
-        """One benchmark's metrics: the kept runs' values per label, in the order the runs were stored."""
-        data = dataset.benchmark(name)
-        order = np.asarray(bench.shapes)
-        columns: dict[str, np.ndarray] = {}
-        data.metrics[WALL_TIME], data.units[WALL_TIME] = [], "ns"
-        data.backends[WALL_TIME] = {"perfctl"}
-        for shape in dict.fromkeys(bench.shapes):  # in order of each shape's first kept run
-            spec = self._shapes[shape]
-            matrix = np.frombuffer(bytes(bench.vals[shape]), dtype="<f8").reshape(-1, len(spec) + 1)
-            where = np.flatnonzero(order == shape)
-            for column, (label, _event, backend, unit, status, reason) in enumerate([[WALL_TIME, None, "perfctl", "ns",
-                                                                                      "ok", None]] + spec):
-                if status in ("ok", "multiplexed"):
-                    data.metrics.setdefault(label, [])
-                    data.units.setdefault(label, unit)
-                    if backend:
-                        data.backends.setdefault(label, set()).add(backend)
-                    full = columns.setdefault(label, np.full(len(order), np.nan))
-                    full[where] = matrix[:, column]
-                    if status == "multiplexed":
-                        data.note(label, "multiplexed counter: scaled estimates in some runs")
-                elif status == "unsupported":
-                    data.note(label, f"unsupported: {reason}")
-                else:
-                    data.note(label, f"counter error in some runs: {reason}")
-        for label, full in columns.items():
-            data.metrics[label] = full[~np.isnan(full)].tolist()
-        data.started(bench.first_ns, clock)
-        if bench.last_ns is not None:
-            data.started(bench.last_ns, clock)
 
 
 def _interference_index(spec: list) -> int | None:

@@ -7,8 +7,8 @@ index ``ix_samples_series`` (machine, benchmark, job, context, start time) serve
 selection (per benchmark, the most recent job) and `perfctl benchmarks` without reading the table.
 
 Existing rows are backfilled from their payloads, in batches; their kernel is the one their machine last
-reported (the only one known). A payload that does not decode keeps NULLs and is never compared (compare
-says how many such runs it skipped).
+reported (the only one known). A payload that does not decode, or that ingest would refuse today (an older
+server checked less), keeps NULLs and is never compared (compare says how many such runs it skipped).
 
 Revision ID: 0004
 Revises: 0003
@@ -50,6 +50,7 @@ def upgrade() -> None:
 def _backfill(conn) -> None:
     from perfctl.server.decode import row_fields
     from perfctl.server.storage import _kernel
+    from perfctl.server.validation import validate_sample
     from perfctl.v1 import fleet_pb2 as pb
 
     kernels = {pk: _kernel(inventory) for pk, inventory in conn.execute(sa.text("SELECT id, inventory FROM machines"))}
@@ -77,9 +78,12 @@ def _backfill(conn) -> None:
         updates = []
         for pk, machine, payload in rows:
             try:
-                fields = row_fields(pb.Sample.FromString(bytes(payload)))
+                sample = pb.Sample.FromString(bytes(payload))
             except Exception:  # noqa: BLE001 - protobuf's DecodeError and friends: the row stays uncompared
                 continue
+            if validate_sample(sample):  # what ingest refuses today (stored by a server that checked less)
+                continue
+            fields = row_fields(sample)
             labels, shape, vals = fields[7:]
             context = {"labels": labels, "kernel": kernels.get(machine, "unknown")}
             updates.append({"pk": pk, "vals": vals, "context": dictionary_id("contexts", context),
