@@ -58,6 +58,9 @@ FEW_BENCHMARKS = 10
 MIN_PRECISION = 1e-6
 
 
+MIN_RISK = 1e-12
+
+
 @dataclass(frozen=True)
 class Parameters:
     alpha: float = 0.05
@@ -84,6 +87,14 @@ class Parameters:
         if not MIN_PRECISION <= self.proportion <= 1 - MIN_PRECISION:
             raise ValueError(f"proportion: must be between {MIN_PRECISION:g} and {1 - MIN_PRECISION}, "
                              f"got {self.proportion}")
+        # a risk below 1e-12 asks for confidence no test here can state (its quantile overflows the counts of
+        # runs and benchmarks it sizes: alpha 5e-324 ended in an OverflowError)
+        for name in ("alpha", "confidence"):
+            value = getattr(self, name)
+            risk = value if name == "alpha" else 1 - value
+            if risk < MIN_RISK * 0.999:  # 1 - (1 - 1e-12) is 0.99998e-12 in floating point
+                bound = f"at least {MIN_RISK:g}" if name == "alpha" else f"at most 1 - {MIN_RISK:g}"
+                raise ValueError(f"{name}: must be {bound}, got {value}")
         if self.correction not in ("holm", "bonferroni", "bh"):
             raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
         if self.family not in FAMILIES:

@@ -17,6 +17,8 @@ import functools
 import importlib
 import json
 import math
+import types
+import typing
 
 ANALYSIS = ("compare", "sparc", "spa", "speedup_test", "summary", "multiple", "disturbance", "rank_tests")
 MODULES = (*(f"perfctl.analysis.{name}" for name in ANALYSIS), "perfctl.pairing")
@@ -78,27 +80,90 @@ def decode(data):
         return float(data["float"])
     if set(data) == {"dict"} and isinstance(data["dict"], list):
         pairs = [decode(pair) for pair in data["dict"]]
-        if not all(isinstance(pair, tuple) and len(pair) == 2 for pair in pairs):
-            raise ResultError("a mapping's items must be pairs")
+        if not all(isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], (str, int, float, bool))
+                   for pair in pairs):
+            raise ResultError("a mapping's items must be pairs with a string or number key")
         return dict(pairs)
     if set(data) == {"enum", "name"}:
         cls = _known().get(data["enum"]) if isinstance(data["enum"], str) else None
-        if cls is None or not issubclass(cls, enum.Enum) or data["name"] not in cls.__members__:
+        if cls is None or not issubclass(cls, enum.Enum) or not isinstance(data["name"], str) \
+                or data["name"] not in cls.__members__:
             raise ResultError(f"unknown enum {str(data['enum'])[:80]!r}")
         return cls[data["name"]]
     if set(data) == {"type", "fields"} and isinstance(data["fields"], dict):
         cls = _known().get(data["type"]) if isinstance(data["type"], str) else None
         if cls is None or not dataclasses.is_dataclass(cls):
             raise ResultError(f"unknown type {str(data['type'])[:80]!r}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        extra = set(data["fields"]) - names
+        hints = _hints(cls)
+        extra = set(data["fields"]) - set(hints)
         if extra:
             raise ResultError(f"{data['type']} has no field {sorted(extra)[0][:80]!r}")
+        fields = {key: _typed(decode(value), hints[key], f"{data['type']}.{key}")
+                  for key, value in data["fields"].items()}
         try:
-            return cls(**{key: decode(value) for key, value in data["fields"].items()})
+            return cls(**fields)
         except TypeError as err:
             raise ResultError(f"{data['type']}: {err}") from None
     raise ResultError("not an encoded analysis result")
+
+
+@functools.cache
+def _hints(cls: type) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _typed(value, hint, where: str):
+    """``value`` as the field annotated ``hint`` holds it (an integer where a float belongs becomes that
+    float), or ResultError: a rendered table must never meet a string where it formats a number."""
+    if _conforms(value, hint):
+        if isinstance(value, int) and not isinstance(value, bool) and _accepts_float(hint) and not _accepts(int, hint):
+            return float(value)
+        return value
+    raise ResultError(f"{where}: {type(value).__name__} where {hint} belongs")
+
+
+def _options(hint) -> tuple:
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
+def _accepts(kind: type, hint) -> bool:
+    return kind in _options(hint)
+
+
+def _accepts_float(hint) -> bool:
+    return float in _options(hint)
+
+
+def _conforms(value, hint) -> bool:
+    """Whether a decoded value fits an annotation of analysis/'s dataclasses (unions, None, numbers,
+    strings, tuples, mappings, enums, dataclasses); an annotation of another kind is not checked."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, option) for option in typing.get_args(hint))
+    if hint is type(None) or hint is None:
+        return value is None
+    if hint is float:
+        return (isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool)
+                                             and abs(value) <= 2**1023))
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint in (bool, str):
+        return isinstance(value, hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_conforms(item, args[0]) for item in value)
+        return len(args) == len(value) and all(_conforms(item, arg) for item, arg in zip(value, args))
+    if origin is dict:
+        key, item = typing.get_args(hint) or (typing.Any, typing.Any)
+        return isinstance(value, dict) and all(_conforms(k, key) and _conforms(v, item) for k, v in value.items())
+    if origin is list:
+        return isinstance(value, tuple) and all(_conforms(item, typing.get_args(hint)[0]) for item in value)
+    if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or issubclass(hint, enum.Enum)):
+        return isinstance(value, hint)
+    return True
 
 
 def dumps(obj) -> str:

@@ -542,4 +542,7 @@ class Storage:
 def _kernel(inventory_json: str) -> str:
     kernel = inventory_of(inventory_json).get("kernel")
     release = kernel.get("release") if isinstance(kernel, dict) else None
-    return release[:256] if isinstance(release, str) and release else "unknown"
+    if not isinstance(release, str) or not release:
+        return "unknown"
+    # shown in listings and notes: an agent's control characters must not reach a terminal from here
+    return "".join(c if c.isprintable() else "?" for c in release[:256])

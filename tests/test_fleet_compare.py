@@ -297,3 +297,55 @@ def test_a_file_that_mixes_executables_under_one_name_is_not_pooled_unless_asked
     document = json.loads(pooled.stdout)
     assert document["benchmarks"][0]["n_a"] == 16
     assert any("pooled runs that mix 2 executables" in note for note in document["notes"]), document["notes"]
+
+
+def test_a_hostile_answer_is_refused_field_by_field(tmp_path):
+    """The client rebuilds analysis dataclasses from a server's JSON: every field must have its type, so a
+    table never meets a string where it formats a number (a hostile or broken server)."""
+    from perfctl.analysis.compare import Parameters
+    from perfctl.pairing import compared as compare_datasets
+
+    runs = tmp_path / "a.jsonl"
+    result = subprocess.run(perfctl_command("stat", "-r", "3", "-e", "task-clock", "-o", str(runs), "--",
+                                            "/bin/true"), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    from perfctl.formats import read_dataset
+
+    good = results.dumps(compare_datasets(read_dataset(str(runs)), read_dataset(str(runs)), None, Parameters(),
+                                          ("a", "b")))
+    assert results.loads(good, Compared).comparison.benchmarks[0].n_a == 3
+    for key, value, said in (("median_a", 10**400, "int where float | None belongs"),
+                             ("median_a", "x", "str where float | None belongs"),
+                             ("n_a", 1.5, "float where <class 'int'> belongs"),
+                             ("warnings", [None], "tuple where tuple[str, ...] belongs"),
+                             ("sparc", {"enum": "sparc.Relevance", "name": [1]}, "unknown enum")):
+        document = json.loads(good)
+        document["fields"]["comparison"]["fields"]["benchmarks"][0]["fields"][key] = value
+        with pytest.raises(results.ResultError, match=re.escape(said)):
+            results.loads(json.dumps(document), Compared)
+
+
+def test_times_outside_what_runs_have_and_commas_in_label_values():
+    from perfctl.cli.compare import instant, selection
+
+    for text in ("9999-12-31", "2262-04-12", "99999999999d", "106752d"):
+        with pytest.raises(Exception, match="outside the times runs have"):
+            instant(text)
+
+    class Args:
+        since = until = 0
+        all_history = False
+
+    assert dict(selection("box-a@k=a,b", Args, "perfctl compare").labels) == {"k": "a,b"}
+    assert dict(selection("box-a@k=a,b=c", Args, "perfctl compare").labels) == {"k": "a", "b": "c"}
+    assert selection("box-a@job=j,commit=1", Args, "perfctl compare").job_id == "j"
+
+
+def test_a_risk_too_small_to_state_is_refused():
+    from perfctl.analysis.compare import Parameters
+
+    for kwargs, said in (({"alpha": 5e-324}, "alpha: must be at least 1e-12"),
+                         ({"confidence": 0.9999999999999999}, "confidence: must be at most 1 - 1e-12")):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            Parameters(**kwargs).validate()
+    Parameters(alpha=1e-12, confidence=1 - 1e-12).validate()

@@ -80,8 +80,8 @@ def inputs(command, inputs_required: bool = True) -> None:
                          help="only these benchmarks (repeat the option for several)")
     fleet = command.add_argument_group(
         "machines on a server", "A and B may be MACHINE, MACHINE@job=ID or MACHINE@KEY=VALUE[,KEY=VALUE...] (runs "
-        "carrying those labels, perfctl stat/submit --label); by default, for each benchmark, only the runs of the "
-        "most recent job that ran it")
+        "carrying those labels, perfctl stat/submit --label; a comma not followed by KEY= belongs to the value); by "
+        "default, for each benchmark, only the runs of the most recent job that ran it")
     fleet.add_argument("--since", type=instant, metavar="TIME",
                        help="only runs started at or after TIME: 2026-11-01 or 2026-11-01T12:00 (UTC), or an "
                             "age: 7d, 12h")
@@ -102,7 +102,7 @@ def instant(text: str) -> int:
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhdw])", text.strip())
     if match:
         seconds = float(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[match[2]]
-        return time.time_ns() - int(seconds * 1e9)
+        return _in_range(text, time.time_ns() - seconds * 1e9)
     try:
         moment = datetime.datetime.fromisoformat(text.strip())
     except ValueError:
@@ -110,14 +110,23 @@ def instant(text: str) -> int:
                                          "nor an age (7d, 12h)") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
-    if moment.year < 1970:
-        raise argparse.ArgumentTypeError(f"{text!r} is before 1970")
-    return int(moment.timestamp() * 1e9)
+    return _in_range(text, moment.timestamp() * 1e9)
+
+
+def _in_range(text: str, ns: float) -> int:
+    """A start time runs can have: ns since 1970 that fit the wire's int64 (until 2262)."""
+    import argparse
+
+    if not 0 <= ns < 2**63 - 2**10:
+        raise argparse.ArgumentTypeError(f"{text!r} is outside the times runs have (1970 to 2262)")
+    return int(ns)
 
 
 def selection(text: str, args, command: str):
     """One side naming a machine: MACHINE[@job=ID | @KEY=VALUE[,KEY=VALUE...]] with the time range and
     --all-history, as the Selection the server takes (protos/perfctl/v1/fleet.proto)."""
+    import re
+
     from perfctl.model import parse_labels
     from perfctl.v1 import fleet_pb2 as pb
 
@@ -125,7 +134,8 @@ def selection(text: str, args, command: str):
     if not machine or (at and not spec):
         raise UsageError(f"{command}: {text!r}: expected MACHINE, MACHINE@job=ID or MACHINE@KEY=VALUE[,KEY=VALUE]")
     try:
-        labels = parse_labels(spec.split(",") if spec else [], option=f"{machine}@")
+        # a comma starts another label only where KEY= follows it: a value may hold commas (k=a,b)
+        labels = parse_labels(re.split(r",(?=[A-Za-z0-9_.-]{1,64}=)", spec) if spec else [], option=f"{machine}@")
     except ValueError as err:
         raise UsageError(f"{command}: {err}") from None
     job_id = labels.pop("job", "")
