@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, unmix
+from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, left_out_notes, unmix
 from perfctl.model import INTERFERENCE_EVENT, InterferencePolicy
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -272,23 +272,9 @@ class Selector:
                 += runs
 
     def _notes(self, dataset: Dataset, benches: dict[str, _Bench]) -> None:
-        """The Dataset's notes, in DatasetBuilder.finish's order."""
-        for name, bench in benches.items():
-            if bench.excluded:
-                left_out = ", ".join(f"{n} {what}" for what, n in sorted(bench.excluded.items()))
-                dataset.notes.append(f"{name}: left out {left_out} runs")
-        for name, bench in benches.items():
-            if bench.interfered:
-                if not self.interference.exclude:
-                    dataset.notes.append(f"{name}: {bench.interfered} runs flagged: {self.interference.describe()} "
-                                         "(kept; --exclude-interfered leaves them out)")
-                else:
-                    dataset.notes.append(f"{name}: interfered-with runs are those in which "
-                                         f"{self.interference.describe()}")
-        for data in dataset.benchmarks.values():
-            for metric, backends in data.backends.items():
-                if len(backends) > 1:
-                    data.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
+        """The Dataset's notes, worded as for files (formats/dataset.py left_out_notes)."""
+        left_out_notes(dataset, {name: bench.excluded for name, bench in benches.items()},
+                       {name: bench.interfered for name, bench in benches.items()}, self.interference)
 
 
 def _interference_index(spec: list) -> int | None:

@@ -239,3 +239,23 @@ class NetworkLab:
                 except ProcessLookupError:
                     pass
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def fake_query_server(servicer, tmp_path: Path):
+    """A QueryService of the test's own (scripted or hostile answers) on loopback: (the grpc server, the
+    client's connection options). The token is not checked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+
+    from perfctl.v1 import fleet_pb2_grpc as rpc
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    rpc.add_QueryServiceServicer_to_server(servicer, server)
+    address = f"127.0.0.1:{free_port()}"
+    server.add_insecure_port(address)
+    server.start()
+    token = tmp_path / "client.tok"
+    token.write_text("not-checked")
+    token.chmod(0o600)
+    return server, ["--server", address, "--token-file", str(token)]

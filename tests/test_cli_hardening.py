@@ -16,12 +16,11 @@ import subprocess
 import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
 from conftest import perfctl, processes_with, signal_when
-from fleet import Fleet, free_port, wait_for
+from fleet import Fleet, fake_query_server, free_port, wait_for
 
 from perfctl import cli, wire
 from perfctl.formats import DatasetError
@@ -510,16 +509,8 @@ def _hostile_comparison() -> str:
 
 @pytest.fixture
 def hostile_server(tmp_path):
-    server = grpc.server(ThreadPoolExecutor(max_workers=2))
-    servicer = _HostileQueries()
-    rpc.add_QueryServiceServicer_to_server(servicer, server)
-    address = f"127.0.0.1:{free_port()}"
-    server.add_insecure_port(address)
-    server.start()
-    token = tmp_path / "client.tok"
-    token.write_text("not-checked")
-    token.chmod(0o600)
-    yield ["--server", address, "--token-file", str(token)]
+    server, connection = fake_query_server(_HostileQueries(), tmp_path)
+    yield connection
     server.stop(grace=None)
 
 

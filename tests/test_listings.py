@@ -10,12 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-import grpc
 import pytest
 from conftest import perfctl
-from fleet import free_port
+from fleet import fake_query_server
 
 from perfctl.cli.listings import _LineProgress, duration, select_jobs, watch_jobs
 from perfctl.output import UsageError
@@ -237,16 +235,8 @@ class _ScriptedJobs(rpc.QueryServiceServicer):
 
 @pytest.fixture
 def scripted(tmp_path):
-    server = grpc.server(ThreadPoolExecutor(max_workers=2))
     servicer = _ScriptedJobs()
-    rpc.add_QueryServiceServicer_to_server(servicer, server)
-    address = f"127.0.0.1:{free_port()}"
-    server.add_insecure_port(address)
-    server.start()
-    token = tmp_path / "client.tok"
-    token.write_text("not-checked")
-    token.chmod(0o600)
-    servicer.connection = ["--server", address, "--token-file", str(token)]
+    server, servicer.connection = fake_query_server(servicer, tmp_path)
     yield servicer
     server.stop(grace=None)
 

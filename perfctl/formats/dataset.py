@@ -76,6 +76,29 @@ class Dataset:
         return self.benchmarks.setdefault(name, BenchmarkData(name))
 
 
+def left_out_notes(dataset: Dataset, excluded: dict[str, dict[str, int]], interfered: dict[str, int],
+                   interference) -> None:
+    """The notes on the runs a reader left out or flagged, per benchmark in the order met: warm-ups, failed
+    and interfered-with runs (``interference``: model.InterferencePolicy), then the benchmarks' mixed
+    backends. The one wording of files (perfctl/formats/jsonl.py) and stored runs (server/selection.py)."""
+    for name, counts in excluded.items():
+        if counts:
+            left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+            dataset.notes.append(f"{name}: left out {left_out} runs")
+    for name, count in interfered.items():
+        if not count:
+            continue
+        if not interference.exclude:
+            dataset.notes.append(f"{name}: {count} runs flagged: {interference.describe()} "
+                                 "(kept; --exclude-interfered leaves them out)")
+        else:
+            dataset.notes.append(f"{name}: interfered-with runs are those in which {interference.describe()}")
+    for bench in dataset.benchmarks.values():
+        for metric, backends in bench.backends.items():
+            if len(backends) > 1:
+                bench.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
+
+
 def mixture(variants: Counter) -> str | None:
     """What differs among the runs under one benchmark name, with run counts, or None when nothing does:
     '2 executables (sha256 1a2b3c4d5e6f: 40 runs, sha256 5e6f7a8b9c0d: 60 runs)', input digests, argv, kernels."""

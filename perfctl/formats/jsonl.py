@@ -14,7 +14,7 @@ from typing import IO
 
 import orjson
 
-from perfctl.formats.dataset import BOM, WALL_TIME, Dataset, DatasetError, json_kind, type_problem
+from perfctl.formats.dataset import BOM, WALL_TIME, Dataset, DatasetError, json_kind, left_out_notes, type_problem
 from perfctl.model import OUTCOMES, READING_STATUSES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
 
 
@@ -146,20 +146,7 @@ class DatasetBuilder:
         for name, values in self._warmups.items():
             if name in dataset.benchmarks:
                 dataset.benchmarks[name].warmups = values
-        for name, counts in self._excluded.items():
-            left_out = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
-            dataset.notes.append(f"{name}: left out {left_out} runs")
-        for name, count in self._interfered.items():
-            if not self._interference.exclude:
-                dataset.notes.append(f"{name}: {count} runs flagged: {self._interference.describe()} "
-                                     "(kept; --exclude-interfered leaves them out)")
-            else:
-                dataset.notes.append(f"{name}: interfered-with runs are those in which "
-                                     f"{self._interference.describe()}")
-        for bench in dataset.benchmarks.values():
-            for metric, backends in bench.backends.items():
-                if len(backends) > 1:
-                    bench.note(metric, f"mixed backends: {', '.join(sorted(backends))}")
+        left_out_notes(dataset, self._excluded, self._interfered, self._interference)
         return dataset
 
 
