@@ -72,16 +72,20 @@ class Selector:
         clock = next((machine_id for machine_name, machine_id in self.storage.machine_names().values()
                       if machine_name == selection.machine), None)
         identities, where = self._where(selection, benchmarks)
-        if self.storage.count_values(**where) > self.limit:
+        names = {pk: identity["name"] for pk, identity in identities.items()}
+        benches: dict[str, _Bench] = {}
+        measured = 0
+        for benchmark_pk, warmup, outcome, runs in self.storage.run_counts(**where):
+            bench = benches.setdefault(names[benchmark_pk], _Bench())
+            if not warmup and outcome == "ok":
+                measured += runs
+                continue
+            reason = "warmup" if warmup else outcome
+            bench.excluded[reason] = bench.excluded.get(reason, 0) + runs
+        if measured > self.limit:
             raise TooManyRuns(f"{name} selects more than {self.limit:,} runs, the most this server compares "
                               "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
                               "--since/--until or --benchmark")
-        names = {pk: identity["name"] for pk, identity in identities.items()}
-        benches: dict[str, _Bench] = {}
-        for benchmark_pk, warmup, outcome, runs in self.storage.left_out(**where):
-            bench = benches.setdefault(names[benchmark_pk], _Bench())
-            reason = "warmup" if warmup else outcome
-            bench.excluded[reason] = bench.excluded.get(reason, 0) + runs
         skipped = 0
         for benchmark_pk, job_id, context, runs, vals, shape_list, start_list in self.storage.grouped_values(**where):
             name_of = names[benchmark_pk]
