@@ -64,36 +64,52 @@ def row_fields(sample: pb.Sample) -> tuple:
     """What the samples table needs besides machine, receipt time and payload: (uuid, benchmark identity,
     job_id, run_index, warmup, outcome, start_time_ns, labels, shape, values); see ``values``."""
     bench = sample.benchmark
-    labels = json.dumps(dict(sorted(sample.labels.items())), separators=(",", ":"))
+    labels = json.dumps(dict(sorted(sample.labels.items())), separators=(",", ":")) if sample.labels else "{}"
     shape, vals = values(sample)
     return (sample.uuid, (bench.name, bench.executable_sha256, bench.input_digest, tuple(bench.argv), bench.executable),
             sample.job_id or None, sample.run_index, sample.warmup, sample.outcome, sample.start_time_ns,
             labels, shape, vals)
 
 
+# shapes by the readings' layout: the runs of a job share one, and working it out (labels, JSON) cost
+# most of the 100 µs a sample took to decode; bounded, as a hostile agent could send a new layout each time
+_SHAPES: dict[tuple, str] = {}
+MAX_SHAPES = 4096
+_FIELD = {"ok": "value", "multiplexed": "scaled"}
+
+
 def values(sample: pb.Sample) -> tuple[str, bytes | None]:
     """What compare reads of a sample, without its payload (server/schema.py): the shape, a JSON list of
     [label, event, backend, unit, status, reason] per reading, and the values, float64 little-endian: the
     wall time, then per reading its value (ok), its scaled estimate (multiplexed) or NaN (no value).
-    The labels and checks are those of the JSON Lines reader (perfctl/formats/jsonl.py), so that a
-    comparison of stored runs equals the comparison of the same runs in a file; values None when that
-    reader would refuse the sample (a value missing, negative or past 2^64)."""
+    The labels are those of the JSON Lines reader (perfctl/formats/jsonl.py), so that a comparison of
+    stored runs equals the comparison of the same runs in a file; values None when that reader would
+    refuse the sample (an ok reading without a value). Samples are validated first (server/validation.py:
+    no negative or non-finite number reaches here)."""
     readings = sample.readings
-    # as perfctl/wire.py proto_to_dict gives them to the reader
-    labels = reading_labels([{"event": r.event, "scope": r.scope, "backend": r.backend} for r in readings])
-    shape = json.dumps([[label, r.event, r.backend, r.unit or "count", r.status,
-                         r.reason if r.HasField("reason") else None] for label, r in zip(labels, readings)],
-                       separators=(",", ":"))
+    layout = tuple((r.event, r.scope, r.backend, r.unit, r.status, r.reason if r.HasField("reason") else None)
+                   for r in readings)
+    shape = _SHAPES.get(layout)
+    if shape is None:
+        # as perfctl/wire.py proto_to_dict gives them to the reader
+        labels = reading_labels([{"event": event, "scope": scope, "backend": backend}
+                                 for event, scope, backend, *_ in layout])
+        shape = json.dumps([[label, event, backend, unit or "count", status, reason]
+                            for label, (event, _, backend, unit, status, reason) in zip(labels, layout)],
+                           separators=(",", ":"))
+        if len(_SHAPES) >= MAX_SHAPES:
+            _SHAPES.clear()
+        _SHAPES[layout] = shape
     numbers = [float(sample.wall_ns)]
     for r in readings:
-        field = {"ok": "value", "multiplexed": "scaled"}.get(r.status)
+        field = _FIELD.get(r.status)
         if field is None:
             numbers.append(math.nan)
         elif not r.HasField(field):
             return shape, None
         else:
             numbers.append(float(getattr(r, field)))
-    if not all(0 <= v <= MAX_VALUE for v in numbers if v == v):
+    if not all(v <= MAX_VALUE for v in numbers if v == v):
         return shape, None
     return shape, struct.pack(f"<{len(numbers)}d", *numbers)
 
