@@ -86,9 +86,20 @@ def values(sample: pb.Sample) -> tuple[str, bytes | None]:
     stored runs equals the comparison of the same runs in a file; values None when that reader would
     refuse the sample (an ok reading without a value). Samples are validated first (server/validation.py:
     no negative or non-finite number reaches here)."""
-    readings = sample.readings
-    layout = tuple((r.event, r.scope, r.backend, r.unit, r.status, r.reason if r.HasField("reason") else None)
-                   for r in readings)
+    numbers, layout = [float(sample.wall_ns)], []
+    ok_value = True
+    for r in sample.readings:  # one pass: each protobuf attribute read costs, and there are a dozen readings
+        status = r.status
+        reason = r.reason if r.HasField("reason") else None
+        layout.append((r.event, r.scope, r.backend, r.unit, status, reason))
+        field = _FIELD.get(status)
+        if field is None:
+            numbers.append(math.nan)
+        elif r.HasField(field):
+            numbers.append(float(r.value if field == "value" else r.scaled))
+        else:
+            ok_value = False
+    layout = tuple(layout)
     shape = _SHAPES.get(layout)
     if shape is None:
         # as perfctl/wire.py proto_to_dict gives them to the reader
@@ -100,15 +111,8 @@ def values(sample: pb.Sample) -> tuple[str, bytes | None]:
         if len(_SHAPES) >= MAX_SHAPES:
             _SHAPES.clear()
         _SHAPES[layout] = shape
-    numbers = [float(sample.wall_ns)]
-    for r in readings:
-        field = _FIELD.get(r.status)
-        if field is None:
-            numbers.append(math.nan)
-        elif not r.HasField(field):
-            return shape, None
-        else:
-            numbers.append(float(getattr(r, field)))
+    if not ok_value:
+        return shape, None
     if not all(v <= MAX_VALUE for v in numbers if v == v):
         return shape, None
     return shape, struct.pack(f"<{len(numbers)}d", *numbers)
