@@ -306,6 +306,9 @@ def test_the_agent_copies_a_jobs_labels_into_every_sample(tmp_path):
         samples = _spooled(agent)
     finally:
         agent.spool.close()
+        # the runs were spawned from this thread: its personality (ASLR off) goes back, as the agent's
+        # worker thread's does when it stops (tests/test_runner.py checks the test process keeps ASLR)
+        agent._runner.close()
     assert [s.benchmark.name for s in samples] == ["true", "sleep"] * 3
     assert all(dict(s.labels) == LABELS and s.job_id == job_id for s in samples)
     assert all(validate_sample(s) is None for s in samples)
@@ -327,6 +330,7 @@ def test_the_agent_refuses_a_job_with_hostile_labels_before_running_it(tmp_path,
         assert _spooled(agent) == []
     finally:
         agent.spool.close()
+        agent._runner.close()
     assert labels_problem(labels) == message and not marker.exists()
 
 
