@@ -116,7 +116,7 @@ def _typed(value, hint, where: str):
     """``value`` as the field annotated ``hint`` holds it (an integer where a float belongs becomes that
     float), or ResultError: a rendered table must never meet a string where it formats a number."""
     if _conforms(value, hint):
-        if isinstance(value, int) and not isinstance(value, bool) and _accepts_float(hint) and not _accepts(int, hint):
+        if isinstance(value, int) and not isinstance(value, bool) and _accepts(float, hint) and not _accepts(int, hint):
             return float(value)
         return value
     raise ResultError(f"{where}: {type(value).__name__} where {hint} belongs")
@@ -128,10 +128,6 @@ def _options(hint) -> tuple:
 
 def _accepts(kind: type, hint) -> bool:
     return kind in _options(hint)
-
-
-def _accepts_float(hint) -> bool:
-    return float in _options(hint)
 
 
 def _conforms(value, hint) -> bool:

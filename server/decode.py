@@ -12,7 +12,7 @@ import json
 import math
 import struct
 
-from perfctl.formats.jsonl import MAX_VALUE, reading_labels
+from perfctl.formats.jsonl import MAX_VALUE, counter_labels
 from perfctl.server.validation import MAX_BATCH_SAMPLES, validate_sample
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -103,8 +103,7 @@ def values(sample: pb.Sample) -> tuple[str, bytes | None]:
     shape = _SHAPES.get(layout)
     if shape is None:
         # as perfctl/wire.py proto_to_dict gives them to the reader
-        labels = reading_labels([{"event": event, "scope": scope, "backend": backend}
-                                 for event, scope, backend, *_ in layout])
+        labels = counter_labels(tuple((event, scope, backend) for event, scope, backend, *_ in layout))
         shape = json.dumps([[label, event, backend, unit or "count", status, reason]
                             for label, (event, _, backend, unit, status, reason) in zip(labels, layout)],
                            separators=(",", ":"))

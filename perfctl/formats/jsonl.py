@@ -369,13 +369,14 @@ def _start_time(record: dict) -> int | None:
 def _labels(readings: list[dict]) -> list[str]:
     """Each reading's label: its event with the scope's suffix, told apart by backend when one event was
     counted by several."""
-    return _labels_of(tuple((r["event"], r.get("scope"), r.get("backend")) for r in readings))
+    return counter_labels(tuple((r["event"], r.get("scope"), r.get("backend")) for r in readings))
 
 
 @functools.lru_cache(maxsize=256)
-def _labels_of(counters: tuple[tuple[str, str | None, str | None], ...]) -> list[str]:
+def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> list[str]:
     """_labels for one run's (event, scope, backend)s: every run of a file counts the same few, so their
-    labels are worked out once. Callers only read the list."""
+    labels are worked out once. Callers only read the list. The server labels the readings it stores for
+    compare with it too (server/decode.py), so stored runs and files are labelled alike."""
     return distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
 
 
@@ -415,8 +416,3 @@ def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
         raise DatasetError(f"machine {machine!r} has no measured runs"
                            + (f" of {', '.join(benchmarks)}" if benchmarks else ""))
     return dataset
-
-
-
-# the server labels the readings it stores for compare (server/decode.py) exactly as this reader does
-reading_labels = _labels
