@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from perfctl.cli.options import connection_options, exit_status, loudness, verbosity
@@ -71,6 +70,8 @@ def run(args) -> int:
         spool.close()
         raise UsageError(f"perfctl agent: {err}") from None
     start_logging(verbosity(args))
+    import asyncio  # here, not at import: every command builds this one's parser, and asyncio costs ~70 ms
+
     try:
         asyncio.run(run_agent(config, spool))
     except SpoolError as err:  # the spool turned out damaged while running: said once, nothing more is run

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 
 from perfctl.cli.options import exit_status, loudness, non_negative_int, positive_int, seconds, verbosity
@@ -50,6 +49,8 @@ def run(args) -> int:
     except (security.SecurityError, TokenFileError, StorageError, OSError) as err:
         raise UsageError(f"perfctl server: {err}") from None
     start_logging(verbosity(args))
+    import asyncio  # here, not at import: every command builds this one's parser, and asyncio costs ~70 ms
+
     try:
         asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers,
                           compare_limit=args.max_compare_runs or MAX_COMPARE_RUNS))

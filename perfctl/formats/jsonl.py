@@ -15,7 +15,15 @@ from typing import IO
 import orjson
 
 from perfctl.formats.dataset import BOM, WALL_TIME, Dataset, DatasetError, json_kind, left_out_notes, type_problem
-from perfctl.model import OUTCOMES, READING_STATUSES, SCHEMA_VERSION, InterferencePolicy, Sample, distinct_labels
+from perfctl.model import (
+    INTERFERENCE_EVENT,
+    OUTCOMES,
+    READING_STATUSES,
+    SCHEMA_VERSION,
+    InterferencePolicy,
+    Sample,
+    distinct_labels,
+)
 
 
 class SampleFileError(ValueError):
@@ -72,11 +80,18 @@ class DatasetBuilder:
         self._interfered: dict[str, int] = {}
         self._records = 0
         self._warmups: dict[str, dict[str, list[float]]] = {}
+        # for _add_measured: checked benchmark identities and reading layouts, and per pair of them the
+        # lists the values go to (bench.metrics' own lists)
+        self._identities: dict[tuple, tuple] = {}
+        self._layouts: dict[tuple, tuple] = {}
+        self._targets: dict[tuple, tuple] = {}
 
     def add(self, record: dict, line: int | None = None) -> None:
         """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
         (``line`` of the file when given, else its place among the records added) and the field."""
         self._records += 1
+        if self._add_measured(record):
+            return
         try:
             self._add(_checked(record))
         except _FieldError as err:
@@ -94,6 +109,7 @@ class DatasetBuilder:
         try:
             self.add(record)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
+            self._targets.clear()  # they may name the lists taken back below
             if lengths is None:
                 self.dataset.benchmarks.pop(name, None)
             else:
@@ -105,6 +121,98 @@ class DatasetBuilder:
             detail = f"{type(err).__name__} {err}" if isinstance(err, KeyError) else str(err)
             return f"sample {str(record.get('uuid'))[:36]}: {detail}"
         return None
+
+    def _add_measured(self, record) -> bool:
+        """Add a measured run (no warm-up, ended ok, not interfered with) whose every field is plainly
+        right, as _checked then _add would, and say so; False, having changed nothing, sends the record
+        the general way, which names what is wrong. The runs of a file repeat a few benchmark identities
+        and reading layouts: each is checked when first met and looked up after (a key equal to one of
+        checked strings holds the same strings), so a run costs a dictionary lookup and its numbers' checks.
+        Reading 100,000 runs through the general checks took longer than comparing them
+        (bench/compare_speed.py)."""
+        if type(record) is not dict:
+            return False
+        get = record.get
+        bench_info, raw_readings = get("benchmark"), get("readings")
+        if (get("outcome") != "ok" or get("warmup") is not False or get("schema_version") != SCHEMA_VERSION
+                or type(get("schema_version")) is not int or type(bench_info) is not dict
+                or type(raw_readings) is not list):
+            return False
+        argv = bench_info.get("argv")
+        if type(argv) is not list:
+            return False
+        identity = (bench_info.get("name"), bench_info.get("executable_sha256"), bench_info.get("input_digest"),
+                    tuple(argv))
+        try:
+            known = self._identities.get(identity)
+        except TypeError:  # an object or list where a string belongs
+            return False
+        if known is None:
+            if not (type(identity[0]) is str and all(v is None or type(v) is str for v in identity[1:3])
+                    and all(type(arg) is str for arg in argv)):
+                return False
+            known = self._identities[identity] = (identity[0], (identity[1], identity[2], identity[3], ""))
+        name, variant = known
+        layout, numbers = [], []
+        for raw in raw_readings:
+            if type(raw) is not dict:
+                return False
+            reading_get = raw.get
+            status = reading_get("status")
+            layout.append((reading_get("event"), reading_get("scope"), reading_get("backend"), status,
+                           reading_get("unit"), reading_get("reason")))
+            value, scaled = reading_get("value"), reading_get("scaled")
+            if value is not None and (value := _plain_number(value)) is None:
+                return False
+            if scaled is not None and (scaled := _plain_number(scaled)) is None:
+                return False
+            number = value if status == "ok" else scaled if status == "multiplexed" else None
+            if number is None and status in ("ok", "multiplexed"):
+                return False
+            numbers.append(number)
+        layout = tuple(layout)
+        try:
+            shape = self._layouts.get(layout)
+        except TypeError:
+            return False
+        if shape is None:
+            shape = _layout_shape(layout)
+            if shape is None:
+                return False
+            self._layouts[layout] = shape
+        labels, interference = shape
+        wall_ns, machine_id, start = _plain_number(get("wall_ns")), get("machine_id"), get("start_time_ns")
+        if wall_ns is None or not (machine_id is None or type(machine_id) is str):
+            return False
+        if start is not None:
+            if _plain_number(start) is None:
+                return False
+            start = int(start)
+        if interference is not None and self._interference.flags(
+                [{"event": INTERFERENCE_EVENT, "status": "ok", "value": numbers[interference]}], wall_ns):
+            return False  # flagged or left out: the general way counts it
+        targets = self._targets.get((name, layout))
+        if targets is None:
+            targets = self._targets[name, layout] = self._targets_of(name, labels, layout)
+        bench, lists = targets
+        bench.variants[variant] += 1
+        lists[0].append(wall_ns)
+        for values, number in zip(lists[1:], numbers):
+            if values is not None:
+                values.append(number)
+        bench.started(start, machine_id)
+        return True
+
+    def _targets_of(self, name: str, labels: list[str], layout: tuple) -> tuple:
+        """A benchmark and, for a run of this layout, the list each value goes to (wall time first; None
+        for a reading without a value), with the units, backends and notes that _add_reading would set."""
+        bench = self.dataset.benchmarks.get(name) or self.dataset.benchmark(name)
+        bench.units.setdefault(WALL_TIME, "ns")
+        bench.backends.setdefault(WALL_TIME, set()).add("perfctl")
+        lists = [bench.metrics.setdefault(WALL_TIME, [])]
+        for label, (_, _, backend, status, unit, reason) in zip(labels, layout):
+            lists.append(_reading_target(bench, label, status, unit, backend, reason))
+        return bench, lists
 
     def _add(self, record: dict) -> None:
         bench_info = record["benchmark"]
@@ -183,6 +291,24 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None):
 
 
 _SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
+
+
+def _layout_shape(layout: tuple) -> tuple[list[str], int | None] | None:
+    """For a run's readings as (event, scope, backend, status, unit, reason): their labels and the index of
+    the reading an InterferencePolicy looks at (None without one), or None when a field is not plainly right
+    or a counter repeats (_plain_reading, _plain)."""
+    seen, interference = set(), None
+    for index, (event, scope, backend, status, unit, reason) in enumerate(layout):
+        if type(event) is not str or type(status) is not str or status not in READING_STATUSES:
+            return None
+        if not all(v is None or type(v) is str for v in (scope, backend, unit, reason)):
+            return None
+        if (event, scope, backend) in seen:
+            return None
+        seen.add((event, scope, backend))
+        if event == INTERFERENCE_EVENT and status == "ok" and interference is None:
+            interference = index
+    return counter_labels(tuple((event, scope, backend) for event, scope, backend, *_ in layout)), interference
 
 
 class _FieldError(ValueError):
@@ -382,16 +508,28 @@ def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> 
 
 def _add_reading(bench, label: str, reading: dict) -> None:
     """One checked reading (see _checked) into its benchmark: a value, or a note saying why there is none."""
-    status, unit = reading["status"], reading["unit"] or "count"
-    if status == "ok":
-        bench.add(label, reading["value"], unit, reading["backend"])
-    elif status == "multiplexed":
-        bench.add(label, reading["scaled"], unit, reading["backend"])
-        bench.note(label, "multiplexed counter: scaled estimates in some runs")
-    elif status == "unsupported":
-        bench.note(label, f"unsupported: {reading['reason']}")
+    values = _reading_target(bench, label, reading["status"], reading["unit"], reading["backend"], reading["reason"])
+    if values is not None:
+        values.append(reading["value"] if reading["status"] == "ok" else reading["scaled"])
+
+
+def _reading_target(bench, label: str, status: str, unit: str | None, backend: str | None,
+                    reason: str | None) -> list[float] | None:
+    """Where a reading of this kind puts its value in its benchmark (None: it has none), having set the
+    label's unit and backend, or the note saying why some runs have no value or a scaled one."""
+    if status in ("ok", "multiplexed"):
+        values = bench.metrics.setdefault(label, [])
+        bench.units.setdefault(label, unit or "count")
+        if backend:
+            bench.backends.setdefault(label, set()).add(backend)
+        if status == "multiplexed":
+            bench.note(label, "multiplexed counter: scaled estimates in some runs")
+        return values
+    if status == "unsupported":
+        bench.note(label, f"unsupported: {reason}")
     else:
-        bench.note(label, f"counter error in some runs: {reading['reason']}")
+        bench.note(label, f"counter error in some runs: {reason}")
+    return None
 
 
 def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
