@@ -33,10 +33,10 @@ block of more than a quarter of them moves a quartile.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
+from perfctl.analysis.distributions import brown_forsythe
 from perfctl.analysis.rank_tests import median
 
 SPREAD_FACTOR = 3.0
@@ -88,14 +88,10 @@ def disturbed(x, y, alpha: float = 0.05) -> str | None:
     if narrow == 0 and wide < CONSTANT_SPREAD:
         return None
     raw_x, raw_y = np.exp(log_x), np.exp(log_y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        from scipy import stats  # on first use: a client that only renders never pays its second of import
-
-        pvalue = stats.levene(log_x, log_y, center="median").pvalue
-        # the same test on the values themselves: a fixed jitter added to every run (the additive model)
-        # makes the faster side's relative spread wider by the speed ratio, and must not read as disturbed
-        pvalue_raw = stats.levene(raw_x, raw_y, center="median").pvalue
+    pvalue = brown_forsythe(log_x, log_y).pvalue
+    # the same test on the values themselves: a fixed jitter added to every run (the additive model)
+    # makes the faster side's relative spread wider by the speed ratio, and must not read as disturbed
+    pvalue_raw = brown_forsythe(raw_x, raw_y).pvalue
     if not pvalue <= alpha or not pvalue_raw <= alpha:
         return None
     raw_wide, raw_narrow = (raw_x, raw_y) if side == "A" else (raw_y, raw_x)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from perfctl.analysis.distributions import binom_cdf, binom_sf
+
 
 class Assertion(enum.Enum):
     POSITIVE = "positive"
@@ -183,13 +185,11 @@ def _bound_ranks(n: int, proportion: float, bound_confidence: float) -> tuple[in
     sd = math.sqrt(n * proportion * (1 - proportion))
     z = float(special.ndtri(1 - alpha))
     # M = 0 .. below-1: the condition holds up to m, then fails; k_low = m + 1 = the first M where it fails
-    from scipy import stats  # on first use: a client that only renders never pays its second of import
-
-    first_fail = _first_true(lambda ks: ~(stats.binom.cdf(ks, n, proportion) <= alpha), 0, below,
+    first_fail = _first_true(lambda ks: ~(binom_cdf(ks, n, proportion) <= alpha), 0, below,
                              int(proportion * n - z * sd))
     low = first_fail if first_fail > 0 else None
     # M = below .. n: the condition fails, then holds from k_high on
-    high = _first_true(lambda ks: stats.binom.sf(ks - 1, n, proportion) <= alpha, below, n + 1,
+    high = _first_true(lambda ks: binom_sf(ks - 1, n, proportion) <= alpha, below, n + 1,
                        int(proportion * n + z * sd) + 1)
     return low, (high if below <= high <= n and high >= 1 else None)
 

@@ -10,29 +10,16 @@ suite.
 from __future__ import annotations
 
 import enum
-import functools
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
 
+from perfctl.analysis.distributions import ks_statistic, ks_two_sided, shapiro_wilk
 from perfctl.analysis.rank_tests import median, rank_sum
 
 LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
-
-
-@functools.cache
-def _scipy_tests():
-    """(Shapiro-Wilk, two-sample KS) of scipy.stats, imported on first use: importing scipy.stats takes about
-    a second, which a client that only renders a server's comparison (perfctl/results.py) never needs.
-    scipy's tests sit behind a NaN-policy wrapper that costs ~10x the test itself on 50 values; inputs here
-    are already validated finite 1-D arrays, so the wrapped functions are called directly (same results)."""
-    from scipy import stats
-
-    return (getattr(stats.shapiro, "__wrapped__", stats.shapiro),
-            getattr(stats.ks_2samp, "__wrapped__", stats.ks_2samp))
 
 
 class Verdict(enum.Enum):
@@ -88,11 +75,10 @@ class MeanTestResult:
 
 
 def _shapiro(data: np.ndarray) -> float | None:
+    """Shapiro-Wilk p-value (AS R94; usable beyond the 5000 values it was fitted for), None when undefined."""
     if data.size < 3 or np.ptp(data) == 0:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns above 5000 values; the p-value is still usable
-        return float(_scipy_tests()[0](data).pvalue)
+    return shapiro_wilk(data).pvalue
 
 
 def mean_test(x, y, alpha: float = 0.05) -> MeanTestResult:
@@ -157,38 +143,11 @@ class MedianTestResult:
     pvalue_reverse: float | None = None
 
 
-# scipy's ks_2samp computes its p-value exactly up to this many runs per side; beyond, its asymptotic
-# branch evaluates the finite-n distribution (kstwo), which takes up to 2 s per call at 10^6 runs.
-KS_EXACT_MAX = 10_000
-
-
-def _ks_statistic(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
-    """The two-sample Kolmogorov-Smirnov D = max |F_x - F_y| over the pooled values, from ascending
-    samples by one linear merge (as scipy computes it: ECDFs at each pooled value, counted <=)."""
-    n, m = len(x_sorted), len(y_sorted)
-    pooled = np.concatenate((x_sorted, y_sorted))
-    order = np.argsort(pooled, kind="stable")
-    values = pooled[order]
-    x_count = np.cumsum(order < n)
-    y_count = np.arange(1, n + m + 1) - x_count
-    last_of_value = np.flatnonzero(np.append(values[1:] != values[:-1], True))
-    differences = x_count[last_of_value] / n - y_count[last_of_value] / m
-    return float(max(np.clip(-np.min(differences), 0, 1), np.max(differences)))
-
-
 def _location_model_pvalue(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
-    """Two-sided KS p-value of the median-centred samples (section 3.2.1). Up to KS_EXACT_MAX runs per
-    side, scipy's ks_2samp (exact); beyond, Kolmogorov's limiting distribution of sqrt(nm/(n+m)) D
-    (Smirnov 1939), in microseconds: within 2% of scipy's finite-n p-value at 10^4 runs per side and
-    closer with more runs (measured on normal samples, p from 1e-15 to 0.7)."""
+    """Two-sided KS p-value of the median-centred samples (section 3.2.1): exact (as scipy's ks_2samp) up to
+    KS_EXACT_MAX runs per side, Kolmogorov's limit beyond (analysis/distributions.py)."""
     x_centred, y_centred = x_sorted - median(x_sorted), y_sorted - median(y_sorted)
-    n, m = len(x_sorted), len(y_sorted)
-    if max(n, m) <= KS_EXACT_MAX:
-        with warnings.catch_warnings():  # scipy warns when its exact method gives way to the asymptotic one
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return float(_scipy_tests()[1](x_centred, y_centred).pvalue)
-    statistic = _ks_statistic(x_centred, y_centred)
-    return float(min(1.0, max(0.0, special.kolmogorov(math.sqrt(n * m / (n + m)) * statistic))))
+    return ks_two_sided(len(x_sorted), len(y_sorted), ks_statistic(x_centred, y_centred)).pvalue
 
 
 def median_test(x, y, alpha: float = 0.05) -> MedianTestResult:
