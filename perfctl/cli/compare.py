@@ -184,28 +184,53 @@ def run(args) -> int:
 def comparison(args, command: str):
     """The CompareReport of A and B: files read here, or two machines' runs fetched from the server and
     compared here (the HTML report draws every run, which the server's answer does not carry)."""
-    from perfctl import client, security
     from perfctl.formats import DatasetError, read_dataset
     from perfctl.formats.dataset import unmix
     from perfctl.pairing import PairingError
+    from perfctl.parallel import Forked
     from perfctl.report.compare import compare_report
 
     parameters = _parameters(args, command)
     try:
         if _machines(args):
-            sides = (selection(args.a, args, command), selection(args.b, args, command))
-            a, b = (unmix(dataset, args.pool) for dataset in
-                    client.machine_datasets(args, sides, args.benchmark or [], interference(args)))
+            a, b = (unmix(dataset, args.pool) for dataset in _fetched(args, command))
             labels = (f"machine {args.a}", f"machine {args.b}")
         else:
-            a = unmix(read_dataset(args.a, args.input_format, interference(args)), args.pool)
-            b = unmix(read_dataset(args.b, args.input_format, interference(args)), args.pool)
+            # B read in a child on another core while A is read here (perfctl/parallel.py)
+            with Forked(read_dataset, args.b, args.input_format, interference(args),
+                        worth=_file_size(args.a) + _file_size(args.b) > PARALLEL_READ_BYTES) as reading_b:
+                a = unmix(read_dataset(args.a, args.input_format, interference(args)), args.pool)
+                b = unmix(reading_b.result(), args.pool)
             labels = (args.a, args.b)
             if args.benchmark:
                 _select(args.benchmark, a, b)
         return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on)
-    except (DatasetError, PairingError, client.ClientError, security.SecurityError) as err:
+    except (DatasetError, PairingError) as err:
         raise UsageError(f"{command}: {err}") from None
+
+
+def _fetched(args, command: str):
+    """The two machines' selected runs, fetched from the server as datasets (the client, and gRPC with it,
+    is imported here: a comparison of files never pays for it)."""
+    from perfctl import client, security
+
+    sides = (selection(args.a, args, command), selection(args.b, args, command))
+    try:
+        return client.machine_datasets(args, sides, args.benchmark or [], interference(args))
+    except (client.ClientError, security.SecurityError) as err:
+        raise UsageError(f"{command}: {err}") from None
+
+
+# Below this much to read (~6,000 runs), a second process saves less than it costs to start.
+PARALLEL_READ_BYTES = 4 << 20
+
+
+def _file_size(path: str) -> int:
+    """The size of a regular file, else 0 (a pipe is copied before it is read: perfctl/formats)."""
+    try:
+        return os.path.getsize(path) if os.path.isfile(path) else 0
+    except OSError:
+        return 0
 
 
 def _select(names: list[str], *datasets) -> None:
