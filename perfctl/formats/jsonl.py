@@ -181,13 +181,10 @@ class DatasetBuilder:
                 return False
             self._layouts[layout] = shape
         labels, interference = shape
-        wall_ns, machine_id, start = _plain_number(get("wall_ns")), get("machine_id"), get("start_time_ns")
-        if wall_ns is None or not (machine_id is None or type(machine_id) is str):
+        timing = _plain_timing(record)
+        if timing is None:
             return False
-        if start is not None:
-            if _plain_number(start) is None:
-                return False
-            start = int(start)
+        wall_ns, machine_id, start = timing
         if interference is not None and self._interference.flags(
                 [{"event": INTERFERENCE_EVENT, "status": "ok", "value": numbers[interference]}], wall_ns):
             return False  # flagged or left out: the general way counts it
@@ -382,6 +379,19 @@ def _plain_reading(reading) -> dict | None:
             "backend": backend, "unit": unit, "reason": reason}
 
 
+def _plain_timing(record: dict) -> tuple[float, str | None, int | None] | None:
+    """(wall_ns, machine_id, start_time_ns) of a record where each is plainly right, else None."""
+    get = record.get
+    wall_ns, machine_id, start = _plain_number(get("wall_ns")), get("machine_id"), get("start_time_ns")
+    if wall_ns is None or not (machine_id is None or type(machine_id) is str):
+        return None
+    if start is not None:
+        if _plain_number(start) is None:
+            return None
+        start = int(start)
+    return wall_ns, machine_id, start
+
+
 def _plain(record) -> dict | None:
     """What _checked returns, for a record whose every field is plainly right (exact JSON types, numbers
     in range, no repeated reading), found with one type test per field; None sends the record through the
@@ -404,14 +414,10 @@ def _plain(record) -> dict | None:
         for arg in argv:
             if type(arg) is not str:
                 return None
-        get = record.get
-        wall_ns, machine_id, start = _plain_number(record["wall_ns"]), get("machine_id"), get("start_time_ns")
-        if wall_ns is None or not (machine_id is None or type(machine_id) is str):
+        timing = _plain_timing(record)
+        if timing is None:
             return None
-        if start is not None:
-            if _plain_number(start) is None:
-                return None
-            start = int(start)
+        wall_ns, machine_id, start = timing
         raw_readings = record["readings"]
         if type(raw_readings) is not list:
             return None
