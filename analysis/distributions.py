@@ -152,13 +152,13 @@ def _swilk(y: np.ndarray) -> ShapiroWilkResult:
         return ShapiroWilkResult(1.0, 1.0)  # zero range: AS R94's fault 6, reported as W = 1, p = 1
     scaled = y / spread
     # the sums run sequentially (cumulative sums), as the algorithm's loops add, so W is the algorithm's
-    mean_weight = float(np.cumsum(weights)[-1]) / n
-    mean_value = float(np.cumsum(scaled)[-1]) / n
+    mean_weight = float(weights.cumsum()[-1]) / n
+    mean_value = float(scaled.cumsum()[-1]) / n
     centred_weights = weights - mean_weight
     centred_values = scaled - mean_value
-    ssa = float(np.cumsum(centred_weights * centred_weights)[-1])
-    ssx = float(np.cumsum(centred_values * centred_values)[-1])
-    sax = float(np.cumsum(centred_weights * centred_values)[-1])
+    ssa = float((centred_weights * centred_weights).cumsum()[-1])
+    ssx = float((centred_values * centred_values).cumsum()[-1])
+    sax = float((centred_weights * centred_values).cumsum()[-1])
     root = math.sqrt(ssa * ssx)
     w1 = (root - sax) * (root + sax) / (ssa * ssx)
     w = 1 - w1
@@ -196,9 +196,12 @@ def shapiro_wilk(x) -> ShapiroWilkResult:
     (0.974858, 0.933165)
     """
     data = _finite_sample("x", x, 3)
-    y = np.sort(data)
-    y -= data[data.size // 2]  # scipy's shift (gh-15777): a value near the median, taken unsorted
-    return _swilk(y)
+    return _shapiro_wilk_sorted(data, np.sort(data))
+
+
+def _shapiro_wilk_sorted(data: np.ndarray, ascending: np.ndarray) -> ShapiroWilkResult:
+    """``shapiro_wilk`` of a validated sample (at least 3 values) given also in ascending order."""
+    return _swilk(ascending - data[data.size // 2])  # scipy's shift (gh-15777): a value near the median
 
 
 # --- two-sample Kolmogorov-Smirnov -------------------------------------------------------------------------
@@ -208,11 +211,13 @@ def shapiro_wilk(x) -> ShapiroWilkResult:
 KS_EXACT_MAX = 10_000
 KS_EXACT = "exact"
 KS_ASYMPTOTIC = "asymptotic (Kolmogorov's limit)"
+KS_FALLBACK = "one-sample D_N at N = nm/(n+m) (the exact computation failed)"
 
 
 @dataclass(frozen=True)
 class KSResult:
-    """``statistic`` is D = max |F_x - F_y|; ``pvalue`` two-sided; ``method`` KS_EXACT or KS_ASYMPTOTIC."""
+    """``statistic`` is D = max |F_x - F_y|; ``pvalue`` two-sided; ``method`` KS_EXACT, KS_FALLBACK or
+    KS_ASYMPTOTIC."""
 
     statistic: float
     pvalue: float
@@ -221,18 +226,14 @@ class KSResult:
 
 def ks_statistic(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
     """The two-sample Kolmogorov-Smirnov D = max |F_x - F_y| over the pooled values, from ascending
-    samples by one linear merge (as scipy computes it: ECDFs at each pooled value, counted <=)."""
-    n, m = len(x_sorted), len(y_sorted)
+    samples, as scipy computes it: each ECDF at every pooled value, counted <= by a binary search."""
     pooled = np.concatenate((x_sorted, y_sorted))
-    order = np.argsort(pooled, kind="stable")
-    values = pooled[order]
-    x_count = np.cumsum(order < n)
-    y_count = np.arange(1, n + m + 1) - x_count
-    last_of_value = np.flatnonzero(np.append(values[1:] != values[:-1], True))
-    differences = x_count[last_of_value] / n - y_count[last_of_value] / m
-    return float(max(np.clip(-np.min(differences), 0, 1), np.max(differences)))
+    differences = (np.searchsorted(x_sorted, pooled, side="right") / len(x_sorted)
+                   - np.searchsorted(y_sorted, pooled, side="right") / len(y_sorted))
+    return float(max(np.clip(-differences.min(), 0, 1), differences.max()))
 
 
+@functools.lru_cache(maxsize=1024)
 def _prob_outside_square(n: int, h: int) -> float:
     """P[D_{n,n} >= h/n] = 2 sum_k (-1)^(k+1) C(2n, n - kh) / C(2n, n) (Gnedenko & Korolyuk 1951), each ratio
     a product of h factors, nested Horner-like against the alternating sum's cancellation (scipy's
@@ -248,6 +249,7 @@ def _prob_outside_square(n: int, h: int) -> float:
     return 2 * total
 
 
+@functools.lru_cache(maxsize=256)
 def _prob_outside_band(m: int, n: int, g: int, h: int) -> float:
     """P[D_{m,n} >= h/lcm(m, n)] for m != n: the share of the C(m+n, n) lattice paths from (0, 0) to (m, n)
     that leave the band |x/m - y/n| < h/lcm (Hodges, "The significance probability of the Smirnov
@@ -290,6 +292,233 @@ def _prob_outside_band(m: int, n: int, g: int, h: int) -> float:
     return float(share[m + 1])
 
 
+# The distribution of the one-sample D_n (scipy.stats.kstwo), for scipy's fallback when the exact two-sample
+# computation fails: Simard & L'Ecuyer, "Computing the two-sided Kolmogorov-Smirnov distribution", Journal of
+# Statistical Software 39(11), 2011, as scipy/stats/_ksstats.py implements it (same branches, same
+# operations and long-double rescaling, so the same values).
+_E128 = 128
+_EP128 = np.ldexp(np.longdouble(1), _E128)
+_EM128 = np.ldexp(np.longdouble(1), -_E128)
+_SQRT2PI = np.sqrt(2 * np.pi)
+_LOG_2PI = np.log(2 * np.pi)
+_MIN_LOG = -708
+_SQRT3 = np.sqrt(3)
+_PI_SQUARED = np.pi ** 2
+_PI_FOUR = np.pi ** 4
+_PI_SIX = np.pi ** 6
+_STIRLING_COEFFS = [-2.955065359477124183e-2, 6.4102564102564102564e-3, -1.9175269175269175269e-3,
+                    8.4175084175084175084e-4, -5.952380952380952381e-4, 7.9365079365079365079e-4,
+                    -2.7777777777777777778e-3, 8.3333333333333333333e-2]
+
+
+def _log_nfactorial_div_n_pow_n(n):
+    """log(n!/n^n) by Stirling's series."""
+    rn = 1.0 / n
+    return np.log(n) / 2 - n + _LOG_2PI / 2 + rn * np.polyval(_STIRLING_COEFFS, rn / n)
+
+
+def _kolmogorov_durbin(n, d):
+    """P[D_n <= d] by Durbin's matrix (Durbin 1968) in Marsaglia, Tsang & Wang's form (Journal of Statistical
+    Software 8(18), 2003): the (k, k) entry of H^n, scaled by n!/n^n."""
+    if d >= 1.0:
+        return 1.0
+    nd = n * d
+    if nd <= 0.5:
+        return 0.0
+    k = int(np.ceil(nd))
+    h = k - nd
+    m = 2 * k - 1
+    matrix = np.zeros([m, m])
+    orders = np.arange(1, m + 1)
+    v = 1.0 - h ** orders
+    w = np.empty(m)
+    fac = 1.0
+    for j in orders:
+        w[j - 1] = fac
+        fac /= j  # may underflow, harmlessly
+        v[j - 1] *= fac
+    tt = max(2 * h - 1.0, 0) ** m - 2 * h ** m
+    v[-1] = (1.0 + tt) * fac
+    for i in range(1, m):
+        matrix[i - 1:, i] = w[:m - i + 1]
+    matrix[:, 0] = v
+    matrix[-1, :] = np.flip(v, axis=0)
+    power = np.eye(np.shape(matrix)[0])
+    remaining, exponent, matrix_exponent = n, 0, 0
+    while remaining > 0:
+        if remaining % 2:
+            power = np.matmul(power, matrix)
+            exponent += matrix_exponent
+        matrix = np.matmul(matrix, matrix)
+        matrix_exponent *= 2
+        if np.abs(matrix[k - 1, k - 1]) > _EP128:
+            matrix /= _EP128
+            matrix_exponent += _E128
+        remaining = remaining // 2
+    p = power[k - 1, k - 1]
+    for i in range(1, n + 1):
+        p = i * p / n
+        if np.abs(p) < _EM128:
+            p *= _EP128
+            exponent -= _E128
+    if exponent != 0:
+        p = np.ldexp(p, exponent)
+    return p
+
+
+def _pomeranz_bounds(i, n, ll, ceilf, roundf):
+    if i == 0:
+        j1, j2 = -ll - ceilf - 1, ll + ceilf - 1
+    else:
+        half, odd = divmod(i + 1, 2)
+        if odd == 0:
+            if half == n + 1:
+                j1, j2 = n - ll - ceilf - 1, n + ll + ceilf - 1
+            else:
+                j1, j2 = half - 1 - ll - roundf - 1, half + ll - 1 + ceilf - 1
+        else:
+            j1, j2 = half - 1 - ll - 1, half + ll + roundf - 1
+    return max(j1 + 2, 0), min(j2, n)
+
+
+def _kolmogorov_pomeranz(n, x):
+    """P[D_n <= x] by Pomeranz's recursion (Communications of the ACM 17(12), 1974)."""
+    t = n * x
+    ll = int(np.floor(t))
+    f = 1.0 * (t - ll)
+    g = min(f, 1.0 - f)
+    ceilf = 1 if f > 0 else 0
+    roundf = 1 if f > 0.5 else 0
+    npwrs = 2 * (ll + 1)
+    gpower, twogpower, onem2gpower = np.empty(npwrs), np.empty(npwrs), np.empty(npwrs)
+    gpower[0] = twogpower[0] = onem2gpower[0] = 1.0
+    exponent = 0
+    g_over_n, two_g_over_n, one_minus_two_g_over_n = g / n, 2 * g / n, (1 - 2 * g) / n
+    for m in range(1, npwrs):
+        gpower[m] = gpower[m - 1] * g_over_n / m
+        twogpower[m] = twogpower[m - 1] * two_g_over_n / m
+        onem2gpower[m] = onem2gpower[m - 1] * one_minus_two_g_over_n / m
+    v0, v1 = np.zeros([npwrs]), np.zeros([npwrs])
+    v1[0] = 1
+    v0s, v1s = 0, 0
+    j1, j2 = _pomeranz_bounds(0, n, ll, ceilf, roundf)
+    for i in range(1, 2 * n + 2):
+        k1 = j1
+        v0, v1 = v1, v0
+        v0s, v1s = v1s, v0s
+        v1.fill(0.0)
+        j1, j2 = _pomeranz_bounds(i, n, ll, ceilf, roundf)
+        pwrs = gpower if i == 1 or i == 2 * n + 1 else (twogpower if i % 2 else onem2gpower)
+        ln2 = j2 - k1 + 1
+        if ln2 > 0:
+            conv = np.convolve(v0[k1 - v0s:k1 - v0s + ln2], pwrs[:ln2])
+            conv_start, conv_len = j1 - k1, j2 - j1 + 1
+            v1[:conv_len] = conv[conv_start:conv_start + conv_len]
+            if 0 < np.max(v1) < _EM128:
+                v1 *= _EP128
+                exponent -= _E128
+            v1s = v0s + j1 - k1
+    ans = v1[n - v1s]
+    for m in range(1, n + 1):
+        if np.abs(ans) > _EP128:
+            ans *= _EM128
+            exponent += _E128
+        ans *= m
+    if exponent != 0:
+        ans = np.ldexp(ans, exponent)
+    return ans
+
+
+def _kolmogorov_pelz_good(n, x):
+    """P[D_n <= x] by Pelz & Good's asymptotic series (JRSS B 38(2), 1976)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    z = np.sqrt(n) * x
+    zsquared, zthree, zfour, zsix = z ** 2, z ** 3, z ** 4, z ** 6
+    qlog = -_PI_SQUARED / 8 / zsquared
+    if qlog < _MIN_LOG:
+        return 0.0
+    q = np.exp(qlog)
+    k1a, k1b = -zsquared, _PI_SQUARED / 4
+    k2a = 6 * zsix + 2 * zfour
+    k2b = (2 * zfour - 5 * zsquared) * _PI_SQUARED / 4
+    k2c = _PI_FOUR * (1 - 2 * zsquared) / 16
+    k3d = _PI_SIX * (5 - 30 * zsquared) / 64
+    k3c = _PI_FOUR * (-60 * zsquared + 212 * zfour) / 16
+    k3b = _PI_SQUARED * (135 * zfour - 96 * zsix) / 4
+    k3a = -30 * zsix - 90 * z ** 8
+    terms = np.zeros(4)
+    maxk = int(np.ceil(16 * z / np.pi))
+    for k in range(maxk, 0, -1):
+        m = 2 * k - 1
+        msquared, mfour, msix = m ** 2, m ** 4, m ** 6
+        qpower = np.power(q, 8 * k)
+        coeffs = np.array([1.0, k1a + k1b * msquared, k2a + k2b * msquared + k2c * mfour,
+                           k3a + k3b * msquared + k3c * mfour + k3d * msix])
+        terms *= qpower
+        terms += coeffs
+    terms *= q
+    terms *= _SQRT2PI
+    terms /= np.array([z, 6 * zfour, 72 * z ** 7, 6480 * z ** 10])
+    q = np.exp(-_PI_SQUARED / 2 / zsquared)
+    ks = np.arange(maxk, 0, -1)
+    ksquared = ks ** 2
+    sqrt3z = _SQRT3 * z
+    kspi = np.pi * ks
+    qpwers = q ** ksquared
+    k2extra = np.sum(ksquared * qpwers)
+    k2extra *= _PI_SQUARED * _SQRT2PI / (-36 * zthree)
+    terms[2] += k2extra
+    k3extra = np.sum((sqrt3z + kspi) * (sqrt3z - kspi) * ksquared * qpwers)
+    k3extra *= _PI_SQUARED * _SQRT2PI / (216 * zsix)
+    terms[3] += k3extra
+    terms /= np.power(n * 1.0, np.arange(len(terms)) / 2.0)
+    return sum(terms)
+
+
+def _kolmogorov_sf(n: int, x: float) -> float:
+    """P[D_n > x] for the one-sample two-sided D_n (scipy.stats.kstwo.sf), by Simard & L'Ecuyer's choice
+    among exact formulas (Ruben & Gambino 1982 near the ends), Durbin's matrix, Pomeranz's recursion,
+    Smirnov's one-sided tail (scipy.special.smirnov) and Pelz & Good's series."""
+    if not (n >= 1 and n == round(n)):
+        return math.nan
+    if not 0.5 / n < x < 1:  # outside the support (1/2n, 1)
+        return 1.0 if x <= 0.5 / n else 0.0
+    t = n * x
+    if t <= 1.0:
+        if t <= 0.5:
+            return 1.0
+        if n <= 140:
+            prob = np.prod(np.arange(1, n + 1) * (1.0 / n) * (2 * t - 1))
+        else:
+            prob = np.exp(_log_nfactorial_div_n_pow_n(n) + n * np.log(2 * t - 1))
+        return float(np.clip(1.0 - prob, 0.0, 1.0))
+    if t >= n - 1:
+        return float(np.clip(2 * (1.0 - x) ** n, 0.0, 1.0))
+    if x >= 0.5:
+        return float(np.clip(2 * special.smirnov(n, x), 0.0, 1.0))
+    nxsquared = t * x
+    if n <= 140:
+        if nxsquared <= 0.754693:
+            return float(np.clip(1.0 - np.clip(_kolmogorov_durbin(n, x), 0.0, 1.0), 0.0, 1.0))
+        if nxsquared <= 4:
+            return float(np.clip(1.0 - np.clip(_kolmogorov_pomeranz(n, x), 0.0, 1.0), 0.0, 1.0))
+        return float(np.clip(2 * special.smirnov(n, x), 0.0, 1.0))
+    if nxsquared >= 370.0:
+        return 0.0
+    if nxsquared >= 2.2:
+        return float(np.clip(2 * special.smirnov(n, x), 0.0, 1.0))
+    if nxsquared >= 18.0:
+        cdf = 1.0
+    elif n <= 100000 and n * x ** 1.5 <= 1.4:
+        cdf = np.clip(_kolmogorov_durbin(n, x), 0.0, 1.0)
+    else:
+        cdf = _kolmogorov_pelz_good(n, x)
+    return float(np.clip(1.0 - cdf, 0.0, 1.0))
+
+
 def ks_two_sided(n: int, m: int, statistic: float) -> KSResult:
     """Two-sided p-value P[D_{n,m} >= statistic] under H0 (both samples from one continuous distribution),
     with the method: exact up to KS_EXACT_MAX values per side, as scipy.stats.ks_2samp (method "auto")
@@ -297,9 +526,10 @@ def ks_two_sided(n: int, m: int, statistic: float) -> KSResult:
     limiting distribution of sqrt(nm/(n+m)) D (Kolmogorov 1933; Smirnov 1939), in microseconds, within 2%
     of scipy's finite-n p-value at 10^4 runs per side and closer with more.
 
-    scipy falls back to its asymptotic branch when the exact computation overflows or leaves [0, 1]; the
-    two-sided recursions above work on shares of paths, in [0, 1] by construction, and have never been
-    seen to (sizes up to 10,000 per side): should one, the Kolmogorov limit is used and ``method`` says so.
+    When the exact computation fails (it overflows, or rounding takes it outside [0, 1]: the alternating
+    sum for n = m exceeds 1 by an ulp where D is small and the p-value about 1), scipy falls back to the
+    distribution of the one-sample D_N at N = round(nm/(n+m)) (``_kolmogorov_sf``), and so does this, with
+    ``method`` KS_FALLBACK.
     """
     if max(n, m) <= KS_EXACT_MAX:
         g = math.gcd(n, m)
@@ -314,7 +544,9 @@ def ks_two_sided(n: int, m: int, statistic: float) -> KSResult:
                 pvalue = math.nan
         if 0 <= pvalue <= 1:
             return KSResult(h / lcm, float(pvalue), KS_EXACT)
-        statistic = h / lcm  # scipy keeps the rounded D when it falls back
+        larger, smaller = max(float(n), float(m)), min(float(n), float(m))
+        effective = int(round(larger * smaller / (larger + smaller)))
+        return KSResult(h / lcm, _kolmogorov_sf(effective, h / lcm) if effective >= 1 else math.nan, KS_FALLBACK)
     limit = float(special.kolmogorov(math.sqrt(n * m / (n + m)) * statistic))
     return KSResult(statistic, min(1.0, max(0.0, limit)), KS_ASYMPTOTIC)
 
