@@ -15,23 +15,25 @@ SPARC's verdicts come from one of two families (``Parameters.family``, analysis/
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfctl.analysis import rank_tests, spa
+from perfctl.analysis import spa
 from perfctl.analysis.disturbance import disturbed as disturbance
 from perfctl.analysis.multiple import adjust
+from perfctl.analysis.rank_tests import _sorted_median
 from perfctl.analysis.sparc import (
     FAMILIES,
     OverallTest,
     Relevance,
     SparcDecision,
+    _sparc_tests,
     simultaneous_suite,
     sparc_suite,
-    sparc_tests,
 )
 from perfctl.analysis.speedup_test import (
     MeanTestResult,
@@ -40,11 +42,12 @@ from perfctl.analysis.speedup_test import (
     OverallSpeedup,
     ProportionInterval,
     Verdict,
+    _mean,
+    _mean_test,
+    _median_test,
+    _observed_speedups,
+    _overall_speedup,
     benchmarks_needed,
-    mean_test,
-    median_test,
-    observed_speedups,
-    overall_speedup,
     planning_proportion,
     proportion_interval,
 )
@@ -202,10 +205,11 @@ class Comparison:
         raise ValueError(f"fail_on: relevant or beyond, got {fail_on!r}")
 
 
-def _both_ways(test, x, y, alpha: float):
-    """A one-sided Speedup-Test protocol asked for a speedup (A > B) and for a slowdown, each at alpha/2:
-    one run of the protocol gives both one-sided p-values. Returns (result, two-way p, reason)."""
-    result = test(x, y, alpha / 2)
+def _both_ways(test, alpha: float):
+    """A one-sided Speedup-Test protocol (``test``, called with its risk) asked for a speedup (A > B) and for
+    a slowdown, each at alpha/2: one run of the protocol gives both one-sided p-values. Returns (result,
+    two-way p, reason)."""
+    result = test(alpha / 2)
     if result.verdict is Verdict.CANNOT_CONCLUDE:
         return result, None, result.reason
     return result, min(1.0, 2 * min(result.pvalue, result.pvalue_reverse)), None
@@ -263,12 +267,15 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
         if reason is not None:
             prepared.append(_cannot(name, metric, x, y, reason, key_notes))
             continue
-        test = sparc_tests(x, y, p.margin, paired=p.paired, confidence=p.confidence)
+        # validated (_precheck) and sorted once for every test of the benchmark; the tests whose sums run
+        # in the runs' order (means, variances, Levene's deviations, the random pairing) get them as given
+        x_sorted, y_sorted = np.sort(x), np.sort(y)
+        test = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, p.confidence)
         tests.append(test)
         groups.append(metric)
-        samples.append((x, y))
-        prepared.append({"name": name, "metric": metric, "x": x, "y": y, "notes": key_notes,
-                         "disturbed": disturbance(x, y, p.alpha)})
+        samples.append((x, y) if p.paired else (x_sorted, y_sorted))
+        prepared.append({"name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted,
+                         "y_sorted": y_sorted, "notes": key_notes, "disturbed": disturbance(x, y, p.alpha)})
 
     if p.family == "simultaneous":
         suite = simultaneous_suite(tests, samples, groups, p.alpha)
@@ -280,9 +287,9 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
         if isinstance(item, BenchmarkComparison):
             staged.append(item)
             continue
-        x, y = item["x"], item["y"]
-        mean_parts = _both_ways(mean_test, x, y, p.alpha)
-        median_parts = _both_ways(median_test, x, y, p.alpha)
+        x, y, x_sorted, y_sorted = item["x"], item["y"], item["x_sorted"], item["y_sorted"]
+        mean_parts = _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha)
+        median_parts = _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha)
         mean_raw.append(mean_parts[1])
         median_raw.append(median_parts[1])
         staged.append({**item, "sparc": next(decisions), "mean": mean_parts, "median": median_parts})
@@ -297,7 +304,9 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
             continue
         results.append(_finish(item, mean_adjusted[index], median_adjusted[index], p))
         index += 1
-    summaries = tuple(_summarize(metric, [r for r in results if r.metric == metric], a, b, suite.overall.get(metric), p)
+    judged_samples = {(item["name"], item["metric"]): item for item in staged if isinstance(item, dict)}
+    summaries = tuple(_summarize(metric, [r for r in results if r.metric == metric], judged_samples,
+                                 suite.overall.get(metric), p)
                       for metric in dict.fromkeys(m for _, m in keys))
     return Comparison(tuple(results), summaries, p, tuple(only_a), tuple(only_b), family=suite.family,
                       interval_level=suite.interval_level, family_size=suite.family_size)
@@ -324,8 +333,9 @@ def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> Benchm
         warnings.append("KS rejects the location-shift model: the rank tests' risk level is approximate")
     if mean_result.risk_approximate:
         warnings.append("large samples not shown normal: the t-test's risk level is approximate")
-    spa_a = spa.value_interval(x, p.proportion, p.confidence)
-    spa_b = spa.value_interval(y, p.proportion, p.confidence)
+    x_sorted, y_sorted = item["x_sorted"], item["y_sorted"]
+    spa_a = spa._value_interval_sorted(x_sorted, p.proportion, p.confidence)
+    spa_b = spa._value_interval_sorted(y_sorted, p.proportion, p.confidence)
     ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
     speedup = spa.value_interval(ratios, p.proportion, p.confidence)
     needed = spa_a.runs_needed
@@ -333,19 +343,25 @@ def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> Benchm
         warnings.append(f"few runs ({x.size} and {y.size}): SPA bounds at proportion {p.proportion} and "
                         f"confidence {p.confidence} need at least {needed} per side")
     return BenchmarkComparison(
-        item["name"], item["metric"], int(x.size), int(y.size), rank_tests.median(x), rank_tests.median(y),
-        speedups=observed_speedups(x, y), sparc=item["sparc"], mean_protocol=mean, median_protocol=median,
-        p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=spa_b, speedup_spa=speedup, pairing=pairing,
+        item["name"], item["metric"], int(x.size), int(y.size), _sorted_median(x_sorted), _sorted_median(y_sorted),
+        speedups=_observed_speedups(x, y, x_sorted, y_sorted), sparc=item["sparc"], mean_protocol=mean,
+        median_protocol=median, p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=spa_b,
+        speedup_spa=speedup, pairing=pairing,
         warnings=tuple(warnings), disturbed=item["disturbed"])
 
 
-def _summarize(metric: str, rows: list[BenchmarkComparison], a, b, overall: OverallTest | None,
-               p: Parameters) -> MetricSummary:
+def _summarize(metric: str, rows: list[BenchmarkComparison], samples: Mapping[tuple[str, str], dict],
+               overall: OverallTest | None, p: Parameters) -> MetricSummary:
     judged = [r for r in rows if r.cannot_conclude is None]
     if not judged:
         return MetricSummary(metric, len(rows), None, None, None, None, None, overall)
-    xs = [np.asarray(a[r.benchmark, metric], dtype=float) for r in judged]
-    ys = [np.asarray(b[r.benchmark, metric], dtype=float) for r in judged]
+    judged_samples = [samples[r.benchmark, metric] for r in judged]
+    weights = np.ones(len(judged))
+    # overall_speedup's summaries (np.mean, median) of the validated samples, each computed once
+    speedup_mean = _overall_speedup([_mean(s["x"]) for s in judged_samples], [_mean(s["y"]) for s in judged_samples],
+                                    weights, "mean")
+    speedup_median = _overall_speedup([_sorted_median(s["x_sorted"]) for s in judged_samples],
+                                      [_sorted_median(s["y_sorted"]) for s in judged_samples], weights, "median")
     accelerated = sum(r.median_protocol.verdict == FASTER for r in judged)
     wilson = proportion_interval(accelerated, len(judged), p.confidence, "wilson-cc")
     exact = proportion_interval(accelerated, len(judged), p.confidence, "clopper-pearson")
@@ -357,8 +373,7 @@ def _summarize(metric: str, rows: list[BenchmarkComparison], a, b, overall: Over
                      f"says little about a suite, and {needed} benchmarks for ±{p.precision} is a plan, not a finding")
     if planning_note:
         notes.append(planning_note)
-    return MetricSummary(metric, len(rows), overall_speedup(xs, ys, function="mean"),
-                         overall_speedup(xs, ys, function="median"), wilson, exact, needed, overall,
+    return MetricSummary(metric, len(rows), speedup_mean, speedup_median, wilson, exact, needed, overall,
                          "; ".join(notes) or None)
 
 

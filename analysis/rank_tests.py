@@ -165,6 +165,15 @@ def median(values: np.ndarray) -> float:
     return float((part[half - 1] + part[half]) / 2)
 
 
+def _sorted_median(ascending: np.ndarray) -> float:
+    """``median`` of an ascending array: its middle value, or the mean of the two middle ones as np.mean
+    computes it ((a + b) / 2): the values a partition would put there."""
+    half = ascending.size // 2
+    if ascending.size % 2:
+        return float(ascending[half])
+    return float((ascending[half - 1] + ascending[half]) / 2)
+
+
 def _ascending(values: np.ndarray) -> np.ndarray:
     """``values`` in ascending order: as given when they already are (an O(n) check), else sorted."""
     if values.size < 2 or (values[1:] >= values[:-1]).all():
@@ -174,19 +183,28 @@ def _ascending(values: np.ndarray) -> np.ndarray:
 
 def _rank_sum(x_sorted: np.ndarray, y_sorted: np.ndarray) -> tuple[float, np.ndarray]:
     """(sum of the average ranks of x in the pooled sample, sizes of the tie groups in pooled order), from
-    two ascending samples: their merge (a stable sort of two sorted runs, linear) replaces the pooled
-    argsort. Same ties as ``_rank``; the sum is exact (half-integers below 2^53), so equal to ``_rank``'s."""
-    n = len(x_sorted)
-    pooled = np.concatenate((x_sorted, y_sorted))
-    order = pooled.argsort(kind="stable")
-    sorted_values = pooled[order]
+    two ascending samples by their merge: each value's pooled position is its index plus the count of the
+    other sample's values before it (x first among equal values, as a stable sort of the two runs puts
+    them). Same ties as ``_rank``; the sum is exact (half-integers below 2^53), so equal to ``_rank``'s."""
+    n, total = len(x_sorted), len(x_sorted) + len(y_sorted)
+    x_at = np.searchsorted(y_sorted, x_sorted, side="left")
+    x_at += np.arange(n)
+    y_at = np.searchsorted(x_sorted, y_sorted, side="right")
+    y_at += np.arange(total - n)
+    sorted_values = np.empty(total)
+    sorted_values[x_at] = x_sorted
+    sorted_values[y_at] = y_sorted
     magnitude = np.abs(sorted_values)
     gaps = sorted_values[1:] - sorted_values[:-1]
     boundaries = np.flatnonzero(gaps > TIE_TOLERANCE * np.maximum(magnitude[1:], magnitude[:-1])) + 1
-    edges = np.concatenate(([0], boundaries, [len(pooled)]))
+    if boundaries.size == total - 1:  # no ties: the ranks are the 1-based positions
+        return float(x_at.sum() + n), np.ones(total, dtype=np.intp)
+    edges = np.concatenate(([0], boundaries, [total]))
     starts, ends = edges[:-1], edges[1:]
-    x_before = np.zeros(len(pooled) + 1, dtype=np.intp)  # values of x among the first k pooled
-    np.cumsum(order < n, out=x_before[1:])
+    from_x = np.zeros(total, dtype=np.intp)
+    from_x[x_at] = 1
+    x_before = np.zeros(total + 1, dtype=np.intp)  # values of x among the first k pooled
+    np.cumsum(from_x, out=x_before[1:])
     x_in_group = x_before[ends] - x_before[starts]
     return float((x_in_group * ((starts + ends + 1) / 2.0)).sum()), ends - starts
 
@@ -224,8 +242,14 @@ def rank_sum(x, y) -> RankSum:
     n, m = len(x), len(y)
     if n == 0 or m == 0:
         raise ValueError("x, y: need at least one value each")
-    x_rank_sum, ties = _rank_sum(_ascending(x), _ascending(y))
-    return RankSum(x_rank_sum - n * (n + 1) / 2, ties, n, m)
+    return _rank_sum_sorted(_ascending(x), _ascending(y))
+
+
+def _rank_sum_sorted(x_sorted: np.ndarray, y_sorted: np.ndarray) -> RankSum:
+    """``rank_sum`` of two non-empty ascending float arrays (validated by the caller)."""
+    n = len(x_sorted)
+    x_rank_sum, ties = _rank_sum(x_sorted, y_sorted)
+    return RankSum(x_rank_sum - n * (n + 1) / 2, ties, n, len(y_sorted))
 
 
 def mann_whitney(x, y, alternative: str = "two-sided") -> RankTestResult:
@@ -405,8 +429,12 @@ def _select(grid: _PairGrid, ranks: list[int]) -> dict[int, float]:
     per rank each), so the expected time is O((n + m) log(n + m)) and the memory O(n + m + SELECTION_BUILD)."""
     pending = sorted(set(ranks))
     if grid.size <= SELECTION_BUILD:  # few enough to build at once: the last step of the search, taken first
-        built = np.partition(grid.every_value(), [rank - 1 for rank in pending])
-        return {rank: float(built[rank - 1]) for rank in pending}
+        with np.errstate(over="ignore"):
+            every = grid.every_value()
+        if not np.isfinite(every).all():
+            raise ValueError(_OVERFLOW)
+        every.partition([rank - 1 for rank in pending])
+        return {rank: float(every[rank - 1]) for rank in pending}
     rng = np.random.default_rng(0)  # any pivots give the same values; a fixed seed gives the same time
     sample_size = max(SELECTION_SAMPLE, min(SELECTION_SAMPLE_MAX, math.isqrt(grid.size) // 4),
                       math.isqrt(len(grid.rows) + len(grid.columns)))
@@ -450,15 +478,20 @@ def _finite_sample(name: str, values) -> np.ndarray:
     return data
 
 
+_OVERFLOW = "the pairwise differences (or Walsh sums) overflow float64: scale the values"
+
+
 def _estimate(grid: _PairGrid, k: int, confidence: float) -> ShiftEstimate:
     """The median of the grid's values (as np.median: for an even count, the mean of the two middle ones)
     with the k-th smallest and k-th largest as the interval (None, None when k < 1). ValueError when the
     grid's extreme values overflow float64 (x - y of values near its maximum): the search needs them finite,
-    and no timing or count comes near (compare tests log ratios)."""
-    with np.errstate(over="ignore"):
-        extremes = grid.values(np.array([0, len(grid.rows) - 1]), np.array([0, len(grid.columns) - 1]))
-    if not np.isfinite(extremes).all():
-        raise ValueError("the pairwise differences (or Walsh sums) overflow float64: scale the values")
+    and no timing or count comes near (compare tests log ratios). A grid small enough to build is checked
+    whole by ``_select`` (its extremes are among its values)."""
+    if grid.size > SELECTION_BUILD:
+        with np.errstate(over="ignore"):
+            extremes = grid.values(np.array([0, len(grid.rows) - 1]), np.array([0, len(grid.columns) - 1]))
+        if not np.isfinite(extremes).all():
+            raise ValueError(_OVERFLOW)
     size = grid.size
     middle = [(size + 1) // 2] if size % 2 else [size // 2, size // 2 + 1]
     bounds = [k, size - k + 1] if k >= 1 else []
@@ -485,13 +518,22 @@ def hodges_lehmann_shift(x, y, confidence: float = 0.95) -> ShiftEstimate:
     """
     x = _finite_sample("x", x)
     y = _finite_sample("y", y)
-    n, m = len(x), len(y)
-    tail = (1 - confidence) / 2
+    return _hodges_lehmann_shift_sorted(_ascending(x), _ascending(y), confidence)
+
+
+@functools.lru_cache(maxsize=256)
+def _shift_critical_rank(n: int, m: int, tail: float) -> int:
+    """k of the rank-sum inversion interval for samples of n and m at one-sided ``tail`` (capped at the
+    median's rank); a function of the sizes and the level only, so computed once per comparison."""
     pmf = _rank_sum_pmf(n, m) if n <= EXACT_MAX_INTERVAL and m <= EXACT_MAX_INTERVAL else None
-    k = _critical_rank(pmf, n * m / 2, math.sqrt(n * m * (n + m + 1) / 12), tail)
+    return min(_critical_rank(pmf, n * m / 2, math.sqrt(n * m * (n + m + 1) / 12), tail), (n * m + 1) // 2)
+
+
+def _hodges_lehmann_shift_sorted(x_sorted: np.ndarray, y_sorted: np.ndarray, confidence: float) -> ShiftEstimate:
+    """``hodges_lehmann_shift`` of two non-empty ascending arrays of finite values."""
+    k = _shift_critical_rank(len(x_sorted), len(y_sorted), (1 - confidence) / 2)
     # -sorted(y) reversed is sorted(-y): the same values, without a second sort
-    columns = -_ascending(y)[::-1]
-    return _estimate(_PairGrid(_ascending(x), columns, walsh=False), min(k, (n * m + 1) // 2), confidence)
+    return _estimate(_PairGrid(x_sorted, -y_sorted[::-1], walsh=False), k, confidence)
 
 
 def hodges_lehmann_center(d, confidence: float = 0.95) -> ShiftEstimate:

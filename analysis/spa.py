@@ -194,6 +194,7 @@ def _bound_ranks(n: int, proportion: float, bound_confidence: float) -> tuple[in
     return low, (high if below <= high <= n and high >= 1 else None)
 
 
+@functools.lru_cache(maxsize=256)
 def _runs_needed(proportion: float, bound_confidence: float) -> int:
     return minimal_samples(proportion, bound_confidence).required
 
@@ -214,6 +215,12 @@ def value_interval(sample, proportion: float = 0.5, confidence: float = 0.95, *,
     x = np.sort(np.asarray(sample, dtype=float))
     if x.size == 0 or not np.all(np.isfinite(x)):
         raise ValueError("sample: need a non-empty sample of finite values")
+    return _value_interval_sorted(x, proportion, confidence, direction, per_bound)
+
+
+def _value_interval_sorted(x: np.ndarray, proportion: float, confidence: float, direction: str = "at_most",
+                           per_bound: bool = False) -> ValueInterval:
+    """``value_interval`` of a non-empty ascending array of finite values (arguments validated)."""
     bound_confidence = confidence if per_bound else (1 + confidence) / 2
     n = x.size
     # P[X >= v] = F makes v the (1 - F)-quantile: the same order statistics at the mirrored proportion.

@@ -42,9 +42,12 @@ import numpy as np
 
 from perfctl.analysis.multiple import adjust
 from perfctl.analysis.rank_tests import (
+    _ascending,
+    _hodges_lehmann_shift_sorted,
+    _rank_sum_sorted,
+    _sorted_median,
     hodges_lehmann_center,
     hodges_lehmann_shift,
-    mann_whitney,
     median,
     wilcoxon_signed_rank,
 )
@@ -108,9 +111,19 @@ def sparc_tests(x, y, delta: float = 0.05, *, paired: bool = False, confidence: 
         raise ValueError(f"delta: the equivalence margin must be strictly between 0 and 1, got {delta}")
     if x.size == 0 or y.size == 0 or np.any(x <= 0) or np.any(y <= 0):
         raise ValueError("x, y: need positive values on both sides (the ratio is undefined otherwise)")
+    if x.ndim != 1 or y.ndim != 1 or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("x, y: need 1-D samples of finite values")
+    if paired and x.size != y.size:
+        raise ValueError(f"paired: need as many runs on each side (have {x.size}, {y.size})")
+    return _sparc_tests(x, y, None if paired else np.sort(x), None if paired else np.sort(y), delta, paired,
+                        confidence)
+
+
+def _sparc_tests(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray | None, y_sorted: np.ndarray | None,
+                 delta: float, paired: bool, confidence: float) -> SparcTests:
+    """``sparc_tests`` of validated positive samples; unpaired, also given in ascending order (every test
+    below merges sorted runs: c*y keeps y's order for c > 0, and log keeps it)."""
     if paired:
-        if x.size != y.size:
-            raise ValueError(f"paired: need as many runs on each side (have {x.size}, {y.size})")
         ratios = x / y
         difference = wilcoxon_signed_rank(ratios - 1, "two-sided")
         upper = wilcoxon_signed_rank(ratios - (1 + delta), "less")
@@ -119,13 +132,12 @@ def sparc_tests(x, y, delta: float = 0.05, *, paired: bool = False, confidence: 
         median_ratio = median(ratios)
         method = f"Wilcoxon signed-rank on x_i/y_i ({difference.method})"
     else:
-        # sorted once: c*y keeps y's order (c > 0) and log keeps it, so every test below merges sorted runs
-        x, y = np.sort(x), np.sort(y)
-        difference = mann_whitney(x, y, "two-sided")
-        upper = mann_whitney(x, (1 + delta) * y, "less")
-        lower = mann_whitney(x, (1 - delta) * y, "greater")
-        center = hodges_lehmann_shift(np.log(x), np.log(y), confidence)
-        median_ratio = median(x) / median(y)
+        x, y = x_sorted, y_sorted
+        difference = _rank_sum_sorted(x, y).test("two-sided")
+        upper = _rank_sum_sorted(x, (1 + delta) * y).test("less")
+        lower = _rank_sum_sorted(x, (1 - delta) * y).test("greater")
+        center = _hodges_lehmann_shift_sorted(_ascending(np.log(x)), _ascending(np.log(y)), confidence)
+        median_ratio = _sorted_median(x) / _sorted_median(y)
         method = f"Mann-Whitney on x against c*y ({difference.method})"
     return SparcTests(
         difference.pvalue, upper.pvalue, lower.pvalue, math.exp(center.estimate),

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from perfctl.analysis.distributions import ks_statistic, ks_two_sided, shapiro_wilk
-from perfctl.analysis.rank_tests import median, rank_sum
+from perfctl.analysis.distributions import _shapiro_wilk_sorted, ks_statistic, ks_two_sided
+from perfctl.analysis.rank_tests import _rank_sum_sorted, _sorted_median, median
 
 LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
 
@@ -50,7 +50,25 @@ def observed_speedups(x, y) -> ObservedSpeedups:
     x, y = _sample("x", x), _sample("y", y)
     if np.any(x <= 0) or np.any(y <= 0):
         raise ValueError("x, y: speedups need positive values")
-    return ObservedSpeedups(float(x.min() / y.min()), float(x.mean() / y.mean()), median(x) / median(y))
+    return _observed_speedups(x, y, np.sort(x), np.sort(y))
+
+
+def _mean(values: np.ndarray) -> float:
+    """ndarray.mean of a 1-D float array, the same value (its sum, pairwise, over the count), without the
+    method's dispatch: the analysis of one benchmark takes a dozen means of 50 values."""
+    return float(np.add.reduce(values)) / values.size
+
+
+def _sample_variance(values: np.ndarray) -> float:
+    """ndarray.var(ddof=1) of a 1-D float array, in numpy's order of operations (so the same value)."""
+    deviations = values - np.add.reduce(values) / values.size
+    return float(np.add.reduce(deviations * deviations)) / (values.size - 1)
+
+
+def _observed_speedups(x, y, x_sorted, y_sorted) -> ObservedSpeedups:
+    """``observed_speedups`` of validated positive samples, given also in ascending order."""
+    return ObservedSpeedups(float(x_sorted[0] / y_sorted[0]), _mean(x) / _mean(y),
+                            _sorted_median(x_sorted) / _sorted_median(y_sorted))
 
 
 @dataclass(frozen=True)
@@ -74,11 +92,12 @@ class MeanTestResult:
     pvalue_reverse: float | None = None
 
 
-def _shapiro(data: np.ndarray) -> float | None:
-    """Shapiro-Wilk p-value (AS R94; usable beyond the 5000 values it was fitted for), None when undefined."""
-    if data.size < 3 or np.ptp(data) == 0:
+def _shapiro(data: np.ndarray, ascending: np.ndarray) -> float | None:
+    """Shapiro-Wilk p-value (AS R94; usable beyond the 5000 values it was fitted for) of a validated sample
+    given also in ascending order, None when undefined (fewer than 3 values, or all equal)."""
+    if data.size < 3 or ascending[-1] == ascending[0]:
         return None
-    return shapiro_wilk(data).pvalue
+    return _shapiro_wilk_sorted(data, ascending).pvalue
 
 
 def mean_test(x, y, alpha: float = 0.05) -> MeanTestResult:
@@ -89,14 +108,20 @@ def mean_test(x, y, alpha: float = 0.05) -> MeanTestResult:
     go to the F-test and t-test directly, with the risk flagged approximate when normality is rejected.
     """
     x, y = _sample("x", x), _sample("y", y)
+    return _mean_test(x, y, np.sort(x), np.sort(y), alpha)
+
+
+def _mean_test(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray, y_sorted: np.ndarray,
+               alpha: float) -> MeanTestResult:
+    """``mean_test`` of validated samples, given also in ascending order (for Shapiro-Wilk)."""
     n, m = x.size, y.size
     if n < 2 or m < 2:
         return MeanTestResult(Verdict.CANNOT_CONCLUDE, alpha, reason=f"a t-test needs 2 runs per side (have {n}, {m})")
-    var_x, var_y = float(x.var(ddof=1)), float(y.var(ddof=1))
+    var_x, var_y = _sample_variance(x), _sample_variance(y)
     if var_x == 0 and var_y == 0:
         return MeanTestResult(Verdict.CANNOT_CONCLUDE, alpha,
                               reason="no variation on either side: the t-test is undefined (see the median protocol)")
-    normality = (_shapiro(x), _shapiro(y))
+    normality = (_shapiro(x, x_sorted), _shapiro(y, y_sorted))
     small = n <= LARGE_SAMPLE or m <= LARGE_SAMPLE
     shown_normal = all(p is not None and p > alpha for p in normality)
     normality_pvalues = None if None in normality else normality
@@ -117,7 +142,7 @@ def mean_test(x, y, alpha: float = 0.05) -> MeanTestResult:
     else:
         se = math.sqrt(var_x / n + var_y / m)
         dof = (var_x / n + var_y / m) ** 2 / ((var_x / n) ** 2 / (n - 1) + (var_y / m) ** 2 / (m - 1))
-    t = (x.mean() - y.mean()) / se
+    t = (_mean(x) - _mean(y)) / se
     pvalue = float(special.stdtr(dof, -t))
     return MeanTestResult(Verdict.SPEEDUP if pvalue <= alpha else Verdict.NOT_SIGNIFICANT, alpha, pvalue,
                           "student" if equal_variances else "welch", normality_pvalues, variance_p,
@@ -146,15 +171,19 @@ class MedianTestResult:
 def _location_model_pvalue(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
     """Two-sided KS p-value of the median-centred samples (section 3.2.1): exact (as scipy's ks_2samp) up to
     KS_EXACT_MAX runs per side, Kolmogorov's limit beyond (analysis/distributions.py)."""
-    x_centred, y_centred = x_sorted - median(x_sorted), y_sorted - median(y_sorted)
+    x_centred, y_centred = x_sorted - _sorted_median(x_sorted), y_sorted - _sorted_median(y_sorted)
     return ks_two_sided(len(x_sorted), len(y_sorted), ks_statistic(x_centred, y_centred)).pvalue
 
 
 def median_test(x, y, alpha: float = 0.05) -> MedianTestResult:
     """Is med(X) > med(Y) and P[X > Y] > 1/2 at risk alpha? Figure 2 of the Speedup-Test."""
     x, y = _sample("x", x), _sample("y", y)
-    x, y = np.sort(x), np.sort(y)  # once for the rank tests (which merge sorted runs) and the KS test
-    ranked = rank_sum(x, y)
+    return _median_test(np.sort(x), np.sort(y), alpha)
+
+
+def _median_test(x: np.ndarray, y: np.ndarray, alpha: float) -> MedianTestResult:
+    """``median_test`` of validated samples in ascending order (the rank tests merge them, KS reads them)."""
+    ranked = _rank_sum_sorted(x, y)
     wmw = ranked.test("greater")
     reverse = ranked.test("less").pvalue
     p_greater = wmw.statistic / (x.size * y.size)
@@ -194,10 +223,15 @@ def overall_speedup(xs, ys, weights=None, function: str = "median") -> OverallSp
     if w.shape != (len(xs),) or np.any(w < 0) or not np.any(w > 0):
         raise ValueError("weights: one non-negative weight per benchmark, not all zero")
     summarize = _SUMMARIES[function]
-    initial = float(np.dot(w, [summarize(_sample("xs", x)) for x in xs]))
-    candidate = float(np.dot(w, [summarize(_sample("ys", y)) for y in ys]))
-    speedup = initial / candidate
-    return OverallSpeedup(speedup, 1 - 1 / speedup, function, len(xs))
+    return _overall_speedup([summarize(_sample("xs", x)) for x in xs], [summarize(_sample("ys", y)) for y in ys],
+                            w, function)
+
+
+def _overall_speedup(initial: list[float], candidate: list[float], weights: np.ndarray,
+                     function: str) -> OverallSpeedup:
+    """Eq. 1-2 from each benchmark's summary (``function``) of X and of Y."""
+    speedup = float(np.dot(weights, initial)) / float(np.dot(weights, candidate))
+    return OverallSpeedup(speedup, 1 - 1 / speedup, function, len(initial))
 
 
 @dataclass(frozen=True)
