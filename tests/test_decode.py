@@ -1,10 +1,13 @@
 """Batch decoding (server/decode.py): the raw bytes the server receives become rows and payloads, and every
 malformed batch is refused with the reason."""
 
+import math
+
 from conftest import measure
 
 from perfctl import wire
 from perfctl.server.decode import decode_batch, row_fields
+from perfctl.server.validation import validate_sample
 from perfctl.v1 import fleet_pb2 as pb
 
 
@@ -33,3 +36,20 @@ def test_malformed_batches_are_refused_with_the_reason():
     assert decode_batch(broken.SerializeToString()) == (
         5, f"batch 5 sample 1 ({samples[1].uuid}): outcome 'exploded' unknown")
     assert decode_batch(b"") == (0, [], [])
+
+
+def test_a_known_layout_still_has_its_runs_checked():
+    """The second and later samples of a layout are checked by the fast pass (server/decode.py): a run's
+    own field or number out of bounds is refused with validate_sample's message, a good one gives the rows
+    row_fields gives."""
+    batch, samples = _batch(3)
+    assert decode_batch(batch.SerializeToString())[1] == [row_fields(s) for s in samples]  # layout now known
+    for field, value, message in (("run_index", -1, "run_index must be 0-"), ("wall_ns", -5, "wall_ns is negative"),
+                                  ("reading.time_running", -1, "readings[0].time_running is negative"),
+                                  ("reading.corrected", math.nan, "readings[0].corrected must be finite")):
+        broken = pb.SampleBatch(sequence=9, samples=samples)
+        target = broken.samples[2].readings[0] if field.startswith("reading.") else broken.samples[2]
+        setattr(target, field.removeprefix("reading."), value)
+        refusal = decode_batch(broken.SerializeToString())
+        assert refusal == (9, f"batch 9 sample 2 ({samples[2].uuid}): {validate_sample(broken.samples[2])}")
+        assert message in refusal[1]
