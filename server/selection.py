@@ -87,14 +87,14 @@ class Selector:
                               "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
                               "--since/--until or --benchmark")
         skipped = 0
-        for benchmark_pk, job_id, context, runs, vals, shape_list, start_list in self.storage.grouped_values(**where):
+        for benchmark_pk, job_id, context, runs, vals, shapes, starts in self.storage.grouped_values(**where):
             name_of = names[benchmark_pk]
             bench = benches.get(name_of)
             if bench is None:
                 bench = benches[name_of] = _Bench()
             if context is None:  # rows migration 0004 could not fill: their payloads do not decode
                 skipped += runs
-            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shape_list or "", start_list):
+            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shapes, starts):
                 # a row whose values cannot be read (stored by a server that checked less, or damaged):
                 # this series run by run, leaving out only such rows
                 one = dict(where, jobs={job_id: {benchmark_pk}}, context_pks={context})
@@ -154,13 +154,11 @@ class Selector:
             jobs = self._latest_jobs(machine_pk, identities, filters)
         return identities, dict(machine_pk=machine_pk, jobs=jobs, **filters)
 
-    def _series(self, bench: _Bench, benchmark_pk: int, context: int, runs: int, vals: bytes, shape_list: str,
-                start_list: str) -> bool:
+    def _series(self, bench: _Bench, benchmark_pk: int, context: int, runs: int, vals: bytes, shapes: np.ndarray,
+                starts: np.ndarray) -> bool:
         """Add one series' runs (Storage.grouped_values) to its benchmark whole; False, adding nothing, when
         a run of it cannot be read (no shape or values: a row migration 0004 could not fill; values of
         another size than its shape's)."""
-        shapes = np.fromstring(shape_list, dtype=np.int64, sep=",") if shape_list else np.zeros(0, np.int64)
-        starts = np.fromstring(start_list, dtype=np.int64, sep=",")
         if len(shapes) != runs or len(starts) != runs:
             return False
         sizes = np.array([8 * (len(self._shapes[int(shape)]) + 1) if int(shape) in self._shapes else -1
