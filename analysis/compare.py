@@ -51,6 +51,7 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
+from perfctl.parallel import Forked
 
 FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"
 DISTURBED = "disturbed"
@@ -245,11 +246,13 @@ def _precheck(x: np.ndarray, y: np.ndarray, paired: bool) -> str | None:
 
 def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, str], Sequence[float]],
             parameters: Parameters = Parameters(), notes: Mapping[tuple[str, str], Sequence[str]] | None = None,
-            only_a: Sequence[str] = (), only_b: Sequence[str] = ()) -> Comparison:
+            only_a: Sequence[str] = (), only_b: Sequence[str] = (), split: bool = False) -> Comparison:
     """Compare samples keyed by (benchmark, metric); both mappings must have the same keys.
 
     ``notes`` carries the data's own warnings per key (multiplexed counters, mixed backends...) into the
-    result. Benchmarks present on one side only are passed as ``only_a``/``only_b`` and listed.
+    result. Benchmarks present on one side only are passed as ``only_a``/``only_b`` and listed. ``split``:
+    half of the benchmarks' own tests are computed in a forked child (perfctl/parallel.py), for a process
+    that runs no other threads (the command line; never a server, whose gRPC threads a fork would not copy).
     """
     parameters.validate()
     notes = notes or {}
@@ -257,59 +260,65 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
         raise ValueError("a, b: the same (benchmark, metric) keys on both sides")
     keys = sorted(a)
     p = parameters
-    prepared: list[BenchmarkComparison | dict] = []
-    tests, groups, samples = [], [], []
+    # each benchmark's own tests, half of them in a forked child when asked (perfctl/parallel.py); then
+    # what takes all of them: the family's decisions, the adjusted p-values, the summaries
+    half = len(keys) // 2 if split and len(keys) >= SPLIT_MIN else 0
+    with Forked(_examined, keys[half:], a, b, notes, p, worth=half > 0) as rest:
+        prepared = _examined(keys[:half], a, b, notes, p) + rest.result()
+    judged = [item for item in prepared if isinstance(item, dict)]
+    tests = [item["sparc"] for item in judged]
+    groups = [item["metric"] for item in judged]
+    if p.family == "simultaneous":
+        samples = [(item["x"], item["y"]) if p.paired else (item["x_sorted"], item["y_sorted"]) for item in judged]
+        suite = simultaneous_suite(tests, samples, groups, p.alpha)
+    else:
+        suite = sparc_suite(tests, groups, p.alpha, p.correction)
+    mean_adjusted = iter(_adjust_present([item["mean"][1] for item in judged], p.correction))
+    median_adjusted = iter(_adjust_present([item["median"][1] for item in judged], p.correction))
+    decisions = iter(suite.decisions)
+    results = [item if isinstance(item, BenchmarkComparison)
+               else _finish(item, next(decisions), next(mean_adjusted), next(median_adjusted), p)
+               for item in prepared]
+    judged_samples = {(item["name"], item["metric"]): item for item in judged}
+    summaries = tuple(_summarize(metric, [r for r in results if r.metric == metric], judged_samples,
+                                 suite.overall.get(metric), p)
+                      for metric in dict.fromkeys(m for _, m in keys))
+    return Comparison(tuple(results), summaries, p, tuple(only_a), tuple(only_b), family=suite.family,
+                      interval_level=suite.interval_level, family_size=suite.family_size)
+
+
+# Fewer benchmarks than this are compared in one process: a fork and the pickled results cost more than
+# half of their tests (~1 ms each at 50 runs a side).
+SPLIT_MIN = 64
+
+
+def _examined(keys, a, b, notes, p: Parameters) -> list[BenchmarkComparison | dict]:
+    """What each benchmark's runs say on their own: SPARC's tests, the disturbance check, both protocols
+    both ways, SPA's intervals and the pairing; a BenchmarkComparison for a benchmark that cannot be judged."""
+    examined = []
     for name, metric in keys:
         x = np.asarray(a[name, metric], dtype=float)
         y = np.asarray(b[name, metric], dtype=float)
         key_notes = list(notes.get((name, metric), ()))
         reason = _precheck(x, y, p.paired)
         if reason is not None:
-            prepared.append(_cannot(name, metric, x, y, reason, key_notes))
+            examined.append(_cannot(name, metric, x, y, reason, key_notes))
             continue
         # validated (_precheck) and sorted once for every test of the benchmark; the tests whose sums run
         # in the runs' order (means, variances, Levene's deviations, the random pairing) get them as given
         x_sorted, y_sorted = np.sort(x), np.sort(y)
-        test = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, p.confidence)
-        tests.append(test)
-        groups.append(metric)
-        samples.append((x, y) if p.paired else (x_sorted, y_sorted))
-        prepared.append({"name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted,
-                         "y_sorted": y_sorted, "notes": key_notes, "disturbed": disturbance(x, y, p.alpha)})
-
-    if p.family == "simultaneous":
-        suite = simultaneous_suite(tests, samples, groups, p.alpha)
-    else:
-        suite = sparc_suite(tests, groups, p.alpha, p.correction)
-    decisions = iter(suite.decisions)
-    mean_raw, median_raw, staged = [], [], []
-    for item in prepared:
-        if isinstance(item, BenchmarkComparison):
-            staged.append(item)
-            continue
-        x, y, x_sorted, y_sorted = item["x"], item["y"], item["x_sorted"], item["y_sorted"]
-        mean_parts = _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha)
-        median_parts = _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha)
-        mean_raw.append(mean_parts[1])
-        median_raw.append(median_parts[1])
-        staged.append({**item, "sparc": next(decisions), "mean": mean_parts, "median": median_parts})
-
-    mean_adjusted = _adjust_present(mean_raw, p.correction)
-    median_adjusted = _adjust_present(median_raw, p.correction)
-    results = []
-    index = 0
-    for item in staged:
-        if isinstance(item, BenchmarkComparison):
-            results.append(item)
-            continue
-        results.append(_finish(item, mean_adjusted[index], median_adjusted[index], p))
-        index += 1
-    judged_samples = {(item["name"], item["metric"]): item for item in staged if isinstance(item, dict)}
-    summaries = tuple(_summarize(metric, [r for r in results if r.metric == metric], judged_samples,
-                                 suite.overall.get(metric), p)
-                      for metric in dict.fromkeys(m for _, m in keys))
-    return Comparison(tuple(results), summaries, p, tuple(only_a), tuple(only_b), family=suite.family,
-                      interval_level=suite.interval_level, family_size=suite.family_size)
+        ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
+        examined.append({
+            "name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted, "y_sorted": y_sorted,
+            "notes": key_notes, "disturbed": disturbance(x, y, p.alpha),
+            "sparc": _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, p.confidence),
+            "mean": _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha),
+            "median": _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha),
+            "spa_a": spa._value_interval_sorted(x_sorted, p.proportion, p.confidence),
+            "spa_b": spa._value_interval_sorted(y_sorted, p.proportion, p.confidence),
+            "speedup_spa": spa.value_interval(ratios, p.proportion, p.confidence), "pairing": pairing,
+            "speedups": _observed_speedups(x, y, x_sorted, y_sorted)})
+    return examined
 
 
 def _adjust_present(raw: list[float | None], method: str) -> list[float | None]:
@@ -318,7 +327,9 @@ def _adjust_present(raw: list[float | None], method: str) -> list[float | None]:
     return [None if v is None else float(next(adjusted)) for v in raw]
 
 
-def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> BenchmarkComparison:
+def _finish(item: dict, decision, mean_adjusted, median_adjusted, p: Parameters) -> BenchmarkComparison:
+    """A benchmark's row: what _examined found, with the family's SPARC decision and the protocols'
+    p-values adjusted across the benchmarks."""
     x, y = item["x"], item["y"]
     warnings = list(item["notes"])
     mean_result, mean_p, mean_reason = item["mean"]
@@ -333,21 +344,17 @@ def _finish(item: dict, mean_adjusted, median_adjusted, p: Parameters) -> Benchm
         warnings.append("KS rejects the location-shift model: the rank tests' risk level is approximate")
     if mean_result.risk_approximate:
         warnings.append("large samples not shown normal: the t-test's risk level is approximate")
-    x_sorted, y_sorted = item["x_sorted"], item["y_sorted"]
-    spa_a = spa._value_interval_sorted(x_sorted, p.proportion, p.confidence)
-    spa_b = spa._value_interval_sorted(y_sorted, p.proportion, p.confidence)
-    ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
-    speedup = spa.value_interval(ratios, p.proportion, p.confidence)
+    spa_a = item["spa_a"]
     needed = spa_a.runs_needed
     if min(x.size, y.size) < needed:
         warnings.append(f"few runs ({x.size} and {y.size}): SPA bounds at proportion {p.proportion} and "
                         f"confidence {p.confidence} need at least {needed} per side")
     return BenchmarkComparison(
-        item["name"], item["metric"], int(x.size), int(y.size), _sorted_median(x_sorted), _sorted_median(y_sorted),
-        speedups=_observed_speedups(x, y, x_sorted, y_sorted), sparc=item["sparc"], mean_protocol=mean,
-        median_protocol=median, p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=spa_b,
-        speedup_spa=speedup, pairing=pairing,
-        warnings=tuple(warnings), disturbed=item["disturbed"])
+        item["name"], item["metric"], int(x.size), int(y.size), _sorted_median(item["x_sorted"]),
+        _sorted_median(item["y_sorted"]), speedups=item["speedups"], sparc=decision, mean_protocol=mean,
+        median_protocol=median, p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=item["spa_b"],
+        speedup_spa=item["speedup_spa"], pairing=item["pairing"], warnings=tuple(warnings),
+        disturbed=item["disturbed"])
 
 
 def _summarize(metric: str, rows: list[BenchmarkComparison], samples: Mapping[tuple[str, str], dict],

@@ -58,10 +58,10 @@ class Compared:
 
 
 def compared(a: Dataset, b: Dataset, metrics: list[str] | None, parameters: Parameters,
-             labels: tuple[str, str]) -> Compared:
-    """Pair two Datasets and compare them. Raises PairingError."""
+             labels: tuple[str, str], split: bool = False) -> Compared:
+    """Pair two Datasets and compare them (``split``: see analysis/compare.py). Raises PairingError."""
     paired = pair(a, b, metrics)
-    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b)
+    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b, split=split)
     context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
                              metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units))
     return Compared(result, context, tuple(side_notes(a.notes, b.notes)))

@@ -112,3 +112,26 @@ def test_compare_reads_big_files_in_two_processes_to_the_same_answer(tmp_path, m
     assert _compare(monkeypatch, capsys, 1 << 62, a, b) == (code, out, err)
     code, out, err = _compare(monkeypatch, capsys, 0, b, a)  # A bad: its error, though B is read meanwhile
     assert code == 2 and err.startswith(f"perfctl compare: {b}:2402:")
+
+
+@pytest.mark.parametrize("parameters", [{}, {"paired": True}, {"family": "sparc", "correction": "holm"}])
+def test_compare_split_over_two_processes_gives_the_same_floats(parameters):
+    import numpy as np
+
+    from perfctl.analysis.compare import SPLIT_MIN, Parameters, compare
+
+    rng = np.random.default_rng(16)
+    a, b = {}, {}
+    for index in range(SPLIT_MIN + 9):
+        key = (f"bench{index:03d}", "wall-time" if index % 3 else "instructions")
+        a[key] = list(rng.lognormal(10, 0.02, 30))
+        b[key] = list(rng.lognormal(10 + 0.05 * (index % 4), 0.02, 30))
+    a["one-run", "wall-time"], b["one-run", "wall-time"] = [1.0], [1.0, 2.0]  # cannot be judged
+    a["ties", "wall-time"], b["ties", "wall-time"] = [5.0] * 30, [5.0] * 29 + [6.0]
+    if parameters.get("paired"):
+        b["one-run", "wall-time"] = [1.0]
+    together = compare(a, b, Parameters(**parameters))
+    split = compare(a, b, Parameters(**parameters), split=True)
+    assert repr(split) == repr(together)
+    assert any(row.cannot_conclude for row in split.benchmarks)
+    assert len({row.sparc.relevance for row in split.benchmarks if row.sparc}) > 1

@@ -204,7 +204,8 @@ def comparison(args, command: str):
             labels = (args.a, args.b)
             if args.benchmark:
                 _select(args.benchmark, a, b)
-        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on)
+        # the command line runs no other thread: the benchmarks' tests may be split over two processes
+        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on, split=True)
     except (DatasetError, PairingError) as err:
         raise UsageError(f"{command}: {err}") from None
 

@@ -403,9 +403,9 @@ def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str
 
 
 def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL,
-                   fail_on: str = "relevant") -> CompareReport:
-    """Pair two Datasets and compare them. Raises PairingError."""
-    result = compared(a, b, metrics, parameters, labels)
+                   fail_on: str = "relevant", split: bool = False) -> CompareReport:
+    """Pair two Datasets and compare them (``split``: see analysis/compare.py). Raises PairingError."""
+    result = compared(a, b, metrics, parameters, labels, split)
     return CompareReport(result.comparison, result.context, result.notes, datasets=(a, b), verbosity=verbosity,
                          fail_on=fail_on)
 
