@@ -32,6 +32,8 @@ from perfctl.analysis.sparc import (
     Relevance,
     SparcDecision,
     _sparc_tests,
+    family_level,
+    ratio_interval,
     simultaneous_suite,
     sparc_suite,
 )
@@ -262,15 +264,20 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     p = parameters
     # each benchmark's own tests, half of them in a forked child when asked (perfctl/parallel.py); then
     # what takes all of them: the family's decisions, the adjusted p-values, the summaries
+    samples = {key: (np.asarray(a[key], dtype=float), np.asarray(b[key], dtype=float)) for key in keys}
+    reasons = {key: _precheck(x, y, p.paired) for key, (x, y) in samples.items()}
+    # the simultaneous family's intervals are each benchmark's too, once the family's size is known
+    level = family_level(sum(reason is None for reason in reasons.values()), p.alpha) \
+        if p.family == "simultaneous" else None
     half = len(keys) // 2 if split and len(keys) >= SPLIT_MIN else 0
-    with Forked(_examined, keys[half:], a, b, notes, p, worth=half > 0) as rest:
-        prepared = _examined(keys[:half], a, b, notes, p) + rest.result()
+    with Forked(_examined, keys[half:], samples, reasons, notes, p, level, worth=half > 0) as rest:
+        prepared = _examined(keys[:half], samples, reasons, notes, p, level) + rest.result()
     judged = [item for item in prepared if isinstance(item, dict)]
     tests = [item["sparc"] for item in judged]
     groups = [item["metric"] for item in judged]
     if p.family == "simultaneous":
-        samples = [(item["x"], item["y"]) if p.paired else (item["x_sorted"], item["y_sorted"]) for item in judged]
-        suite = simultaneous_suite(tests, samples, groups, p.alpha)
+        suite = simultaneous_suite(tests, [(item["x"], item["y"]) for item in judged], groups, p.alpha,
+                                   intervals=[item["family_interval"] for item in judged])
     else:
         suite = sparc_suite(tests, groups, p.alpha, p.correction)
     mean_adjusted = iter(_adjust_present([item["mean"][1] for item in judged], p.correction))
@@ -292,15 +299,15 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
 SPLIT_MIN = 64
 
 
-def _examined(keys, a, b, notes, p: Parameters) -> list[BenchmarkComparison | dict]:
-    """What each benchmark's runs say on their own: SPARC's tests, the disturbance check, both protocols
-    both ways, SPA's intervals and the pairing; a BenchmarkComparison for a benchmark that cannot be judged."""
+def _examined(keys, samples, reasons, notes, p: Parameters, level: float | None) -> list[BenchmarkComparison | dict]:
+    """What each benchmark's runs say on their own: SPARC's tests (and the ratio interval at the
+    simultaneous family's ``level``), the disturbance check, both protocols both ways, SPA's intervals and
+    the pairing; a BenchmarkComparison for a benchmark that cannot be judged (``reasons``: _precheck's)."""
     examined = []
     for name, metric in keys:
-        x = np.asarray(a[name, metric], dtype=float)
-        y = np.asarray(b[name, metric], dtype=float)
+        x, y = samples[name, metric]
         key_notes = list(notes.get((name, metric), ()))
-        reason = _precheck(x, y, p.paired)
+        reason = reasons[name, metric]
         if reason is not None:
             examined.append(_cannot(name, metric, x, y, reason, key_notes))
             continue
@@ -308,10 +315,12 @@ def _examined(keys, a, b, notes, p: Parameters) -> list[BenchmarkComparison | di
         # in the runs' order (means, variances, Levene's deviations, the random pairing) get them as given
         x_sorted, y_sorted = np.sort(x), np.sort(y)
         ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
+        sparc = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, p.confidence)
         examined.append({
             "name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted, "y_sorted": y_sorted,
             "notes": key_notes, "disturbed": disturbance(x, y, p.alpha),
-            "sparc": _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, p.confidence),
+            "sparc": sparc, "family_interval": None if level is None or level == sparc.confidence
+            else ratio_interval(x, y, level, paired=True) if p.paired else ratio_interval(x_sorted, y_sorted, level),
             "mean": _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha),
             "median": _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha),
             "spa_a": spa._value_interval_sorted(x_sorted, p.proportion, p.confidence),

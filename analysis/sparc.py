@@ -308,8 +308,13 @@ def ratio_interval(x, y, level: float, *, paired: bool = False) -> tuple[float |
             None if center.high is None else math.exp(center.high))
 
 
+def family_level(m: int, alpha: float) -> float | None:
+    """The level of each of m Bonferroni-simultaneous intervals: 1 - alpha/m (None without a test)."""
+    return 1 - alpha / m if m else None
+
+
 def simultaneous_suite(tests: Sequence[SparcTests], samples: Sequence[tuple], groups: Sequence[str],
-                       alpha: float = 0.05) -> SparcSuite:
+                       alpha: float = 0.05, intervals: Sequence[tuple] | None = None) -> SparcSuite:
     """perfctl's default family: Bonferroni-simultaneous ratio intervals, verdicts read off them.
 
     Each of the m judged (benchmark, metric) pairs gets ``ratio_interval`` at 1 - alpha/m (SPARC section IV:
@@ -328,16 +333,20 @@ def simultaneous_suite(tests: Sequence[SparcTests], samples: Sequence[tuple], gr
     decided by the benchmarks); folding it in would widen every interval to 1 - alpha/(m+1) for a test that
     cannot even apply below 6 benchmarks.
 
-    ``samples``: one (x, y) per test, the values the test was computed from.
+    ``samples``: one (x, y) per test, the values the test was computed from; ``intervals``: their
+    ratio_interval at family_level(len(tests), alpha) where the caller computed them already (compare
+    computes each benchmark's in the process that tested it), else computed here.
     """
-    if not len(tests) == len(samples) == len(groups):
+    if not len(tests) == len(samples) == len(groups) or intervals is not None and len(intervals) != len(tests):
         raise ValueError("tests, samples, groups: one sample pair and one group label per benchmark test")
     m = len(tests)
-    level = 1 - alpha / m if m else None
+    level = family_level(m, alpha)
     decisions = []
-    for test, (x, y) in zip(tests, samples):
+    for index, (test, (x, y)) in enumerate(zip(tests, samples)):
         if test.confidence == level:  # the interval sparc_tests computed from the same values at this level
             low, high = test.ratio_low, test.ratio_high
+        elif intervals is not None:
+            low, high = intervals[index]
         else:
             low, high = ratio_interval(x, y, level, paired=test.paired)
         difference_shown, equivalence_shown = read_off(low, high, test.delta)
