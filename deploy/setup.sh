@@ -40,6 +40,10 @@ else
     # perfctl itself, built with the locked setuptools (no isolated build env fetching an unlocked one)
     "${pip[@]}" --no-deps --no-build-isolation -e .
 fi
+# Byte-compile perfctl as installing a wheel would (an editable install does not): every command imports
+# some 40 of its modules, and compiling them again at each start cost ~0.2 s wherever Python may not write
+# bytecode itself (PYTHONDONTWRITEBYTECODE, a read-only checkout).
+"$venv/bin/python" -m compileall -q perfctl agent analysis server
 make -s -C examples
 # Build the static exec gate and the eBPF object now (perfctl would build them on first use) and show the
 # machine once.

@@ -1,5 +1,3 @@
-import sys
+from perfctl.cli import entry
 
-from perfctl.cli import main
-
-sys.exit(main())
+entry()
