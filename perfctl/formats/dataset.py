@@ -51,6 +51,12 @@ class BenchmarkData:
         """One more kept run started at ``time_ns`` on ``clock``. A run without either, or on another
         clock than the others, makes the span unknown for good: a span that leaves out some runs could
         claim blocks that are not there, and two clocks do not order runs."""
+        if time_ns is not None and clock is not None and clock == self.clock:  # most runs: one more on that clock
+            if time_ns < self.first_ns:
+                self.first_ns = time_ns
+            elif time_ns > self.last_ns:
+                self.last_ns = time_ns
+            return
         if time_ns is None or clock is None or self.start_unknown or self.clock not in (None, clock):
             self.start_unknown, self.first_ns, self.last_ns, self.clock = True, None, None, None
             return

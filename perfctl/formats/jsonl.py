@@ -85,6 +85,7 @@ class DatasetBuilder:
         self._identities: dict[tuple, tuple] = {}
         self._layouts: dict[tuple, tuple] = {}
         self._targets: dict[tuple, tuple] = {}
+        self._variants: list[tuple] = []
 
     def add(self, record: dict, line: int | None = None) -> None:
         """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
@@ -109,7 +110,9 @@ class DatasetBuilder:
         try:
             self.add(record)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
+            self._count_variants()
             self._targets.clear()  # they may name the lists taken back below
+            self._variants.clear()
             if lengths is None:
                 self.dataset.benchmarks.pop(name, None)
             else:
@@ -188,11 +191,12 @@ class DatasetBuilder:
         if interference is not None and self._interference.flags(
                 [{"event": INTERFERENCE_EVENT, "status": "ok", "value": numbers[interference]}], wall_ns):
             return False  # flagged or left out: the general way counts it
-        targets = self._targets.get((name, layout))
+        key = (id(known), id(shape))  # both kept by their caches, so their ids name them for good
+        targets = self._targets.get(key)
         if targets is None:
-            targets = self._targets[name, layout] = self._targets_of(name, labels, layout)
-        bench, lists = targets
-        bench.variants[variant] += 1
+            targets = self._targets[key] = self._targets_of(name, variant, labels, layout)
+        bench, lists, runs = targets
+        runs[0] += 1  # into bench.variants when the reading ends (_count_variants)
         lists[0].append(wall_ns)
         for values, number in zip(lists[1:], numbers):
             if values is not None:
@@ -200,16 +204,26 @@ class DatasetBuilder:
         bench.started(start, machine_id)
         return True
 
-    def _targets_of(self, name: str, labels: list[str], layout: tuple) -> tuple:
-        """A benchmark and, for a run of this layout, the list each value goes to (wall time first; None
-        for a reading without a value), with the units, backends and notes that _add_reading would set."""
+    def _targets_of(self, name: str, variant: tuple, labels: list[str], layout: tuple) -> tuple:
+        """A benchmark, for a run of this layout the list each value goes to (wall time first; None for a
+        reading without a value), with the units, backends and notes that _add_reading would set, and the
+        count of such runs of this variant."""
         bench = self.dataset.benchmarks.get(name) or self.dataset.benchmark(name)
         bench.units.setdefault(WALL_TIME, "ns")
         bench.backends.setdefault(WALL_TIME, set()).add("perfctl")
         lists = [bench.metrics.setdefault(WALL_TIME, [])]
         for label, (_, _, backend, status, unit, reason) in zip(labels, layout):
             lists.append(_reading_target(bench, label, status, unit, backend, reason))
-        return bench, lists
+        self._variants.append((bench, variant, runs := [0]))
+        return bench, lists, runs
+
+    def _count_variants(self) -> None:
+        """The runs _add_measured counted, into their benchmarks' variants (a Counter's += per run cost more
+        than the rest of the run's bookkeeping)."""
+        for bench, variant, runs in self._variants:
+            if runs[0]:
+                bench.variants[variant] += runs[0]
+                runs[0] = 0
 
     def _add(self, record: dict) -> None:
         bench_info = record["benchmark"]
@@ -247,6 +261,7 @@ class DatasetBuilder:
                 values.setdefault(label, []).append(value)
 
     def finish(self):
+        self._count_variants()
         dataset = self.dataset
         for name, values in self._warmups.items():
             if name in dataset.benchmarks:
