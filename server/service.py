@@ -34,7 +34,7 @@ from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.output import STOP_SIGNALS
 from perfctl.pairing import PairingError, compared
 from perfctl.server.auth import Principal, Tokens
-from perfctl.server.decode import decode_batch
+from perfctl.server.decode import decode_batch, decode_spans, payloads_of
 from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
 from perfctl.server.storage import JobReportError, Storage, StorageError
 from perfctl.server.validation import (
@@ -540,7 +540,11 @@ class Decoders:
         for attempt in range(2):
             pool = self.pool
             try:
-                return await asyncio.get_running_loop().run_in_executor(pool, decode_batch, data)
+                decoded = await asyncio.get_running_loop().run_in_executor(pool, decode_spans, data)
+                if len(decoded) == 2:
+                    return decoded
+                sequence, rows, spans = decoded
+                return sequence, rows, payloads_of(data, spans)
             except BrokenProcessPool:
                 await self._replace(pool)
                 if attempt:

@@ -6,7 +6,7 @@ import math
 from conftest import measure
 
 from perfctl import wire
-from perfctl.server.decode import decode_batch, row_fields
+from perfctl.server.decode import decode_batch, decode_spans, row_fields
 from perfctl.server.validation import validate_sample
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -53,3 +53,13 @@ def test_a_known_layout_still_has_its_runs_checked():
         refusal = decode_batch(broken.SerializeToString())
         assert refusal == (9, f"batch 9 sample 2 ({samples[2].uuid}): {validate_sample(broken.samples[2])}")
         assert message in refusal[1]
+
+
+def test_a_worker_sends_where_each_sample_lies_not_its_bytes():
+    batch, samples = _batch(3)
+    data = batch.SerializeToString()
+    sequence, rows, spans = decode_spans(data)
+    assert (sequence, rows) == decode_batch(data)[:2]
+    assert len(spans) == 6
+    assert [pb.Sample.FromString(data[spans[2 * k]:spans[2 * k + 1]]) for k in range(3)] == samples
+    assert decode_spans(data[:-5]) == decode_batch(data[:-5])

@@ -1059,3 +1059,14 @@ def test_a_tokens_file_owned_by_another_user_is_refused_at_start_and_revokes_whe
         [f"tokens file refused, every token is revoked until it is fixed: {expected}"]
     os.chown(path, 0, -1)
     _identify_within(tokens, token, principal)
+
+
+def test_decode_workers_default_to_the_cpus_the_server_may_run_on(monkeypatch):
+    from perfctl.cli import server as server_cli
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert server_cli.default_decode_workers() == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+    assert server_cli.default_decode_workers() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert server_cli.default_decode_workers() == 4
