@@ -156,9 +156,9 @@ class Selector:
 
     def _series(self, bench: _Bench, benchmark_pk: int, context: int, runs: int, vals: bytes, shapes: np.ndarray,
                 starts: np.ndarray) -> bool:
-        """Add one series' runs (Storage.grouped_values) to its benchmark whole; False, adding nothing, when
-        a run of it cannot be read (no shape or values: a row migration 0004 could not fill; values of
-        another size than its shape's)."""
+        """Add one series' runs (Storage.grouped_values) to its benchmark whole, in start order (ties in the
+        order read); False, adding nothing, when a run of it cannot be read (no shape or values: a row
+        migration 0004 could not fill; values of another size than its shape's)."""
         if len(shapes) != runs or len(starts) != runs:
             return False
         sizes = np.array([8 * (len(self._shapes[int(shape)]) + 1) if int(shape) in self._shapes else -1
@@ -168,13 +168,17 @@ class Selector:
             np.full(runs, sizes[0])
         if (widths < 0).any() or int(widths.sum()) != len(vals):
             return False
+        in_order = bool((starts[1:] >= starts[:-1]).all())
+        order = np.arange(runs) if in_order else np.argsort(starts, kind="stable")
         if len(size_of) == 1:  # one shape: the usual case, added whole
-            shape = int(shapes[0])
-            bench.vals.setdefault(shape, []).append(vals)
+            if not in_order:
+                vals = np.frombuffer(vals, dtype=np.uint8).reshape(runs, -1)[order].tobytes()
+            bench.vals.setdefault(int(shapes[0]), []).append(vals)
         else:
             offsets = np.concatenate(([0], np.cumsum(widths))).tolist()
-            for index, shape in enumerate(shapes.tolist()):
-                bench.vals.setdefault(shape, []).append(vals[offsets[index]:offsets[index + 1]])
+            for index in order.tolist():
+                bench.vals.setdefault(int(shapes[index]), []).append(vals[offsets[index]:offsets[index + 1]])
+        shapes, starts = shapes[order], starts[order]
         bench.order.frombytes(shapes.astype(np.int64).tobytes())
         bench.starts.frombytes(starts.tobytes())
         bench.contexts[benchmark_pk, context] += runs

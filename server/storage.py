@@ -22,7 +22,6 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import LargeBinary, and_, cast, create_engine, event, func, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.engine import Engine
 
 from perfctl.server import migrations
@@ -349,21 +348,22 @@ class Storage:
     def grouped_values(self, machine_pk: int, jobs: dict | None = None, benchmark_pks=None, context_pks=None,
                        since_ns: int = 0, until_ns: int = 0):
         """The values of the selected measured runs that ended ok, concatenated by the database per
-        (benchmark, job, context) in start order: runs, values (bytes: each run's vals in turn), shapes and
-        starts (int64 arrays: each run's shape id and start). One row per series instead of one per run:
-        10^6 runs cost 0.3 s to read, not 2.6 s of Python row objects. Rows (benchmark, job_id, context,
-        runs, values, shapes, starts); a run without a shape is missing from shapes (shorter than runs).
-        SQLite concatenates in the order it walks ix_samples_series, its start order (group_concat takes
-        no ORDER BY before SQLite 3.44), the shapes and starts as text; PostgreSQL is told the order, and
-        sends shapes and starts as 8-byte integers (int8send), not text to print and parse again."""
+        (benchmark, job, context): runs, values (bytes: each run's vals in turn), shapes and starts (int64
+        arrays: each run's shape id and start), all three in one order, which need not be the runs' start
+        order (the caller sorts: server/selection.py). One row per series instead of one per run: 10^6 runs
+        cost 0.3 s to read, not 2.6 s of Python row objects. Rows (benchmark, job_id, context, runs, values,
+        shapes, starts); a run without a shape is missing from shapes (shorter than runs). SQLite sends
+        shapes and starts as text; PostgreSQL as 8-byte integers (int8send), not text to print and parse
+        again. Neither is asked to order the runs: PostgreSQL 15 sorts every group of an ordered aggregate
+        again even when the index already gives that order, three times per series here."""
         if self.is_sqlite:
             vals = cast(func.group_concat(samples.c.vals, ""), LargeBinary)
             shape_list, start_list = func.group_concat(samples.c.shape), func.group_concat(samples.c.start_time_ns)
         else:
-            order, empty = samples.c.start_time_ns, literal_column("''::bytea")
-            vals = func.string_agg(samples.c.vals, aggregate_order_by(empty, order))
-            shape_list = func.string_agg(func.int8send(samples.c.shape), aggregate_order_by(empty, order))
-            start_list = func.string_agg(func.int8send(samples.c.start_time_ns), aggregate_order_by(empty, order))
+            empty = literal_column("''::bytea")
+            vals = func.string_agg(samples.c.vals, empty)
+            shape_list = func.string_agg(func.int8send(samples.c.shape), empty)
+            start_list = func.string_agg(func.int8send(samples.c.start_time_ns), empty)
         query = select(samples.c.benchmark, samples.c.job_id, samples.c.context, func.count(), vals, shape_list,
                        start_list).where(samples.c.warmup.is_(False), samples.c.outcome == "ok")
         query = self._selected(query, machine_pk, jobs, benchmark_pks, context_pks, since_ns, until_ns)

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import grpc
+import numpy as np
 import pytest
 from alembic import command
 from alembic.config import Config
@@ -349,3 +350,46 @@ def test_a_risk_too_small_to_state_is_refused():
         with pytest.raises(ValueError, match=re.escape(said)):
             Parameters(**kwargs).validate()
     Parameters(alpha=1e-12, confidence=1 - 1e-12).validate()
+
+
+def test_stored_runs_are_compared_in_start_order_on_both_databases(database_url, runs):
+    """The database concatenates a series' runs in an order of its own (neither is asked to sort: see
+    Storage.grouped_values); the Selector puts them in start order, with two shapes in one series (a run
+    that counted one event less) and runs stored out of order, on SQLite and on PostgreSQL."""
+    from perfctl.server.decode import row_fields
+    from perfctl.server.selection import Selector
+
+    storage = Storage(database_url)
+    try:
+        storage.register(pb.MachineInfo(name="box-a", machine_id="id-a"), 1)
+        job_id = str(uuid.uuid4())
+        samples = stamped(runs[0] + runs[1], start_ns=10**15, job_id=job_id)
+        for index, sample in enumerate(samples):
+            sample.wall_ns = 1000 + index
+            if index % 3 == 1:  # another shape: task-clock not counted
+                del sample.readings[[r.event for r in sample.readings].index("task-clock")]
+        stored_order = list(range(len(samples)))
+        random_order = [5, 12, 0, 15, 3, 9, 1, 14, 7, 2, 11, 4, 13, 6, 10, 8]
+        for batch in (random_order[:8], random_order[8:]):
+            storage.ingest_many([("box-a", [row_fields(samples[i]) for i in batch],
+                                  [samples[i].SerializeToString() for i in batch])])
+        sent = storage.grouped_values
+        widths = {pk: 8 * (len(spec) + 1) for pk, spec in storage.shapes().items()}
+
+        def reversed_series(**where):  # as a database that concatenates in another order would send them
+            for benchmark, job, context, count, vals, shapes, starts in sent(**where):
+                ends = np.cumsum([widths[int(shape)] for shape in shapes])
+                pieces = [vals[end - widths[int(shape)]:end] for shape, end in zip(shapes, ends)]
+                yield benchmark, job, context, count, b"".join(pieces[::-1]), shapes[::-1], starts[::-1]
+
+        for read in (sent, reversed_series):
+            storage.grouped_values = read
+            dataset = Selector(storage).dataset(pb.Selection(machine="box-a", all_history=True))
+            bench = dataset.benchmarks[samples[0].benchmark.name]
+            assert list(bench.metrics["wall-time"]) == [1000.0 + i for i in stored_order]
+            with_clock = [float(s.readings[[r.event for r in s.readings].index("task-clock")].value)
+                          for s in samples if "task-clock" in [r.event for r in s.readings]]
+            assert list(bench.metrics["task-clock"]) == with_clock
+            assert (bench.first_ns, bench.last_ns) == (10**15, 10**15 + 15 * 1000)
+    finally:
+        storage.close()
