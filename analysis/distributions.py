@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+
+from perfctl.analysis import special
 
 
 def _finite_sample(name: str, values, minimum: int) -> np.ndarray:

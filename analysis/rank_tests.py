@@ -18,7 +18,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+
+from perfctl.analysis import special
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 # Exact null distributions up to these sizes (signed-rank: n; rank-sum: both n and m); beyond, the normal

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
+from perfctl.analysis import special
 from perfctl.analysis.distributions import binom_cdf, binom_sf
 
 

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
+from perfctl.analysis import special
 from perfctl.analysis.distributions import _shapiro_wilk_sorted, ks_statistic, ks_two_sided
 from perfctl.analysis.rank_tests import _rank_sum_sorted, _sorted_median, median
 
