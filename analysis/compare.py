@@ -33,7 +33,6 @@ from perfctl.analysis.sparc import (
     SparcDecision,
     _sparc_tests,
     family_level,
-    ratio_interval,
     simultaneous_suite,
     sparc_suite,
 )
@@ -266,7 +265,9 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     # what takes all of them: the family's decisions, the adjusted p-values, the summaries
     samples = {key: (np.asarray(a[key], dtype=float), np.asarray(b[key], dtype=float)) for key in keys}
     reasons = {key: _precheck(x, y, p.paired) for key, (x, y) in samples.items()}
-    # the simultaneous family's intervals are each benchmark's too, once the family's size is known
+    # the simultaneous family reads its verdicts off intervals at its own level: each benchmark's SPARC
+    # tests compute theirs at that level (one Hodges-Lehmann selection, not two), once the family's size
+    # is known from the prechecks
     level = family_level(sum(reason is None for reason in reasons.values()), p.alpha) \
         if p.family == "simultaneous" else None
     half = len(keys) // 2 if split and len(keys) >= SPLIT_MIN else 0
@@ -276,8 +277,7 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     tests = [item["sparc"] for item in judged]
     groups = [item["metric"] for item in judged]
     if p.family == "simultaneous":
-        suite = simultaneous_suite(tests, [(item["x"], item["y"]) for item in judged], groups, p.alpha,
-                                   intervals=[item["family_interval"] for item in judged])
+        suite = simultaneous_suite(tests, [(item["x"], item["y"]) for item in judged], groups, p.alpha)
     else:
         suite = sparc_suite(tests, groups, p.alpha, p.correction)
     mean_adjusted = iter(_adjust_present([item["mean"][1] for item in judged], p.correction))
@@ -300,9 +300,10 @@ SPLIT_MIN = 64
 
 
 def _examined(keys, samples, reasons, notes, p: Parameters, level: float | None) -> list[BenchmarkComparison | dict]:
-    """What each benchmark's runs say on their own: SPARC's tests (and the ratio interval at the
-    simultaneous family's ``level``), the disturbance check, both protocols both ways, SPA's intervals and
-    the pairing; a BenchmarkComparison for a benchmark that cannot be judged (``reasons``: _precheck's)."""
+    """What each benchmark's runs say on their own: SPARC's tests (their interval at the simultaneous
+    family's ``level``, else at the confidence asked), the disturbance check, both protocols both ways,
+    SPA's intervals and the pairing; a BenchmarkComparison for a benchmark that cannot be judged
+    (``reasons``: _precheck's)."""
     examined = []
     for name, metric in keys:
         x, y = samples[name, metric]
@@ -315,12 +316,11 @@ def _examined(keys, samples, reasons, notes, p: Parameters, level: float | None)
         # in the runs' order (means, variances, Levene's deviations, the random pairing) get them as given
         x_sorted, y_sorted = np.sort(x), np.sort(y)
         ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
-        sparc = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, p.confidence)
+        sparc = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, level or p.confidence)
         examined.append({
             "name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted, "y_sorted": y_sorted,
             "notes": key_notes, "disturbed": disturbance(x, y, p.alpha),
-            "sparc": sparc, "family_interval": None if level is None or level == sparc.confidence
-            else ratio_interval(x, y, level, paired=True) if p.paired else ratio_interval(x_sorted, y_sorted, level),
+            "sparc": sparc,
             "mean": _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha),
             "median": _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha),
             "spa_a": spa._value_interval_sorted(x_sorted, p.proportion, p.confidence),

@@ -314,7 +314,7 @@ def family_level(m: int, alpha: float) -> float | None:
 
 
 def simultaneous_suite(tests: Sequence[SparcTests], samples: Sequence[tuple], groups: Sequence[str],
-                       alpha: float = 0.05, intervals: Sequence[tuple] | None = None) -> SparcSuite:
+                       alpha: float = 0.05) -> SparcSuite:
     """perfctl's default family: Bonferroni-simultaneous ratio intervals, verdicts read off them.
 
     Each of the m judged (benchmark, metric) pairs gets ``ratio_interval`` at 1 - alpha/m (SPARC section IV:
@@ -333,20 +333,17 @@ def simultaneous_suite(tests: Sequence[SparcTests], samples: Sequence[tuple], gr
     decided by the benchmarks); folding it in would widen every interval to 1 - alpha/(m+1) for a test that
     cannot even apply below 6 benchmarks.
 
-    ``samples``: one (x, y) per test, the values the test was computed from; ``intervals``: their
-    ratio_interval at family_level(len(tests), alpha) where the caller computed them already (compare
-    computes each benchmark's in the process that tested it), else computed here.
+    ``samples``: one (x, y) per test, the values the test was computed from. A test computed at the
+    family's level (family_level: compare does so) already holds its interval.
     """
-    if not len(tests) == len(samples) == len(groups) or intervals is not None and len(intervals) != len(tests):
+    if not len(tests) == len(samples) == len(groups):
         raise ValueError("tests, samples, groups: one sample pair and one group label per benchmark test")
     m = len(tests)
     level = family_level(m, alpha)
     decisions = []
-    for index, (test, (x, y)) in enumerate(zip(tests, samples)):
+    for test, (x, y) in zip(tests, samples):
         if test.confidence == level:  # the interval sparc_tests computed from the same values at this level
             low, high = test.ratio_low, test.ratio_high
-        elif intervals is not None:
-            low, high = intervals[index]
         else:
             low, high = ratio_interval(x, y, level, paired=test.paired)
         difference_shown, equivalence_shown = read_off(low, high, test.delta)
