@@ -11,8 +11,8 @@ only such inputs pay the import:
 - ``ndtr``, ``ndtri``: the standard normal distribution and its inverse;
 - ``betainc``, ``betaincc``: the regularized incomplete beta I_x(a, b) and its complement (binomial tails);
 - ``betaincinv``: the inverse of I_x(a, b) in x (Clopper-Pearson bounds);
-- ``stdtr``: Student's t distribution, any real df > 0 (Welch);
-- ``fdtr``, ``fdtrc``: Fisher's F distribution and its upper tail;
+- ``stdtr`` (``stdtr_pair``: both directions at once): Student's t distribution, any real df > 0 (Welch);
+- ``fdtr``, ``fdtrc`` (``fdtr_pair``: both at once): Fisher's F distribution and its upper tail;
 - ``kolmogorov``: the upper tail of Kolmogorov's limiting distribution;
 - ``smirnov``: the upper tail of the one-sided one-sample Smirnov statistic D_n^+.
 
@@ -494,25 +494,27 @@ def _beta_root(a: float, b: float, p: float) -> float | None:
 
 # --- Student's t and Fisher's F ----------------------------------------------------------------------------
 
-def stdtr(df: float, t: float) -> float:
+def stdtr_pair(df: float, t: float) -> tuple[float, float]:
     """P[T <= t] for Student's t with df > 0 degrees of freedom, real df included (Welch's test):
     (1/2) I_(df/(df + t^2))(df/2, 1/2) is the tail beyond |t| (Abramowitz & Stegun 26.7.1), evaluated as
     Boost's students_t cdf does, on 1 - I_(t^2/(df + t^2))(1/2, df/2) where df > 2 t^2 (each argument
     and its complement formed directly, neither as 1 minus the other). df/2 in the domain of ``betainc``.
 
-    >>> round(stdtr(10, -2.228138851986274), 10)   # the 2.5% point of t_10
-    0.025
+    Returns (stdtr(df, t), stdtr(df, -t)), both from one evaluation (the t-test's two directions).
+
+    >>> [round(v, 10) for v in stdtr_pair(10, -2.228138851986274)]   # the 2.5% point of t_10
+    [0.025, 0.975]
     """
     df, t = float(df), float(t)
     if math.isnan(df) or math.isnan(t) or df <= 0:
-        return math.nan
+        return math.nan, math.nan
     if t == 0:
-        return 0.5
+        return 0.5, 0.5
     if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
+        return (1.0, 0.0) if t > 0 else (0.0, 1.0)
     tt = t * t
     if tt > 1e300 or not _in_domain(0.5 * df, 0.5):
-        return float(_scipy_special().stdtr(df, t))
+        return float(_scipy_special().stdtr(df, t)), float(_scipy_special().stdtr(df, -t))
     if df > 2 * tt:
         pair = _beta_pair(0.5, 0.5 * df, tt / (df + tt), df / (df + tt))
         tail = None if pair is None else 0.5 * pair[1]
@@ -520,13 +522,27 @@ def stdtr(df: float, t: float) -> float:
         pair = _beta_pair(0.5 * df, 0.5, df / (df + tt), tt / (df + tt))
         tail = None if pair is None else 0.5 * pair[0]
     if tail is None:
-        return float(_scipy_special().stdtr(df, t))
-    return tail if t < 0 else 1.0 - tail
+        return float(_scipy_special().stdtr(df, t)), float(_scipy_special().stdtr(df, -t))
+    return (tail, 1.0 - tail) if t < 0 else (1.0 - tail, tail)
 
 
-def _fisher_pair(dfn: float, dfd: float, f: float) -> tuple[float, float]:
-    """(P[F <= f], P[F > f]) for F(dfn, dfd): I_w(dfn/2, dfd/2), w = dfn f/(dfn f + dfd) (A&S 26.6.2),
-    w and 1 - w each formed directly (as Boost's fisher_f cdf)."""
+def stdtr(df: float, t: float) -> float:
+    """P[T <= t] for Student's t with df degrees of freedom (scipy.special.stdtr); see ``stdtr_pair``.
+
+    >>> round(stdtr(10, -2.228138851986274), 10)
+    0.025
+    """
+    return stdtr_pair(df, t)[0]
+
+
+def fdtr_pair(dfn: float, dfd: float, f: float) -> tuple[float, float]:
+    """(fdtr, fdtrc): (P[F <= f], P[F > f]) for F(dfn, dfd) from one evaluation: I_w(dfn/2, dfd/2),
+    w = dfn f/(dfn f + dfd) (A&S 26.6.2), w and 1 - w each formed directly (as Boost's fisher_f cdf).
+
+    >>> [round(v, 8) for v in fdtr_pair(3, 10, 3.708264819)]
+    [0.95, 0.05]
+    """
+    dfn, dfd, f = float(dfn), float(dfd), float(f)
     if math.isnan(dfn) or math.isnan(dfd) or math.isnan(f) or dfn <= 0 or dfd <= 0 or f < 0:
         return math.nan, math.nan
     if f == 0:
@@ -552,7 +568,7 @@ def fdtr(dfn: float, dfd: float, f: float) -> float:
     >>> round(fdtr(3, 10, 3.708264819), 8)   # the 95% point of F(3, 10)
     0.95
     """
-    return _fisher_pair(float(dfn), float(dfd), float(f))[0]
+    return fdtr_pair(dfn, dfd, f)[0]
 
 
 def fdtrc(dfn: float, dfd: float, f: float) -> float:
@@ -561,7 +577,7 @@ def fdtrc(dfn: float, dfd: float, f: float) -> float:
     >>> round(fdtrc(3, 10, 3.708264819), 8)
     0.05
     """
-    return _fisher_pair(float(dfn), float(dfd), float(f))[1]
+    return fdtr_pair(dfn, dfd, f)[1]
 
 
 # --- Kolmogorov and Smirnov --------------------------------------------------------------------------------

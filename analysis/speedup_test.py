@@ -131,7 +131,7 @@ def _mean_test(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray, y_sorted: np.
                               reason=f"small sample and {which} is not shown normal (Shapiro-Wilk at {alpha})")
     if var_x > 0 and var_y > 0:
         f = var_x / var_y
-        variance_p = float(2 * min(special.fdtr(n - 1, m - 1, f), special.fdtrc(n - 1, m - 1, f)))
+        variance_p = float(2 * min(special.fdtr_pair(n - 1, m - 1, f)))
     else:
         variance_p = 0.0
     equal_variances = variance_p > alpha
@@ -143,10 +143,10 @@ def _mean_test(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray, y_sorted: np.
         se = math.sqrt(var_x / n + var_y / m)
         dof = (var_x / n + var_y / m) ** 2 / ((var_x / n) ** 2 / (n - 1) + (var_y / m) ** 2 / (m - 1))
     t = (_mean(x) - _mean(y)) / se
-    pvalue = float(special.stdtr(dof, -t))
+    pvalue, pvalue_reverse = special.stdtr_pair(dof, -t)
     return MeanTestResult(Verdict.SPEEDUP if pvalue <= alpha else Verdict.NOT_SIGNIFICANT, alpha, pvalue,
                           "student" if equal_variances else "welch", normality_pvalues, variance_p,
-                          risk_approximate=not small and not shown_normal, pvalue_reverse=float(special.stdtr(dof, t)))
+                          risk_approximate=not small and not shown_normal, pvalue_reverse=pvalue_reverse)
 
 
 @dataclass(frozen=True)
