@@ -24,10 +24,11 @@ import numpy as np
 from perfctl.analysis import special
 
 
-def _finite_sample(name: str, values, minimum: int) -> np.ndarray:
+def _finite_sample(name: str, values, minimum: int = 1) -> np.ndarray:
+    """``values`` as a 1-D float array of at least ``minimum`` finite values, else a ValueError naming it."""
     data = np.asarray(values, dtype=float)
     if data.ndim != 1 or data.size < minimum:
-        raise ValueError(f"{name}: need a 1-D sample of at least {minimum} values")
+        raise ValueError(f"{name}: need a 1-D sample of at least {minimum} value(s)")
     if not np.isfinite(data).all():
         raise ValueError(f"{name}: all values must be finite")
     return data

@@ -329,14 +329,7 @@ def _beta_array(a: np.ndarray, b: np.ndarray, x: np.ndarray, want_complement: bo
     n = a + b
     use_y = x > y  # y = 1 - x is exact there (Sterbenz)
     small = np.where(use_y, y, x)
-    high = n * small
-    split = 134217729.0 * n
-    n_high = split - (split - n)
-    n_low = n - n_high
-    split = 134217729.0 * small
-    s_high = split - (split - small)
-    s_low = small - s_high
-    low = ((n_high * s_high - high) + n_high * s_low + n_low * s_high) + n_low * s_low
+    high, low = _two_product(n, small)  # elementwise: the same operations on arrays
     gap = np.where(use_y, (high - b) + low, (a - high) - low)
     mean_small = high + low
     mean_a = np.where(use_y, n - mean_small, mean_small)

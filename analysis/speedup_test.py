@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfctl.analysis import special
-from perfctl.analysis.distributions import _shapiro_wilk_sorted, ks_statistic, ks_two_sided
+from perfctl.analysis.distributions import _finite_sample, _shapiro_wilk_sorted, ks_statistic, ks_two_sided
 from perfctl.analysis.rank_tests import _rank_sum_sorted, _sorted_median, median
 
 LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
@@ -26,15 +26,6 @@ class Verdict(enum.Enum):
     SPEEDUP = "speedup"
     NOT_SIGNIFICANT = "not significant"
     CANNOT_CONCLUDE = "cannot conclude"
-
-
-def _sample(name: str, values, minimum: int = 1) -> np.ndarray:
-    data = np.asarray(values, dtype=float)
-    if data.ndim != 1 or data.size < minimum:
-        raise ValueError(f"{name}: need a 1-D sample of at least {minimum} value(s)")
-    if not np.all(np.isfinite(data)):
-        raise ValueError(f"{name}: all values must be finite")
-    return data
 
 
 @dataclass(frozen=True)
@@ -47,7 +38,7 @@ class ObservedSpeedups:
 
 
 def observed_speedups(x, y) -> ObservedSpeedups:
-    x, y = _sample("x", x), _sample("y", y)
+    x, y = _finite_sample("x", x), _finite_sample("y", y)
     if np.any(x <= 0) or np.any(y <= 0):
         raise ValueError("x, y: speedups need positive values")
     return _observed_speedups(x, y, np.sort(x), np.sort(y))
@@ -107,7 +98,7 @@ def mean_test(x, y, alpha: float = 0.05) -> MeanTestResult:
     Fisher's F-test picks Student's (equal variances) or Welch's one-sided unpaired t-test. Large samples
     go to the F-test and t-test directly, with the risk flagged approximate when normality is rejected.
     """
-    x, y = _sample("x", x), _sample("y", y)
+    x, y = _finite_sample("x", x), _finite_sample("y", y)
     return _mean_test(x, y, np.sort(x), np.sort(y), alpha)
 
 
@@ -177,7 +168,7 @@ def _location_model_pvalue(x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
 
 def median_test(x, y, alpha: float = 0.05) -> MedianTestResult:
     """Is med(X) > med(Y) and P[X > Y] > 1/2 at risk alpha? Figure 2 of the Speedup-Test."""
-    x, y = _sample("x", x), _sample("y", y)
+    x, y = _finite_sample("x", x), _finite_sample("y", y)
     return _median_test(np.sort(x), np.sort(y), alpha)
 
 
@@ -223,8 +214,8 @@ def overall_speedup(xs, ys, weights=None, function: str = "median") -> OverallSp
     if w.shape != (len(xs),) or np.any(w < 0) or not np.any(w > 0):
         raise ValueError("weights: one non-negative weight per benchmark, not all zero")
     summarize = _SUMMARIES[function]
-    return _overall_speedup([summarize(_sample("xs", x)) for x in xs], [summarize(_sample("ys", y)) for y in ys],
-                            w, function)
+    return _overall_speedup([summarize(_finite_sample("xs", x)) for x in xs],
+                            [summarize(_finite_sample("ys", y)) for y in ys], w, function)
 
 
 def _overall_speedup(initial: list[float], candidate: list[float], weights: np.ndarray,
