@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import needs_no_pmu, perfctl
@@ -145,6 +146,21 @@ def test_reader_closing_the_pipe_early_does_not_change_the_exit_code(tmp_path):
                                 "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", capture_output=True,
                                 text=True)
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_reader_gone_before_the_output_keeps_the_comparisons_exit_code():
+    """`perfctl compare ... | true`: nothing can be written, no traceback, and the exit code still says what
+    the comparison found (3: a relevant difference between these files)."""
+    data = Path(__file__).resolve().parent / "data"
+    files = f"{data / 'googlebench_counters_a.json'} {data / 'googlebench_counters_b.json'}"
+    for fmt in ("json", "csv", "markdown", "table"):
+        result = subprocess.run(f"{sys.executable} -m perfctl compare {files} --format {fmt} | true; "
+                                "exit ${PIPESTATUS[0]}",
+                                shell=True, executable="/bin/bash", capture_output=True, text=True)
+        assert "Traceback" not in result.stderr and result.stderr == "", result.stderr
+        direct = subprocess.run([sys.executable, "-m", "perfctl", "compare", str(data / "googlebench_counters_a.json"),
+                                 str(data / "googlebench_counters_b.json"), "--format", fmt], capture_output=True)
+        assert result.returncode == direct.returncode, fmt
 
 
 def test_version_prints_the_package_version_and_exits_0():

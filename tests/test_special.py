@@ -201,3 +201,10 @@ def test_stirling_table_is_the_60_digit_value():
             log_gamma = (Decimal(math.factorial(2 * m)) / (Decimal(4) ** m * math.factorial(m)) * pi.sqrt()).ln()
         value = log_gamma - (z + Decimal("0.5")) * z.ln() + z - (2 * pi).sqrt().ln()
         assert special._STIRLING_HALVES[k] == float(value), k
+
+
+@pytest.mark.parametrize("a, b, p", [(2.5, 2.5, 1e-300), (1000.0, 1000.0, 1e-116), (2.5, 2.5, 1e-80),
+                                     (17.0, 14.0, 1e-41), (0.5, 999.5, 1e-200)])
+def test_betaincinv_far_in_the_tail_is_scipys_root_not_newtons_lost_one(a, b, p):
+    """Found by the adversarial tester: Newton's steps lost the root where I_x underflows near it."""
+    assert special.betaincinv(a, b, p) == pytest.approx(float(scipy_special.betaincinv(a, b, p)), rel=1e-12)

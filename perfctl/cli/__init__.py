@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import signal
 import sys
 import threading
 
@@ -109,6 +110,10 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt as err:
         say(f"{command}: interrupted" + (f" ({err.name})" if isinstance(err, Interrupted) else ""))
         return exit_code_of(err)
+    except BrokenPipeError:
+        # the reader left before the output was written (`| true`): silent, as a tool killed by SIGPIPE
+        quiet_stdout()
+        return 128 + signal.SIGPIPE
     except OSError as err:
         if err.errno not in OUTPUT_ERRNOS:
             raise

@@ -197,8 +197,8 @@ def comparison(args, command: str):
             labels = (f"machine {args.a}", f"machine {args.b}")
         else:
             # B read in a child on another core while A is read here (perfctl/parallel.py)
-            with Forked(read_dataset, args.b, args.input_format, interference(args),
-                        worth=_file_size(args.a) + _file_size(args.b) > PARALLEL_READ_BYTES) as reading_b:
+            with Forked(read_dataset, args.b, args.input_format, interference(args), worth=_worth_two(args)) \
+                    as reading_b:
                 a = unmix(read_dataset(args.a, args.input_format, interference(args)), args.pool)
                 b = unmix(reading_b.result(), args.pool)
             labels = (args.a, args.b)
@@ -226,12 +226,14 @@ def _fetched(args, command: str):
 PARALLEL_READ_BYTES = 4 << 20
 
 
-def _file_size(path: str) -> int:
-    """The size of a regular file, else 0 (a pipe is copied before it is read: perfctl/formats)."""
+def _worth_two(args) -> bool:
+    """Whether A and B are read in two processes: two regular files with enough to read. A pipe is copied
+    to a temporary file before it is read (perfctl/formats), which a child killed early would leave."""
     try:
-        return os.path.getsize(path) if os.path.isfile(path) else 0
+        sizes = [os.path.getsize(path) if os.path.isfile(path) else None for path in (args.a, args.b)]
     except OSError:
-        return 0
+        return False
+    return None not in sizes and sum(sizes) > PARALLEL_READ_BYTES
 
 
 def _select(names: list[str], *datasets) -> None:

@@ -214,6 +214,7 @@ class DatasetBuilder:
         lists = [bench.metrics.setdefault(WALL_TIME, [])]
         for label, (_, _, backend, status, unit, reason) in zip(labels, layout):
             lists.append(_reading_target(bench, label, status, unit, backend, reason))
+        bench.variants.setdefault(variant, 0)  # listed where first met, as the general way lists it
         self._variants.append((bench, variant, runs := [0]))
         return bench, lists, runs
 

@@ -18,7 +18,7 @@ import math
 
 from rich.console import Console
 
-from perfctl.output import EXIT_OK, UsageError
+from perfctl.output import EXIT_OK, UsageError, quiet_stdout
 from perfctl.text import visible
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
@@ -61,16 +61,20 @@ def write(report: Report, fmt: str, console: Console) -> int:
     """Write ``report`` in ``fmt`` (one of FORMATS) on ``console``; returns the report's exit code."""
     if fmt not in report.formats:
         raise report._unsupported(_FORMAT_NAMES.get(fmt, fmt))
-    if fmt == "table":
-        report.table(console)
-    elif fmt == "json":
-        console.file.write(json_text(report.document()) + "\n")
-    elif fmt == "csv":
-        console.file.write(report.csv())
-    elif fmt == "markdown":
-        console.file.write(report.markdown())
-    else:
-        console.file.write(report.html())
+    try:
+        if fmt == "table":
+            report.table(console)
+        elif fmt == "json":
+            console.file.write(json_text(report.document()) + "\n")
+        elif fmt == "csv":
+            console.file.write(report.csv())
+        elif fmt == "markdown":
+            console.file.write(report.markdown())
+        else:
+            console.file.write(report.html())
+    except BrokenPipeError:
+        # the reader left before reading it all (`| true`, `| head`): the exit code still describes the result
+        quiet_stdout()
     return report.exit_code()
 
 
