@@ -1,86 +1,87 @@
 """perfctl/parallel.py: work in a forked child gives back its value or raises its exception in the parent,
 dies with a cancel, and is done in-process where a fork is unsafe; `perfctl compare` of files large enough
-to be read in two processes prints exactly what it prints when read in one, and reports a bad file the same."""
+to be read in two processes prints exactly what it prints when read in one, and reports a bad file the same.
+
+Each check that needs a fork runs in a fresh interpreter: the test session's own process holds threads that
+other tests left (gRPC channels, servers' helpers), and there Forked rightly computes in-process."""
 
 import json
 import os
-import threading
-import time
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 import perfctl.cli.compare as compare_cli
-from perfctl import cli
-from perfctl.formats import DatasetError
-from perfctl.parallel import Forked
+
+two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
+                              reason="probe: one CPU to run on: perfctl does not fork (perfctl/parallel.py)")
 
 
-def _pid_of_child() -> int:
-    return os.getpid()
+def _fresh(code: str) -> str:
+    """Run ``code`` in a new interpreter (no threads but its own); its stdout."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
-def test_the_value_comes_from_a_child():
-    with Forked(_pid_of_child) as child:
-        pid = child.result()
-    assert pid != os.getpid()
-    assert child.result() == pid  # asked again: the same answer, no second wait
+@two_cpus
+def test_forked_gives_the_childs_value_or_exception_and_kills_it_when_left():
+    out = _fresh("""
+        import os, threading, time
+        from perfctl.formats import DatasetError
+        from perfctl.parallel import Forked
 
+        def refuse(path):
+            raise DatasetError(f"{path}: not a perfctl sample line")
 
-def _refuse(path):
-    raise DatasetError(f"{path}: not a perfctl sample line")
+        class Unpicklable(Exception):
+            def __init__(self):
+                super().__init__("holds a lock")
+                self.lock = threading.Lock()
 
+        def unpicklable():
+            raise Unpicklable()
 
-class _Unpicklable(Exception):
-    def __init__(self):
-        super().__init__("holds a lock")
-        self.lock = threading.Lock()
+        def killed():
+            os.kill(os.getpid(), 9)
 
-
-def _unpicklable():
-    raise _Unpicklable()
-
-
-def test_the_childs_exception_is_raised_in_the_parent():
-    with Forked(_refuse, "a.jsonl") as child, pytest.raises(DatasetError, match="^a.jsonl: not a perfctl sample"):
-        child.result()
-    with Forked(_unpicklable) as child, pytest.raises(RuntimeError, match="_Unpicklable: holds a lock"):
-        child.result()
-
-
-def _killed():
-    os.kill(os.getpid(), 9)
-
-
-def test_a_child_killed_is_an_error_not_a_hang():
-    with Forked(_killed) as child, pytest.raises(ChildProcessError, match="without a result"):
-        child.result()
-
-
-def test_leaving_early_kills_the_child():
-    with Forked(time.sleep, 600) as child:
-        pid = child._pid
-        assert pid and os.path.exists(f"/proc/{pid}")
-    assert child._pid is None and not os.path.exists(f"/proc/{pid}")  # killed and reaped
-
-
-def test_with_another_thread_running_it_is_done_here():
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
-    thread.start()
-    try:
-        with Forked(_pid_of_child) as child:
+        with Forked(os.getpid) as child:
+            pid = child.result()
+        assert pid != os.getpid() and child.result() == pid  # asked again: the same answer, no second wait
+        for function, args, kind, text in ((refuse, ("a.jsonl",), DatasetError, "a.jsonl: not a perfctl sample"),
+                                           (unpicklable, (), RuntimeError, "Unpicklable: holds a lock"),
+                                           (killed, (), ChildProcessError, "without a result")):
+            with Forked(function, *args) as child:
+                try:
+                    child.result()
+                except kind as err:
+                    assert text in str(err), err
+                else:
+                    raise AssertionError(f"{function.__name__}: no {kind.__name__}")
+        with Forked(time.sleep, 600) as child:  # leaving early kills and reaps the child
+            pid = child._pid
+            assert pid and os.path.exists(f"/proc/{pid}")
+        assert child._pid is None and not os.path.exists(f"/proc/{pid}")
+        stop = threading.Event()
+        thread = threading.Thread(target=stop.wait)
+        thread.start()
+        with Forked(os.getpid) as child:  # another thread running: done here
             assert child.result() == os.getpid()
-    finally:
         stop.set()
         thread.join()
-    with Forked(_pid_of_child, worth=False) as child:
-        assert child.result() == os.getpid()
+        with Forked(os.getpid, worth=False) as child:
+            assert child.result() == os.getpid()
+        print("ok")
+    """)
+    assert out == "ok\n"
 
 
-def _runs(path, factor: float, runs: int) -> None:
+def _runs(path, factor: float, runs: int, benchmarks: int = 40) -> None:
     with open(path, "w") as f:
         f.write(json.dumps({"type": "machine", "machine_id": "m"}) + "\n")
-        for b in range(40):
+        for b in range(benchmarks):
             for run in range(runs):
                 value = int(1e6 * (1 + b) * factor * (1 + 0.01 * ((run * 7919) % 13)))
                 f.write(json.dumps({
@@ -88,53 +89,72 @@ def _runs(path, factor: float, runs: int) -> None:
                     "benchmark": {"name": f"bench{b}", "argv": ["x"], "executable": "/x"},
                     "run_index": run, "warmup": False, "start_time_ns": None, "wall_ns": value, "outcome": "ok",
                     "readings": [{"event": "task-clock", "backend": "perf_event", "scope": "all", "status": "ok",
-                                  "unit": "ns", "value": value, "padding": "x" * 400}]}) + "\n")
+                                  "unit": "ns", "value": value, "padding": "x" * 1200}]}) + "\n")
 
 
-def _compare(monkeypatch, capsys, threshold: int, *paths) -> tuple[int, str, str]:
-    monkeypatch.setattr(compare_cli, "PARALLEL_READ_BYTES", threshold)
-    code = cli.main(["compare", *paths, "--format", "json"])
-    out, err = capsys.readouterr()
-    return code, out, err
+def _compare(*args: str, one_cpu: bool = False) -> tuple[int, str, str]:
+    """The real command; ``one_cpu`` pins it to one CPU, where it reads and tests in one process."""
+    command = (["taskset", "-c", str(min(os.sched_getaffinity(0)))] if one_cpu else []) + \
+        [sys.executable, "-m", "perfctl", "compare", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stdout, result.stderr
 
 
-def test_compare_reads_big_files_in_two_processes_to_the_same_answer(tmp_path, monkeypatch, capsys):
+@two_cpus
+def test_compare_reads_big_files_in_two_processes_to_the_same_answer(tmp_path):
     a, b = str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
     _runs(a, 1.0, 60)
     _runs(b, 1.05, 60)
-    forked = _compare(monkeypatch, capsys, 0, a, b)
-    alone = _compare(monkeypatch, capsys, 1 << 62, a, b)
+    assert os.path.getsize(a) + os.path.getsize(b) > compare_cli.PARALLEL_READ_BYTES
+    forked = _compare(a, b, "--format", "json")
+    alone = _compare(a, b, "--format", "json", one_cpu=True)
     assert forked == alone and forked[0] == 3 and json.loads(forked[1])["benchmarks"]
     with open(b, "a") as f:
         f.write('{"type": "sample", "schema_version": 1, "benchmark": {"name": 7}}\n')
-    code, out, err = _compare(monkeypatch, capsys, 0, a, b)
+    code, out, err = _compare(a, b)
     assert (code, out) == (2, "") and err.startswith(f"perfctl compare: {b}:2402: benchmark") and err.count("\n") == 1
-    assert _compare(monkeypatch, capsys, 1 << 62, a, b) == (code, out, err)
-    code, out, err = _compare(monkeypatch, capsys, 0, b, a)  # A bad: its error, though B is read meanwhile
+    assert _compare(a, b, one_cpu=True) == (code, out, err)
+    code, out, err = _compare(b, a)  # A bad: its error, though B is read meanwhile
     assert code == 2 and err.startswith(f"perfctl compare: {b}:2402:")
 
 
+@two_cpus
 @pytest.mark.parametrize("parameters", [{}, {"paired": True}, {"family": "sparc", "correction": "holm"}])
-def test_compare_split_over_two_processes_gives_the_same_floats(parameters):
-    import numpy as np
+def test_compare_split_over_two_processes_gives_the_same_floats(parameters, tmp_path):
+    out = _fresh(f"""
+        import os
+        import numpy as np
+        import perfctl.analysis.compare as analysis
+        from perfctl.analysis.compare import SPLIT_MIN, Parameters, compare
 
-    from perfctl.analysis.compare import SPLIT_MIN, Parameters, compare
+        rng = np.random.default_rng(16)
+        a, b = {{}}, {{}}
+        for index in range(SPLIT_MIN + 9):
+            key = (f"bench{{index:03d}}", "wall-time" if index % 3 else "instructions")
+            a[key] = list(rng.lognormal(10, 0.02, 30))
+            b[key] = list(rng.lognormal(10 + 0.05 * (index % 4), 0.02, 30))
+        a["one-run", "wall-time"], b["one-run", "wall-time"] = [1.0], [1.0, 2.0]  # cannot be judged
+        a["ties", "wall-time"], b["ties", "wall-time"] = [5.0] * 30, [5.0] * 29 + [6.0]
+        parameters = Parameters(**{parameters!r})
+        if parameters.paired:
+            b["one-run", "wall-time"] = [1.0]
+        together = compare(a, b, parameters)
+        examined, log = analysis._examined, {str(tmp_path / "pids")!r}
 
-    rng = np.random.default_rng(16)
-    a, b = {}, {}
-    for index in range(SPLIT_MIN + 9):
-        key = (f"bench{index:03d}", "wall-time" if index % 3 else "instructions")
-        a[key] = list(rng.lognormal(10, 0.02, 30))
-        b[key] = list(rng.lognormal(10 + 0.05 * (index % 4), 0.02, 30))
-    a["one-run", "wall-time"], b["one-run", "wall-time"] = [1.0], [1.0, 2.0]  # cannot be judged
-    a["ties", "wall-time"], b["ties", "wall-time"] = [5.0] * 30, [5.0] * 29 + [6.0]
-    if parameters.get("paired"):
-        b["one-run", "wall-time"] = [1.0]
-    together = compare(a, b, Parameters(**parameters))
-    split = compare(a, b, Parameters(**parameters), split=True)
-    assert repr(split) == repr(together)
-    assert any(row.cannot_conclude for row in split.benchmarks)
-    assert len({row.sparc.relevance for row in split.benchmarks if row.sparc}) > 1
+        def recorded(*args):  # which processes tested benchmarks
+            with open(log, "a") as f:
+                f.write(f"{{os.getpid()}}\\n")
+            return examined(*args)
+
+        analysis._examined = recorded
+        split = compare(a, b, parameters, split=True)
+        assert repr(split) == repr(together)
+        assert any(row.cannot_conclude for row in split.benchmarks)
+        assert len({{row.sparc.relevance for row in split.benchmarks if row.sparc}}) > 1
+        pids = open(log).read().split()
+        print(len(pids), len(set(pids)), str(os.getpid()) in pids)
+    """)
+    assert out == "2 2 True\n"  # two halves, in this process and in another
 
 
 def test_a_pipe_is_read_here_so_its_copy_is_never_left_behind(tmp_path, monkeypatch):
