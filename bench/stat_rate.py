@@ -4,8 +4,14 @@
 All three are measured in this one run on this machine as whole commands (start-up included, amortized over
 N runs): rate = N / elapsed wall time. The tools take turns for --rounds rounds (ABCABC..., not blocks, so a
 noisy minute hurts all of them alike) and each tool's median rate is compared. perf stat gets exactly the events perfctl
-counts here (timer and device interrupt tracepoints included); hyperfine counts nothing. Targets (issue 2):
-perfctl >= 10x perf stat's rate, and >= 1/3 of hyperfine's. Also prints perfctl's peak resident memory
+counts here (timer and device interrupt tracepoints included); hyperfine counts nothing.
+
+perf stat is measured cold and warm. Cold, the kernel registers each tracepoint afresh for every one of its
+runs (~40 ms here); when anything else holds them registered (a running agent, any tracer) perf stat pays
+nothing of it. Warm, a background `perf stat -a` counting the same events holds them, and perfctl takes a
+turn under the same holder, so that both pay whatever it costs. Targets (issue 16): perfctl >= 1.2x warm
+`perf stat -r` (the cold ratio is printed beside it: issue 2's 10x was mostly that registration), and
+>= 0.5x hyperfine -N. Also prints perfctl's peak resident memory
 (ru_maxrss of the perfctl process) after its N runs. Where the ebpf backend loads, `perfctl stat --backend
 perf_event,ebpf` takes its turn too, and the per-run cost eBPF adds is printed beside the perf_event-only
 figure (issue 6).
@@ -16,9 +22,11 @@ figure (issue 6).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,6 +54,21 @@ def timed(argv: list[str]) -> tuple[float, int]:
 
 
 EBPF = "perfctl +ebpf"
+WARM_PERFCTL, WARM_PERF = "perfctl (warm)", "perf stat (warm)"
+
+
+@contextlib.contextmanager
+def holding(holder: list[str]):
+    """A `perf stat -a` of the same events running meanwhile: the tracepoints stay registered."""
+    proc = subprocess.Popen(holder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)  # its events opened
+        if proc.poll() is not None:
+            sys.exit(f"bench: the holding perf stat -a ended: {proc.stderr.read().decode()[-300:]}")
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
 
 
 def timed_perfctl(argv: list[str], samples: str, runs: int) -> tuple[float, int]:
@@ -94,17 +117,19 @@ def main() -> None:
         samples = os.path.join(tmp, "samples.jsonl")
         perfctl = [sys.executable, "-m", "perfctl", "stat", "-r", str(args.runs), "--no-progress", "-o", samples,
                    "--", TARGET]
-        perf = ["perf", "stat", "-r", str(args.perf_runs), "-x,", "-o", os.path.join(tmp, "perf.csv")]
-        for name in perf_events():
-            perf += ["-e", name]
-        perf += ["--", TARGET]
+        events = [arg for name in perf_events() for arg in ("-e", name)]
+        perf = ["perf", "stat", "-r", str(args.perf_runs), "-x,", "-o", os.path.join(tmp, "perf.csv"), *events,
+                "--", TARGET]
         hyperfine = ["hyperfine", "-N", "--runs", str(args.runs), "--export-json", os.path.join(tmp, "h.json"),
                      TARGET]
         ebpf = ebpf_reason()
         with_ebpf = perfctl[:4] + ["--backend", "perf_event,ebpf"] + perfctl[4:]
 
-        times: dict[str, list[float]] = {"perfctl": [], "perf stat -r": [], "hyperfine -N": []}
-        runs = {"perfctl": args.runs, "perf stat -r": args.perf_runs, "hyperfine -N": args.runs}
+        holder = ["perf", "stat", "-a", "-x,", "-o", os.devnull, *events]  # until SIGINT
+        times: dict[str, list[float]] = {"perfctl": [], "perf stat -r": [], "hyperfine -N": [], WARM_PERFCTL: [],
+                                         WARM_PERF: []}
+        runs = {"perfctl": args.runs, "perf stat -r": args.perf_runs, "hyperfine -N": args.runs,
+                WARM_PERFCTL: args.runs, WARM_PERF: args.perf_runs}
         if ebpf is None:
             times[EBPF] = []
             runs[EBPF] = args.runs
@@ -117,6 +142,9 @@ def main() -> None:
             if ebpf is None:
                 elapsed, ebpf_rss = timed_perfctl(with_ebpf, samples, args.runs)
                 times[EBPF].append(elapsed)
+            with holding(holder):
+                times[WARM_PERFCTL].append(timed_perfctl(perfctl, samples, args.runs)[0])
+                times[WARM_PERF].append(timed(perf)[0])
 
     rates = {tool: statistics.median(runs[tool] / t for t in elapsed) for tool, elapsed in times.items()}
     print(f"events: {', '.join(perf_events())}")
@@ -124,10 +152,13 @@ def main() -> None:
         every = ", ".join(f"{runs[tool] / t:.0f}" for t in times[tool])
         print(f"{tool:>14}: {rate:8.1f} runs/s median of {args.rounds} rounds ({every})")
     vs_perf = rates["perfctl"] / rates["perf stat -r"]
+    vs_warm = rates[WARM_PERFCTL] / rates[WARM_PERF]
     vs_hyperfine = rates["perfctl"] / rates["hyperfine -N"]
-    print(f"perfctl / perf stat -r : {vs_perf:6.2f}x  (target >= 10)  {'PASS' if vs_perf >= 10 else 'FAIL'}")
-    verdict = "PASS" if vs_hyperfine >= 1 / 3 else "FAIL"
-    print(f"perfctl / hyperfine -N : {vs_hyperfine:6.2f}x  (target >= 0.33) {verdict}")
+    print(f"perfctl / perf stat -r, cold : {vs_perf:6.2f}x  (perf stat registers the tracepoints for each run)")
+    print(f"perfctl / perf stat -r, warm : {vs_warm:6.2f}x  (both under a perf stat -a holding them; target >= 1.2) "
+          f"{'PASS' if vs_warm >= 1.2 else 'FAIL'}")
+    verdict = "PASS" if vs_hyperfine >= 0.5 else "FAIL"
+    print(f"perfctl / hyperfine -N       : {vs_hyperfine:6.2f}x  (target >= 0.5) {verdict}")
     print(f"perfctl peak resident memory after {args.runs} runs: {perfctl_rss / 1024:.1f} MiB")
     if ebpf is not None:
         print(f"ebpf backend not measured: {ebpf}")
