@@ -160,12 +160,11 @@ def test_compare_split_over_two_processes_gives_the_same_floats(parameters, tmp_
 def test_a_pipe_is_read_here_so_its_copy_is_never_left_behind(tmp_path, monkeypatch):
     """A pipe is copied to a temporary file before it is read; a child killed early (the other file bad,
     Ctrl-C) would leave that copy, so compare forks only for two regular files."""
-    import argparse
 
     monkeypatch.setattr(compare_cli, "PARALLEL_READ_BYTES", 0)
     a, fifo = tmp_path / "a.jsonl", tmp_path / "b.fifo"
     _runs(a, 1.0, 2)
     os.mkfifo(fifo)
-    assert compare_cli._worth_two(argparse.Namespace(a=str(a), b=str(a)))
-    assert not compare_cli._worth_two(argparse.Namespace(a=str(a), b=str(fifo)))
-    assert not compare_cli._worth_two(argparse.Namespace(a=str(tmp_path / "missing"), b=str(a)))
+    assert compare_cli._worth_two(str(a), str(a))
+    assert not compare_cli._worth_two(str(a), str(fifo))
+    assert not compare_cli._worth_two(str(tmp_path / "missing"), str(a))

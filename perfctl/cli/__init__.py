@@ -20,6 +20,7 @@ import sys
 import threading
 
 from perfctl.cli import (
+    ab,
     agent,
     audit,
     cache,
@@ -46,9 +47,9 @@ from perfctl.output import (
 )
 
 # the order of `perfctl --help`; each module has add_parser(sub) and run(args)
-COMMANDS = {"stat": stat, "compare": compare, "report": report, "server": server, "agent": agent, "token": token,
-            "submit": submit, "machines": listings, "jobs": listings, "benchmarks": listings, "audit": audit,
-            "cache": cache, "info": info, "completion": completion}
+COMMANDS = {"stat": stat, "ab": ab, "compare": compare, "report": report, "server": server, "agent": agent,
+            "token": token, "submit": submit, "machines": listings, "jobs": listings, "benchmarks": listings,
+            "audit": audit, "cache": cache, "info": info, "completion": completion}
 _SERVING_COMMANDS = ("server", "agent")  # they stop their event loop on a signal instead
 
 

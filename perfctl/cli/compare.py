@@ -125,24 +125,45 @@ def _in_range(text: str, ns: float) -> int:
 def selection(text: str, args, command: str):
     """One side naming a machine: MACHINE[@job=ID | @KEY=VALUE[,KEY=VALUE...]] with the time range and
     --all-history, as the Selection the server takes (protos/perfctl/v1/fleet.proto)."""
-    import re
-
-    from perfctl.model import parse_labels
     from perfctl.v1 import fleet_pb2 as pb
 
     machine, at, spec = text.partition("@")
     if not machine or (at and not spec):
         raise UsageError(f"{command}: {text!r}: expected MACHINE, MACHINE@job=ID or MACHINE@KEY=VALUE[,KEY=VALUE]")
-    try:
-        # a comma starts another label only where KEY= follows it: a value may hold commas (k=a,b)
-        labels = parse_labels(re.split(r",(?=[A-Za-z0-9_.-]{1,64}=)", spec) if spec else [], option=f"{machine}@")
-    except ValueError as err:
-        raise UsageError(f"{command}: {err}") from None
+    labels = _selected_labels(spec, machine, command)
     job_id = labels.pop("job", "")
     if args.since and args.until and args.since >= args.until:
         raise UsageError(f"{command}: --since must be before --until")
     return pb.Selection(machine=machine, job_id=job_id, labels=labels, since_ns=args.since or 0,
                         until_ns=args.until or 0, all_history=args.all_history)
+
+
+def _selected_labels(spec: str, where: str, command: str) -> dict[str, str]:
+    """The KEY=VALUE[,KEY=VALUE...] after a side's ``@``: a comma starts another label only where KEY=
+    follows it (a value may hold commas: k=a,b)."""
+    import re
+
+    from perfctl.model import parse_labels
+
+    try:
+        return parse_labels(re.split(r",(?=[A-Za-z0-9_.-]{1,64}=)", spec) if spec else [], option=f"{where}@")
+    except ValueError as err:
+        raise UsageError(f"{command}: {err}") from None
+
+
+def file_side(text: str, command: str) -> tuple[str, dict[str, str]]:
+    """One side naming a file: FILE, or FILE@KEY=VALUE[,KEY=VALUE...] for the runs of a perfctl sample file
+    that carry those labels (`perfctl ab` writes its commands' runs into one file as ab=A, ab=B, ...). A
+    path that exists is always a file, '@' and all."""
+    if os.path.exists(text) or "@" not in text:
+        return text, {}
+    for at in (i for i, char in enumerate(text) if char == "@"):
+        path, spec = text[:at], text[at + 1:]
+        if path and os.path.exists(path):
+            if not spec:
+                raise UsageError(f"{command}: {text!r}: expected FILE@KEY=VALUE[,KEY=VALUE]")
+            return path, _selected_labels(spec, path, command)
+    return text, {}
 
 
 def _parameters(args, command: str):
@@ -196,10 +217,11 @@ def comparison(args, command: str):
             a, b = (unmix(dataset, args.pool) for dataset in _fetched(args, command))
             labels = (f"machine {args.a}", f"machine {args.b}")
         else:
+            (path_a, labels_a), (path_b, labels_b) = file_side(args.a, command), file_side(args.b, command)
             # B read in a child on another core while A is read here (perfctl/parallel.py)
-            with Forked(read_dataset, args.b, args.input_format, interference(args), worth=_worth_two(args)) \
-                    as reading_b:
-                a = unmix(read_dataset(args.a, args.input_format, interference(args)), args.pool)
+            with Forked(read_dataset, path_b, args.input_format, interference(args), labels_b,
+                        worth=_worth_two(path_a, path_b)) as reading_b:
+                a = unmix(read_dataset(path_a, args.input_format, interference(args), labels_a), args.pool)
                 b = unmix(reading_b.result(), args.pool)
             labels = (args.a, args.b)
             if args.benchmark:
@@ -226,11 +248,11 @@ def _fetched(args, command: str):
 PARALLEL_READ_BYTES = 4 << 20
 
 
-def _worth_two(args) -> bool:
+def _worth_two(path_a: str, path_b: str) -> bool:
     """Whether A and B are read in two processes: two regular files with enough to read. A pipe is copied
     to a temporary file before it is read (perfctl/formats), which a child killed early would leave."""
     try:
-        sizes = [os.path.getsize(path) if os.path.isfile(path) else None for path in (args.a, args.b)]
+        sizes = [os.path.getsize(path) if os.path.isfile(path) else None for path in (path_a, path_b)]
     except OSError:
         return False
     return None not in sizes and sum(sizes) > PARALLEL_READ_BYTES

@@ -98,9 +98,10 @@ def _json_line_format(line: str) -> str | None:
 MAX_PIPE_BYTES = 4 << 30
 
 
-def read_dataset(path: str, input_format: str | None = None, interference=None) -> Dataset:
+def read_dataset(path: str, input_format: str | None = None, interference=None, labels=None) -> Dataset:
     """Read a sample file; ``input_format`` overrides detection; ``interference`` (model.InterferencePolicy)
-    flags or leaves out perfctl runs that other tasks interfered with (other formats carry no such data).
+    flags or leaves out perfctl runs that other tasks interfered with (other formats carry no such data);
+    ``labels`` (a mapping) keeps only the perfctl runs that carry all of them (`perfctl ab`'s ab=A, ab=B).
 
     A pipe (``<(cmd)``, ``/dev/stdin``) is read once into a temporary file first: detecting the format and
     reading the file each open it, and a pipe cannot be read twice. Devices and directories are refused
@@ -113,14 +114,14 @@ def read_dataset(path: str, input_format: str | None = None, interference=None) 
         with tempfile.NamedTemporaryFile(prefix="perfctl-pipe-") as copy:
             _copy_pipe(path, copy)
             try:
-                dataset = _read_file(copy.name, input_format, interference)
+                dataset = _read_file(copy.name, input_format, interference, labels)
             except DatasetError as err:
                 raise DatasetError(str(err).replace(copy.name, path)) from None
         dataset.path = path
         return dataset
     if not stat.S_ISREG(mode):
         raise DatasetError(f"{path}: not a regular file or a pipe")
-    return _read_file(path, input_format, interference)
+    return _read_file(path, input_format, interference, labels)
 
 
 def _copy_pipe(path: str, copy) -> None:
@@ -137,15 +138,17 @@ def _copy_pipe(path: str, copy) -> None:
         raise DatasetError(f"{path}: {err.strerror}") from None
 
 
-def _read_file(path: str, input_format: str | None, interference) -> Dataset:
+def _read_file(path: str, input_format: str | None, interference, labels=None) -> Dataset:
     fmt = input_format or detect(path)
+    if labels and fmt != "perfctl":
+        raise DatasetError(f"{path}: labels select runs of perfctl sample files only (this is a {fmt} file)")
     if fmt == "perfctl":
         from functools import partial
 
         from perfctl.formats.jsonl import read_dataset as read_perfctl
         from perfctl.model import InterferencePolicy
 
-        reader = partial(read_perfctl, interference=interference or InterferencePolicy())
+        reader = partial(read_perfctl, interference=interference or InterferencePolicy(), labels=labels)
     elif fmt == "hyperfine":
         from perfctl.formats.hyperfine import read_dataset as reader
     elif fmt == "pyperf":
@@ -163,5 +166,6 @@ def _read_file(path: str, input_format: str | None, interference) -> Dataset:
     dataset = reader(path)
     if not any(b.metrics for b in dataset.benchmarks.values()):
         why = f" ({'; '.join(dataset.notes)})" if dataset.notes else ""
-        raise DatasetError(f"{path}: no measured runs in this {fmt} file{why}")
+        which = " labelled " + ",".join(f"{k}={v}" for k, v in labels.items()) if labels else ""
+        raise DatasetError(f"{path}: no measured runs{which} in this {fmt} file{why}")
     return dataset

@@ -271,8 +271,9 @@ class DatasetBuilder:
         return dataset
 
 
-def read_dataset(path: str, interference: InterferencePolicy | None = None):
-    """A perfctl JSON Lines file as a Dataset (see DatasetBuilder).
+def read_dataset(path: str, interference: InterferencePolicy | None = None, labels: dict | None = None):
+    """A perfctl JSON Lines file as a Dataset (see DatasetBuilder); with ``labels``, only the samples that
+    carry every one of them (the others are not read further).
 
     Reads the JSON objects directly (orjson) rather than through Sample.from_dict: building 100,000 frozen
     dataclasses took longer than the whole comparison (bench/compare_speed.py). Malformed lines are
@@ -297,10 +298,17 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None):
             if kind == "machine":
                 builder.dataset.machine = builder.dataset.machine or record
             elif kind == "sample":
+                if labels and not _labelled(record, labels):
+                    continue
                 builder.add(record, line=number)
             else:
                 raise DatasetError(f"{path}:{number}: not a perfctl sample line: unknown record type {kind!r}")
     return builder.finish()
+
+
+def _labelled(record: dict, labels: dict) -> bool:
+    carried = record.get("labels")
+    return isinstance(carried, dict) and all(carried.get(key) == value for key, value in labels.items())
 
 
 _SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}

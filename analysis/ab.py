@@ -1,0 +1,194 @@
+"""The sequential comparison behind ``perfctl ab``: rounds of A and B until the verdict is settled.
+
+Each round measures A and B once, in a random order, and contributes one log ratio d_i = log(a_i / b_i)
+(a, b: the metric's values, e.g. task-clock; a ratio above 1 means B is faster, as compare's S = X/Y, SPARC
+Eq. 5). The comparison keeps an anytime-valid confidence sequence (CS) for the median of the d_i
+(analysis/sequential.py: Howard & Ramdas 2022, Theorem 3 by default) and reads its verdict off that CS exactly
+as compare reads its verdict off an interval (analysis/sparc.py ``read_off``, Table I of Tullos et al.):
+
+- relevant difference: the CS excludes 1; *settled* when it lies entirely beyond the margin band
+  [1 - margin, 1 + margin] (``beyond``: B shown faster or slower by more than the margin);
+- trivial difference: the CS excludes 1 and lies inside the band (settled);
+- equivalence: the CS lies inside the band and holds 1 (settled);
+- indeterminate: neither.
+
+A relevant difference whose CS still crosses an edge of the band is not settled: more rounds will show it
+beyond the margin or inside it. Because the CS covers the true median at every round at once with
+probability >= 1 - alpha, stopping at the first settled round (or when the budget ends) keeps that
+guarantee, and so does the running intersection of the CS over the rounds, which is what is reported: it
+can only narrow, so a verdict once settled cannot be taken back by a later round. With k commands compared
+against the first, each CS is held at alpha / k (Bonferroni): all k cover together with probability >= 1 -
+alpha, so every verdict of the run is right together with that probability.
+
+The guarantee assumes the rounds' log ratios are independent and identically distributed. Interleaving A and
+B in random order within each round is what makes a slow drift of the machine cancel in the ratio; a
+sequence whose running intersection becomes empty has shown that assumption false (``contradicted``).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from perfctl.analysis.sequential import METHODS, quantile_cs_ranks
+from perfctl.analysis.sparc import Relevance, beyond, read_off, relevance
+
+# The time the double-stitching bound is tightest at (confseq's t_opt): small, so that a large difference
+# settles in the fewest rounds (the median's CS is first bounded at 18 rounds for alpha 0.05 with 20, at 39
+# with 100); the width at 2,000 rounds is only ~6% more than with 100 (docs/statistics.md).
+T_OPT = 20
+# How far rounds_to_settle looks ahead, as a multiple of the rounds done.
+LOOK_AHEAD = 1000
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """One comparison's state after ``rounds`` rounds: the ratio A/B (exp of the median log ratio), its
+    confidence sequence [low, high] (None: that end not yet bounded), the verdict read off it, whether the
+    verdict is settled (see the module docstring), and ``beyond`` ("faster"/"slower" when the CS lies
+    beyond the margin, else None). ``alpha`` is this comparison's share of the family's risk."""
+
+    rounds: int
+    ratio: float | None
+    low: float | None
+    high: float | None
+    verdict: Relevance
+    beyond: str | None
+    settled: bool
+    contradicted: bool
+    margin: float
+    alpha: float
+    method: str
+
+    @property
+    def confidence(self) -> float:
+        return 1 - self.alpha
+
+
+def settles(low: float | None, high: float | None, margin: float) -> bool:
+    """Whether a verdict read off [low, high] is final: the interval lies beyond the margin band or inside
+    it.
+
+    >>> settles(1.2, 1.5, 0.05), settles(0.97, 1.01, 0.05), settles(1.01, 1.08, 0.05), settles(None, 2, 0.05)
+    (True, True, False, False)
+    """
+    if low is None or high is None:
+        return False
+    inside = 1 - margin <= low and high <= 1 + margin
+    return inside or beyond(low, high, margin) is not None
+
+
+@lru_cache(maxsize=1 << 16)
+def _ranks(t: int, alpha: float, method: str, t_opt: int) -> tuple[int, int]:
+    return quantile_cs_ranks(t, 0.5, alpha, method, t_opt)
+
+
+class SequentialComparison:
+    """The rounds of one command B against the baseline A, decided after every round.
+
+    ``alpha``: the family's risk; ``comparisons``: how many commands are compared with the baseline (each
+    CS is held at alpha / comparisons). ``method``: a boundary of analysis/sequential.py.
+    """
+
+    def __init__(self, margin: float = 0.05, alpha: float = 0.05, comparisons: int = 1,
+                 method: str = "double_stitching", t_opt: int = T_OPT):
+        if not 0 < margin < 1:
+            raise ValueError(f"margin must be strictly between 0 and 1, got {margin!r}")
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
+        if not (isinstance(comparisons, int) and comparisons >= 1):
+            raise ValueError(f"comparisons must be a positive integer, got {comparisons!r}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        self.margin, self.method, self.t_opt = float(margin), method, int(t_opt)
+        self.alpha = alpha / comparisons
+        self._sorted: list[float] = []
+        # the running intersection of the CS (log scale); -inf/inf while an end is unbounded
+        self._low, self._high = -math.inf, math.inf
+        self.contradicted = False
+
+    @property
+    def rounds(self) -> int:
+        return len(self._sorted)
+
+    def add(self, a: float, b: float) -> None:
+        """One round's values of the metric for A and B (both finite and > 0: the ratio needs them)."""
+        if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
+            raise ValueError(f"a round needs finite values above 0 for A and B, got {a!r} and {b!r}")
+        self.add_log_ratio(math.log(a / b))
+
+    def add_log_ratio(self, d: float) -> None:
+        bisect.insort(self._sorted, d)
+        low, high = self._current()
+        new_low, new_high = max(self._low, low), min(self._high, high)
+        if new_low > new_high:
+            # no value is in every CS so far: the rounds are not i.i.d. (or this is the alpha chance of a
+            # miss); keep the last sequence that held together, and say so
+            self.contradicted = True
+            return
+        self._low, self._high = new_low, new_high
+
+    def _current(self) -> tuple[float, float]:
+        t = len(self._sorted)
+        lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
+        low = self._sorted[lower - 1] if lower >= 1 else -math.inf
+        high = self._sorted[upper - 1] if upper <= t else math.inf
+        return low, high
+
+    def settlement(self) -> Settlement:
+        t = len(self._sorted)
+        ratio = math.exp(_sorted_median(self._sorted)) if t else None
+        low = math.exp(self._low) if math.isfinite(self._low) else None
+        high = math.exp(self._high) if math.isfinite(self._high) else None
+        return Settlement(rounds=t, ratio=ratio, low=low, high=high,
+                          verdict=relevance(*read_off(low, high, self.margin)),
+                          beyond=beyond(low, high, self.margin), settled=settles(low, high, self.margin),
+                          contradicted=self.contradicted, margin=self.margin, alpha=self.alpha, method=self.method)
+
+    def rounds_to_settle(self) -> int | None:
+        """An estimate of the rounds after which the verdict would settle, if the log ratios to come are
+        distributed as those seen so far: the first t at which the CS's ranks, read off the rounds' empirical
+        distribution, settle. None when even LOOK_AHEAD times the rounds done would not (the median sits on
+        an edge of the band) or when there are no rounds yet."""
+        t_now = len(self._sorted)
+        if t_now == 0:
+            return None
+        if self.settlement().settled:
+            return t_now
+        observed = np.asarray(self._sorted)
+
+        def settled_at(t: int) -> bool:
+            lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
+            if lower < 1 or upper > t:
+                return False
+            # the order statistics at those ranks, as proportions of the empirical distribution
+            low, high = np.quantile(observed, [(lower - 1) / (t - 1) if t > 1 else 0,
+                                               (upper - 1) / (t - 1) if t > 1 else 1])
+            return settles(math.exp(low), math.exp(high), self.margin)
+
+        limit = t_now * LOOK_AHEAD
+        high = t_now + 1
+        while not settled_at(high):
+            if high >= limit:
+                return None
+            high = min(2 * high, limit)
+        low = max(t_now, high // 2)
+        while high - low > 1:  # settled_at is monotone in t up to the bound's steps; bisect for the first
+            middle = (low + high) // 2
+            if settled_at(middle):
+                high = middle
+            else:
+                low = middle
+        return high
+
+
+def _sorted_median(values: list[float]) -> float:
+    n = len(values)
+    middle = n // 2
+    return values[middle] if n % 2 else (values[middle - 1] + values[middle]) / 2

@@ -1,0 +1,326 @@
+"""`perfctl ab`: run two or more commands interleaved, round after round, until the comparison is settled
+(docs/ab.md; the statistics: analysis/ab.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import time
+
+from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare
+from perfctl.cli.options import (
+    SIGNAL_EXIT,
+    command_of,
+    exit_status,
+    interference,
+    loudness,
+    non_negative_int,
+    positive_int,
+    probability,
+    verbosity,
+)
+from perfctl.output import OUTPUT_ERRNOS, Interrupted, UsageError, console, interactive, quiet_stdout, say
+from perfctl.report import write
+
+SEPARATOR = ":::"
+SIDE_LABEL = "ab"  # the label key that tells the commands' samples apart in one file
+DEFAULT_MAX_RUNS = 1000
+MAX_COMMANDS = 26  # sides are lettered A to Z
+LIVE_SECONDS = 0.25  # the live display is redrawn at most this often (a redraw is perfctl running between runs)
+
+
+def duration(text: str) -> float:
+    """An argparse type: seconds, or a number with s, m or h (90, 90s, 15m, 2h)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not match or float(match[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} (90, 90s, 15m, 2h)")
+    return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+def add_parser(sub) -> None:
+    ab = sub.add_parser(
+        "ab", help="run commands interleaved until the comparison is settled",
+        description="Run CMD_A and CMD_B (and more, each compared with A) in rounds, in a random order within "
+                    "each round, and stop as soon as the verdict is settled: B faster or slower by more than the "
+                    "margin, a difference inside it, or equivalence. The verdict reads off an anytime-valid "
+                    "confidence sequence, so stopping when it settles keeps the stated confidence (docs/ab.md).",
+        epilog=exit_status("0 settled, no relevant slowdown of any command", "3 a command shown slower than A "
+                           "(--fail-on)", "4 a verdict not settled within the budget", "1 a run failed",
+                           "2 bad usage or input, or an output that cannot be written",
+                           f"{SIGNAL_EXIT}: the run in progress is killed, finished runs are kept"))
+    ab.add_argument("--margin", type=probability, default=0.05,
+                    help="equivalence margin: ratios in [1-margin, 1+margin] are equivalent (0.05)")
+    ab.add_argument("--confidence", type=probability, default=0.95,
+                    help="that every verdict of the run is right, together (0.95)")
+    ab.add_argument("--metric", metavar="METRIC",
+                    help="what is compared (default: instructions, else cycles, else task-clock, else wall-time)")
+    ab.add_argument("--max-runs", type=positive_int, default=DEFAULT_MAX_RUNS, metavar="N",
+                    help=f"at most N measured runs of each command (default {DEFAULT_MAX_RUNS})")
+    ab.add_argument("--max-time", type=duration, metavar="DURATION", help="stop after this long (90s, 15m, 2h)")
+    ab.add_argument("--min-runs", type=positive_int, default=5, metavar="K",
+                    help="do not stop before K rounds (default 5)")
+    ab.add_argument("--warmup", type=non_negative_int, default=0, metavar="K",
+                    help="warmup runs of each command before the rounds, recorded and flagged")
+    ab.add_argument("--seed", type=non_negative_int, metavar="S",
+                    help="seed of the order within rounds (default: random; recorded in every sample)")
+    ab.add_argument("--fail-on", choices=("relevant", "beyond"), default="relevant",
+                    help="which slowdown exits 3: relevant (default: a difference shown, with B slower) or beyond "
+                         "(the whole sequence below 1 - margin)")
+    control_options(ab)
+    ab.add_argument("--name", help="benchmark name of every command's samples (default: the first command's "
+                                   "basename); the commands are told apart by the label ab=A, ab=B, ...")
+    ab.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
+    ab.add_argument("--format", choices=("table", "json"), default="table", help="the summary's format")
+    loudness(ab, quiet="no table: only slowdowns, failures and errors")
+    ab.add_argument("cmd", nargs=argparse.REMAINDER, metavar=f"-- CMD_A ARGS {SEPARATOR} CMD_B ARGS [{SEPARATOR} ...]")
+
+
+def commands(words: list[str]) -> list[list[str]]:
+    """The commands between ``:::`` separators."""
+    groups, current = [], []
+    for word in words:
+        if word == SEPARATOR:
+            groups.append(current)
+            current = []
+        else:
+            current.append(word)
+    groups.append(current)
+    return groups
+
+
+def run(args) -> int:
+    from perfctl.agent import inventory, session
+    from perfctl.agent.runner import RunError, Runner
+    from perfctl.analysis.ab import SequentialComparison
+    from perfctl.report.ab import AbReport, AbResult, Side
+
+    groups = commands(command_of(args))
+    if len(groups) < 2 or not all(groups):
+        raise UsageError(f"perfctl ab: need two commands (usage: perfctl ab [options] -- CMD_A ARGS {SEPARATOR} "
+                         "CMD_B ARGS)")
+    if len(groups) > MAX_COMMANDS:
+        raise UsageError(f"perfctl ab: at most {MAX_COMMANDS} commands, got {len(groups)}")
+    if args.min_runs > args.max_runs:
+        raise UsageError(f"perfctl ab: --min-runs {args.min_runs} is above --max-runs {args.max_runs}")
+    specs, control, sample_labels = prepare(args, "perfctl ab")
+    if SIDE_LABEL in sample_labels:
+        raise UsageError(f"perfctl ab: --label {SIDE_LABEL}=... is perfctl ab's own (it tells the commands apart)")
+    metric = _metric(args.metric, specs)
+    sides = [Side(chr(ord("A") + i), argv) for i, argv in enumerate(groups)]
+    name = args.name or os.path.basename(groups[0][0])
+    try:
+        identified = [session.identify(side.argv, control, name) for side in sides]
+    except RunError as err:
+        raise UsageError(f"perfctl ab: {err}") from None
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
+    alpha = 1 - args.confidence
+    comparisons = {side.label: SequentialComparison(args.margin, alpha, len(sides) - 1) for side in sides[1:]}
+    result = AbResult(sides, {}, metric or "", args.margin, args.confidence, seed, "max-runs", output=args.output)
+    summary_console = console(stderr=args.json)
+    outputs = SampleOutputs("perfctl ab", args.output, "json" if args.json else None)
+    inv = inventory.collect()
+    try:
+        backend = open_backend(args, specs, inv, "perfctl ab")
+    except UsageError:
+        outputs.close()
+        raise
+    if metric is None:
+        metric = _default_metric(backend.support())
+        result.metric = metric
+    runner = Runner()
+    policy = interference(args)
+    live = _live(args)
+    stopped_by: Interrupted | None = None
+    try:
+        try:
+            correctors = [None] * len(sides)
+            if backend.name == "perf_event":
+                from perfctl.agent.audit import make_corrector
+
+                correctors = [make_corrector(inv, *ident, control, runner, specs, ebpf="ebpf" in backend.names)[0]
+                              for ident in identified]
+            environment = session.environment_of(control)
+            uuids = session._uuids()
+
+            def measure(i: int, index: int, warmup: bool, extra: dict):
+                sample = session.measure_once(
+                    backend, runner, *identified[i], control, environment, run_index=index, warmup=warmup,
+                    sample_uuid=next(uuids), machine_id=inv.machine_id, corrector=correctors[i],
+                    labels={**sample_labels, SIDE_LABEL: sides[i].label})
+                sample = _with_extra(sample, {**extra, "seed": seed})
+                outputs.write(sample, inv)
+                if warmup:
+                    sides[i].warmups += 1
+                else:
+                    sides[i].runs += 1
+                if sample.outcome != "ok":
+                    sides[i].failed += 1
+                    raise _RunFailed(sides[i], sample)
+                return sample
+
+            for k in range(args.warmup):
+                for i in range(len(sides)):
+                    measure(i, k, True, {"warmup_round": k})
+            order_rng = random.Random(seed)
+            started = time.monotonic()
+            active = list(range(1, len(sides)))
+            with live:
+                for round_ in range(args.max_runs):
+                    members = [0, *active]
+                    order_rng.shuffle(members)
+                    samples = {i: measure(i, args.warmup + round_, False, {"round": round_, "order": position})
+                               for position, i in enumerate(members)}
+                    result.rounds = round_ + 1
+                    if any(policy.exclude and policy.flags(s.readings, s.wall_ns) for s in samples.values()):
+                        result.excluded_rounds += 1
+                    else:
+                        baseline = _value(samples[0], metric, round_)
+                        for i in active:
+                            comparisons[sides[i].label].add(baseline, _value(samples[i], metric, round_))
+                    if round_ + 1 >= args.min_runs:
+                        active = [i for i in active if not comparisons[sides[i].label].settlement().settled]
+                    live.show(comparisons, result, args, started)
+                    if not active:
+                        result.stop = "settled"
+                        break
+                    if args.max_time is not None and time.monotonic() - started >= args.max_time:
+                        result.stop = "max-time"
+                        break
+        finally:
+            # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
+            backend.close()
+            runner.close()
+            outputs.close()
+    except Interrupted as signalled:
+        stopped_by, result.stop = signalled, "interrupted"
+    except _RunFailed as failed:
+        result.stop, result.failure = "failed", failed.describe()
+    except RunError as err:
+        raise UsageError(f"perfctl ab: {err}") from None
+    except OutputError as err:
+        raise outputs.failed(err, sum(side.runs for side in sides)) from None
+
+    result.settlements = {label: c.settlement() for label, c in comparisons.items()}
+    result.to_settle = {label: c.rounds_to_settle() for label, c in comparisons.items()
+                        if not result.settlements[label].settled}
+    if outputs.written == 0:
+        result.output = None
+    report = AbReport(result, args.fail_on, verbosity(args), stopped_by)
+    try:
+        code = write(report, args.format, summary_console)
+    except OSError as err:
+        if err.errno not in OUTPUT_ERRNOS or stopped_by is not None:
+            raise
+        quiet_stdout()
+        raise UsageError(f"perfctl ab: cannot write the summary: {err.strerror}") from None
+    if stopped_by is not None:
+        where = f"; samples are in {args.output}" if result.output else ""
+        say(f"perfctl: interrupted after {result.rounds} rounds ({stopped_by.name}){where}")
+    return code
+
+
+class _RunFailed(Exception):
+    def __init__(self, side, sample):
+        super().__init__(side.label)
+        self.side, self.sample = side, sample
+
+    def describe(self) -> str:
+        from perfctl.report.stat import describe_failure
+
+        return f"{self.side.label}'s run {self.sample.run_index} failed, so the rounds stopped: " \
+               f"{describe_failure(self.sample)}"
+
+
+def _with_extra(sample, extra: dict):
+    import dataclasses
+
+    return dataclasses.replace(sample, extra={**sample.extra, **extra})
+
+
+def _metric(asked: str | None, specs) -> str | None:
+    """The --metric asked for, checked against the events measured; None: chosen once the backend says what
+    it can count (_default_metric)."""
+    if asked is None:
+        return None
+    measured = {spec.label for spec in specs}
+    if asked != "wall-time" and asked not in measured:
+        raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: wall-time, "
+                         f"{', '.join(sorted(measured))}; -e adds events)")
+    return asked
+
+
+def _default_metric(support: dict[str, str | None]) -> str:
+    from perfctl.pairing import DEFAULT_METRICS
+
+    for metric in DEFAULT_METRICS:
+        if metric == "wall-time" or (metric in support and support[metric] is None):
+            return metric
+    return "wall-time"
+
+
+def _value(sample, metric: str, round_: int) -> float:
+    if metric == "wall-time":
+        value = float(sample.wall_ns)
+    else:
+        reading = sample.reading(metric)
+        if reading is None or reading.status != "ok":
+            why = reading.reason if reading is not None and getattr(reading, "reason", None) else "not counted"
+            raise UsageError(f"perfctl ab: {metric} of {sample.labels[SIDE_LABEL]} in round {round_}: {why}; "
+                             "choose another --metric")
+        value = float(reading.value)
+    if not value > 0:
+        raise UsageError(f"perfctl ab: {metric} of {sample.labels[SIDE_LABEL]} is {value:g} in round {round_}: "
+                         "a ratio needs values above 0; choose another --metric")
+    return value
+
+
+def _live(args):
+    """The live display on a terminal (stderr), else one that shows nothing."""
+    disabled = args.no_progress or args.quiet or not interactive(stderr=True)
+    return _NoLive() if disabled else _Live()
+
+
+class _NoLive:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def show(self, comparisons, result, args, started) -> None:
+        pass
+
+
+class _Live(_NoLive):
+    """Redrawn by hand, at most every LIVE_SECONDS (rich's own refresh would run a thread beside the runs)."""
+
+    def __init__(self):
+        from rich.live import Live
+
+        self._live = Live(console=console(stderr=True), auto_refresh=False, transient=True)
+        self._shown = 0.0
+
+    def __enter__(self):
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._live.__exit__(*exc)
+
+    def show(self, comparisons, result, args, started) -> None:
+        from rich.text import Text
+
+        from perfctl.report.ab import live_line
+
+        now = time.monotonic()
+        if now - self._shown < LIVE_SECONDS:
+            return
+        self._shown = now
+        lines = [live_line(label, c.settlement()) for label, c in comparisons.items()]
+        left = f"round {result.rounds}, {args.max_runs - result.rounds} rounds left"
+        if args.max_time is not None:
+            left += f", {max(0.0, args.max_time - (now - started)):.0f} s left"
+        self._live.update(Text("\n".join([f"perfctl ab: {result.metric}; {left}", *lines])), refresh=True)

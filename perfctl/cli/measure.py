@@ -1,0 +1,185 @@
+"""What the commands that run benchmarks on this machine share (`perfctl stat`, `perfctl ab`): the run
+controls' options, checking them before anything runs, the backend, and the sample outputs that write each
+run as it ends (docs/stat.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from perfctl.cli.options import (
+    backends,
+    int_at_least,
+    interference_options,
+    label_option,
+    labels,
+    non_negative_int,
+    positive_int,
+    seconds,
+)
+from perfctl.output import UsageError, quiet_stdout, say
+
+# Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
+# follows nothing more and only asks the kernel for memory it may refuse.
+_ebpf_tasks = int_at_least(1, 1 << 22)
+
+
+def control_options(command) -> None:
+    """The events, backend and run controls (ASLR, environment, pinning, user, timeout), labels and the
+    JSON Lines output: the options stat and ab take alike."""
+    from perfctl.agent.runacct import DEFAULT_MAX_TASKS
+    from perfctl.agent.runner import ENV_SIZE_STEP
+
+    command.add_argument("-e", "--events", action="append", metavar="EVENTS",
+                         help="comma-separated perf-style event names (default: the full default set)")
+    command.add_argument("--backend", type=backends, default=("perf_event",), metavar="NAME[,NAME]",
+                         help="perf_event (default), perf-stat, dbi, ebpf, or perf_event,ebpf (both count each run)")
+    command.add_argument("--ebpf-max-tasks", type=_ebpf_tasks, default=DEFAULT_MAX_TASKS, metavar="N",
+                         help="tasks of the benchmark's tree the ebpf backend can follow at once "
+                              f"({DEFAULT_MAX_TASKS})")
+    interference_options(command)
+    command.add_argument("--pin", type=non_negative_int, metavar="CPU", help="pin the benchmark to this CPU")
+    command.add_argument("--timeout", type=seconds, metavar="S", help="kill a run's whole process tree after S s")
+    command.add_argument("--user", metavar="USER", help="run the benchmark as USER (counters stay perfctl's)")
+    command.add_argument("--env-size", type=positive_int, metavar="BYTES",
+                         help="pad the benchmark's environment to exactly BYTES (default: the smallest multiple of "
+                              f"{ENV_SIZE_STEP} that holds it)")
+    command.add_argument("--clean-env", action="store_true",
+                         help="pass only PATH, HOME, USER, LOGNAME, TERM, TZ, LANG=C")
+    command.add_argument("--keep-aslr", action="store_true", help="leave address-space randomization on")
+    label_option(command)
+    command.add_argument("--show-output", action="store_true", help="let the benchmark write to the terminal")
+    command.add_argument("-o", "--output", metavar="FILE", help="append JSON Lines samples to FILE")
+    command.add_argument("--no-progress", action="store_true", help="no progress display")
+
+
+def prepare(args, command: str):
+    """(event specs, RunControl, labels) from the options, or a UsageError naming ``command``: nothing has
+    run and no file has been opened yet."""
+    from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
+    from perfctl.agent.runner import RunError, make_control
+
+    sample_labels = labels(args)
+    if args.backend == ("ebpf",) and args.events:
+        raise UsageError(f"{command}: the ebpf backend counts a fixed set (docs/backends.md); -e names perf_event "
+                         "events: use --backend perf_event,ebpf")
+    try:
+        specs = parse_events(args.events or list(DEFAULT_EVENTS))
+        _check_tracepoints(specs)
+        control = make_control(env_size=args.env_size, clean_env=args.clean_env, aslr_off=not args.keep_aslr,
+                               pin_cpu=args.pin, user=args.user, timeout_s=args.timeout,
+                               show_output=args.show_output)
+    except (UnknownEvent, RunError) as err:
+        raise UsageError(f"{command}: {err}") from None
+    return specs, control, sample_labels
+
+
+def open_backend(args, specs, inventory, command: str):
+    """The backend the options ask for (a fallback from ebpf is said once), or a UsageError."""
+    from perfctl.agent import session
+    from perfctl.agent.runner import RunError
+
+    try:
+        backend, fallback = session.open_backend(args.backend, specs, inventory, ebpf_max_tasks=args.ebpf_max_tasks)
+    except RunError as err:
+        raise UsageError(f"{command}: {err}") from None
+    if fallback:
+        say(f"{command}: {fallback}")
+    return backend
+
+
+class OutputError(Exception):
+    """A sample could not be written to ``where`` (a full disk, /dev/full, a closed pipe)."""
+
+    def __init__(self, where: str, error: OSError):
+        super().__init__(f"{where}: {error}")
+        self.where, self.error = where, error
+
+
+class SampleOutputs:
+    """Where each sample is written as its run ends: -o FILE (appended), JSON Lines or CSV on stdout. The
+    machine's inventory line goes first, with the first sample and not before: a run that cannot start must
+    leave -o FILE as it was. A file created here that received nothing is removed on close."""
+
+    def __init__(self, command: str, path: str | None, stdout: str | None = None):
+        from perfctl.formats.csv import CsvWriter
+        from perfctl.formats.jsonl import JsonlWriter
+
+        self.command, self.path, self.written = command, path, 0
+        self._writers = []  # (where it writes, writer): an output that fails is named in the message
+        self._file = None
+        self._created = False
+        if path:
+            self._created = not os.path.lexists(path)
+            try:
+                self._file = open(path, "a", encoding="utf-8")
+            except OSError as err:
+                raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
+            self._writers.append((path, JsonlWriter(self._file)))
+        if stdout == "json":
+            self._writers.append(("stdout", JsonlWriter(sys.stdout)))
+        elif stdout == "csv":
+            try:
+                self._writers.append(("stdout", CsvWriter(sys.stdout)))  # it writes the header line
+            except OSError as err:
+                raise self.failed(OutputError("stdout", err), 0) from None
+
+    def write(self, sample, inventory) -> None:
+        if self.written == 0:
+            self._emit("write_machine", {**inventory.to_dict(), "audit": _audit_summary()})
+        self._emit("write_sample", sample)
+        self.written += 1
+
+    def _emit(self, method: str, record) -> None:
+        for where, writer in self._writers:
+            try:
+                getattr(writer, method)(record)
+            except OSError as err:
+                raise OutputError(where, err) from None
+
+    def close(self) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.close()
+        except OSError:  # only a write that already failed and was reported leaves data here
+            pass
+        if self._created and self.written == 0:  # opened early to fail fast; nothing came to write
+            with contextlib.suppress(OSError):
+                if os.stat(self.path).st_size == 0:
+                    os.unlink(self.path)
+
+    def failed(self, err: OutputError, runs: int) -> UsageError:
+        """The one line for a sample output that cannot be written; stdout is silenced so that nothing
+        buffered for it fails again on the way out."""
+        if err.where == "stdout":
+            quiet_stdout()
+        if isinstance(err.error, BrokenPipeError):
+            return UsageError(f"{self.command}: output pipe closed; measurement stopped")
+        return UsageError(f"{self.command}: cannot write {err.where}: {err.error.strerror}; measurement stopped "
+                          f"after {runs} measured runs")
+
+
+def _audit_summary() -> dict:
+    """The machine's latest complete audit, recorded beside its inventory in the samples' first line (the
+    report shows its verdict and age beside the other side's): verdict, id and time, or why there is none."""
+    from perfctl.agent.audit import load_latest
+
+    latest, why = load_latest()
+    if latest is None:
+        return {"verdict": None, "why": why}
+    return {"verdict": latest.verdict, "audit_id": latest.audit_id, "time_ns": latest.time_ns}
+
+
+def _check_tracepoints(specs) -> None:
+    """A misspelt tracepoint is a usage error, not an 'unsupported' row (when tracefs can tell)."""
+    from perfctl.agent import tracefs
+    from perfctl.agent.events import UnknownEvent, missing_tracepoints
+
+    events, _ = tracefs.events_dir()
+    if events is None:
+        return
+    missing = missing_tracepoints(specs, lambda tp: os.path.isdir(os.path.join(events, *tp.split(":", 1))))
+    if missing:
+        raise UnknownEvent(f"unknown tracepoint {missing[0]} (not in {events})")

@@ -1,0 +1,203 @@
+"""The report of a `perfctl ab` run: each command against the baseline, its ratio and confidence sequence, the
+verdict read off it, why the rounds stopped; the live line drawn while they run; the exit code."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.table import Table
+
+from perfctl.analysis.ab import Settlement
+from perfctl.analysis.sparc import Relevance
+from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
+from perfctl.report import NORMAL, QUIET, Report, finite
+from perfctl.report.compare import FAIL_ON
+from perfctl.text import cell, visible
+
+EXIT_RELEVANT_SLOWDOWN, EXIT_UNSETTLED = 3, 4
+STOPS = {
+    "settled": "every verdict settled",
+    "max-runs": "--max-runs reached",
+    "max-time": "--max-time reached",
+    "failed": "a run failed",
+    "interrupted": "interrupted",
+}
+
+
+@dataclass
+class Side:
+    """One command of the run: its label (A, B, ...), its command line and how its runs went."""
+
+    label: str
+    argv: list[str]
+    runs: int = 0
+    warmups: int = 0
+    failed: int = 0
+
+
+@dataclass
+class AbResult:
+    """What the report shows: the sides (the first is the baseline), one settlement per other side, the
+    metric, the margin and family confidence, the seed that ordered the rounds and why they stopped."""
+
+    sides: list[Side]
+    settlements: dict[str, Settlement]
+    metric: str
+    margin: float
+    confidence: float
+    seed: int
+    stop: str
+    rounds: int = 0
+    excluded_rounds: int = 0  # rounds left out: a run interfered with (--exclude-interfered)
+    to_settle: dict[str, int | None] = field(default_factory=dict)
+    failure: str | None = None
+    output: str | None = None
+
+
+def slowdown(settlement: Settlement, fail_on: str) -> bool:
+    """Whether B is shown slower as ``fail_on`` asks (compare's --fail-on): a relevant difference with B
+    slower (ratio A/B below 1), or with "beyond" a confidence sequence entirely below 1 - margin."""
+    if fail_on == "beyond":
+        return settlement.beyond == "slower"
+    return settlement.verdict is Relevance.RELEVANT and settlement.high is not None and settlement.high < 1
+
+
+def reading(settlement: Settlement) -> str:
+    """The verdict in words, as the confidence sequence shows it."""
+    if settlement.ratio is None:
+        return "no rounds"
+    if settlement.beyond:
+        return f"B {settlement.beyond} by more than the margin"
+    if settlement.verdict is Relevance.RELEVANT:
+        side = "faster" if settlement.low is not None and settlement.low > 1 else "slower"
+        return f"B {side}; not yet shown beyond or inside the margin"
+    if settlement.verdict is Relevance.TRIVIAL:
+        return "a difference inside the margin"
+    if settlement.verdict is Relevance.EQUIVALENCE:
+        return "equivalent within the margin"
+    return "indeterminate"
+
+
+class AbReport(Report):
+    kind = "ab"
+    formats = ("table", "json")
+
+    def __init__(self, result: AbResult, fail_on: str = "relevant", verbosity: int = NORMAL,
+                 interrupted: Interrupted | None = None):
+        if fail_on not in FAIL_ON:
+            raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")
+        self.result, self.fail_on, self.verbosity, self.interrupted = result, fail_on, verbosity, interrupted
+
+    def exit_code(self) -> int:
+        """128 + N when stopped by signal N; 1 a run failed; 3 a B shown slower (--fail-on); 4 a verdict not
+        settled (the budget ended first); else 0."""
+        if self.interrupted is not None:
+            return self.interrupted.exit_code
+        if self.result.stop == "failed":
+            return EXIT_RUN_FAILED
+        settlements = self.result.settlements.values()
+        if any(slowdown(s, self.fail_on) for s in settlements):
+            return EXIT_RELEVANT_SLOWDOWN
+        if any(not s.settled and s.verdict is not Relevance.RELEVANT for s in settlements) or not settlements:
+            return EXIT_UNSETTLED
+        return EXIT_OK
+
+    def document(self) -> dict:
+        r = self.result
+        return finite({
+            "metric": r.metric, "margin": r.margin, "confidence": r.confidence, "seed": r.seed, "stop": r.stop,
+            "rounds": r.rounds, "excluded_rounds": r.excluded_rounds, "failure": r.failure, "output": r.output,
+            "baseline": {"label": r.sides[0].label, "argv": r.sides[0].argv, "runs": r.sides[0].runs},
+            "comparisons": [{
+                "label": side.label, "argv": side.argv, "runs": side.runs, "rounds": s.rounds,
+                "ratio": s.ratio, "low": s.low, "high": s.high, "level": s.confidence, "method": s.method,
+                "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled,
+                "contradicted": s.contradicted, "rounds_to_settle": r.to_settle.get(side.label),
+            } for side in r.sides[1:] if (s := r.settlements.get(side.label)) is not None],
+            "exit_code": self.exit_code(),
+        })
+
+    def table(self, console: Console) -> None:
+        r = self.result
+        rows = [(side, r.settlements[side.label]) for side in r.sides[1:] if side.label in r.settlements]
+        if self.verbosity > QUIET:
+            title = f"perfctl ab: {r.metric}, {r.rounds} rounds, stopped: {STOPS.get(r.stop, r.stop)}"
+            table = Table(title=cell(title), title_justify="left", caption_justify="left",
+                          caption=f"ratio = A / B (above 1: B faster); margin ±{r.margin:g}; the sequences cover "
+                                  f"their ratios together with {r.confidence:.0%} confidence")
+            for column in ("", "command", "runs", "ratio A/B", "confidence sequence", "verdict"):
+                table.add_column(column, justify="right" if column in ("runs", "ratio A/B") else "left")
+            table.add_row(r.sides[0].label, cell(" ".join(r.sides[0].argv)), str(r.sides[0].runs), "baseline", "",
+                          "")
+            for side, s in rows:
+                verdict = s.verdict.value + ("" if s.settled else " (not settled)")
+                table.add_row(side.label, cell(" ".join(side.argv)), str(side.runs), _number(s.ratio),
+                              f"[{_number(s.low)}, {_number(s.high)}] at {s.confidence:.4g}", verdict)
+            console.print(table)
+        for side, s in rows:
+            if self.verbosity > QUIET or slowdown(s, self.fail_on):
+                console.print(visible(f"{side.label}: {reading(s)}" + _settling_note(side, s, r)),
+                              highlight=False, markup=False)
+            if s.contradicted:
+                console.print(f"{side.label}: the confidence sequences of the rounds do not overlap: the rounds are "
+                              "not alike (the machine drifted?); the last interval that held is shown",
+                              highlight=False, markup=False)
+        if r.excluded_rounds:
+            console.print(f"{r.excluded_rounds} rounds left out: a run was interfered with (--exclude-interfered)",
+                          highlight=False, markup=False)
+        if r.failure:
+            console.print(visible(r.failure), highlight=False, markup=False)
+        if r.output and self.verbosity > QUIET:
+            sides = " ".join(f"{r.output}@ab={side.label}" for side in r.sides[:2])
+            console.print(visible(f"samples: {r.output} (fixed-n comparison afterwards: perfctl compare {sides} "
+                                  "--paired)"), highlight=False, markup=False)
+
+
+def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
+    if s.settled:
+        return f" (settled after {s.rounds} rounds)"
+    estimate = result.to_settle.get(side.label)
+    if estimate is None:
+        return "; not settled, and more rounds like these would not settle it soon (the ratio is near a margin edge)"
+    return f"; not settled: about {estimate} rounds like these would settle it (--max-runs)"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def live_line(label: str, s: Settlement, width: int = 40) -> str:
+    """One comparison while the rounds run: the estimate, its confidence sequence drawn against the margin
+    band on a log scale, and the verdict so far.
+
+    >>> from perfctl.analysis.ab import SequentialComparison
+    >>> c = SequentialComparison()
+    >>> for i in range(40): c.add(1.02 + (i % 5 - 2) * 0.01, 1.0)
+    >>> live_line("B", c.settlement(), 30)
+    'B  ratio 1.0200  [1.0000, 1.0400]  |       (------|==*===)        |  equivalence, settled'
+    """
+    margin = s.margin
+    edges = (math.log(1 - margin), math.log(1 + margin))
+    points = [math.log(v) for v in (s.low, s.high, s.ratio) if v is not None]
+    span = max([abs(p) for p in points] + [2 * abs(e) for e in edges])
+    def column(value: float) -> int:
+        return min(width - 1, max(0, round((math.log(value) / span + 1) / 2 * (width - 1))))
+
+    bar = [" "] * width
+    low_col, high_col = column(1 - margin), column(1 + margin)
+    for i in range(low_col + 1, high_col):
+        bar[i] = "-"
+    if s.ratio is not None:  # an unbounded end runs to the edge of the drawing
+        start = column(s.low) if s.low is not None else 0
+        end = column(s.high) if s.high is not None else width - 1
+        for i in range(start, end + 1):
+            bar[i] = "="
+    bar[low_col], bar[high_col] = "(", ")"  # the band's edges and 1 stay visible over the sequence
+    bar[column(1.0)] = "|"
+    if s.ratio is not None:
+        bar[column(s.ratio)] = "*"
+    state = "settled" if s.settled else "so far"
+    return (f"{label}  ratio {_number(s.ratio)}  [{_number(s.low)}, {_number(s.high)}]  |{''.join(bar)}|  "
+            f"{s.verdict.value}, {state}")

@@ -1,0 +1,294 @@
+"""`perfctl ab`: the sequential decision (analysis/ab.py) on synthetic streams, and the command on real
+programs with real counters (examples/spin burns a given CPU time, so its task-clock is steady)."""
+
+from __future__ import annotations
+
+import doctest
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from perfctl.analysis import ab as ab_stats
+from perfctl.analysis.ab import SequentialComparison, settles
+from perfctl.analysis.sparc import Relevance
+from perfctl.report import ab as ab_report
+from tests.conftest import needs_tracepoints, perfctl
+
+
+def test_doctests():
+    for module in (ab_stats, ab_report):
+        failures, tried = doctest.testmod(module)
+        assert tried > 0 and failures == 0, module.__name__
+
+
+def test_settles_reads_the_interval_against_the_band():
+    assert settles(1.06, 1.5, 0.05) and settles(0.5, 0.94, 0.05)  # beyond, either side
+    assert settles(0.96, 1.04, 0.05) and settles(1.001, 1.04, 0.05)  # inside: equivalence, trivial
+    assert not settles(1.01, 1.06, 0.05) and not settles(0.9, 1.1, 0.05)  # crosses an edge
+    assert not settles(None, 1.01, 0.05) and not settles(0.99, None, 0.05)
+
+
+def _run(ratio: float, sigma: float, rng, limit: int = 5000, **kwargs) -> SequentialComparison:
+    comparison = SequentialComparison(**kwargs)
+    for _ in range(limit):
+        b = rng.lognormal(0, sigma)
+        comparison.add(ratio * b * rng.lognormal(0, sigma), b)
+        if comparison.settlement().settled:
+            break
+    return comparison
+
+
+def test_a_large_difference_settles_in_few_rounds():
+    rng = np.random.default_rng(5)
+    faster = _run(2.0, 0.05, rng).settlement()
+    assert faster.settled and faster.beyond == "faster" and faster.verdict is Relevance.RELEVANT
+    assert faster.low > 1.05 and faster.rounds <= 25  # the median's CS is first bounded at 18 rounds
+    slower = _run(0.5, 0.05, rng).settlement()
+    assert slower.beyond == "slower" and slower.high < 0.95 and slower.rounds <= 25
+
+
+def test_equal_commands_settle_as_equivalent_and_ties_at_once():
+    rng = np.random.default_rng(6)
+    equal = _run(1.0, 0.03, rng).settlement()
+    assert equal.settled and equal.verdict is Relevance.EQUIVALENCE and equal.low <= 1 <= equal.high
+    tied = SequentialComparison()
+    for _ in range(18):
+        tied.add(1234.0, 1234.0)  # exact counts: every log ratio is 0
+    settled = tied.settlement()
+    assert (settled.low, settled.high, settled.verdict, settled.settled) == (1.0, 1.0, Relevance.EQUIVALENCE, True)
+
+
+def test_a_difference_inside_the_margin_is_trivial():
+    rng = np.random.default_rng(7)
+    trivial = _run(1.02, 0.01, rng).settlement()
+    assert trivial.settled and trivial.verdict is Relevance.TRIVIAL and 1 < trivial.low and trivial.high <= 1.05
+
+
+def test_the_running_intersection_only_narrows_and_a_shift_is_reported():
+    rng = np.random.default_rng(8)
+    comparison = SequentialComparison()
+    widths = []
+    for _ in range(300):
+        b = rng.lognormal(0, 0.2)
+        comparison.add(b * rng.lognormal(0, 0.2), b)
+        s = comparison.settlement()
+        if s.low is not None and s.high is not None:
+            widths.append(s.high - s.low)
+    assert widths and all(later <= earlier for earlier, later in zip(widths, widths[1:]))
+    shifted = SequentialComparison()
+    for _ in range(100):
+        shifted.add(1.0, 1.0)
+    for _ in range(400):  # the machine changed: B is now twice as fast
+        shifted.add(2.0, 1.0)
+    assert shifted.settlement().contradicted
+
+
+def test_bonferroni_share_per_comparison():
+    assert SequentialComparison(alpha=0.05, comparisons=4).alpha == pytest.approx(0.0125)
+    with pytest.raises(ValueError, match="comparisons"):
+        SequentialComparison(comparisons=0)
+    with pytest.raises(ValueError, match="margin"):
+        SequentialComparison(margin=1.5)
+    with pytest.raises(ValueError, match="above 0"):
+        SequentialComparison().add(0.0, 1.0)
+    with pytest.raises(ValueError, match="above 0"):
+        SequentialComparison().add(math.nan, 1.0)
+
+
+def test_rounds_to_settle_estimates_what_more_rounds_do():
+    rng = np.random.default_rng(9)
+    draw = lambda: (1.08 * rng.lognormal(0, 0.1), 1.0)  # noqa: E731
+    early = SequentialComparison()
+    for _ in range(30):
+        early.add(*draw())
+    estimate = early.rounds_to_settle()
+    assert estimate is not None and estimate > 30
+    rounds = _run(1.08, 0.1 / math.sqrt(2), np.random.default_rng(10), limit=20 * estimate).settlement().rounds
+    assert estimate / 4 <= rounds <= estimate * 4, (estimate, rounds)
+    edge = SequentialComparison()
+    for i in range(40):
+        edge.add_log_ratio(math.log(1.05) + (-1) ** i * 0.01)  # the median sits on the band's edge
+    assert edge.rounds_to_settle() is None
+
+
+def test_the_sequence_holds_under_continuous_monitoring():
+    """Fast version of bench/sequential.py: checked after every round, the CS misses the true median log
+    ratio in at most alpha of the streams, on skewed and tied data; the same check with a fixed-n interval
+    at every round would not hold (tests/test_sequential.py shows that)."""
+    rng = np.random.default_rng(11)
+    streams, rounds, alpha = 200, 200, 0.05
+    for make in (lambda n: rng.lognormal(0, 0.5, n), lambda n: rng.integers(0, 3, n).astype(float)):
+        missed = 0
+        for _ in range(streams):
+            comparison = SequentialComparison(alpha=alpha)
+            values = make(rounds)
+            truth = float(np.median(make(200_001)))
+            for value in values:
+                comparison.add_log_ratio(value)
+                s = comparison.settlement()
+                low = -math.inf if s.low is None else math.log(s.low)
+                high = math.inf if s.high is None else math.log(s.high)
+                if not low <= truth <= high:
+                    missed += 1
+                    break
+        assert missed / streams <= alpha, missed
+
+
+# --- the command, on real programs ---------------------------------------------------------------------------
+
+
+def _ab(*args, timeout=300):
+    return perfctl("ab", *args, timeout=timeout)
+
+
+def _samples(path):
+    return [json.loads(line) for line in open(path) if '"sample"' in line]
+
+
+@needs_tracepoints
+def test_ab_settles_a_twofold_difference_in_few_rounds(programs, tmp_path):
+    out = tmp_path / "ab.jsonl"
+    result = _ab("--seed", "7", "--format", "json", "-o", str(out), "--", str(programs / "spin"), "0.02", ":::",
+                 str(programs / "spin"), "0.01")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    (b,) = document["comparisons"]
+    assert document["stop"] == "settled" and document["metric"] == "task-clock" and document["seed"] == 7
+    assert b["settled"] and b["beyond"] == "faster" and b["verdict"] == "relevant difference"
+    assert 1.6 < b["ratio"] < 2.4 and b["low"] > 1.05 and b["rounds"] <= 30
+    samples = _samples(out)
+    assert len(samples) == 2 * b["rounds"]
+    rounds = {}
+    for sample in samples:
+        assert sample["outcome"] == "ok" and sample["extra"]["seed"] == 7
+        rounds.setdefault(sample["extra"]["round"], []).append((sample["extra"]["order"], sample["labels"]["ab"]))
+        # the counters are real: spin burned its CPU time
+        clock = next(r["value"] for r in sample["readings"] if r["event"] == "task-clock")
+        wanted = 0.02e9 if sample["labels"]["ab"] == "A" else 0.01e9
+        assert wanted <= clock < wanted * 1.5
+    assert all(sorted(order) == [(0, "A"), (1, "B")] or sorted(order) == [(0, "B"), (1, "A")]
+               for order in rounds.values())
+    orders = [tuple(label for _, label in sorted(rounds[r])) for r in sorted(rounds)]
+    assert len(set(orders)) == 2  # both orders occur: the order is randomised
+    # the same seed orders the rounds the same way; the file feeds compare's fixed-n test afterwards
+    again = tmp_path / "again.jsonl"
+    assert _ab("--seed", "7", "--max-runs", "5", "--min-runs", "5", "-q", "-o", str(again), "--",
+               str(programs / "spin"), "0.002", ":::", str(programs / "spin"), "0.001").returncode in (0, 4)
+    orders_again = [s["labels"]["ab"] for s in _samples(again)]
+    assert [label for order in orders[:5] for label in order] == orders_again
+    compare = perfctl("compare", f"{out}@ab=A", f"{out}@ab=B", "--paired", "--format", "json")
+    assert compare.returncode == 0, compare.stderr
+    (row,) = json.loads(compare.stdout)["benchmarks"]
+    assert row["n_a"] == row["n_b"] == b["rounds"] and row["beyond"] == "faster"
+
+
+@needs_tracepoints
+def test_ab_calls_identical_programs_equivalent(programs):
+    result = _ab("--format", "json", "--max-runs", "400", "--margin", "0.1", "--", str(programs / "spin"), "0.004",
+                 ":::", str(programs / "spin"), "0.004")
+    assert result.returncode == 0, result.stderr
+    (b,) = json.loads(result.stdout)["comparisons"]
+    assert b["settled"] and b["verdict"] in ("equivalence", "trivial difference"), b
+    assert 0.9 <= b["low"] <= 1 <= b["high"] <= 1.1 or b["verdict"] == "trivial difference"
+
+
+@needs_tracepoints
+def test_ab_exit_3_for_a_slower_b_and_more_commands_share_the_risk(programs):
+    result = _ab("--format", "json", "--", str(programs / "spin"), "0.01", ":::", str(programs / "spin"), "0.02",
+                 ":::", str(programs / "spin"), "0.005")
+    assert result.returncode == 3, result.stderr
+    document = json.loads(result.stdout)
+    b, c = document["comparisons"]
+    assert (b["label"], b["beyond"], c["label"], c["beyond"]) == ("B", "slower", "C", "faster")
+    assert b["level"] == c["level"] == pytest.approx(0.975)  # 0.95 shared by two comparisons (Bonferroni)
+
+
+@needs_tracepoints
+def test_ab_budget_spent_exits_4_with_an_estimate(programs):
+    result = _ab("--max-runs", "6", "--min-runs", "6", "--", str(programs / "spin"), "0.002", ":::",
+                 str(programs / "spin"), "0.0021")
+    assert result.returncode == 4, result.stderr
+    assert "not settled" in result.stdout and "--max-runs reached" in result.stdout
+
+
+def test_ab_bad_usage_is_one_line_and_creates_nothing(tmp_path):
+    out = tmp_path / "never.jsonl"
+    cases = [
+        ("--", "true"),
+        ("--", "true", ":::"),
+        ("--", ":::", "true"),
+        ("--label", "ab=x", "--", "true", ":::", "true"),
+        ("--metric", "no-such-event", "--", "true", ":::", "true"),
+        ("--min-runs", "9", "--max-runs", "3", "--", "true", ":::", "true"),
+        ("--max-time", "soon", "--", "true", ":::", "true"),
+        ("--", "/no/such/program", ":::", "true"),
+        ("--margin", "2", "--", "true", ":::", "true"),
+    ]
+    for case in cases:
+        result = _ab("-o", str(out), *case)
+        assert result.returncode == 2, (case, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("perfctl ab"), (case, result.stderr)
+        assert not out.exists(), case
+
+
+@needs_tracepoints
+def test_ab_a_failing_command_stops_with_its_runs_kept(tmp_path):
+    out = tmp_path / "ab.jsonl"
+    result = _ab("-o", str(out), "--", "true", ":::", "false")
+    assert result.returncode == 1, result.stderr
+    assert "failed" in result.stdout and "exit" in result.stdout
+    outcomes = [s["outcome"] for s in _samples(out)]
+    assert outcomes[-1] == "failed" and len(outcomes) <= 2
+
+
+@needs_tracepoints
+def test_ab_a_metric_at_zero_is_a_usage_error(tmp_path):
+    result = _ab("--metric", "major-faults", "-o", str(tmp_path / "ab.jsonl"), "--", "true", ":::", "true")
+    assert result.returncode == 2 and "above 0" in result.stderr and "--metric" in result.stderr
+    assert len(_samples(tmp_path / "ab.jsonl")) == 2  # the round measured is kept
+
+
+@needs_tracepoints
+def test_ab_interrupted_keeps_every_finished_run(programs, tmp_path):
+    out = tmp_path / "ab.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "perfctl", "ab", "-o", str(out), "--max-runs", "100000",
+                             "--margin", "0.0001", "--", str(programs / "spin"), "0.01", ":::",
+                             str(programs / "spin"), "0.01"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not out.exists() or len(_samples(out)) < 10):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stdout and f"samples are in {out}" in stderr
+    samples = _samples(out)
+    assert len(samples) >= 10 and all(s["outcome"] == "ok" for s in samples)
+    # every line is whole and read back by compare
+    assert perfctl("compare", f"{out}@ab=A", f"{out}@ab=B").returncode in (0, 3)
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_spin(p, programs)]
+
+
+def _is_spin(pid: str, programs) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/exe") == str(programs / "spin")
+    except OSError:
+        return False
+
+
+@needs_tracepoints
+def test_ab_json_samples_on_stdout(programs):
+    result = _ab("--json", "--max-runs", "3", "--min-runs", "3", "--", str(programs / "spin"), "0.001", ":::",
+                 str(programs / "spin"), "0.001")
+    assert result.returncode in (0, 4), result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert records[0]["type"] == "machine" and [r["labels"]["ab"] for r in records[1:]].count("A") == 3
+    assert "perfctl ab" in result.stderr  # the summary went to stderr
