@@ -1,0 +1,492 @@
+#!/usr/bin/env python3
+"""Validity of `perfctl ab`'s sequential comparison by simulation (issue 16; fast version in
+tests/test_ab_validity.py).
+
+Each simulated stream is one `perfctl ab` run: per round a value a_i of A and b_i of B, fed to the comparison
+after every round as the CLI feeds analysis/ab.py's SequentialComparison (margin 0.05, confidence 0.95, one
+command against the baseline, double-stitching CS with t_opt 20, at least 5 rounds). Four sections:
+
+1. Validity: the share of streams in which the reported CS (the running intersection, as
+   ``SequentialComparison.settlement()`` reports it, checked after every round up to --max-rounds) ever
+   excludes the true median ratio, per data family, with its Clopper-Pearson 95% upper bound; beside it the
+   same for the raw per-round CS, and for the naive procedure (compare's fixed-n paired interval recomputed
+   after every round from round 5 on, on the first --naive-streams streams up to --naive-rounds rounds).
+2. Wrong verdicts with ab's stopping rule (stop at the first settled round at or after round 5, else at
+   --max-rounds): a true ratio of exactly 1 called a difference (relevant or trivial: the CS excludes 1),
+   and a 10% slowdown (A/B = 10/11) called equivalent or trivial (the CS inside the band); beside them the
+   naive procedure, which stops at the first round where compare's fixed-n test shows anything (a difference
+   or equivalence).
+3. Rounds to a settled verdict for true ratios 1.00, 1.01, 1.03, 1.10, 1.50 on log-normal runs (sigma 0.03
+   per run), against the smallest fixed n on a grid at which compare's paired test reaches the same verdict in
+   at least 1 - alpha of simulations.
+4. The vectorised path used above against SequentialComparison itself, round by round, on a few hundred
+   streams (a step change included, so that the "contradicted" branch is exercised): every reported CS,
+   verdict, settlement and contradiction must be identical.
+
+The data families, per round i (X_a, X_b: independent draws of one per-run distribution; A/B = num/den):
+a_i = num * X_a * D_i * O_a,  b_i = den * X_b * D_i * O_b, with D_i = 1 and O = 1 except in
+drifting-then-stable. The true median ratio is num/den EXACTLY, not estimated: log(a_i/b_i) - log(num/den)
+= log X_a - log X_b + log O_a - log O_b is symmetric about 0 (X_a, X_b exchangeable; the order effect lands
+on A or B with probability 1/2 each), with positive probability in every neighbourhood of 0 (a density, or
+for the tied family an atom at 0), so 0 is its unique median; the drift D_i cancels in the ratio.
+
+- normal: X = 100 + 8 z, floored at 1 (never reached: 12 sigma);
+- log-normal: X = 100 exp(0.08 z);
+- bimodal: X = N(100, 3) with probability 0.7, N(115, 3) with 0.3;
+- heavy-tailed: X = 100 exp(0.05 T), T Student t with 2 degrees of freedom (infinite variance);
+- tied: X = 1000 (20 + Poisson(3)), integer counts that repeat (a, b exact integers; ~17% of rounds tie);
+- drifting-then-stable: log-normal, with a machine-wide slowdown D_i = 1 + 0.5 exp(-i/30) over the first
+  rounds that multiplies both runs of the round, per-run spread 0.08 (1 + 2 exp(-i/30)) (noisier while
+  drifting: not identically distributed, but every round's median is still num/den), and an order effect:
+  the run that goes second in its round is 3% faster (O = 0.97), the order drawn at random per round.
+
+PASS rules: validity and wrong verdicts PASS when the estimated rate is <= alpha (the CS's guarantee is
+about the probability, and the Monte Carlo estimate of a rate exactly at alpha lands above it half the time,
+so this rule can only fail spuriously for a procedure that sits at its bound; the CS is conservative, far
+below it, and the Clopper-Pearson upper bound is printed so that the margin is visible). The naive
+procedure's inflation PASSES (is shown) when the Clopper-Pearson 95% LOWER bound of its ratio-1 wrong-verdict
+rate exceeds alpha: the excess is then not Monte Carlo noise. Exit status 1 on any FAIL.
+
+    python bench/sequential.py [--streams 2000] [--max-rounds 1000] [--seed 16] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from perfctl.analysis.ab import T_OPT, SequentialComparison
+from perfctl.analysis.sequential import quantile_cs_ranks
+from perfctl.analysis.sparc import (
+    Relevance,
+    family_level,
+    read_off,
+    relevance,
+    simultaneous_suite,
+    sparc_tests,
+    ratio_interval,
+)
+
+ALPHA, MARGIN, MIN_ROUNDS, METHOD = 0.05, 0.05, 5, "double_stitching"
+FAMILIES = ("normal", "log-normal", "bimodal", "heavy-tailed", "tied", "drifting-then-stable")
+# A/B as num/den: exact integers, so that the tied family's counts stay integers and its atom at the true
+# ratio is the same float in every round (num X / (den X) rounds to fl(num/den)).
+NULL, SLOWDOWN = (1, 1), (10, 11)
+SPEED_RATIOS = ((1, 1), (101, 100), (103, 100), (11, 10), (3, 2))
+SPEED_SIGMA = 0.03
+FIXED_N_GRID = (6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800,
+                1000, 1500, 2000)
+# relevance codes in the vectorised path
+CODES = (Relevance.INDETERMINATE, Relevance.EQUIVALENCE, Relevance.TRIVIAL, Relevance.RELEVANT)
+
+
+# --- data -------------------------------------------------------------------------------------------------
+
+def per_run(family: str, rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    """One side's X for ``shape`` = (streams, rounds), before the ratio, drift and order effect."""
+    if family == "normal":
+        return np.maximum(100 + 8 * rng.standard_normal(shape), 1.0)
+    if family in ("log-normal", "drifting-then-stable"):
+        return 100 * np.exp(0.08 * rng.standard_normal(shape))
+    if family == "bimodal":
+        return np.where(rng.random(shape) < 0.7, rng.normal(100, 3, shape), rng.normal(115, 3, shape))
+    if family == "heavy-tailed":
+        return 100 * np.exp(0.05 * rng.standard_t(2, shape))
+    if family == "tied":
+        return 1000 * (20 + rng.poisson(3, shape)).astype(float)
+    if family == "speed":
+        return np.exp(SPEED_SIGMA * rng.standard_normal(shape))
+    raise ValueError(f"family: unknown {family!r}")
+
+
+def rounds_of(family: str, ratio: tuple[int, int], streams: int, rounds: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b), each (streams, rounds), positive: the runs of A and B."""
+    num, den = ratio
+    shape = (streams, rounds)
+    x_a, x_b = per_run(family, rng, shape), per_run(family, rng, shape)
+    if family == "drifting-then-stable":
+        i = np.arange(rounds)
+        spread = 1 + 2 * np.exp(-i / 30)  # noisier while the machine drifts
+        x_a = 100 * (x_a / 100) ** spread
+        x_b = 100 * (x_b / 100) ** spread
+        drift = 1 + 0.5 * np.exp(-i / 30)
+        a_second = rng.random(shape) < 0.5
+        x_a = x_a * drift * np.where(a_second, 0.97, 1.0)
+        x_b = x_b * drift * np.where(a_second, 1.0, 0.97)
+    return num * x_a, den * x_b
+
+
+def log_ratios(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log(a/b) exactly as SequentialComparison.add computes it (math.log of the float quotient: numpy's log
+    may differ in the last bit, and the tied family's atoms sit exactly on the true value)."""
+    quotient = (a / b).ravel()
+    return np.fromiter(map(math.log, quotient.tolist()), float, quotient.size).reshape(a.shape)
+
+
+# --- the vectorised sequential comparison -------------------------------------------------------------------
+
+def cs_ranks(rounds: int, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
+    """The CS's order-statistic ranks for t = 1..rounds, each computed by the scalar call ab.py makes."""
+    pairs = [quantile_cs_ranks(t, 0.5, alpha, METHOD, T_OPT) for t in range(1, rounds + 1)]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+@dataclass
+class Trace:
+    """Per stream: did the reported (running-intersection) CS ever exclude the truth, did a raw per-round CS,
+    the round ab stops at (first settled round >= MIN_ROUNDS, else the last), whether it had settled, and the
+    reported CS there (log scale, -inf/inf unbounded). ``history``: per round (low, high, settled,
+    contradicted) when recorded."""
+
+    missed: np.ndarray
+    missed_raw: np.ndarray
+    stop_round: np.ndarray
+    settled: np.ndarray
+    stop_low: np.ndarray
+    stop_high: np.ndarray
+    history: tuple[np.ndarray, ...] | None = None
+
+    def verdicts(self) -> list[Relevance]:
+        """The verdict at the stop, read off by sparc.read_off and Table I (the library's functions)."""
+        return [relevance(*read_off(*_ratio_bounds(low, high), MARGIN))
+                for low, high in zip(self.stop_low.tolist(), self.stop_high.tolist())]
+
+
+def _ratio_bounds(low: float, high: float) -> tuple[float | None, float | None]:
+    return (math.exp(low) if math.isfinite(low) else None, math.exp(high) if math.isfinite(high) else None)
+
+
+def trace(d: np.ndarray, truth: float, record: bool = False) -> Trace:
+    """Every stream's SequentialComparison fed d[s, 0], d[s, 1], ..., all streams at once.
+
+    The order statistics of each stream's first t values come from a Fenwick tree over the stream's ranks
+    (the stream is sorted once; round t inserts its rank; the k-th smallest inserted is found by binary
+    lifting): O(log T) vectorised steps per round instead of a sort of the t values. Ties are harmless: the
+    k-th smallest value is the same whichever of the tied values holds rank k.
+    """
+    streams, rounds = d.shape
+    lower_ranks, upper_ranks = cs_ranks(rounds)
+    order = np.argsort(d, axis=1, kind="stable")
+    ordered = np.take_along_axis(d, order, axis=1)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(rounds), d.shape), axis=1)
+    tree = np.zeros((streams, rounds + 1), dtype=np.int64)
+    rows = np.arange(streams)
+    top = 1 << (rounds.bit_length() - 1)
+
+    def kth(k: int) -> np.ndarray:
+        position = np.zeros(streams, dtype=np.int64)
+        remaining = np.full(streams, k, dtype=np.int64)
+        step = top
+        while step:
+            candidate = position + step
+            counts = tree[rows, np.minimum(candidate, rounds)]
+            move = (candidate <= rounds) & (counts < remaining)
+            position = np.where(move, candidate, position)
+            remaining = np.where(move, remaining - counts, remaining)
+            step >>= 1
+        return ordered[rows, position]
+
+    low, high = np.full(streams, -np.inf), np.full(streams, np.inf)
+    missed = np.zeros(streams, bool)
+    missed_raw = np.zeros(streams, bool)
+    contradicted = np.zeros(streams, bool)
+    stopped = np.zeros(streams, bool)
+    stop_round = np.full(streams, rounds)
+    stop_low, stop_high = low.copy(), high.copy()
+    history = tuple(np.empty((streams, rounds)) for _ in range(2)) + tuple(
+        np.empty((streams, rounds), bool) for _ in range(2)) if record else None
+    lower_edge, upper_edge = 1 - MARGIN, 1 + MARGIN
+    for t in range(1, rounds + 1):
+        index = rank[:, t - 1] + 1
+        while True:
+            live = index <= rounds
+            if not live.any():
+                break
+            tree[rows[live], index[live]] += 1
+            index = index + (index & -index)
+        lower, upper = int(lower_ranks[t - 1]), int(upper_ranks[t - 1])
+        cs_low = kth(lower) if lower >= 1 else np.full(streams, -np.inf)
+        cs_high = kth(upper) if upper <= t else np.full(streams, np.inf)
+        missed_raw |= (cs_low > truth) | (cs_high < truth)
+        new_low, new_high = np.maximum(low, cs_low), np.minimum(high, cs_high)
+        empty = new_low > new_high
+        contradicted |= empty
+        low, high = np.where(empty, low, new_low), np.where(empty, high, new_high)
+        missed |= (low > truth) | (high < truth)
+        # settles(): both ends bounded, and the CS inside the band or beyond it (compared on the ratio scale)
+        with np.errstate(over="ignore"):
+            ratio_low, ratio_high = np.exp(low), np.exp(high)
+        bounded = np.isfinite(low) & np.isfinite(high)
+        inside = (lower_edge <= ratio_low) & (ratio_high <= upper_edge)
+        outside = (ratio_high < lower_edge) | (ratio_low > upper_edge)
+        settled = bounded & (inside | outside)
+        if t >= MIN_ROUNDS:
+            stopping = settled & ~stopped
+            stop_round[stopping] = t
+            stop_low[stopping], stop_high[stopping] = low[stopping], high[stopping]
+            stopped |= settled
+        if record:
+            history[0][:, t - 1], history[1][:, t - 1] = low, high
+            history[2][:, t - 1], history[3][:, t - 1] = settled, contradicted
+    unstopped = ~stopped
+    stop_low[unstopped], stop_high[unstopped] = low[unstopped], high[unstopped]
+    return Trace(missed, missed_raw, stop_round, stopped, stop_low, stop_high, history)
+
+
+# --- the naive procedure: compare's fixed-n test after every round -----------------------------------------
+
+FIXED_LEVEL = family_level(1, ALPHA)  # compare's default simultaneous family with one benchmark: 1 - alpha
+
+
+def fixed_n(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None, Relevance]:
+    """compare's fixed-n paired verdict on these rounds: the Hodges-Lehmann ratio interval at the simultaneous
+    family's level (sparc.ratio_interval, which simultaneous_suite reads off), Table I."""
+    low, high = ratio_interval(a, b, FIXED_LEVEL, paired=True)
+    return low, high, relevance(*read_off(low, high, MARGIN))
+
+
+def naive_stop(a: np.ndarray, b: np.ndarray) -> tuple[int, Relevance]:
+    """Rerun the fixed-n test after every round from MIN_ROUNDS on; stop at the first that shows anything."""
+    verdict = Relevance.INDETERMINATE
+    for t in range(MIN_ROUNDS, a.size + 1):
+        verdict = fixed_n(a[:t], b[:t])[2]
+        if verdict is not Relevance.INDETERMINATE:
+            return t, verdict
+    return a.size, verdict
+
+
+def naive_ever_missed(a: np.ndarray, b: np.ndarray, truth: float) -> bool:
+    for t in range(MIN_ROUNDS, a.size + 1):
+        low, high, _ = fixed_n(a[:t], b[:t])
+        if (low is not None and low > truth) or (high is not None and high < truth):
+            return True
+    return False
+
+
+# --- Monte Carlo bounds ------------------------------------------------------------------------------------
+
+def clopper_pearson(hits: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """One-sided Clopper-Pearson bounds (lower, upper), each at ``confidence``."""
+    tail = 1 - confidence
+    lower = 0.0 if hits == 0 else float(special.betaincinv(hits, trials - hits + 1, tail))
+    upper = 1.0 if hits == trials else float(special.betaincinv(hits + 1, trials - hits, 1 - tail))
+    return lower, upper
+
+
+def rate(hits: int, trials: int) -> str:
+    return f"{hits / trials:6.4f} (<= {clopper_pearson(hits, trials)[1]:6.4f})"
+
+
+# --- sections ----------------------------------------------------------------------------------------------
+
+DIFFERENCE = (Relevance.RELEVANT, Relevance.TRIVIAL)
+INSIDE = (Relevance.EQUIVALENCE, Relevance.TRIVIAL)
+
+
+def validity_and_verdicts(args, rng: np.random.Generator, targets: list[tuple[str, bool]]) -> None:
+    naive_streams = min(args.naive_streams, args.streams)
+    naive_rounds = min(args.naive_rounds, args.max_rounds)
+    print(f"1. Validity: {args.streams} streams per row, a check after every round up to {args.max_rounds} "
+          f"rounds; alpha {ALPHA}, margin {MARGIN}")
+    print("   missed = the reported CS (running intersection) ever excluded the true median ratio; raw = a "
+          "per-round CS did; (<= x): Clopper-Pearson 95% upper bound")
+    print(f"   naive = compare's fixed-n paired interval at {FIXED_LEVEL:g} recomputed after every round from "
+          f"round {MIN_ROUNDS}, first {naive_streams} streams, up to {naive_rounds} rounds")
+    header = f"   {'family':22} {'A/B':>6} {'missed (ab)':>19} {'raw CS':>19} {'naive':>19}"
+    print(header)
+    verdict_rows = []
+    for family in FAMILIES:
+        for ratio in (NULL, SLOWDOWN):
+            a, b = rounds_of(family, ratio, args.streams, args.max_rounds, rng)
+            truth = ratio[0] / ratio[1]
+            result = trace(log_ratios(a, b), math.log(truth))
+            missed, raw = int(result.missed.sum()), int(result.missed_raw.sum())
+            naive = "-"
+            if ratio == NULL:
+                naive_hits = sum(naive_ever_missed(a[s, :naive_rounds], b[s, :naive_rounds], truth)
+                                 for s in range(naive_streams))
+                naive = rate(naive_hits, naive_streams)
+            ok = missed / args.streams <= ALPHA
+            targets.append((f"validity, {family}, A/B {truth:.4f}: CS ever missed {missed / args.streams:.4f} "
+                            f"<= alpha {ALPHA}", ok))
+            print(f"   {family:22} {truth:6.4f} {rate(missed, args.streams):>19} {rate(raw, args.streams):>19} "
+                  f"{naive:>19}{'' if ok else '  FAIL'}")
+            verdict_rows.append((family, ratio, a, b, result))
+    print()
+    print(f"2. Wrong verdicts: ab stops at the first settled round >= {MIN_ROUNDS} (else at {args.max_rounds}); "
+          f"the naive procedure at the first round >= {MIN_ROUNDS} where the fixed-n test shows a difference or "
+          f"equivalence ({naive_streams} streams)")
+    print("   A/B 1.0000 wrong = a difference shown (relevant or trivial); A/B 0.9091 (10% slowdown) wrong = "
+          "equivalence or trivial (inside the band)")
+    print(f"   {'family':22} {'A/B':>6} {'ab wrong':>19} {'ab relevant':>11} {'rounds':>7} {'unsettled':>9} "
+          f"{'naive wrong':>19} {'rounds':>7}")
+    for family, ratio, a, b, result in verdict_rows:
+        wrong_set = DIFFERENCE if ratio == NULL else INSIDE
+        verdicts = result.verdicts()
+        wrong = sum(v in wrong_set for v in verdicts)
+        relevant = sum(v is Relevance.RELEVANT for v in verdicts)
+        stops = [naive_stop(a[s], b[s]) for s in range(naive_streams)]
+        naive_wrong = sum(v in wrong_set for _, v in stops)
+        ok = wrong / args.streams <= ALPHA
+        label = "called a difference" if ratio == NULL else "called equivalent/trivial"
+        targets.append((f"wrong verdicts, {family}, A/B {ratio[0] / ratio[1]:.4f} {label}: "
+                        f"{wrong / args.streams:.4f} <= alpha {ALPHA}", ok))
+        inflation = ""
+        if ratio == NULL:
+            shown = clopper_pearson(naive_wrong, naive_streams)[0] > ALPHA
+            targets.append((f"naive inflation shown, {family}: {naive_wrong / naive_streams:.4f} of ratio-1 "
+                            f"streams called a difference, 95% lower bound "
+                            f"{clopper_pearson(naive_wrong, naive_streams)[0]:.4f} > alpha {ALPHA}", shown))
+            inflation = "  inflated" if shown else "  NOT INFLATED (FAIL)"
+        print(f"   {family:22} {ratio[0] / ratio[1]:6.4f} {rate(wrong, args.streams):>19} "
+              f"{relevant / args.streams:11.4f} {result.stop_round.mean():7.1f} "
+              f"{int((~result.settled).sum()):9d} {rate(naive_wrong, naive_streams):>19} "
+              f"{np.mean([t for t, _ in stops]):7.1f}{'' if ok else '  FAIL'}{inflation}")
+
+
+def expected_class(ratio: float) -> str:
+    return "inside" if 1 - MARGIN <= ratio <= 1 + MARGIN else "beyond"
+
+
+def reaches(low: float | None, high: float | None, wanted: str) -> bool:
+    if low is None or high is None:
+        return False
+    if wanted == "inside":
+        return 1 - MARGIN <= low and high <= 1 + MARGIN
+    return high < 1 - MARGIN or low > 1 + MARGIN
+
+
+def rounds_to_verdict(args, rng: np.random.Generator) -> None:
+    print(f"3. Rounds to a settled verdict: log-normal runs, per-run sigma {SPEED_SIGMA} (log ratio sd "
+          f"{SPEED_SIGMA * math.sqrt(2):.3f}), {args.streams} streams, at most {args.max_rounds} rounds")
+    print(f"   fixed n = smallest n of the grid at which compare's fixed-n paired test ({FIXED_LEVEL:g}) reaches "
+          f"the same verdict in >= {1 - ALPHA:g} of {args.fixed_trials} simulations")
+    print(f"   {'A/B':>5} {'verdict':>26} {'ab reached':>10} {'mean':>7} {'p90':>6} {'unsettled':>9} "
+          f"{'fixed n':>18}")
+    for ratio in SPEED_RATIOS:
+        truth = ratio[0] / ratio[1]
+        wanted = expected_class(truth)
+        a, b = rounds_of("speed", ratio, args.streams, args.max_rounds, rng)
+        result = trace(log_ratios(a, b), math.log(truth))
+        reached = np.array([reaches(*_ratio_bounds(low, high), wanted) and settled for low, high, settled in
+                            zip(result.stop_low.tolist(), result.stop_high.tolist(), result.settled.tolist())])
+        stop = result.stop_round[result.settled]
+        mean = f"{stop.mean():7.1f}" if stop.size else "      -"
+        # the 90th percentile over all streams: an unsettled stream counts as beyond the budget
+        p90_all = np.quantile(np.where(result.settled, result.stop_round, np.inf), 0.9, method="inverted_cdf")
+        p90 = f"{p90_all:6.0f}" if math.isfinite(p90_all) else f">{args.max_rounds}"
+        needed = None
+        for n in FIXED_N_GRID:
+            x, y = rounds_of("speed", ratio, args.fixed_trials, n, rng)
+            hits = sum(reaches(*fixed_n(x[s], y[s])[:2], wanted) for s in range(args.fixed_trials))
+            if hits >= (1 - ALPHA) * args.fixed_trials:
+                needed = n
+                break
+        label = "inside the band" if wanted == "inside" else "faster beyond the margin"
+        print(f"   {truth:5.2f} {label:>26} {reached.mean():10.4f} {mean} {p90:>6} "
+              f"{int((~result.settled).sum()):9d} {needed if needed else 'beyond the grid':>18}")
+
+
+# --- the vectorised path against SequentialComparison -----------------------------------------------------
+
+def equality_check(streams: int, rounds: int, seed: int) -> tuple[int, list[str]]:
+    """Feed the same rounds to SequentialComparison (one object per stream, add(a, b) after every round, as
+    the CLI does) and to ``trace``; return (rounds compared, the first disagreements). Streams come from every
+    family, both ratios, and a step change (A/B 1 for 60 rounds, then 1.3: not i.i.d., so the running
+    intersection goes empty and ``contradicted`` is exercised). Also checks that the naive procedure's verdict
+    is compare's: simultaneous_suite on sparc_tests gives the same relevance as ``fixed_n``."""
+    rng = np.random.default_rng(seed)
+    kinds = [(f, r) for f in FAMILIES for r in (NULL, SLOWDOWN)] + [("step", NULL)]
+    per_kind = max(1, streams // len(kinds))
+    problems: list[str] = []
+    compared = 0
+    contradictions = 0
+    for family, ratio in kinds:
+        if family == "step":
+            a, b = rounds_of("log-normal", ratio, per_kind, rounds, rng)
+            a[:, 60:] *= 1.3
+        else:
+            a, b = rounds_of(family, ratio, per_kind, rounds, rng)
+        result = trace(log_ratios(a, b), math.log(ratio[0] / ratio[1]), record=True)
+        lows, highs, settled, contradicted = result.history
+        for s in range(per_kind):
+            comparison = SequentialComparison(MARGIN, ALPHA, 1)
+            stop = None
+            for t in range(rounds):
+                comparison.add(float(a[s, t]), float(b[s, t]))
+                got = comparison.settlement()
+                low, high = _ratio_bounds(lows[s, t], highs[s, t])
+                verdict = relevance(*read_off(low, high, MARGIN))
+                mine = (low, high, bool(settled[s, t]), bool(contradicted[s, t]), verdict)
+                theirs = (got.low, got.high, got.settled, got.contradicted, got.verdict)
+                compared += 1
+                if mine != theirs and len(problems) < 5:
+                    problems.append(f"{family} stream {s} round {t + 1}: vectorised {mine}, "
+                                    f"SequentialComparison {theirs}")
+                if stop is None and t + 1 >= MIN_ROUNDS and got.settled:
+                    stop = t + 1
+            contradictions += comparison.contradicted
+            if stop != (int(result.stop_round[s]) if result.settled[s] else None) and len(problems) < 5:
+                problems.append(f"{family} stream {s}: stop round {stop}, vectorised {result.stop_round[s]}")
+        # compare's own path for the naive verdict, on a few prefixes
+        for s in range(min(per_kind, 3)):
+            for n in (6, 12, 30):
+                x, y = a[s, :n], b[s, :n]
+                suite = simultaneous_suite([sparc_tests(x, y, MARGIN, paired=True, confidence=FIXED_LEVEL)],
+                                           [(x, y)], ["metric"], ALPHA)
+                if suite.decisions[0].relevance is not fixed_n(x, y)[2] and len(problems) < 5:
+                    problems.append(f"{family} stream {s} n {n}: compare says {suite.decisions[0].relevance}, "
+                                    f"fixed_n says {fixed_n(x, y)[2]}")
+    if contradictions == 0:
+        problems.append("no stream was contradicted: the step change did not exercise that branch")
+    return compared, problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=2000, help="simulated ab runs per row")
+    parser.add_argument("--max-rounds", type=int, default=1000, help="rounds per stream (ab's budget)")
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="small sizes (the suite's version: < 60 s)")
+    parser.add_argument("--naive-streams", type=int, default=500, help="streams given to the naive procedure")
+    parser.add_argument("--naive-rounds", type=int, default=100, help="rounds of the naive validity check")
+    parser.add_argument("--fixed-trials", type=int, default=400, help="simulations per fixed n")
+    parser.add_argument("--check-streams", type=int, default=390, help="streams of the equality check")
+    parser.add_argument("--check-rounds", type=int, default=300, help="rounds of the equality check")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.streams, args.max_rounds = 400, 400
+        args.naive_streams, args.naive_rounds, args.fixed_trials = 150, 60, 100
+        args.check_streams, args.check_rounds = 130, 150
+    if args.streams < 1 or args.max_rounds < MIN_ROUNDS:
+        parser.error(f"--streams must be >= 1 and --max-rounds >= {MIN_ROUNDS}")
+    started = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    targets: list[tuple[str, bool]] = []
+
+    compared, problems = equality_check(args.check_streams, args.check_rounds, args.seed + 1)
+    for problem in problems:
+        print(f"   {problem}")
+    targets.append((f"vectorised path identical to SequentialComparison ({compared} rounds compared: CS, "
+                    "verdict, settled, contradicted, stop round)", not problems))
+    validity_and_verdicts(args, rng, targets)
+    print()
+    rounds_to_verdict(args, rng)
+    print()
+    for label, ok in targets:
+        print(f"{'PASS' if ok else 'FAIL'}: {label}")
+    failed = sum(not ok for _, ok in targets)
+    print(f"{len(targets) - failed} of {len(targets)} targets PASS; {time.perf_counter() - started:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
