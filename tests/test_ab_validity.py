@@ -1,0 +1,84 @@
+"""Fast version of bench/sequential.py (issue 16): perfctl ab's confidence sequence, checked after every
+round, keeps its error at or below alpha on every data family, and so do its wrong verdicts; the naive
+procedure (compare's fixed-n test after every round) shows the inflation the design avoids; and the
+vectorised simulation those rates come from gives exactly SequentialComparison's settlements."""
+
+import contextlib
+import importlib.util
+import io
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[1] / "bench" / "sequential.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_sequential", PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look the module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+@pytest.fixture(scope="module")
+def quick_run():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = bench.main(["--quick"])
+    return code, out.getvalue()
+
+
+def _targets(output):
+    return re.findall(r"^(PASS|FAIL): (.*)$", output, flags=re.MULTILINE)
+
+
+def test_quick_mode_passes_every_target(quick_run):
+    code, output = quick_run
+    targets = _targets(output)
+    failed = [label for status, label in targets if status != "PASS"]
+    assert not failed, output
+    assert code == 0, output
+
+
+def test_quick_mode_checks_every_family_and_target(quick_run):
+    _, output = quick_run
+    labels = [label for _, label in _targets(output)]
+    for family in bench.FAMILIES:
+        assert sum(label.startswith(f"validity, {family},") for label in labels) == 2, family
+        assert sum(label.startswith(f"wrong verdicts, {family},") for label in labels) == 2, family
+        assert any(label.startswith(f"naive inflation shown, {family}:") for label in labels), family
+    assert any(label.startswith("vectorised path identical to SequentialComparison") for label in labels)
+    # the rounds-to-verdict table: one row per true ratio, each with a fixed n beside it
+    rows = re.findall(r"^\s+(1\.00|1\.01|1\.03|1\.10|1\.50)\s+(inside the band|faster beyond the margin)\s",
+                      output, flags=re.MULTILINE)
+    assert [ratio for ratio, _ in rows] == ["1.00", "1.01", "1.03", "1.10", "1.50"], output
+
+
+def test_vectorised_path_equals_sequential_comparison_on_fresh_streams():
+    # a seed the quick run does not use: every round's CS, verdict, settlement and contradiction, and every
+    # stop round, identical; the step-change streams must reach the contradicted branch
+    compared, problems = bench.equality_check(streams=130, rounds=120, seed=4242)
+    assert problems == []
+    assert compared == 130 // 13 * 13 * 120
+
+
+def test_equality_check_can_fail():
+    # the check reports a disagreement when the vectorised path is wrong (its ranks shifted by one)
+    original = bench.cs_ranks
+
+    def shifted(rounds, alpha=bench.ALPHA):
+        lower, upper = original(rounds, alpha)
+        return lower + (lower >= 1), upper
+
+    bench.cs_ranks = shifted
+    try:
+        _, problems = bench.equality_check(streams=13, rounds=80, seed=7)
+    finally:
+        bench.cs_ranks = original
+    assert problems
