@@ -2,12 +2,18 @@
  * the benchmark in place (same pid), so counters attached with enable_on_exec start at the benchmark's
  * own exec.
  *
- *   gate [-u UID] [-g GID] [-G GID,GID...] [-C DIR] -- /abs/path/to/benchmark ARGS...
+ *   gate [-u UID] [-g GID] [-G GID,GID...] [-C DIR] [-J FD] -- /abs/path/to/benchmark ARGS...
  *   (stdin: the release pipe)
  *
  * It reads one byte from stdin (EOF: perfctl died before releasing; exit 125 without running anything),
  * points stdin at /dev/null, drops to the given groups, gid and uid (all three of real, effective and
- * saved), changes to DIR, and execve()s the benchmark with the environment it was given. Dropping
+ * saved), changes to DIR, and execve()s the benchmark with the environment it was given. With -J, FD is
+ * a cgroup's cgroup.procs, opened by perfctl (as root): the gate marks it close-on-exec before anything
+ * else and writes "0" to it (moving itself into that cgroup) as its very last step before execve, so
+ * counters scoped to the cgroup (agent/perf_event.py, cgroup counting) see nothing of the gate but that
+ * write's return and the first half of the execve. A failed move is a failed setup step (126): the
+ * benchmark never runs outside the cgroup it is counted and contained in. The kernel checks the move
+ * against the credentials of FD's opener, so it works after the drop to --user. Dropping
  * privileges here rather than in a forked Python child lets perfctl start every benchmark with
  * posix_spawn: a fork() in a process holding gRPC threads can crash the child. Exit 126: a setup step
  * failed; 127: execve failed. Either says on stderr what failed and the system's reason: the errno's name
@@ -50,6 +56,8 @@ static const struct {
     const char *name;
 } ERRORS[] = {
     {1, "EPERM (Operation not permitted)"},     {2, "ENOENT (No such file or directory)"},
+    {3, "ESRCH (No such process)"},             {9, "EBADF (Bad file descriptor)"},
+    {16, "EBUSY (Device or resource busy)"},
     {7, "E2BIG (Argument list too long)"},      {8, "ENOEXEC (Exec format error)"},
     {12, "ENOMEM (Cannot allocate memory)"},    {13, "EACCES (Permission denied)"},
     {20, "ENOTDIR (Not a directory)"},          {21, "EISDIR (Is a directory)"},
@@ -111,7 +119,7 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     long argc = stack[0];
     char **argv = (char **)(stack + 1);
     char **envp = argv + argc + 1;
-    long uid = -1, gid = -1, group_count = -1;
+    long uid = -1, gid = -1, group_count = -1, join = -1;
     unsigned int groups[MAX_GROUPS];
     const char *directory = 0;
     long i = 1;
@@ -137,6 +145,8 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
                 if (*end == ',')
                     end++;
             }
+        } else if (same(argv[i], "-J")) {
+            join = number(value, &end);
         } else if (same(argv[i], "-C")) {
             directory = value;
             end = value + 0;
@@ -151,6 +161,9 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     }
     if (i >= argc)
         fail(126, "no command");
+    long result;
+    if (join >= 0 && (result = syscall3(__NR_fcntl, join, F_SETFD, FD_CLOEXEC)) < 0)
+        fail_errno(126, "bad cgroup descriptor", result);
     char byte;
     if (syscall3(__NR_read, 0, (long)&byte, 1) != 1)
         leave(125);
@@ -159,7 +172,6 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         syscall3(__NR_dup2, null, 0, 0);
         syscall3(__NR_close, null, 0, 0);
     }
-    long result;
     if (group_count >= 0 && (result = syscall3(__NR_setgroups, group_count, (long)groups, 0)) < 0)
         fail_errno(126, "setgroups failed", result);
     if (gid >= 0 && (result = syscall3(__NR_setresgid, gid, gid, gid)) < 0)
@@ -168,6 +180,8 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         fail_errno(126, "setresuid failed", result);
     if (directory && (result = syscall3(__NR_chdir, (long)directory, 0, 0)) < 0)
         fail_errno(126, "cannot change to the working directory", result);
+    if (join >= 0 && (result = syscall3(__NR_write, join, (long)"0", 1)) != 1)
+        fail_errno(126, "cannot move into the run's cgroup", result);
     result = syscall3(__NR_execve, (long)argv[i], (long)(argv + i), (long)envp);
     fail_errno(127, "execve failed", result);
 }

@@ -1,9 +1,36 @@
-"""The ``perf_event`` backend: perf_event_open(2) through ctypes, per task, inherit + enable_on_exec.
+"""The ``perf_event`` backend: perf_event_open(2) through ctypes, counters scoped to the runs' cgroup and
+opened once (cgroup counting), or per task with inherit + enable_on_exec, opened for each run (per-run
+counting).
 
-Per run: the benchmark is started blocked in the exec gate (agent/runner.py); one counter per event is
-attached to the gate's pid with ``inherit`` (children are counted) and ``enable_on_exec`` (counting starts
-at the benchmark's own exec, not in the gate); the gate is released; after the exit the counters are read
-with ``read_format`` TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING so multiplexing is visible.
+Cgroup counting, used wherever the runner has a cgroup of its own for the runs and the static gate
+(Runner.counting_cgroup) and the kernel opens cgroup counters (root, a cgroup v2 hierarchy, where the
+perf_event controller always is): each event is opened once per CPU with PERF_FLAG_PID_CGROUP on the
+runner's cgroup, software events and tracepoints as one group per CPU read in one read(2)
+(PERF_FORMAT_GROUP), hardware and raw events alone (so that one PMU event multiplexed out never takes the
+others with it). Every run reads them before and after; the difference is the run. The cgroup is empty
+between runs: the gate blocks outside it and moves itself in as its last step before execve (gate.c -J), so
+the count starts there rather than at the exec itself. What that adds: the end of the gate's write to
+cgroup.procs and the first half of the execve (the kernel enables enable_on_exec counters in
+begin_new_exec, after the new program is read and the old address space dropped): task-clock only, some
+tens of microseconds (measured in docs/stat.md and bounded by tests/test_perf_event.py); page faults,
+context switches and interrupts are those of the per-task counters. At the other end a process is counted
+until it leaves the CPU for the last time, where a task counter stops a little earlier (perf_event_exit_task
+in do_exit): that final switch is a context switch the per-task counter never sees, one per exiting task,
+which is why two tracepoints are counted beside the requested events and never reported:
+sched:sched_process_exit (the tasks that exited: subtracted from context-switches) and
+sched:sched_process_exec (a run without an exec is "never enabled (the benchmark did not exec)", as a
+task counter's enable_on_exec says). Children are counted because they are born in the cgroup, as
+inherit counts them. One set of counters serves every command measured with the same runner (`perfctl ab`
+alternates commands): no cost per command. Opening a set costs ~10 ms, once per backend and runner; a run
+costs two group reads per CPU (~4 µs each) instead of opening and closing a counter per event
+(~0.1 ms each on these VMs). See docs/stat.md, "Per-run cost".
+
+Per-run counting (no cgroup of its own for the runs: not root, no cgroup v2, a kernel without cgroup.kill;
+the sh gate; cgroup counters refused): the benchmark is started blocked in the exec gate
+(agent/runner.py); one counter per event is attached to the gate's pid with ``inherit`` (children are
+counted) and ``enable_on_exec`` (counting starts at the benchmark's own exec, not in the gate); the gate
+is released; after the exit the counters are read with ``read_format`` TOTAL_TIME_ENABLED |
+TOTAL_TIME_RUNNING so multiplexing is visible. ``PerfEventBackend.counting`` says which is in use and why.
 
 Tracepoints cost ~40 ms to open when no other counter holds them (the kernel registers the probe), so
 the backend keeps one disabled counter per tracepoint open on itself for its whole lifetime
@@ -31,7 +58,12 @@ BACKEND = "perf_event"
 _NR_PERF_EVENT_OPEN = 298  # x86_64
 _PERF_FLAG_FD_CLOEXEC = 1 << 3
 _FORMAT_TIMES = 1 | 2  # PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
+_FORMAT_GROUP = 8  # PERF_FORMAT_GROUP
+_PERF_FLAG_PID_CGROUP = 1 << 2
+# Counted beside the requested events in cgroup counting, never reported (see the module docstring).
+EXEC_TRACEPOINT, EXIT_TRACEPOINT = "sched:sched_process_exec", "sched:sched_process_exit"
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5
+_SW_CONTEXT_SWITCHES = 3  # PERF_COUNT_SW_CONTEXT_SWITCHES
 # bit positions in perf_event_attr's flag word (linux/perf_event.h)
 _DISABLED, _INHERIT, _EXCLUDE_USER, _EXCLUDE_KERNEL, _EXCLUDE_HV, _ENABLE_ON_EXEC = 0, 1, 4, 5, 6, 12
 
@@ -39,8 +71,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
-def make_attr(type_: int, config: int, scope: str, *, inherit: bool, enable_on_exec: bool) -> bytes:
-    flags = 1 << _DISABLED
+def make_attr(type_: int, config: int, scope: str, *, inherit: bool, enable_on_exec: bool,
+              disabled: bool = True, read_format: int = _FORMAT_TIMES) -> bytes:
+    flags = (1 << _DISABLED) if disabled else 0
     if inherit:
         flags |= 1 << _INHERIT
     if enable_on_exec:
@@ -49,15 +82,16 @@ def make_attr(type_: int, config: int, scope: str, *, inherit: bool, enable_on_e
         flags |= (1 << _EXCLUDE_KERNEL) | (1 << _EXCLUDE_HV)
     elif scope == "kernel":
         flags |= (1 << _EXCLUDE_USER) | (1 << _EXCLUDE_HV)
-    head = struct.pack("=IIQQQQQ", type_, _ATTR_SIZE, config, 0, 0, _FORMAT_TIMES, flags)
+    head = struct.pack("=IIQQQQQ", type_, _ATTR_SIZE, config, 0, 0, read_format, flags)
     return head.ljust(_ATTR_SIZE, b"\0")
 
 
-def perf_event_open(attr: bytes, pid: int, cpu: int = -1) -> int:
-    """Open one counter; raises OSError with the kernel's errno."""
+def perf_event_open(attr: bytes, pid: int, cpu: int = -1, group: int = -1, flags: int = 0) -> int:
+    """Open one counter; raises OSError with the kernel's errno. With PERF_FLAG_PID_CGROUP in ``flags``,
+    ``pid`` is a descriptor of a cgroup directory."""
     buf = ctypes.create_string_buffer(attr, len(attr))
-    fd = _libc.syscall(_NR_PERF_EVENT_OPEN, buf, ctypes.c_int(pid), ctypes.c_int(cpu), ctypes.c_int(-1),
-                       ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC))
+    fd = _libc.syscall(_NR_PERF_EVENT_OPEN, buf, ctypes.c_int(pid), ctypes.c_int(cpu), ctypes.c_int(group),
+                       ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC | flags))
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
@@ -153,23 +187,118 @@ def unsupported_reading(opener: Opener, backend: str) -> Reading:
                    status="unsupported", reason=opener.unsupported)
 
 
+def online_cpus() -> list[int]:
+    """The CPUs online now (/sys/devices/system/cpu/online, e.g. ``0-3,6``): where cgroup counters open."""
+    with open("/sys/devices/system/cpu/online") as f:
+        text = f.read().strip()
+    cpus: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
+
+
+class CgroupCounters:
+    """The supported events of ``openers`` counted for everything in one cgroup, opened once per CPU.
+
+    :meth:`read` returns running totals over all CPUs; the difference of two is what ran in the cgroup in
+    between (the module docstring says what a run's difference includes). Per CPU, software events and
+    tracepoints form one group led by the exec tracepoint, read with one read(2); a hardware or raw event is
+    a counter of its own. Raises OSError (the kernel's errno) when a counter cannot be opened, after closing
+    those it opened.
+    """
+
+    def __init__(self, openers: list[Opener], cgroup_path: str) -> None:
+        self._fds: list[int] = []
+        # per CPU: (group leader, [(position in the result, opener index or None)]) and the lone counters
+        self._groups: list[tuple[int, int]] = []  # (leader fd, members)
+        self._singles: list[tuple[int, int]] = []  # (fd, opener index)
+        self._openers = openers
+        grouped = [i for i, o in enumerate(openers)
+                   if o.unsupported is None and o.attr_type in (TYPE_SOFTWARE, TYPE_TRACEPOINT)]
+        alone = [i for i, o in enumerate(openers)
+                 if o.unsupported is None and o.attr_type not in (TYPE_SOFTWARE, TYPE_TRACEPOINT)]
+        self._grouped = grouped
+        hidden = [tracefs.tracepoint_id(EXEC_TRACEPOINT), tracefs.tracepoint_id(EXIT_TRACEPOINT)]
+        cgroup_fd = os.open(cgroup_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for cpu in online_cpus():
+                leader = self._open(TYPE_TRACEPOINT, hidden[0], "all", cgroup_fd, cpu, -1, _FORMAT_GROUP)
+                self._open(TYPE_TRACEPOINT, hidden[1], "all", cgroup_fd, cpu, leader, _FORMAT_GROUP)
+                for i in grouped:
+                    o = openers[i]
+                    self._open(o.attr_type, o.config, o.spec.scope, cgroup_fd, cpu, leader, _FORMAT_GROUP)
+                self._groups.append((leader, 2 + len(grouped)))
+                for i in alone:
+                    o = openers[i]
+                    self._singles.append((self._open(o.attr_type, o.config, o.spec.scope, cgroup_fd, cpu, -1, 0),
+                                          i))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(cgroup_fd)
+
+    def _open(self, type_: int, config: int, scope: str, cgroup_fd: int, cpu: int, group: int, extra: int) -> int:
+        attr = make_attr(type_, config, scope, inherit=False, enable_on_exec=False, disabled=False,
+                         read_format=_FORMAT_TIMES | extra)
+        fd = perf_event_open(attr, cgroup_fd, cpu, group, _PERF_FLAG_PID_CGROUP)
+        self._fds.append(fd)
+        return fd
+
+    def read(self) -> tuple[int, int, list[tuple[int, int, int]]]:
+        """(execs, exits, per opener (value, time_enabled, time_running)) summed over CPUs so far; an
+        opener that is not counted reads (0, 0, 0)."""
+        totals = [[0, 0, 0] for _ in self._openers]
+        execs = exits = 0
+        for leader, members in self._groups:
+            _, enabled, running, *values = struct.unpack(f"={3 + members}Q", os.read(leader, 8 * (3 + members)))
+            execs += values[0]
+            exits += values[1]
+            for i, value in zip(self._grouped, values[2:]):
+                total = totals[i]
+                total[0] += value
+                total[1] += enabled
+                total[2] += running
+        for fd, i in self._singles:
+            value, enabled, running = read_counter(fd)
+            total = totals[i]
+            total[0] += value
+            total[1] += enabled
+            total[2] += running
+        return execs, exits, [tuple(t) for t in totals]
+
+    def close(self) -> None:
+        for fd in reversed(self._fds):
+            os.close(fd)
+        self._fds.clear()
+        self._groups.clear()
+        self._singles.clear()
+
+
 class PerfEventBackend:
-    """Counts events per task with perf_event_open; see the module docstring for the protocol."""
+    """Counts events with perf_event_open; see the module docstring for the protocol. ``cgroup_counting``
+    False: per-run counting always (the tests compare the two)."""
 
     name = BACKEND
     names = (BACKEND,)
 
-    def __init__(self, specs: list[EventSpec], inventory: Inventory):
+    def __init__(self, specs: list[EventSpec], inventory: Inventory, *, cgroup_counting: bool = True):
         cpu = inventory.cpu
         self._openers: list[Opener] = []
         self._keepers: list[int] = []
         self._closer = _Closer()
+        # per runner cgroup path: its counters, or why they cannot be used (then: per-run counting)
+        self._cgroup_counters: dict[str, CgroupCounters | str] = {}
+        self._cgroup_counting = cgroup_counting
+        self.per_run_reason: str | None = None if cgroup_counting else "cgroup counting turned off"
+        self._context_switches = [i for i, spec in enumerate(specs) if spec.kind == "software"
+                                  and spec.config == _SW_CONTEXT_SWITCHES]
         for spec in specs:
             opener = resolve(spec, cpu.vendor, cpu.family)
             if opener.unsupported is None:
                 opener = self._probe(opener)
             self._openers.append(opener)
-
     def _probe(self, opener: Opener) -> Opener:
         """Open the counter once on ourselves: an unsupported event is known before the first run.
 
@@ -197,7 +326,65 @@ class PerfEventBackend:
         """Label -> None when countable here, else the reason it is not."""
         return {o.spec.label: o.unsupported for o in self._openers}
 
+    def counting(self, runner: Runner) -> str:
+        """How runs with ``runner`` are counted: "cgroup", or "per run: " and why not by cgroup."""
+        counters = self._counters_for(runner)
+        return "cgroup" if counters is not None else f"per run: {self.per_run_reason}"
+
+    def _counters_for(self, runner: Runner) -> CgroupCounters | None:
+        """The cgroup counters of ``runner``'s cgroup, opened on first use; None (the reason in
+        per_run_reason) where cgroup counting cannot be used."""
+        if not self._cgroup_counting:
+            return None
+        cgroup, why = runner.counting_cgroup()
+        if cgroup is None:
+            self.per_run_reason = why
+            return None
+        counters = self._cgroup_counters.get(cgroup.path)
+        if counters is None:
+            try:
+                cgroup.procs_fd()
+                counters = CgroupCounters(self._openers, cgroup.path)
+            except OSError as err:
+                counters = f"cgroup counters cannot be opened on {cgroup.path}: {err.strerror}"
+            except (KeyError, TypeError) as err:  # tracefs without the sched tracepoints
+                counters = f"the tracepoints {EXEC_TRACEPOINT} and {EXIT_TRACEPOINT} are not readable: {err}"
+            self._cgroup_counters[cgroup.path] = counters
+        if isinstance(counters, str):
+            self.per_run_reason = counters
+            return None
+        self.per_run_reason = None
+        return counters
+
     def measure(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
+        counters = self._counters_for(runner)
+        if counters is None:
+            return self._measure_per_run(runner, argv, control)
+        gated = runner.start(argv, control, join_cgroup=True)
+        try:
+            execs_before, exits_before, before = counters.read()
+            exit_ = gated.release_and_wait()
+            execs, exits, after = counters.read()
+        finally:
+            gated.kill()
+        execs -= execs_before
+        exits -= exits_before
+        counts = [(a[0] - b[0], a[1] - b[1], a[2] - b[2]) for a, b in zip(after, before)]
+        for i in self._context_switches:
+            # each exiting task's last switch off the CPU, which a task counter never sees (module docstring)
+            value, enabled, running = counts[i]
+            counts[i] = (max(0, value - exits), enabled, running)
+        readings = []
+        for opener, (value, enabled, running) in zip(self._openers, counts):
+            if opener.unsupported is not None:
+                readings.append(unsupported_reading(opener, BACKEND))
+            elif execs == 0:  # the gate failed before or at its exec: what it did is not the benchmark's
+                readings.append(reading_from_counts(opener, BACKEND, 0, 0, 0))
+            else:
+                readings.append(reading_from_counts(opener, BACKEND, value, enabled, running))
+        return exit_, readings
+
+    def _measure_per_run(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
         gated = runner.start(argv, control)
         fds: list[tuple[Opener, int | None, str | None]] = []
         try:
@@ -227,6 +414,10 @@ class PerfEventBackend:
         return reading_from_counts(opener, BACKEND, *read_counter(fd))
 
     def close(self) -> None:
+        for counters in self._cgroup_counters.values():
+            if isinstance(counters, CgroupCounters):
+                counters.close()
+        self._cgroup_counters.clear()
         self._closer.finish()
         for fd in self._keepers:
             os.close(fd)

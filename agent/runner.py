@@ -274,19 +274,25 @@ class Runner:
             self._on_start = None
 
     def start(self, argv: list[str], control: RunControl, gate_target: list[str] | None = None,
-              pass_fds: tuple[int, ...] = ()) -> GatedProcess:
+              pass_fds: tuple[int, ...] = (), join_cgroup: bool = False) -> GatedProcess:
         """Start ``argv`` blocked in the exec gate. ``gate_target`` replaces argv as what the gate execs
         (the perf-stat backend execs ``perf stat ... -- argv``). ``pass_fds``: descriptors of ours (3 and up)
         the gated program inherits under the same numbers: how valgrind writes its log to a file only perfctl
-        can open (--log-fd), rather than to a path anyone could edit between runs."""
+        can open (--log-fd), rather than to a path anyone could edit between runs. ``join_cgroup``: the gate
+        moves itself into the runner's cgroup just before its execve (gate.c -J) instead of being moved in
+        while it blocks, so counters scoped to the cgroup count nothing of the gate's wait; only when
+        :meth:`counting_cgroup` is not None."""
         # the static gate runs as root before it drops to --user: its content is checked before every run
         refused = self._gate.verify()
         if refused:
             raise RunError(refused)
         self._stderr.seek(0)
         self._stderr.truncate()
+        join = self._cgroup if join_cgroup else None
+        if join_cgroup and (join is None or not self._gate.static):
+            raise RunError("a gate joining the run cgroup needs the static gate and a cgroup (counting_cgroup)")
         gated = GatedProcess(self._gate, gate_target or argv, control, None if control.show_output else self._stderr,
-                             self._persona, pass_fds, self._cgroup)
+                             self._persona, pass_fds, self._cgroup, join)
         if self._on_start is not None:
             try:
                 self._on_start(gated.pid)
@@ -294,6 +300,16 @@ class Runner:
                 gated.kill()
                 raise
         return gated
+
+    def counting_cgroup(self) -> tuple[RunCgroup | None, str | None]:
+        """(the cgroup every run's benchmark is born in, None) when a gate can move itself into it right
+        before its exec (the static gate, a cgroup made for this runner): how the perf_event backend opens its
+        counters once, scoped to that cgroup, rather than per run. Else (None, why not)."""
+        if self._cgroup is None:
+            return None, f"no cgroup for runs: {RunCgroup.unavailable or 'not made'}"
+        if not self._gate.static:
+            return None, f"the gate is the {self._gate.description}: only the static gate can join the cgroup itself"
+        return self._cgroup, None
 
     def kill_running(self) -> None:
         """Kill the tree of every run in progress; safe from another thread (how a stopped agent ends the run
@@ -338,7 +354,8 @@ class GatedProcess:
     """One benchmark process, blocked in the gate until :meth:`release_and_wait`."""
 
     def __init__(self, gate_to_use: gate.Gate, argv: list[str], control: RunControl, stderr_file,
-                 persona: _Persona, pass_fds: tuple[int, ...], cgroup: RunCgroup | None) -> None:
+                 persona: _Persona, pass_fds: tuple[int, ...], cgroup: RunCgroup | None,
+                 join: RunCgroup | None = None) -> None:
         self._control = control
         self._stderr_file = stderr_file
         self._reaped = False
@@ -346,7 +363,8 @@ class GatedProcess:
         persona.ensure(control.aslr_off)
         self._born = _ticks_now()  # what the benchmark leaves behind started no earlier (kill_leftovers)
         try:
-            self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds)
+            self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds,
+                                           None if join is None else join.procs_fd())
         except OSError as err:
             self._close_gate()
             if err.errno == errno.E2BIG:
@@ -355,8 +373,12 @@ class GatedProcess:
         finally:
             os.close(read_end)
         _live_gates.add(self.pid)
-        # while the gate still blocks: everything the benchmark starts is born into the runner's cgroup
-        self._cgroup = cgroup if cgroup is not None and cgroup.add(self.pid) else None
+        # while the gate still blocks: everything the benchmark starts is born into the runner's cgroup; a
+        # joining gate moves itself in just before its exec, or exits 126 without running anything
+        if join is not None:
+            self._cgroup = join
+        else:
+            self._cgroup = cgroup if cgroup is not None and cgroup.add(self.pid) else None
         self._cleaned = False
         self._pidfd = os.pidfd_open(self.pid)
         if control.pin_cpu is not None:
@@ -532,7 +554,7 @@ def _context_switches(pid: int) -> int | None:
 
 
 def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
-           stderr_file, pass_fds: tuple[int, ...]) -> tuple[int, subprocess.Popen | None]:
+           stderr_file, pass_fds: tuple[int, ...], join_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
     """Start the gate with posix_spawn (vfork-based: no fork handlers, no Python in the child). The static
     gate switches user and directory itself; only the sh fallback needs subprocess's forking child for
     that, and says so in `perfctl info`."""
@@ -544,6 +566,9 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
             options += ["-u", str(uid), "-g", str(gid), "-G", ",".join(map(str, groups))]
         if control.cwd != os.getcwd():
             options += ["-C", control.cwd]
+        if join_fd is not None:
+            options += ["-J", str(join_fd)]
+            pass_fds = (*pass_fds, join_fd)
         options.append("--")
     command = [*gate_to_use.prefix, *options, *argv]
     if gate_to_use.static or (control.user is None and control.cwd == os.getcwd()):
@@ -569,8 +594,10 @@ class RunCgroup:
     """The cgroup (v2) a Runner's runs are born in: a directory perfctl makes below its own cgroup,
     perfctl-PID/runner-N, empty between runs.
 
-    Each gate is moved into it while it still blocks, so the benchmark and everything it starts are born
-    inside, whatever session, process group or parent they move to. After the run, what is still inside
+    Each gate is moved into it while it still blocks, or moves itself in as its last step before execve
+    when the perf_event backend counts by cgroup (Runner.start's join_cgroup, gate.c -J: the cgroup then
+    holds nothing between runs), so the benchmark and everything it starts are born inside, whatever
+    session, process group or parent they move to. After the run, what is still inside
     is what it left behind, and ``cgroup.kill`` (Linux 5.14) kills it all in one step, forks in flight
     included: a /proc scan (kill_tree) freezes what it finds, but a benchmark that forks and exits in a loop
     moves on faster than /proc can be walked. One cgroup per Runner rather than per run: a mkdir and an
@@ -585,6 +612,14 @@ class RunCgroup:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._procs_fd = -1
+
+    def procs_fd(self) -> int:
+        """Its cgroup.procs, opened once (close-on-exec; perfctl's credentials, which the kernel checks
+        when a gate writes "0" to it to move itself in): what a joining gate gets as -J."""
+        if self._procs_fd == -1:
+            self._procs_fd = os.open(os.path.join(self.path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        return self._procs_fd
 
     @classmethod
     def make(cls) -> RunCgroup | None:
@@ -634,6 +669,9 @@ class RunCgroup:
 
     def remove(self) -> None:
         self.kill()
+        if self._procs_fd != -1:
+            os.close(self._procs_fd)
+            self._procs_fd = -1
         with contextlib.suppress(OSError):
             os.rmdir(self.path)
 

@@ -1,6 +1,7 @@
 """The perf_event backend against real counters on this machine."""
 
 import os
+import statistics
 import subprocess
 import time
 
@@ -175,3 +176,173 @@ def test_unprivileged_caller_gets_eacces_with_the_paranoid_level_and_the_run_goe
     assert both == "unsupported" and none is None
     assert "EACCES" in reason and f"perf_event_paranoid={paranoid}" in reason
     assert user == "ok" and count > 0
+
+
+# --- cgroup counting (counters opened once per backend and runner) against per-run counting ---
+
+NOP_SOURCE = 'void _start(void) { __asm__ volatile("mov $60, %eax; xor %edi, %edi; syscall"); }\n'
+# What cgroup counting adds to a run's task-clock over per-task counters: the end of the gate's move into the
+# cgroup, the first half of its execve, and the exit after perf_event_exit_task up to the last switch
+# (agent/perf_event.py). ~0.1 ms on these VMs; bounded here with room for a loaded machine.
+CGROUP_TASK_CLOCK_EXCESS_NS = 400_000
+
+
+def _cgroup_reason() -> str | None:
+    """Why the perf_event backend does not count by cgroup here (probed with a real backend and runner)."""
+    from perfctl.agent import session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner
+
+    backend = session.make_backend("perf_event", parse_events(["page-faults"]), inventory.collect())
+    runner = Runner()
+    try:
+        how = backend.counting(runner)
+    finally:
+        backend.close()
+        runner.close()
+    return None if how == "cgroup" else f"probe: {how}"
+
+
+needs_cgroup_counting = pytest.mark.skipif(_cgroup_reason() is not None, reason=str(_cgroup_reason()))
+
+
+@pytest.fixture(scope="module")
+def nop(tmp_path_factory):
+    """A static program of three instructions (exit(0)): its own task-clock is next to nothing and it takes
+    exactly one page fault, so whatever else a run counts is the counting's."""
+    out = tmp_path_factory.mktemp("nop")
+    os.chmod(out, 0o755)
+    (out / "nop.c").write_text(NOP_SOURCE)
+    subprocess.run(["cc", "-O2", "-static", "-nostdlib", "-o", str(out / "nop"), str(out / "nop.c")], check=True)
+    return out / "nop"
+
+
+def _measure_both(argv, events, runs=5, delay_release_s=0.0):
+    """{"cgroup": samples, "per run": samples} of the same command, one backend and runner for each way;
+    ``delay_release_s``: how long each gate blocks before its release (the wait must count nothing)."""
+    from perfctl.agent import session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.perf_event import PerfEventBackend
+    from perfctl.agent.runner import Runner, make_control
+
+    inv = inventory.collect()
+    result = {}
+    for cgroup in (True, False):
+        backend = PerfEventBackend(parse_events(events), inv, cgroup_counting=cgroup)
+        runner = Runner()
+        try:
+            assert backend.counting(runner) == ("cgroup" if cgroup else "per run: cgroup counting turned off")
+            plan = session.Plan([str(a) for a in argv], runs, 0, make_control())
+            with runner.watching(lambda pid: time.sleep(delay_release_s)):
+                result["cgroup" if cgroup else "per run"] = list(session.run(plan, backend, runner, "test"))
+        finally:
+            backend.close()
+            runner.close()
+    return result
+
+
+def _values(samples, event):
+    return sorted(value(s, event) for s in samples)
+
+
+@needs_cgroup_counting
+def test_cgroup_counting_counts_faults_and_switches_as_task_counters_do(programs):
+    both = _measure_both([programs / "pagetouch", 2000], ["page-faults", "minor-faults", "context-switches"])
+    faults = {way: set(_values(samples, "page-faults")) for way, samples in both.items()}
+    assert faults["cgroup"] == faults["per run"] and len(faults["cgroup"]) == 1, faults
+    assert 2000 <= faults["cgroup"].pop() < 2200
+    # sleep blocks once in nanosleep: one switch; the final switch of each exiting task is not one
+    sleeps = _measure_both(["/bin/sleep", "0.01"], ["context-switches"])
+    assert min(_values(sleeps["cgroup"], "context-switches")) == 1
+    assert min(_values(sleeps["per run"], "context-switches")) == 1
+
+
+@needs_cgroup_counting
+def test_cgroup_counting_counts_children_born_in_the_cgroup(programs):
+    touch = programs / "pagetouch"
+    both = _measure_both(["/bin/sh", "-c", f"{touch} 3000 & {touch} 3000 & {touch} 3000; wait"],
+                         ["page-faults", "context-switches"], runs=3)
+    cgroup, per_run = (statistics.median(_values(both[way], "page-faults")) for way in ("cgroup", "per run"))
+    assert cgroup >= 3 * 3000
+    assert abs(cgroup - per_run) <= 0.01 * per_run, (cgroup, per_run)
+    # sh waits for its children (it blocks): at least one switch a run, whichever way it is counted
+    assert min(_values(both["cgroup"], "context-switches")) >= 1
+
+
+@needs_cgroup_counting
+def test_cgroup_counting_starts_at_the_gates_move_not_during_its_wait(nop):
+    # Each gate blocks 20 ms before its release; the gate joins the cgroup only as its last step before
+    # execve. Had its start-up or its wait been counted, every run would show the gate's page faults and the
+    # switch of its blocking read: a nop's run takes exactly its own one fault, and most runs no switch.
+    waited = _measure_both([nop], ["page-faults", "context-switches"], runs=15, delay_release_s=0.02)
+    for way, samples in waited.items():
+        assert _values(samples, "page-faults") == [1] * 15, way
+        assert min(_values(samples, "context-switches")) == 0, way
+    # Released at once: no switch in most runs either way, and a task-clock that exceeds the per-task
+    # counter's by the execve's first half and the exit's end only.
+    both = _measure_both([nop], ["context-switches", "task-clock"], runs=15)
+    for way, samples in both.items():
+        assert statistics.median(_values(samples, "context-switches")) == 0, way
+    cgroup, per_run = (statistics.median(_values(both[way], "task-clock")) for way in ("cgroup", "per run"))
+    assert 0 < per_run < cgroup < per_run + CGROUP_TASK_CLOCK_EXCESS_NS, (cgroup, per_run)
+
+
+@needs_cgroup_counting
+def test_a_run_that_never_execs_reads_never_enabled_both_ways(tmp_path):
+    script = tmp_path / "broken"
+    script.write_text("#!/nonexistent/interpreter\n")
+    script.chmod(0o755)
+    for way, samples in _measure_both([script], ["page-faults", "task-clock"], runs=1).items():
+        sample = samples[0]
+        assert sample.exit_status == 127 and "execve failed" in sample.stderr_tail, way
+        for reading in sample.readings:
+            assert reading.status == "error" and "never enabled" in reading.reason, (way, reading)
+
+
+@needs_cgroup_counting
+def test_one_set_of_counters_serves_commands_measured_alternately(programs):
+    """`perfctl ab` alternates commands with one backend: nothing is opened per run or per command, and
+    each command's counts are its own."""
+    from perfctl.agent import session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner, make_control
+
+    backend = session.make_backend("perf_event", parse_events(["page-faults", "task-clock"]), inventory.collect())
+    runner = Runner()
+    control = make_control()
+    commands = {n: session.identify([str(programs / "pagetouch"), str(n)], control) for n in (100, 2100)}
+    environment = session.environment_of(control)
+    faults: dict[int, set[int]] = {100: set(), 2100: set()}
+    try:
+        assert backend.counting(runner) == "cgroup"
+        descriptors = None
+        for index, n in enumerate([100, 2100, 2100, 100, 100, 2100, 2100, 100]):
+            resolved, bench = commands[n]
+            sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=index,
+                                          warmup=False, sample_uuid=f"u{index}", machine_id="test")
+            faults[n].add(value(sample, "page-faults"))
+            if descriptors is None:  # the counters opened with the first run
+                descriptors = len(os.listdir("/proc/self/fd"))
+            assert len(os.listdir("/proc/self/fd")) == descriptors
+    finally:
+        backend.close()
+        runner.close()
+    assert len(faults[100]) == 1 and len(faults[2100]) == 1, faults
+    assert faults[2100].pop() - faults[100].pop() == 2000
+
+
+def test_the_sh_gate_is_counted_per_run_and_says_why():
+    from perfctl.agent import gate, session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner, make_control
+
+    backend = session.make_backend("perf_event", parse_events(["page-faults"]), inventory.collect())
+    runner = Runner(gate.Gate(gate.sh_gate(), "sh gate (test)", False))
+    try:
+        how = backend.counting(runner)
+        sample = next(session.run(session.Plan(["/bin/true"], 1, 0, make_control()), backend, runner, "test"))
+    finally:
+        backend.close()
+        runner.close()
+    assert how.startswith("per run: ") and "static gate" in how
+    assert value(sample, "page-faults") > 10

@@ -317,7 +317,8 @@ def test_gate_exits_125_without_running_anything_when_never_released(tmp_path, n
 
 
 @pytest.mark.parametrize("options, message", [(["-x", "1"], "unknown option"), (["-u", "abc"], "expected a number"),
-                                              (["-C", "/nonexistent"], "working directory")])
+                                              (["-C", "/nonexistent"], "working directory"),
+                                              (["-J", "99"], "bad cgroup descriptor: EBADF")])
 def test_static_gate_refuses_bad_options_with_126(options, message):
     result = subprocess.run([*_gates()["static"].prefix, *options, "--", "/bin/true"], input=b"\n",
                             capture_output=True)
