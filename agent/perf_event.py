@@ -210,8 +210,7 @@ class CgroupCounters:
 
     def __init__(self, openers: list[Opener], cgroup_path: str) -> None:
         self._fds: list[int] = []
-        # per CPU: (group leader, [(position in the result, opener index or None)]) and the lone counters
-        self._groups: list[tuple[int, int]] = []  # (leader fd, members)
+        self._groups: list[tuple[int, struct.Struct]] = []  # (leader fd, layout of its group read)
         self._singles: list[tuple[int, int]] = []  # (fd, opener index)
         self._openers = openers
         grouped = [i for i, o in enumerate(openers)
@@ -228,7 +227,7 @@ class CgroupCounters:
                 for i in grouped:
                     o = openers[i]
                     self._open(o.attr_type, o.config, o.spec.scope, cgroup_fd, cpu, leader, _FORMAT_GROUP)
-                self._groups.append((leader, 2 + len(grouped)))
+                self._groups.append((leader, struct.Struct(f"={3 + 2 + len(grouped)}Q")))
                 for i in alone:
                     o = openers[i]
                     self._singles.append((self._open(o.attr_type, o.config, o.spec.scope, cgroup_fd, cpu, -1, 0),
@@ -249,24 +248,21 @@ class CgroupCounters:
     def read(self) -> tuple[int, int, list[tuple[int, int, int]]]:
         """(execs, exits, per opener (value, time_enabled, time_running)) summed over CPUs so far; an
         opener that is not counted reads (0, 0, 0)."""
-        totals = [[0, 0, 0] for _ in self._openers]
-        execs = exits = 0
-        for leader, members in self._groups:
-            _, enabled, running, *values = struct.unpack(f"={3 + members}Q", os.read(leader, 8 * (3 + members)))
-            execs += values[0]
-            exits += values[1]
-            for i, value in zip(self._grouped, values[2:]):
-                total = totals[i]
-                total[0] += value
-                total[1] += enabled
-                total[2] += running
+        values = [0] * (2 + len(self._grouped))
+        enabled = running = 0
+        for leader, layout in self._groups:
+            _, group_enabled, group_running, *counts = layout.unpack(os.read(leader, layout.size))
+            enabled += group_enabled
+            running += group_running
+            values = [total + count for total, count in zip(values, counts)]
+        totals = [(0, 0, 0)] * len(self._openers)
+        for i, value in zip(self._grouped, values[2:]):
+            totals[i] = (value, enabled, running)
         for fd, i in self._singles:
-            value, enabled, running = read_counter(fd)
-            total = totals[i]
-            total[0] += value
-            total[1] += enabled
-            total[2] += running
-        return execs, exits, [tuple(t) for t in totals]
+            value, single_enabled, single_running = read_counter(fd)
+            previous = totals[i]
+            totals[i] = (previous[0] + value, previous[1] + single_enabled, previous[2] + single_running)
+        return values[0], values[1], totals
 
     def close(self) -> None:
         for fd in reversed(self._fds):
@@ -287,7 +283,7 @@ class PerfEventBackend:
         cpu = inventory.cpu
         self._openers: list[Opener] = []
         self._keepers: list[int] = []
-        self._closer = _Closer()
+        self._closer: _Closer | None = None  # started with the first per-run measurement
         # per runner cgroup path: its counters, or why they cannot be used (then: per-run counting)
         self._cgroup_counters: dict[str, CgroupCounters | str] = {}
         self._cgroup_counting = cgroup_counting
@@ -299,6 +295,9 @@ class PerfEventBackend:
             if opener.unsupported is None:
                 opener = self._probe(opener)
             self._openers.append(opener)
+        # the same (frozen) reading for every run: an unsupported event stays so for the backend's lifetime
+        self._unsupported = {i: unsupported_reading(o, BACKEND) for i, o in enumerate(self._openers)
+                             if o.unsupported is not None}
     def _probe(self, opener: Opener) -> Opener:
         """Open the counter once on ourselves: an unsupported event is known before the first run.
 
@@ -368,21 +367,15 @@ class PerfEventBackend:
         finally:
             gated.kill()
         execs -= execs_before
-        exits -= exits_before
         counts = [(a[0] - b[0], a[1] - b[1], a[2] - b[2]) for a, b in zip(after, before)]
         for i in self._context_switches:
             # each exiting task's last switch off the CPU, which a task counter never sees (module docstring)
             value, enabled, running = counts[i]
-            counts[i] = (max(0, value - exits), enabled, running)
-        readings = []
-        for opener, (value, enabled, running) in zip(self._openers, counts):
-            if opener.unsupported is not None:
-                readings.append(unsupported_reading(opener, BACKEND))
-            elif execs == 0:  # the gate failed before or at its exec: what it did is not the benchmark's
-                readings.append(reading_from_counts(opener, BACKEND, 0, 0, 0))
-            else:
-                readings.append(reading_from_counts(opener, BACKEND, value, enabled, running))
-        return exit_, readings
+            counts[i] = (max(0, value - (exits - exits_before)), enabled, running)
+        if execs == 0:  # the gate failed before or at its exec: what it did is not the benchmark's
+            counts = [(0, 0, 0)] * len(counts)
+        return exit_, [self._unsupported[i] if i in self._unsupported else
+                       reading_from_counts(opener, BACKEND, *counts[i]) for i, opener in enumerate(self._openers)]
 
     def _measure_per_run(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
         gated = runner.start(argv, control)
@@ -397,12 +390,19 @@ class PerfEventBackend:
                     fds.append((opener, perf_event_open(attr, gated.pid), None))
                 except OSError as err:
                     fds.append((opener, None, explain_errno(err.errno, opener.spec)))
+            if self._closer is None:
+                self._closer = _Closer()
             self._closer.wait_idle()  # nothing of perfctl's runs beside the benchmark
             exit_ = gated.release_and_wait()
             return exit_, [self._read(opener, fd, failure) for opener, fd, failure in fds]
         finally:
             gated.kill()
-            self._closer.close_later([fd for _, fd, _ in fds if fd is not None])
+            opened = [fd for _, fd, _ in fds if fd is not None]
+            if self._closer is None:  # the spawn failed before any counter was opened
+                for fd in opened:
+                    os.close(fd)
+            else:
+                self._closer.close_later(opened)
 
     def _read(self, opener: Opener, fd: int | None, failure: str | None) -> Reading:
         if fd is None:
@@ -418,7 +418,9 @@ class PerfEventBackend:
             if isinstance(counters, CgroupCounters):
                 counters.close()
         self._cgroup_counters.clear()
-        self._closer.finish()
+        if self._closer is not None:
+            self._closer.finish()
+            self._closer = None
         for fd in self._keepers:
             os.close(fd)
         self._keepers.clear()
