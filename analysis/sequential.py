@@ -276,3 +276,427 @@ def quantile_cs(values, p: float = 0.5, alpha: float = 0.05, method: str = "doub
     low = float(ordered[lower_rank - 1]) if lower_rank >= 1 else None
     high = float(ordered[upper_rank - 1]) if upper_rank <= t else None
     return QuantileCS(low, high, t, float(p), float(alpha), method, lower_rank, upper_rank)
+
+
+# --- the beta-binomial mixture and the two-sample quantile test (perfctl ab's A/B p-value) -----------------
+#
+# Transcribed from confseq's uniform_boundaries.h (BetaBinomialMixture, find_mixture_bound, QuantileABTest).
+# Where the C++ calls boost, the two helpers below are boost 1.74's algorithms step for step, not just any
+# root finder or minimiser: the p-value reads order statistics at ranks set by the minimiser's exact
+# position, so a different iteration path would pick other ranks.
+
+
+def _boost_bisect(function, low: float, high: float, bits: int = 40) -> tuple[float, float]:
+    """boost::math::tools::bisect with eps_tolerance(bits): the final bracket (low, high)."""
+    f_low, f_high = function(low), function(high)
+    if f_low == 0:
+        return low, low
+    if f_high == 0:
+        return high, high
+    if not low < high or f_low * f_high >= 0:
+        raise ArithmeticError(f"no change of sign on [{low!r}, {high!r}]")
+    eps = max(math.ldexp(1.0, 1 - bits), 4 * 2.0**-52)
+    while not abs(low - high) <= eps * min(abs(low), abs(high)):
+        middle = (low + high) / 2
+        f_middle = function(middle)
+        if middle in (low, high):
+            break
+        if f_middle == 0:
+            return middle, middle
+        if (f_middle > 0) != (f_low > 0):
+            high = middle
+        else:
+            low, f_low = middle, f_middle
+    return low, high
+
+
+# boost writes the golden-section fraction as a float literal (0.3819660f), widened to double.
+_BOOST_GOLDEN = float(np.float32(0.3819660))
+
+
+def _boost_brent_find_minima(function, low: float, high: float, bits: int) -> tuple[float, float]:
+    """boost::math::tools::brent_find_minima(function, low, high, bits): (argmin, minimum) by Brent's
+    method (golden section and parabolic steps), to a relative 2^(1 - min(bits, 26))."""
+    tolerance = math.ldexp(1.0, 1 - min(26, bits))
+    x = w = v = high
+    fx = fw = fv = function(x)
+    delta = delta2 = 0.0
+    while True:
+        middle = (low + high) / 2
+        fract1 = tolerance * abs(x) + tolerance / 4
+        fract2 = 2 * fract1
+        if abs(x - middle) <= fract2 - (high - low) / 2:
+            return x, fx
+        golden = True
+        if abs(delta2) > fract1:
+            r = (x - w) * (fx - fv)
+            q = (x - v) * (fx - fw)
+            p = (x - v) * q - (x - w) * r
+            q = 2 * (q - r)
+            if q > 0:
+                p = -p
+            q = abs(q)
+            previous_delta2 = delta2
+            delta2 = delta
+            if not (abs(p) >= abs(q * previous_delta2 / 2) or p <= q * (low - x) or p >= q * (high - x)):
+                golden = False
+                delta = p / q
+                u = x + delta
+                if u - low < fract2 or high - u < fract2:
+                    delta = -abs(fract1) if middle - x < 0 else abs(fract1)
+        if golden:
+            delta2 = low - x if x >= middle else high - x
+            delta = _BOOST_GOLDEN * delta2
+        if abs(delta) >= fract1:
+            u = x + delta
+        else:
+            u = x + abs(fract1) if delta > 0 else x - abs(fract1)
+        fu = function(u)
+        if fu <= fx:
+            if u >= x:
+                low = x
+            else:
+                high = x
+            v, w, x = w, x, u
+            fv, fw, fx = fw, fx, fu
+        else:
+            if u < x:
+                low = u
+            else:
+                high = u
+            if fu <= fw or w == x:
+                v, w = w, u
+                fv, fw = fw, fu
+            elif fu <= fv or v == x or v == w:
+                v, fv = u, fu
+
+
+def log_beta(a: float, b: float) -> float:
+    """ln B(a, b) = ln Gamma(a) + ln Gamma(b) - ln Gamma(a + b) (confseq's ``log_beta``)."""
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def log_incomplete_beta(a: float, b: float, x: float) -> float:
+    """ln of the (unregularized) incomplete beta B(x; a, b) = I_x(a, b) B(a, b) (confseq's
+    ``log_incomplete_beta``; x = 1 gives ln B(a, b) exactly). Where I_x(a, b) underflows to 0 the result
+    is -inf, as C's log(0) gives in confseq."""
+    if x == 1:
+        return log_beta(a, b)
+    from perfctl.analysis.special import betainc
+
+    regularized = betainc(a, b, x)
+    return (math.log(regularized) if regularized > 0 else -math.inf) + log_beta(a, b)
+
+
+def _normal_mixture_best_rho(v: float, alpha: float, is_one_sided: bool) -> float:
+    """The normal mixture's rho that minimises the boundary at intrinsic time v for crossing probability
+    alpha (Howard et al. 2021, section 3.5; confseq's ``TwoSidedNormalMixture::best_rho``, the one-sided
+    one at 2 alpha)."""
+    if is_one_sided:
+        alpha = 2 * alpha
+    return v / (2 * math.log(1 / alpha) + math.log(1 + 2 * math.log(1 / alpha)))
+
+
+@dataclass(frozen=True)
+class BetaBinomialMixture:
+    """The beta-binomial mixture supermartingale for sub-Bernoulli(g, h) increments: Howard, Ramdas,
+    McAuliffe & Sekhon, "Time-uniform, nonparametric, nonasymptotic confidence sequences", Ann. Statist.
+    49(2), 2021, Proposition 6 (two-sided) and 7 (one-sided); confseq's ``BetaBinomialMixture``, whose
+    method names it keeps.
+
+    ``exp(log_superMG(S_t, V_t))`` is a nonnegative supermartingale when S_t has sub-Bernoulli increments
+    with range (-g, h) and variance process V_t, so by Ville's inequality it exceeds 1/alpha with probability
+    <= alpha ever. The mixing density's parameter r is tuned (``optimal_r``) so the boundary is tightest at
+    V_t = v_opt for crossing probability alpha_opt.
+    """
+
+    v_opt: float
+    alpha_opt: float
+    g: float
+    h: float
+    is_one_sided: bool = True
+
+    def __post_init__(self):
+        if not (isinstance(self.v_opt, (int, float)) and self.v_opt > 0 and math.isfinite(self.v_opt)):
+            raise ValueError(f"v_opt must be finite and > 0, got {self.v_opt!r}")
+        if not (isinstance(self.alpha_opt, (int, float)) and 0 < self.alpha_opt < 1):
+            raise ValueError(f"alpha_opt must be in (0, 1), got {self.alpha_opt!r}")
+        for name in ("g", "h"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        g, h = self.g, self.h
+        r = self.optimal_r(self.v_opt, self.alpha_opt, g, h, self.is_one_sided)
+        object.__setattr__(self, "r", r)
+        object.__setattr__(self, "normalizer", log_incomplete_beta(
+            r / (g * (g + h)), r / (h * (g + h)), h / (g + h) if self.is_one_sided else 1))
+
+    @staticmethod
+    def optimal_r(v_opt: float, alpha_opt: float, g: float, h: float, is_one_sided: bool) -> float:
+        """The normal mixture's best rho less the variance g h, kept >= 1e-3 g h (confseq's ``optimal_r``)."""
+        rho = _normal_mixture_best_rho(v_opt, alpha_opt, is_one_sided)
+        return max(rho - g * h, 1e-3 * g * h)
+
+    def log_superMG(self, s: float, v: float) -> float:
+        """ln m(s, v), the mixture at S_t = s, V_t = v (Proposition 6/7)."""
+        g, h, r = self.g, self.h, self.r
+        x = h / (g + h) if self.is_one_sided else 1
+        return (v / (g * h) * math.log(g + h)
+                - ((v + h * s) / (h * (g + h))) * math.log(g)
+                - ((v - g * s) / (g * (g + h))) * math.log(h)
+                + log_incomplete_beta((r + v - g * s) / (g * (g + h)), (r + v + h * s) / (h * (g + h)), x)
+                - self.normalizer)
+
+    def s_upper_bound(self, v: float) -> float:
+        """The largest S_t possible at V_t = v (increments at most h, variance g h each: s <= v / g)."""
+        return v / self.g
+
+    def bound(self, v: float, log_threshold: float) -> float:
+        """The boundary: the s where ln m(s, v) reaches log_threshold (= ln(1/alpha)), by bisection on
+        [0, s_upper_bound(v)] to a relative 2^-39 (confseq's ``find_mixture_bound``); s_upper_bound(v)
+        itself when even that s stays below the threshold."""
+
+        def excess(s: float) -> float:
+            return self.log_superMG(s, v) - log_threshold
+
+        s_upper = self.s_upper_bound(v)
+        if excess(s_upper) < 0:
+            return s_upper
+        low, high = _boost_bisect(excess, 0.0, s_upper)
+        return (low + high) / 2
+
+
+def beta_binomial_log_mixture(s: float, v: float, v_opt: float, g: float, h: float, alpha_opt: float = 0.05,
+                              is_one_sided: bool = True) -> float:
+    """ln m(s, v) of the beta-binomial mixture (confseq.boundaries' ``beta_binomial_log_mixture``).
+
+    >>> round(beta_binomial_log_mixture(20.0, 100.0, 100.0, 0.5, 0.5, is_one_sided=False), 6)
+    0.678018
+    """
+    return BetaBinomialMixture(v_opt, alpha_opt, g, h, is_one_sided).log_superMG(s, v)
+
+
+def beta_binomial_mixture_bound(v: float, alpha: float, v_opt: float, g: float, h: float,
+                                alpha_opt: float = 0.05, is_one_sided: bool = True) -> float:
+    """The beta-binomial mixture boundary at intrinsic time v, crossing probability <= alpha
+    (confseq.boundaries' ``beta_binomial_mixture_bound``).
+
+    >>> round(beta_binomial_mixture_bound(100.0, 0.05, 100.0, 0.5, 0.5, is_one_sided=False), 6)
+    30.287891
+    """
+    alpha = _check_alpha(alpha)
+    return BetaBinomialMixture(v_opt, alpha_opt, g, h, is_one_sided).bound(v, math.log(1 / alpha))
+
+
+def _check_arm(values, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError(f"{name} must hold at least one observation")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite (no NaN or infinity)")
+    return np.sort(array)
+
+
+def _check_t_opt(t_opt) -> int:
+    # confseq's QuantileABTest takes an int t_opt (pybind11 refuses a float there).
+    if isinstance(t_opt, bool) or not isinstance(t_opt, (int, np.integer)) or t_opt < 1:
+        raise ValueError(f"t_opt must be an integer >= 1, got {t_opt!r}")
+    return int(t_opt)
+
+
+@lru_cache(maxsize=64)
+def _quantile_ab_mixture(quantile_p: float, t_opt: int, alpha_opt: float) -> BetaBinomialMixture:
+    # Each arm's count of values below the quantile, less p t, is a sub-Bernoulli(p, 1 - p) sum with
+    # variance process p (1 - p) t: the two-sided mixture tuned for t = t_opt.
+    return BetaBinomialMixture(t_opt * quantile_p * (1 - quantile_p), alpha_opt, quantile_p, 1 - quantile_p,
+                               False)
+
+
+def _arm_log_superMG(mixture: BetaBinomialMixture, quantile_p: float, size: int, prop_below: float) -> float:
+    # QuantileABTest::arm_log_superMG: the arm's mixture if a proportion prop_below of it lay below the
+    # common quantile.
+    return mixture.log_superMG((prop_below - quantile_p) * size, quantile_p * (1 - quantile_p) * size)
+
+
+@lru_cache(maxsize=1024)
+def _arm_minimum(quantile_p: float, t_opt: int, alpha_opt: float, size: int) -> tuple[float, float]:
+    """(argmin, min) over prop_below in [0, 1] of an arm's log mixture (boost's Brent, 20 bits, as
+    confseq's ``get_G_fn``); depends on the arm's size only, so cached."""
+    mixture = _quantile_ab_mixture(quantile_p, t_opt, alpha_opt)
+    return _boost_brent_find_minima(
+        lambda prop: _arm_log_superMG(mixture, quantile_p, size, prop), 0.0, 1.0, 20)
+
+
+@dataclass(frozen=True)
+class _ArmProfile:
+    """confseq's ``GFunction`` for one arm: G(x), the arm's log mixture were x the common p-quantile, its
+    least value over the order statistics [minimum_start_x, minimum_end_x] around the minimiser."""
+
+    ordered: np.ndarray
+    mixture: BetaBinomialMixture
+    quantile_p: float
+    minimizer: float
+    minimum: float
+    minimum_start_x: float
+    minimum_end_x: float
+
+    @classmethod
+    def of(cls, ordered: np.ndarray, quantile_p: float, t_opt: int, alpha_opt: float) -> _ArmProfile:
+        size = ordered.size
+        minimizer, minimum = _arm_minimum(quantile_p, t_opt, alpha_opt, size)
+        lower_rank, upper_rank = math.ceil(minimizer * size), math.floor(minimizer * size) + 1
+        if not 1 <= lower_rank <= upper_rank <= size:
+            raise ArithmeticError(f"minimiser {minimizer!r} of an arm of {size} is not inside (0, 1)")
+        return cls(ordered, _quantile_ab_mixture(quantile_p, t_opt, alpha_opt), quantile_p, minimizer, minimum,
+                   float(ordered[lower_rank - 1]), float(ordered[upper_rank - 1]))
+
+    def G(self, x: np.ndarray) -> np.ndarray:
+        """G at each x: below the minimum's order statistics the proportion of values <= x, above them the
+        proportion < x (the side on which G is least), between them the minimiser."""
+        size = self.ordered.size
+        counts = np.where(x < self.minimum_start_x, np.searchsorted(self.ordered, x, side="right"),
+                          np.searchsorted(self.ordered, x, side="left"))
+        flat = (x >= self.minimum_start_x) & (x <= self.minimum_end_x)
+        at_count: dict[int, float] = {}
+        values = []
+        for count, is_flat in zip(counts.tolist(), flat.tolist()):
+            if is_flat:
+                values.append(self.minimum)
+                continue
+            if count not in at_count:
+                at_count[count] = _arm_log_superMG(self.mixture, self.quantile_p, size, count / size)
+            values.append(at_count[count])
+        return np.array(values)
+
+
+def _log_superMG_lower_bound(a_ordered: np.ndarray, b_ordered: np.ndarray, quantile_p: float, t_opt: int,
+                             alpha_opt: float) -> float:
+    """min over x of G_A(x) + G_B(x) (confseq's ``log_superMG_lower_bound``). Both are non-increasing up to
+    their minimum's order statistics and non-decreasing after, so the minimum lies between the two arms'
+    flat stretches, at one of the second arm's order statistics or an end (``find_log_superMG_lower_bound``,
+    here over all those order statistics at once)."""
+    arm_a = _ArmProfile.of(a_ordered, quantile_p, t_opt, alpha_opt)
+    arm_b = _ArmProfile.of(b_ordered, quantile_p, t_opt, alpha_opt)
+    first, second = (arm_a, arm_b) if arm_a.minimum_end_x <= arm_b.minimum_end_x else (arm_b, arm_a)
+
+    start_index = int(np.searchsorted(second.ordered, first.minimum_end_x, side="right"))
+    end_index = int(np.searchsorted(second.ordered, second.minimum_start_x, side="right"))
+    between = second.ordered[max(1, start_index) - 1:end_index]
+    distinct = between[np.concatenate(([True], between[1:] != between[:-1]))] if between.size else between
+    # The two ends first, then the second arm's distinct order statistics between them.
+    x = np.concatenate(([first.minimum_end_x, second.minimum_start_x], distinct))
+    return float((first.G(x) + second.G(x)).min())
+
+
+def quantile_ab_p_value(a_values, b_values, quantile_p: float, t_opt: int, alpha_opt: float = 0.05) -> float:
+    """Anytime-valid two-sided p-value for H0: arms A and B have the same p-quantile.
+
+    Howard & Ramdas 2022, Theorem 5 (the sequential two-sample quantile test; confseq's
+    ``QuantileABTest::p_value``, which its README cites as Theorem 5, two-sided equality case). Were x the
+    common p-quantile, each arm's count of values below x, less p t, would be a sum of sub-Bernoulli
+    increments; the two-sided beta-binomial mixture (``BetaBinomialMixture``, tuned for an arm of
+    ``t_opt`` observations at level ``alpha_opt``) of each arm is then a supermartingale, and so is their
+    product. Minimising the product over x gives a process that is, under H0, at most a supermartingale's
+    value, so p = min(1, 1 / min_x M_A(x) M_B(x)) satisfies P(p_t <= alpha at some t) <= alpha: the p-value
+    may be read after every observation and the test stopped whenever it is below alpha.
+
+    Assumes each arm is i.i.d. (any distribution, ties allowed) and the arms independent of each other; the
+    arms may have different sizes. ``alpha_opt`` tunes power and does not change validity.
+
+    >>> round(quantile_ab_p_value(np.arange(1, 1001), np.arange(86, 1086), 0.5, 100), 6)
+    0.083805
+    >>> quantile_ab_p_value(np.arange(1, 1001), np.arange(1, 1001), 0.5, 100)
+    1.0
+    """
+    a_ordered = _check_arm(a_values, "a_values")
+    b_ordered = _check_arm(b_values, "b_values")
+    quantile_p = _check_quantile(quantile_p)
+    t_opt = _check_t_opt(t_opt)
+    alpha_opt = _check_alpha_named(alpha_opt, "alpha_opt")
+    lower_bound = _log_superMG_lower_bound(a_ordered, b_ordered, quantile_p, t_opt, alpha_opt)
+    # min(1, exp(-L)), without exp overflowing where L is very negative.
+    return math.exp(min(0.0, -lower_bound))
+
+
+def _check_alpha_named(alpha: float, name: str) -> float:
+    if isinstance(alpha, bool) or not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise ValueError(f"{name} must be in (0, 1), got {alpha!r}")
+    return float(alpha)
+
+
+@dataclass(frozen=True)
+class QuantileRatioCS:
+    """The ratios c = q_p(A) / q_p(B) that the quantile A/B test does not reject at level alpha: ``low`` and
+    ``high`` bound them (None while that end is unbounded). Iterates as (low, high)."""
+
+    low: float | None
+    high: float | None
+    quantile_p: float
+    alpha: float
+    t_opt: int
+    alpha_opt: float
+
+    def __iter__(self):
+        return iter((self.low, self.high))
+
+
+def quantile_ab_ratio_cs(a_values, b_values, quantile_p: float, t_opt: int, alpha: float = 0.05,
+                         alpha_opt: float | None = None) -> QuantileRatioCS:
+    """Anytime-valid confidence sequence for the ratio q_p(A) / q_p(B) of two positive arms' p-quantiles, by
+    inverting ``quantile_ab_p_value``: c is kept while the test of H0: q_p(A) = c q_p(B) (arm A against arm B
+    scaled by c, whose p-quantile is c q_p(B)) has p >= alpha. Each test is anytime-valid, so the true ratio
+    is inside at every t with probability >= 1 - alpha.
+
+    The p-value is unimodal in c: with G_A, G_B non-increasing up to their flat stretches [l_A, u_A],
+    [l_B, u_B] and non-decreasing after, min_x G_A(x) + G_B(x / c) is non-decreasing in c for
+    c >= l_A / u_B and non-increasing for c <= u_A / l_B, and constant (p = 1) between. So the kept ratios
+    form an interval around that plateau, and each end is found by bisection on log c between a kept c and
+    a rejected one, to a relative 2^-40. The p-value only changes where some a_i / b_j crosses, so the end
+    returned is the rejected end of the last bracket: the interval holds every kept c (conservative by at
+    most that 2^-40). An end is None when even arms wholly apart (c beyond max A / min B or below
+    min A / max B) are not rejected. ``alpha_opt`` defaults to ``alpha``.
+
+    >>> cs = quantile_ab_ratio_cs(np.arange(1, 1001), np.arange(86, 1086), 0.5, 100)
+    >>> (round(cs.low, 4), round(cs.high, 4))
+    (0.7239, 1.0055)
+    """
+    a_ordered = _check_arm(a_values, "a_values")
+    b_ordered = _check_arm(b_values, "b_values")
+    if a_ordered[0] <= 0 or b_ordered[0] <= 0:
+        raise ValueError("a_values and b_values must be > 0 for a ratio of quantiles")
+    quantile_p = _check_quantile(quantile_p)
+    t_opt = _check_t_opt(t_opt)
+    alpha = _check_alpha(alpha)
+    alpha_opt = alpha if alpha_opt is None else _check_alpha_named(alpha_opt, "alpha_opt")
+
+    def kept(log_ratio: float) -> bool:
+        lower_bound = _log_superMG_lower_bound(a_ordered, math.exp(log_ratio) * b_ordered, quantile_p, t_opt,
+                                               alpha_opt)
+        return math.exp(min(0.0, -lower_bound)) >= alpha
+
+    arm_a = _ArmProfile.of(a_ordered, quantile_p, t_opt, alpha_opt)
+    arm_b = _ArmProfile.of(b_ordered, quantile_p, t_opt, alpha_opt)
+    # The plateau's middle: the flat stretches of A and c B overlap, so p = 1 there.
+    inside = 0.5 * (math.log(arm_a.minimum_start_x / arm_b.minimum_end_x)
+                    + math.log(arm_a.minimum_end_x / arm_b.minimum_start_x))
+    if not kept(inside):
+        raise ArithmeticError("the quantile A/B test rejects the ratio where both arms' minima overlap")
+
+    def end(outside: float) -> float | None:
+        if kept(outside):
+            return None
+        keep, reject = inside, outside
+        while abs(reject - keep) > 2.0**-40 * max(1.0, abs(keep)):
+            middle = (keep + reject) / 2
+            if kept(middle):
+                keep = middle
+            else:
+                reject = middle
+        return math.exp(reject)
+
+    # Beyond these ratios every value of one arm lies below every value of the other: p no longer changes.
+    low = end(math.log(a_ordered[0] / b_ordered[-1]) - 1)
+    high = end(math.log(a_ordered[-1] / b_ordered[0]) + 1)
+    return QuantileRatioCS(low, high, quantile_p, alpha, t_opt, alpha_opt)
