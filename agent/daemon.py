@@ -22,6 +22,7 @@ stops the agent, and run_agent raises that one error.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import random
@@ -179,6 +180,111 @@ def allowed_program(argv0: str, patterns: list[str], path: str | None, workdir: 
     if not os.path.exists(real):
         raise RunError(f"command not found: {argv0}")
     return real
+
+
+SIDE_LABEL = "ab"  # an --until-settled job's commands are labelled ab=A, ab=B, ... as `perfctl ab` labels them
+
+
+def job_order(job_id: str, warmups: int, rounds: int, commands: int, shuffled: bool) -> list[tuple[bool, int, int]]:
+    """The runs of a job as (warmup, run_index, command): warmups first, then rounds in which every command
+    runs once (ABAB, not AABB). An --until-settled job's rounds are in a random order seeded by the job id,
+    so a restarted agent (and run k's uuid5(job, k)) meets the same order."""
+    order = [(True, w, c) for w in range(warmups) for c in range(commands)]
+    rng = random.Random(int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big"))
+    for r in range(rounds):
+        members = list(range(commands))
+        if shuffled:
+            rng.shuffle(members)
+        order += [(False, warmups + r, c) for c in members]
+    return order
+
+
+@dataclass(frozen=True)
+class SequentialRule:
+    metric: str
+    margin: float
+    confidence: float
+    min_rounds: int
+
+
+def _sequential_rule(job, support: dict[str, str | None]) -> tuple[SequentialRule | None, str | None]:
+    """An --until-settled job's rule, checked again here (the server may be older or hostile), or why not."""
+    from perfctl.pairing import DEFAULT_METRICS
+
+    spec = job.sequential
+    if len(job.commands) < 2:
+        return None, "--until-settled needs at least two commands"
+    if not (0 < spec.margin < 1 and 0 < spec.confidence < 1):
+        return None, "--until-settled: margin and confidence must be strictly between 0 and 1"
+    if SIDE_LABEL in job.labels:
+        return None, f"the label {SIDE_LABEL} is the --until-settled job's own"
+    metric = spec.metric
+    if metric and metric != "wall-time" and support.get(metric, "not measured") is not None:
+        return None, f"--until-settled: metric {metric!r}: {support.get(metric) or 'not measured by the job'}"
+    if not metric:
+        metric = next(m for m in DEFAULT_METRICS if m == "wall-time" or (m in support and support[m] is None))
+    return SequentialRule(metric, spec.margin, spec.confidence, min(spec.min_rounds, job.repetitions)), None
+
+
+class _Rounds:
+    """An --until-settled job's decision, kept as its runs are measured: the metric values of each round's
+    runs (those measured before a restart come from the spool), fed to the sequential comparison
+    (analysis/ab.py) once a round is whole. A round with a run that failed or did not count the metric is
+    left out."""
+
+    def __init__(self, rule: SequentialRule, order, commands: int, values: dict[int, float]):
+        from perfctl.analysis.ab import SequentialSuite
+
+        self.rule, self.order, self.values = rule, order, dict(values)
+        self.suite = SequentialSuite(commands, rule.margin, rule.confidence)
+        self.rounds = self.left_out = 0
+        self._members: dict[int, list[int]] = {}
+        for index, (warmup, run_index, _) in enumerate(order):
+            if not warmup:
+                self._members.setdefault(run_index, []).append(index)
+
+    def value(self, sample) -> float | None:
+        value = sample.metric_value(self.rule.metric) if sample.outcome == "ok" else None
+        return value if value is not None and value > 0 else None
+
+    def replay(self, next_index: int) -> str | None:
+        """Decide on the rounds measured before a restart; the job's end message if they settled it."""
+        for members in self._members.values():
+            if members[-1] < next_index:
+                settled = self._round(members)
+                if settled:
+                    return settled
+        return None
+
+    def measured(self, index: int, value: float | None) -> str | None:
+        """Run ``index`` gave ``value``; the job's end message if its round settled the job."""
+        if value is not None:
+            self.values[index] = value
+        members = self._members.get(self.order[index][1])
+        return self._round(members) if members and members[-1] == index else None
+
+    def _round(self, members: list[int]) -> str | None:
+        if all(i in self.values for i in members):
+            self.suite.add_round({self.order[i][2]: self.values[i] for i in members})
+            self.rounds += 1
+        else:
+            self.left_out += 1
+        if self.rounds >= self.rule.min_rounds and not self.suite.unsettled():
+            return self.summary(settled=True)
+        return None
+
+    def summary(self, settled: bool) -> str:
+        head = f"settled after {self.rounds} rounds" if settled else \
+            f"not settled after {self.rounds} rounds (the runs asked for are done)"
+        parts = []
+        for i, s in self.suite.settlements().items():
+            interval = "-" if s.low is None or s.high is None else f"[{s.low:.4f}, {s.high:.4f}]"
+            ratio = "-" if s.ratio is None else f"{s.ratio:.4f}"
+            parts.append(f"{chr(ord('A') + i)}: {s.verdict.value}{', ' + s.beyond if s.beyond else ''}, "
+                         f"A/{chr(ord('A') + i)} {ratio} {interval}")
+        left = f"; {self.left_out} rounds left out (a run failed or did not count {self.rule.metric})" \
+            if self.left_out else ""
+        return f"{head} on {self.rule.metric}: " + "; ".join(parts) + left
 
 
 class Agent:
@@ -373,6 +479,11 @@ class Agent:
             programs.append((argv, command.name or None, real))
         commands = [session.identify(argv, control, name, executable=real) for argv, name, real in programs]
         backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)
+        rule = None
+        if job.HasField("sequential"):
+            rule, problem = _sequential_rule(job, backend.support())
+            if problem:
+                return "refused", problem
         corrector = None
         if backend.name == "perf_event" and len(commands) == 1:
             from perfctl.agent.audit import make_corrector
@@ -383,7 +494,7 @@ class Agent:
                                                   ebpf="ebpf" in backend.names)
             if statement:
                 log.info("job %s: %s", job_id, statement)
-        return control, commands, backend, corrector
+        return control, commands, backend, corrector, rule
 
     def _run_job(self, job_id: str) -> None:
         spec, next_index, state = self.spool.job(job_id)
@@ -408,15 +519,21 @@ class Agent:
         if self.stopping.is_set():  # a clean stop: this job starts again with the agent
             self._spool_write(self.spool.set_job_state, job_id, state, report=False)
             return
-        control, commands, backend, corrector = prepared
-        # Warmups first, then rounds: each round runs every command once (ABAB, not AABB).
-        order = [(True, w, c) for w in range(job.warmups) for c in range(len(commands))]
-        order += [(False, job.warmups + r, c) for r in range(job.repetitions) for c in range(len(commands))]
+        control, commands, backend, corrector, rule = prepared
+        order = job_order(job_id, job.warmups, job.repetitions, len(commands), shuffled=rule is not None)
         if not self._spool_write(self.spool.set_job_state, job_id, "running"):
             return
         self._notify_sender()
         environment = session.environment_of(control)
-        labels = dict(job.labels)
+        labels = [dict(job.labels) for _ in commands]
+        rounds = None
+        if rule is not None:
+            labels = [{**job.labels, SIDE_LABEL: chr(ord("A") + c)} for c in range(len(commands))]
+            rounds = _Rounds(rule, order, len(commands), self.spool.round_values(job_id))
+            done = rounds.replay(next_index)
+            if done:  # the agent stopped between the deciding run and the job's end
+                self._spool_write(self.spool.set_job_state, job_id, "done", done)
+                return
         for index in range(next_index, len(order)):
             if self.stopping.is_set():
                 return
@@ -426,17 +543,23 @@ class Agent:
             sample = session.measure_once(backend, self._runner, resolved, bench, control, environment,
                                           run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
                                           machine_id=self.inventory.machine_id, job_id=job_id,
-                                          corrector=corrector, labels=labels)
+                                          corrector=corrector, labels=labels[which])
             if self.stopping.is_set():  # a run the stop cut short measures nothing: it runs again at restart
                 return
+            value = rounds.value(sample) if rounds is not None and not warmup else None
             # While the disk is full the measured run waits here; if the agent stops meanwhile, the run
             # (whose index was not advanced) is measured again, under the same uuid.
             if not self._spool_write(self.spool.add_sample, sample_uuid,
-                                     wire.sample_to_proto(sample).SerializeToString(), job_id, index + 1):
+                                     wire.sample_to_proto(sample).SerializeToString(), job_id, index + 1, value):
                 return
             SPOOLED.inc()
             self._notify_sender()
-        self._spool_write(self.spool.set_job_state, job_id, "done", f"{len(order)} runs")
+            settled = rounds.measured(index, value) if rounds is not None else None
+            if settled:
+                self._spool_write(self.spool.set_job_state, job_id, "done", settled)
+                return
+        self._spool_write(self.spool.set_job_state, job_id, "done",
+                          rounds.summary(settled=False) if rounds is not None else f"{len(order)} runs")
 
     # --- the network side (asyncio) ---
 

@@ -34,10 +34,15 @@ CREATE TABLE IF NOT EXISTS rejected (seq INTEGER PRIMARY KEY, uuid TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS audits (audit_id TEXT PRIMARY KEY, report TEXT NOT NULL,
                                    reported INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS round_values (job_id TEXT NOT NULL, run INTEGER NOT NULL, value REAL NOT NULL,
+                                         PRIMARY KEY (job_id, run));
 """
 
 
-_TABLES = {"samples", "jobs", "rejected", "audits", "meta"}
+# round_values: an --until-settled job's metric value of each run (by its index in the job's order), kept
+# with the sample in one transaction: the sample itself leaves the spool once acked, and an agent restarted
+# in mid-job must decide on all the rounds, not only on those it measures after the restart.
+_TABLES = {"samples", "jobs", "rejected", "audits", "meta", "round_values"}
 WAL_AUTOCHECKPOINT_PAGES = 64  # 256 KiB of WAL at most between checkpoints (SQLite's default: 1000 pages)
 JOURNAL_SIZE_LIMIT = 1 << 20  # bytes of WAL file kept after a checkpoint empties it
 
@@ -152,11 +157,21 @@ class Spool:
 
     # --- samples ---
 
-    def add_sample(self, uuid: str, payload: bytes, job_id: str | None = None, next_index: int | None = None) -> None:
+    def add_sample(self, uuid: str, payload: bytes, job_id: str | None = None, next_index: int | None = None,
+                   value: float | None = None) -> None:
+        """A sample, and its job's progress: run next_index - 1 is done; ``value`` its metric value for an
+        --until-settled job."""
         statements = [("INSERT OR IGNORE INTO samples (uuid, payload) VALUES (?, ?)", (uuid, payload))]
         if job_id is not None:
             statements.append(("UPDATE jobs SET next_index = ? WHERE job_id = ?", (next_index, job_id)))
+            if value is not None:
+                statements.append(("INSERT OR REPLACE INTO round_values (job_id, run, value) VALUES (?, ?, ?)",
+                                   (job_id, next_index - 1, value)))
         self._tx(statements)
+
+    def round_values(self, job_id: str) -> dict[int, float]:
+        """The metric values add_sample kept for a job, by run index."""
+        return dict(self._query("SELECT run, value FROM round_values WHERE job_id = ?", (job_id,)))
 
     def pending(self, after_seq: int, limit: int) -> list[tuple[int, bytes]]:
         return self._query("SELECT seq, payload FROM samples WHERE seq > ? ORDER BY seq LIMIT ?", (after_seq, limit))
@@ -201,6 +216,7 @@ class Spool:
         if state in ("done", "failed"):
             statements.append(("INSERT OR REPLACE INTO meta (key, value) "
                                "SELECT ?, COALESCE(MAX(seq), 0) FROM samples", (f"last_seq:{job_id}",)))
+            statements.append(("DELETE FROM round_values WHERE job_id = ?", (job_id,)))
         self._tx(statements)
 
     def runs_unsent(self, job_id: str) -> bool:

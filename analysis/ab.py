@@ -121,9 +121,11 @@ class SequentialComparison:
         """One round's values of the metric for A and B (both finite and > 0: the ratio needs them)."""
         if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
             raise ValueError(f"a round needs finite values above 0 for A and B, got {a!r} and {b!r}")
-        self.add_log_ratio(math.log(a / b))
+        self.add_log_ratio(math.log(a) - math.log(b))  # not log(a / b): the quotient can under- or overflow
 
     def add_log_ratio(self, d: float) -> None:
+        if not math.isfinite(d):  # a NaN would leave the sorted rounds out of order, and every CS after wrong
+            raise ValueError(f"a round's log ratio must be finite, got {d!r}")
         bisect.insort(self._sorted, d)
         low, high = self._current()
         new_low, new_high = max(self._low, low), min(self._high, high)
@@ -186,6 +188,58 @@ class SequentialComparison:
             else:
                 low = middle
         return high
+
+
+class SequentialSuite:
+    """The comparisons of one run of k commands: command 0 is the baseline, each other command i has its
+    SequentialComparison against it, every one at alpha / (k - 1). What `perfctl ab`, the agent's
+    --until-settled jobs and the server's replay of such a job share."""
+
+    def __init__(self, commands: int, margin: float = 0.05, confidence: float = 0.95, **kwargs):
+        if not (isinstance(commands, int) and commands >= 2):
+            raise ValueError(f"a sequential comparison needs at least 2 commands, got {commands!r}")
+        if not 0 < confidence < 1:
+            raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+        self.comparisons = {i: SequentialComparison(margin, 1 - confidence, commands - 1, **kwargs)
+                            for i in range(1, commands)}
+
+    def add_round(self, values: dict[int, float]) -> None:
+        """One round's metric values by command index; the baseline's (0) must be there, a command absent
+        from the round (settled and left out) adds nothing."""
+        baseline = values[0]
+        for i, value in values.items():
+            if i:
+                self.comparisons[i].add(baseline, value)
+
+    def unsettled(self) -> list[int]:
+        return [i for i, comparison in self.comparisons.items() if not comparison.settlement().settled]
+
+    def settlements(self) -> dict[int, Settlement]:
+        return {i: comparison.settlement() for i, comparison in self.comparisons.items()}
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One command's comparison with the baseline replayed from its stored rounds (a fleet job run
+    --until-settled): the command's label (B, C, ...), the metric and the settlement."""
+
+    label: str
+    metric: str
+    settlement: Settlement
+
+
+def replay(a_values, b_values, *, label: str, metric: str, margin: float, confidence: float,
+           commands: int) -> Replay:
+    """The settlement of runs taken in rounds, a_values[i] with b_values[i] in round order, under the rule
+    of a job of ``commands`` commands: the same rounds give the agent's own decision (the running
+    intersection depends only on the rounds and their order)."""
+    if len(a_values) != len(b_values) or not len(a_values):
+        raise ValueError(f"replay: need as many rounds of A as of {label}, got {len(a_values)} and {len(b_values)}")
+    suite = SequentialSuite(commands, margin, confidence)
+    comparison = suite.comparisons[1]
+    for a, b in zip(a_values, b_values):
+        comparison.add(float(a), float(b))
+    return Replay(label, metric, comparison.settlement())
 
 
 def _sorted_median(values: list[float]) -> float:

@@ -174,6 +174,14 @@ class Sample:
                 return reading_
         return None
 
+    def metric_value(self, metric: str) -> float | None:
+        """The run's value of ``metric`` (a reading's label, or wall-time), or None when the run did not
+        count it (not ok, unsupported, an error)."""
+        if metric == "wall-time":
+            return float(self.wall_ns)
+        reading = self.reading(metric)
+        return float(reading.value) if reading is not None and reading.status == "ok" else None
+
     def to_dict(self) -> dict:
         # By hand rather than dataclasses.asdict: asdict deep-copies every value and cost more per run
         # than the counters themselves (bench/stat_rate.py).

@@ -20,7 +20,7 @@ import math
 import types
 import typing
 
-ANALYSIS = ("compare", "sparc", "spa", "speedup_test", "summary", "multiple", "disturbance", "rank_tests")
+ANALYSIS = ("compare", "sparc", "spa", "speedup_test", "summary", "multiple", "disturbance", "rank_tests", "ab")
 MODULES = (*(f"perfctl.analysis.{name}" for name in ANALYSIS), "perfctl.pairing")
 
 

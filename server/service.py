@@ -458,7 +458,38 @@ class QueryService(_Base, rpc.QueryServiceServicer):
                 dataset.notes.append(warning)
         result = compared(datasets[0], datasets[1], list(request.metrics) or None, parameters,
                           (f"machine {describe(request.a)}", f"machine {describe(request.b)}"))
-        return pb.CompareResponse(comparison_json=results.dumps(result))
+        replayed = self._sequential(request, datasets)
+        return pb.CompareResponse(comparison_json=results.dumps(result),
+                                  sequential_json=results.dumps(replayed) if replayed else "")
+
+    def _sequential(self, request, datasets):
+        """When A and B are two commands of one --until-settled job (MACHINE@job=ID,ab=A and ...,ab=B), the
+        job's rounds replayed under its rule (analysis/ab.py replay): the agent's own decision. None for any
+        other comparison, or when the rounds cannot be paired (a run failed or was left out on one side)."""
+        from perfctl.analysis.ab import replay
+        from perfctl.pairing import DEFAULT_METRICS
+
+        a, b = request.a, request.b
+        side = b.labels.get("ab")
+        if not a.job_id or (a.job_id, a.machine) != (b.job_id, b.machine) or a.labels.get("ab") != "A" or \
+                side in (None, "A"):
+            return None
+        spec = self.storage.job_spec(a.job_id, a.machine)
+        names = set(datasets[0].benchmarks) & set(datasets[1].benchmarks)
+        if spec is None or not spec.HasField("sequential") or len(names) != 1:
+            return None
+        name = names.pop()
+        metrics_a, metrics_b = datasets[0].benchmarks[name].metrics, datasets[1].benchmarks[name].metrics
+        metric = spec.sequential.metric or next(
+            (m for m in DEFAULT_METRICS if metrics_a.get(m) and metrics_b.get(m)), "wall-time")
+        values_a, values_b = metrics_a.get(metric, []), metrics_b.get(metric, [])
+        if not values_a or len(values_a) != len(values_b):
+            return None
+        try:
+            return replay(values_a, values_b, label=side, metric=metric, margin=spec.sequential.margin,
+                          confidence=spec.sequential.confidence, commands=len(spec.commands))
+        except ValueError:  # a value at 0: the agent left that round out, which the stored runs do not say
+            return None
 
     async def SubmitJob(self, request, context):
         await self._principal(context, "client")

@@ -495,6 +495,11 @@ class Storage:
         self._remember_jobs(machine, found)
         return unknown - found
 
+    def job_spec(self, job_id: str, machine: str) -> pb.Job | None:
+        with self.engine.connect() as conn:
+            spec = conn.execute(select(jobs.c.spec).where(jobs.c.id == job_id, jobs.c.machine == machine)).scalar()
+        return None if spec is None else pb.Job.FromString(bytes(spec))
+
     def open_jobs(self, machine: str) -> list[pb.Job]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(jobs.c.spec).where(jobs.c.machine == machine,

@@ -235,7 +235,28 @@ def validate_job(job) -> str | None:
         return "timeout_seconds must be 0-86400"
     if len(job.job_id) > 36:  # assigned by the server; a client's value is replaced
         return "job_id longer than 36 characters"
+    if job.HasField("sequential"):
+        problem = _sequential_problem(job)
+        if problem:
+            return problem
     return labels_problem(job.labels)
+
+
+def _sequential_problem(job) -> str | None:
+    """An --until-settled job (perfctl/cli/submit.py): two or more commands, a margin and confidence in (0,
+    1), a metric that is an event name or wall-time, at most as many rounds before stopping as runs."""
+    spec = job.sequential
+    if len(job.commands) < 2:
+        return "sequential: needs at least two commands"
+    if not (0 < spec.margin < 1 and 0 < spec.confidence < 1):  # NaN fails both
+        return "sequential: margin and confidence must be strictly between 0 and 1"
+    if spec.metric and spec.metric != "wall-time" and not _EVENT.match(spec.metric):
+        return "sequential.metric: an event name or wall-time"
+    if spec.min_rounds > job.repetitions:
+        return "sequential.min_rounds: at most repetitions"
+    if "ab" in job.labels:
+        return "labels: ab is the sequential job's own label (ab=A, ab=B, ...)"
+    return None
 
 
 def validate_machine_name(name: str) -> str | None:

@@ -100,6 +100,11 @@ def test_bonferroni_share_per_comparison():
         SequentialComparison().add(0.0, 1.0)
     with pytest.raises(ValueError, match="above 0"):
         SequentialComparison().add(math.nan, 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        SequentialComparison().add_log_ratio(math.inf)
+    extreme = SequentialComparison()
+    extreme.add(1e-300, 1e300)  # the quotient would underflow to 0
+    assert extreme.settlement().ratio == 0.0 and extreme.rounds == 1
 
 
 def test_rounds_to_settle_estimates_what_more_rounds_do():

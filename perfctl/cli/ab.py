@@ -22,7 +22,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.output import OUTPUT_ERRNOS, Interrupted, UsageError, console, interactive, quiet_stdout, say
-from perfctl.report import write
+from perfctl.report import FAIL_ON, write
 
 SEPARATOR = ":::"
 SIDE_LABEL = "ab"  # the label key that tells the commands' samples apart in one file
@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
                     help="warmup runs of each command before the rounds, recorded and flagged")
     ab.add_argument("--seed", type=non_negative_int, metavar="S",
                     help="seed of the order within rounds (default: random; recorded in every sample)")
-    ab.add_argument("--fail-on", choices=("relevant", "beyond"), default="relevant",
+    ab.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
                     help="which slowdown exits 3: relevant (default: a difference shown, with B slower) or beyond "
                          "(the whole sequence below 1 - margin)")
     control_options(ab)
@@ -93,7 +93,7 @@ def commands(words: list[str]) -> list[list[str]]:
 def run(args) -> int:
     from perfctl.agent import inventory, session
     from perfctl.agent.runner import RunError, Runner
-    from perfctl.analysis.ab import SequentialComparison
+    from perfctl.analysis.ab import SequentialSuite
     from perfctl.report.ab import AbReport, AbResult, Side
 
     groups = commands(command_of(args))
@@ -116,8 +116,7 @@ def run(args) -> int:
         raise UsageError(f"perfctl ab: {err}") from None
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    alpha = 1 - args.confidence
-    comparisons = {side.label: SequentialComparison(args.margin, alpha, len(sides) - 1) for side in sides[1:]}
+    suite = SequentialSuite(len(sides), args.margin, args.confidence)
     result = AbResult(sides, {}, metric or "", args.margin, args.confidence, seed, "max-runs", output=args.output)
     summary_console = console(stderr=args.json)
     outputs = SampleOutputs("perfctl ab", args.output, "json" if args.json else None)
@@ -177,12 +176,10 @@ def run(args) -> int:
                     if any(policy.exclude and policy.flags(s.readings, s.wall_ns) for s in samples.values()):
                         result.excluded_rounds += 1
                     else:
-                        baseline = _value(samples[0], metric, round_)
-                        for i in active:
-                            comparisons[sides[i].label].add(baseline, _value(samples[i], metric, round_))
+                        suite.add_round({i: _value(sample, metric, round_) for i, sample in samples.items()})
                     if round_ + 1 >= args.min_runs:
-                        active = [i for i in active if not comparisons[sides[i].label].settlement().settled]
-                    live.show(comparisons, result, args, started)
+                        active = suite.unsettled()
+                    live.show(suite, sides, result, args, started)
                     if not active:
                         result.stop = "settled"
                         break
@@ -203,9 +200,8 @@ def run(args) -> int:
     except OutputError as err:
         raise outputs.failed(err, sum(side.runs for side in sides)) from None
 
-    result.settlements = {label: c.settlement() for label, c in comparisons.items()}
-    result.to_settle = {label: c.rounds_to_settle() for label, c in comparisons.items()
-                        if not result.settlements[label].settled}
+    result.settlements = {sides[i].label: settlement for i, settlement in suite.settlements().items()}
+    result.to_settle = {sides[i].label: suite.comparisons[i].rounds_to_settle() for i in suite.unsettled()}
     if outputs.written == 0:
         result.output = None
     report = AbReport(result, args.fail_on, verbosity(args), stopped_by)
@@ -262,15 +258,12 @@ def _default_metric(support: dict[str, str | None]) -> str:
 
 
 def _value(sample, metric: str, round_: int) -> float:
-    if metric == "wall-time":
-        value = float(sample.wall_ns)
-    else:
+    value = sample.metric_value(metric)
+    if value is None:
         reading = sample.reading(metric)
-        if reading is None or reading.status != "ok":
-            why = reading.reason if reading is not None and getattr(reading, "reason", None) else "not counted"
-            raise UsageError(f"perfctl ab: {metric} of {sample.labels[SIDE_LABEL]} in round {round_}: {why}; "
-                             "choose another --metric")
-        value = float(reading.value)
+        why = reading.reason if reading is not None and reading.reason else "not counted"
+        raise UsageError(f"perfctl ab: {metric} of {sample.labels[SIDE_LABEL]} in round {round_}: {why}; "
+                         "choose another --metric")
     if not value > 0:
         raise UsageError(f"perfctl ab: {metric} of {sample.labels[SIDE_LABEL]} is {value:g} in round {round_}: "
                          "a ratio needs values above 0; choose another --metric")
@@ -290,7 +283,7 @@ class _NoLive:
     def __exit__(self, *exc):
         return False
 
-    def show(self, comparisons, result, args, started) -> None:
+    def show(self, suite, sides, result, args, started) -> None:
         pass
 
 
@@ -310,7 +303,7 @@ class _Live(_NoLive):
     def __exit__(self, *exc):
         return self._live.__exit__(*exc)
 
-    def show(self, comparisons, result, args, started) -> None:
+    def show(self, suite, sides, result, args, started) -> None:
         from rich.text import Text
 
         from perfctl.report.ab import live_line
@@ -319,7 +312,7 @@ class _Live(_NoLive):
         if now - self._shown < LIVE_SECONDS:
             return
         self._shown = now
-        lines = [live_line(label, c.settlement()) for label, c in comparisons.items()]
+        lines = [live_line(sides[i].label, settlement) for i, settlement in suite.settlements().items()]
         left = f"round {result.rounds}, {args.max_runs - result.rounds} rounds left"
         if args.max_time is not None:
             left += f", {max(0.0, args.max_time - (now - started)):.0f} s left"

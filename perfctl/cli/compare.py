@@ -17,7 +17,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.output import UsageError, console
-from perfctl.report import write
+from perfctl.report import FAIL_ON, write
 from perfctl.report.html import check_target, write_report
 
 
@@ -66,7 +66,7 @@ def inputs(command, inputs_required: bool = True) -> None:
     command.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm",
                          help="the correction of the Speedup-Test protocols over the benchmarks, and with --family "
                               "sparc of its tests (default holm; the default family's intervals are Bonferroni)")
-    command.add_argument("--fail-on", choices=("relevant", "beyond"), default="relevant",
+    command.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
                          help="which slowdown of B exits 3: relevant (default: a difference shown and equivalence "
                               "not) or beyond (the interval lies entirely beyond the margin)")
     command.add_argument("--precision", type=probability, default=0.05,
@@ -272,6 +272,7 @@ def _select(names: list[str], *datasets) -> None:
 def _compare_machines(args, metrics, parameters):
     """The server's comparison of two machines' stored runs, returned as data and rendered here."""
     from perfctl import results
+    from perfctl.analysis.ab import Replay
     from perfctl.cli.remote import call
     from perfctl.pairing import Compared
     from perfctl.report.compare import from_compared
@@ -288,6 +289,7 @@ def _compare_machines(args, metrics, parameters):
     response = call(args, "Compare", request)
     try:
         result = results.loads(response.comparison_json, Compared)
+        sequential = results.loads(response.sequential_json, Replay) if response.sequential_json else None
     except results.ResultError as err:
         raise UsageError(f"{command}: the server's answer is not a comparison: {err}") from None
-    return from_compared(result, verbosity(args), args.fail_on)
+    return from_compared(result, verbosity(args), args.fail_on, sequential)

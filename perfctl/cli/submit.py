@@ -18,6 +18,7 @@ from perfctl.cli.options import (
     loudness,
     non_negative_int,
     positive_int,
+    probability,
     seconds,
 )
 from perfctl.output import UsageError, console
@@ -42,6 +43,19 @@ def add_parser(sub) -> None:
     submit.add_argument("--timeout", type=seconds, metavar="S", help="kill a run after S seconds (per run; "
                         "--wait-timeout bounds the wait)")
     label_option(submit, "every run of the jobs")
+    sequential = submit.add_argument_group(
+        "until settled", "with two or more commands: run them in rounds in a random order and stop each job as "
+        "soon as every command's comparison with the first is settled, as perfctl ab does (docs/ab.md); -r is "
+        "then the most rounds")
+    sequential.add_argument("--until-settled", action="store_true", help="stop when the comparison is settled")
+    sequential.add_argument("--max-runs", type=positive_int, metavar="N", help="the most rounds (overrides -r)")
+    sequential.add_argument("--margin", type=probability, default=0.05, help="equivalence margin (0.05)")
+    sequential.add_argument("--confidence", type=probability, default=0.95,
+                            help="that every verdict of the job is right, together (0.95)")
+    sequential.add_argument("--metric", metavar="METRIC", help="what is compared (default: instructions, else "
+                                                               "cycles, else task-clock, else wall-time)")
+    sequential.add_argument("--min-runs", type=positive_int, default=5, metavar="K",
+                            help="rounds always run (default 5)")
     wait_options(submit, "every job is")
     loudness(submit, verbose="accepted (the job ids are all there is to say)",
              quiet="the job ids, and with --wait only the jobs that failed or were refused")
@@ -64,7 +78,7 @@ def run(args) -> int:
     groups.append(current)
     if not all(groups):
         raise UsageError("perfctl submit: no command given (usage: perfctl submit --machines A,B -- CMD ARGS)")
-    if args.name and len(groups) > 1:
+    if args.name and len(groups) > 1 and not args.until_settled:
         raise UsageError("perfctl submit: --name names one command; several commands are named after their programs")
     try:
         events = [spec.label for spec in parse_events(args.events)] if args.events else []
@@ -75,6 +89,10 @@ def run(args) -> int:
     job = pb.Job(commands=[pb.Command(name=args.name or os.path.basename(g[0]), argv=g) for g in groups],
                  repetitions=args.repeat, warmups=args.warmup, events=events, backend=",".join(args.backend),
                  timeout_seconds=args.timeout or 0, labels=labels(args))
+    if args.until_settled:
+        _until_settled(args, job, groups)
+    elif args.max_runs is not None:
+        raise UsageError("perfctl submit: --max-runs bounds --until-settled, which is not given (-r sets the runs)")
     machines = [m.strip() for m in args.machines.split(",") if m.strip()]
     response = call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job))
     code = write(SubmitReport(machines, response.job_ids), "table", console())
@@ -84,3 +102,23 @@ def run(args) -> int:
 
     sys.stdout.flush()  # the job ids first, before anything the wait prints on stderr
     return wait(args, list(response.job_ids))
+
+
+def _until_settled(args, job, groups: list[list[str]]) -> None:
+    """Make ``job`` an --until-settled one: every command under one name (the first's), told apart by the
+    label ab=A, ab=B, ... (docs/ab.md), so that `compare MACHINE@job=ID,ab=A MACHINE@job=ID,ab=B` pairs them."""
+    from perfctl.v1 import fleet_pb2 as pb
+
+    if len(groups) < 2:
+        raise UsageError("perfctl submit: --until-settled compares commands: give two or more, separated by :::")
+    if "ab" in job.labels:
+        raise UsageError("perfctl submit: --label ab=... is --until-settled's own (it tells the commands apart)")
+    rounds = args.max_runs or args.repeat
+    if args.min_runs > rounds:
+        raise UsageError(f"perfctl submit: --min-runs {args.min_runs} is above the most rounds ({rounds})")
+    name = args.name or os.path.basename(groups[0][0])
+    for command in job.commands:
+        command.name = name
+    job.repetitions = rounds
+    job.sequential.CopyFrom(pb.Sequential(margin=args.margin, confidence=args.confidence, metric=args.metric or "",
+                                          min_rounds=args.min_runs))

@@ -12,8 +12,7 @@ from rich.table import Table
 from perfctl.analysis.ab import Settlement
 from perfctl.analysis.sparc import Relevance
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
-from perfctl.report import NORMAL, QUIET, Report, finite
-from perfctl.report.compare import FAIL_ON
+from perfctl.report import FAIL_ON, NORMAL, QUIET, Report, finite
 from perfctl.text import cell, visible
 
 EXIT_RELEVANT_SLOWDOWN, EXIT_UNSETTLED = 3, 4
@@ -64,15 +63,15 @@ def slowdown(settlement: Settlement, fail_on: str) -> bool:
     return settlement.verdict is Relevance.RELEVANT and settlement.high is not None and settlement.high < 1
 
 
-def reading(settlement: Settlement) -> str:
-    """The verdict in words, as the confidence sequence shows it."""
+def reading(settlement: Settlement, label: str = "B") -> str:
+    """The verdict in words, as the confidence sequence shows it, for the command ``label``."""
     if settlement.ratio is None:
         return "no rounds"
     if settlement.beyond:
-        return f"B {settlement.beyond} by more than the margin"
+        return f"{label} {settlement.beyond} than A by more than the margin"
     if settlement.verdict is Relevance.RELEVANT:
         side = "faster" if settlement.low is not None and settlement.low > 1 else "slower"
-        return f"B {side}; not yet shown beyond or inside the margin"
+        return f"{label} {side} than A; not yet shown beyond or inside the margin"
     if settlement.verdict is Relevance.TRIVIAL:
         return "a difference inside the margin"
     if settlement.verdict is Relevance.EQUIVALENCE:
@@ -125,7 +124,8 @@ class AbReport(Report):
         if self.verbosity > QUIET:
             title = f"perfctl ab: {r.metric}, {r.rounds} rounds, stopped: {STOPS.get(r.stop, r.stop)}"
             table = Table(title=cell(title), title_justify="left", caption_justify="left",
-                          caption=f"ratio = A / B (above 1: B faster); margin ±{r.margin:g}; the sequences cover "
+                          caption=f"ratio = A / {'B' if len(r.sides) == 2 else 'each command'} (above 1: faster "
+                                  f"than A); margin ±{r.margin:g}; the sequences cover "
                                   f"their ratios together with {r.confidence:.0%} confidence")
             for column in ("", "command", "runs", "ratio A/B", "confidence sequence", "verdict"):
                 table.add_column(column, justify="right" if column in ("runs", "ratio A/B") else "left")
@@ -138,7 +138,7 @@ class AbReport(Report):
             console.print(table)
         for side, s in rows:
             if self.verbosity > QUIET or slowdown(s, self.fail_on):
-                console.print(visible(f"{side.label}: {reading(s)}" + _settling_note(side, s, r)),
+                console.print(visible(f"{side.label}: {reading(s, side.label)}" + _settling_note(side, s, r)),
                               highlight=False, markup=False)
             if s.contradicted:
                 console.print(f"{side.label}: the confidence sequences of the rounds do not overlap: the rounds are "
@@ -201,3 +201,20 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
     state = "settled" if s.settled else "so far"
     return (f"{label}  ratio {_number(s.ratio)}  [{_number(s.low)}, {_number(s.high)}]  |{''.join(bar)}|  "
             f"{s.verdict.value}, {state}")
+
+
+def replay_line(replayed) -> str:
+    """The --until-settled job's own decision, under a comparison of its commands (analysis/ab.py Replay)."""
+    s = replayed.settlement
+    state = f"settled after {s.rounds} rounds" if s.settled else f"not settled after {s.rounds} rounds"
+    return (f"sequential (the job's --until-settled rule, {replayed.metric}): {replayed.label}: "
+            f"{reading(s, replayed.label)}; ratio A/{replayed.label} {_number(s.ratio)}, confidence sequence "
+            f"[{_number(s.low)}, {_number(s.high)}] at {s.confidence:.4g}; {s.verdict.value}, {state}")
+
+
+def replay_document(replayed) -> dict:
+    s = replayed.settlement
+    return finite({"label": replayed.label, "metric": replayed.metric, "rounds": s.rounds, "ratio": s.ratio,
+                   "low": s.low, "high": s.high, "level": s.confidence, "margin": s.margin,
+                   "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled,
+                   "contradicted": s.contradicted})

@@ -23,7 +23,6 @@ ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "rati
               "ratio_high", "interval_level", "verdict", "margin", "beyond", "disturbed", "difference_p_adjusted",
               "equivalence_p_adjusted", "mean_protocol", "median_protocol", "p_a_greater_b", "spa_a_low",
               "spa_a_high", "spa_b_low", "spa_b_high", "speedup_spa_low", "speedup_spa_high", "warnings")
-FAIL_ON = ("relevant", "beyond")
 
 # What each verdict means, said under every table (docs/statistics.md): SPARC's Table I read off the interval,
 # or, under --family sparc, off the paper's adjusted tests.
@@ -352,9 +351,10 @@ class CompareReport(Report):
     formats = ("table", "json", "csv", "markdown", "html")
 
     def __init__(self, comparison: Comparison, context: CompareContext, notes: list[str] = (), datasets=None,
-                 verbosity: int = NORMAL, fail_on: str = "relevant"):
+                 verbosity: int = NORMAL, fail_on: str = "relevant", sequential=None):
         self.comparison, self.context, self.notes = comparison, context, list(notes)
         self.datasets, self.verbosity, self.fail_on = datasets, verbosity, fail_on
+        self.sequential = sequential
 
     def table(self, console: Console) -> None:
         if self.verbosity <= QUIET:  # only what fails a CI job: the relevant slowdowns, or nothing judged
@@ -362,11 +362,20 @@ class CompareReport(Report):
                 console.print(visible(line), markup=False, highlight=False)
             return
         render_table(self.comparison, self.context, console, verbose=self.verbosity >= VERBOSE)
+        if self.sequential is not None:
+            from perfctl.report.ab import replay_line
+
+            console.print(visible(replay_line(self.sequential)), markup=False, highlight=False)
         for note in self.notes:
             console.print(visible(f"note: {note}"), markup=False, highlight=False)
 
     def document(self) -> dict:
-        return document(self.comparison, self.context, self.notes, self.fail_on)
+        out = document(self.comparison, self.context, self.notes, self.fail_on)
+        if self.sequential is not None:
+            from perfctl.report.ab import replay_document
+
+            out["sequential"] = replay_document(self.sequential)
+        return out
 
     def csv(self) -> str:
         return to_csv(self.comparison)
@@ -410,6 +419,9 @@ def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity
                          fail_on=fail_on)
 
 
-def from_compared(result: Compared, verbosity: int = NORMAL, fail_on: str = "relevant") -> CompareReport:
-    """The report of a comparison computed elsewhere (the server's, rebuilt by perfctl/results.py)."""
-    return CompareReport(result.comparison, result.context, result.notes, verbosity=verbosity, fail_on=fail_on)
+def from_compared(result: Compared, verbosity: int = NORMAL, fail_on: str = "relevant",
+                  sequential=None) -> CompareReport:
+    """The report of a comparison computed elsewhere (the server's, rebuilt by perfctl/results.py), with the
+    --until-settled job's own decision beside it when the server replayed one (analysis/ab.py Replay)."""
+    return CompareReport(result.comparison, result.context, result.notes, verbosity=verbosity, fail_on=fail_on,
+                         sequential=sequential)

@@ -198,7 +198,7 @@ class Command(_message.Message):
     def __init__(self, name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds", "labels")
+    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds", "labels", "sequential")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,7 @@ class Job(_message.Message):
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     commands: _containers.RepeatedCompositeFieldContainer[Command]
     repetitions: int
@@ -222,7 +223,20 @@ class Job(_message.Message):
     backend: str
     timeout_seconds: float
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    sequential: Sequential
+    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., sequential: _Optional[_Union[Sequential, _Mapping]] = ...) -> None: ...
+
+class Sequential(_message.Message):
+    __slots__ = ("margin", "confidence", "metric", "min_rounds")
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    MIN_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    margin: float
+    confidence: float
+    metric: str
+    min_rounds: int
+    def __init__(self, margin: _Optional[float] = ..., confidence: _Optional[float] = ..., metric: _Optional[str] = ..., min_rounds: _Optional[int] = ...) -> None: ...
 
 class WatchJobsRequest(_message.Message):
     __slots__ = ()
@@ -396,14 +410,16 @@ class CompareRequest(_message.Message):
     def __init__(self, benchmarks: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Iterable[str]] = ..., alpha: _Optional[float] = ..., confidence: _Optional[float] = ..., proportion: _Optional[float] = ..., margin: _Optional[float] = ..., paired: _Optional[bool] = ..., correction: _Optional[str] = ..., precision: _Optional[float] = ..., seed: _Optional[int] = ..., interference_limit: _Optional[float] = ..., exclude_interfered: _Optional[bool] = ..., a: _Optional[_Union[Selection, _Mapping]] = ..., b: _Optional[_Union[Selection, _Mapping]] = ..., family: _Optional[str] = ..., pool: _Optional[bool] = ...) -> None: ...
 
 class CompareResponse(_message.Message):
-    __slots__ = ("comparison_json", "context_json", "notes")
+    __slots__ = ("comparison_json", "context_json", "notes", "sequential_json")
     COMPARISON_JSON_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
+    SEQUENTIAL_JSON_FIELD_NUMBER: _ClassVar[int]
     comparison_json: str
     context_json: str
     notes: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, comparison_json: _Optional[str] = ..., context_json: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+    sequential_json: str
+    def __init__(self, comparison_json: _Optional[str] = ..., context_json: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., sequential_json: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("machines", "job")
