@@ -297,3 +297,16 @@ def test_ab_json_samples_on_stdout(programs):
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert records[0]["type"] == "machine" and [r["labels"]["ab"] for r in records[1:]].count("A") == 3
     assert "perfctl ab" in result.stderr  # the summary went to stderr
+
+
+@needs_tracepoints
+def test_ab_draws_its_progress_on_a_terminal(programs, tmp_path):
+    """On a terminal (script(1) gives ab one) the live display shows the rounds, the ratio, its sequence
+    against the band and the verdict so far; the summary follows."""
+    typescript = tmp_path / "typescript"
+    command = f"{sys.executable} -m perfctl ab --max-runs 30 -- {programs / 'spin'} 0.01 ::: {programs / 'spin'} 0.005"
+    subprocess.run(["script", "-qec", command, str(typescript)], capture_output=True, timeout=300,
+                   env={**os.environ, "COLUMNS": "160"})
+    shown = typescript.read_text(errors="replace")
+    assert "rounds left" in shown and "B  ratio " in shown and "so far" in shown and "|" in shown
+    assert "relevant difference" in shown and "perfctl ab: task-clock" in shown

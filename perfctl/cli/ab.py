@@ -293,7 +293,8 @@ class _Live(_NoLive):
     def __init__(self):
         from rich.live import Live
 
-        self._live = Live(console=console(stderr=True), auto_refresh=False, transient=True)
+        self._console = console(stderr=True)
+        self._live = Live(console=self._console, auto_refresh=False, transient=True)
         self._shown = 0.0
 
     def __enter__(self):
@@ -312,7 +313,9 @@ class _Live(_NoLive):
         if now - self._shown < LIVE_SECONDS:
             return
         self._shown = now
-        lines = [live_line(sides[i].label, settlement) for i, settlement in suite.settlements().items()]
+        # the drawing takes what the numbers and the verdict leave of the terminal's width
+        width = max(10, min(60, self._console.width - 80))
+        lines = [live_line(sides[i].label, settlement, width) for i, settlement in suite.settlements().items()]
         left = f"round {result.rounds}, {args.max_runs - result.rounds} rounds left"
         if args.max_time is not None:
             left += f", {max(0.0, args.max_time - (now - started)):.0f} s left"
