@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux iproute2 openssl postgresql
-          clang bpftool libbpf-dev libbpf1 g++ libbenchmark-dev chromium fonts-dejavu-core zsh)
+          clang bpftool libbpf-dev libbpf1 g++ libbenchmark-dev chromium fonts-dejavu-core zsh libboost-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
@@ -39,6 +39,13 @@ else
     "${pip[@]}" --require-hashes --no-deps -r deploy/requirements.lock
     # perfctl itself, built with the locked setuptools (no isolated build env fetching an unlocked one)
     "${pip[@]}" --no-deps --no-build-isolation -e .
+fi
+# confseq, the test suite's reference for analysis/sequential.py (deploy/confseq.lock says why it is built this
+# way); a C++ build of about 30 s, so only when the installed one is not that version.
+confseq_version=$(sed -n 's/^confseq==\([^ ]*\).*/\1/p' deploy/confseq.lock)
+if ! "$venv/bin/python" -c "import sys, importlib.metadata as m; sys.exit(m.version('confseq') != sys.argv[1])" \
+        "$confseq_version" 2>/dev/null; then
+    "${pip[@]}" --no-deps --no-build-isolation --require-hashes --no-binary confseq -r deploy/confseq.lock
 fi
 # Byte-compile perfctl as installing a wheel would (an editable install does not): every command imports
 # some 40 of its modules, and compiling them again at each start cost ~0.2 s wherever Python may not write
