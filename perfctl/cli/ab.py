@@ -9,7 +9,7 @@ import random
 import re
 import time
 
-from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare
+from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare, write_summary
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     command_of,
@@ -21,8 +21,8 @@ from perfctl.cli.options import (
     probability,
     verbosity,
 )
-from perfctl.output import OUTPUT_ERRNOS, Interrupted, UsageError, console, interactive, quiet_stdout, say
-from perfctl.report import FAIL_ON, write
+from perfctl.output import Interrupted, UsageError, console, interactive, say
+from perfctl.report import FAIL_ON
 
 SEPARATOR = ":::"
 SIDE_LABEL = "ab"  # the label key that tells the commands' samples apart in one file
@@ -205,13 +205,7 @@ def run(args) -> int:
     if outputs.written == 0:
         result.output = None
     report = AbReport(result, args.fail_on, verbosity(args), stopped_by)
-    try:
-        code = write(report, args.format, summary_console)
-    except OSError as err:
-        if err.errno not in OUTPUT_ERRNOS or stopped_by is not None:
-            raise
-        quiet_stdout()
-        raise UsageError(f"perfctl ab: cannot write the summary: {err.strerror}") from None
+    code = write_summary(report, args.format, summary_console, "perfctl ab", stopped_by)
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if result.output else ""
         say(f"perfctl: interrupted after {result.rounds} rounds ({stopped_by.name}){where}")

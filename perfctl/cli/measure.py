@@ -18,7 +18,7 @@ from perfctl.cli.options import (
     positive_int,
     seconds,
 )
-from perfctl.output import UsageError, quiet_stdout, say
+from perfctl.output import OUTPUT_ERRNOS, UsageError, quiet_stdout, say
 
 # Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
 # follows nothing more and only asks the kernel for memory it may refuse.
@@ -183,3 +183,17 @@ def _check_tracepoints(specs) -> None:
     missing = missing_tracepoints(specs, lambda tp: os.path.isdir(os.path.join(events, *tp.split(":", 1))))
     if missing:
         raise UnknownEvent(f"unknown tracepoint {missing[0]} (not in {events})")
+
+
+def write_summary(report, fmt: str, console, command: str, stopped_by) -> int:
+    """The summary after the runs, and the exit code; an output that cannot take it (a full disk, a closed
+    terminal) is one line, unless a signal already stopped the command (its code wins)."""
+    from perfctl.report import write
+
+    try:
+        return write(report, fmt, console)
+    except OSError as err:
+        if err.errno not in OUTPUT_ERRNOS or stopped_by is not None:
+            raise
+        quiet_stdout()
+        raise UsageError(f"{command}: cannot write the summary: {err.strerror}") from None

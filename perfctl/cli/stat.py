@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare
+from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare, write_summary
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     command_of,
@@ -16,8 +16,7 @@ from perfctl.cli.options import (
     positive_int,
     verbosity,
 )
-from perfctl.output import OUTPUT_ERRNOS, Interrupted, UsageError, console, interactive, quiet_stdout, say
-from perfctl.report import write
+from perfctl.output import Interrupted, UsageError, console, interactive, say
 from perfctl.report.html import check_target, write_report
 
 
@@ -107,13 +106,7 @@ def run(args) -> int:
     title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
-    try:
-        code = write(report, "table", summary_console)
-    except OSError as err:
-        if err.errno not in OUTPUT_ERRNOS or stopped_by is not None:
-            raise
-        quiet_stdout()
-        raise UsageError(f"perfctl stat: cannot write the summary: {err.strerror}") from None
+    code = write_summary(report, "table", summary_console, "perfctl stat", stopped_by)
     if args.html and summary.runs + summary.warmups:
         write_report(report, args.html, "perfctl stat", quiet=args.quiet, inputs=[args.output] if args.output else [])
     if stopped_by is not None:
