@@ -169,6 +169,9 @@ def resolve(spec: EventSpec, cpu_vendor: str, cpu_family: int) -> Opener:
 def reading_from_counts(opener: Opener, backend: str, value: int, enabled: int, running: int) -> Reading:
     """Turn a counter's raw triple into a Reading; multiplexed values keep the raw count and get a scaled one."""
     spec = opener.spec
+    if 0 < running == enabled:  # nearly every reading: built directly, without the keyword dict below
+        return Reading(event=spec.name, backend=backend, scope=spec.scope, unit=spec.unit, source=opener.source,
+                       value=value, time_enabled=enabled, time_running=running, status="ok")
     base = dict(event=spec.name, backend=backend, scope=spec.scope, unit=spec.unit, source=opener.source,
                 value=value, time_enabled=enabled, time_running=running)
     if enabled == 0:
@@ -245,24 +248,32 @@ class CgroupCounters:
         self._fds.append(fd)
         return fd
 
-    def read(self) -> tuple[int, int, list[tuple[int, int, int]]]:
-        """(execs, exits, per opener (value, time_enabled, time_running)) summed over CPUs so far; an
-        opener that is not counted reads (0, 0, 0)."""
-        values = [0] * (2 + len(self._grouped))
-        enabled = running = 0
+    def read(self) -> list[int]:
+        """Running totals over all CPUs: [time enabled, time running, execs, exits, then one value per grouped
+        event (``grouped`` order)], then (value, time enabled, time running) of each lone counter, flat; the
+        difference of two reads is what ran in the cgroup in between (:meth:`triples` sorts it out)."""
+        totals = None
         for leader, layout in self._groups:
-            _, group_enabled, group_running, *counts = layout.unpack(os.read(leader, layout.size))
-            enabled += group_enabled
-            running += group_running
-            values = [total + count for total, count in zip(values, counts)]
-        totals = [(0, 0, 0)] * len(self._openers)
-        for i, value in zip(self._grouped, values[2:]):
-            totals[i] = (value, enabled, running)
-        for fd, i in self._singles:
-            value, single_enabled, single_running = read_counter(fd)
-            previous = totals[i]
-            totals[i] = (previous[0] + value, previous[1] + single_enabled, previous[2] + single_running)
-        return values[0], values[1], totals
+            counts = layout.unpack(os.read(leader, layout.size))[1:]
+            totals = list(counts) if totals is None else [a + b for a, b in zip(totals, counts)]
+        for fd, _ in self._singles:
+            totals += read_counter(fd)
+        return totals
+
+    def triples(self, counts: list[int]) -> tuple[int, int, list[tuple[int, int, int]]]:
+        """(execs, exits, per opener (value, time_enabled, time_running)) of a difference of two reads; an
+        opener that is not counted gets (0, 0, 0)."""
+        enabled, running, execs, exits = counts[:4]
+        triples = [(0, 0, 0)] * len(self._openers)
+        for i, value in zip(self._grouped, counts[4:]):
+            triples[i] = (value, enabled, running)
+        at = 4 + len(self._grouped)
+        for _, i in self._singles:
+            value, single_enabled, single_running = counts[at:at + 3]
+            previous = triples[i]
+            triples[i] = (previous[0] + value, previous[1] + single_enabled, previous[2] + single_running)
+            at += 3
+        return execs, exits, triples
 
     def close(self) -> None:
         for fd in reversed(self._fds):
@@ -361,17 +372,16 @@ class PerfEventBackend:
             return self._measure_per_run(runner, argv, control)
         gated = runner.start(argv, control, join_cgroup=True)
         try:
-            execs_before, exits_before, before = counters.read()
+            before = counters.read()
             exit_ = gated.release_and_wait()
-            execs, exits, after = counters.read()
+            after = counters.read()
         finally:
             gated.kill()
-        execs -= execs_before
-        counts = [(a[0] - b[0], a[1] - b[1], a[2] - b[2]) for a, b in zip(after, before)]
+        execs, exits, counts = counters.triples([a - b for a, b in zip(after, before)])
         for i in self._context_switches:
             # each exiting task's last switch off the CPU, which a task counter never sees (module docstring)
             value, enabled, running = counts[i]
-            counts[i] = (max(0, value - (exits - exits_before)), enabled, running)
+            counts[i] = (max(0, value - exits), enabled, running)
         if execs == 0:  # the gate failed before or at its exec: what it did is not the benchmark's
             counts = [(0, 0, 0)] * len(counts)
         return exit_, [self._unsupported[i] if i in self._unsupported else
