@@ -275,7 +275,9 @@ def checks(inv: Inventory) -> list[Check]:
     # The fix is the one agent/build.py gave for why the static gate is not in use: a compiler to install,
     # or an untrusted cache entry to remove; an inventory older than exec_gate_fix records no fix.
     out.append(Check("exec gate", inv.exec_gate, "how benchmarks wait for their counters before exec; the "
-                     "static gate and sh count the same, the static one costs ~0.6 ms less per run",
+                     "static gate and sh count the same, the static one costs ~0.6 ms less per run and, with a "
+                     "cgroup per run, lets perf_event open its counters once per measurement rather than for "
+                     "every run (docs/stat.md, \"Per-run cost\")",
                      inv.exec_gate_fix))
     if inv.run_containment is not None:  # absent from inventories of older agents
         scan = not inv.run_containment.startswith("cgroup")
