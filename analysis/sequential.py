@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-METHODS = ("double_stitching", "lil")
+METHODS = ("double_stitching", "lil", "beta_binomial")
 
 # Bernoulli numbers B_2k / (2k)! for k = 1..8, for the Euler-Maclaurin tail of zeta(s).
 _BERNOULLI_OVER_FACTORIAL = (
@@ -221,6 +221,9 @@ def quantile_cs_ranks(t, p: float = 0.5, alpha: float = 0.05, method: str = "dou
         r_low = double_stitching_bound(1 - p, times, alpha, t_opt) / times
     elif method == "lil":
         r_high = r_low = empirical_process_lil_bound(times, alpha, t_opt)
+    elif method == "beta_binomial":
+        r_high = _mixture_radius(p, times, alpha, t_opt)
+        r_low = _mixture_radius(1 - p, times, alpha, t_opt)
     else:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     with np.errstate(invalid="ignore"):
@@ -232,6 +235,31 @@ def quantile_cs_ranks(t, p: float = 0.5, alpha: float = 0.05, method: str = "dou
     if np.ndim(t) == 0:
         return int(lower), int(upper)
     return lower, upper
+
+
+@lru_cache(maxsize=64)
+def _quantile_mixture(p: float, alpha: float, t_opt: float) -> BetaBinomialMixture:
+    return BetaBinomialMixture(p * (1 - p) * t_opt, alpha, p, 1 - p, is_one_sided=False)
+
+
+def _mixture_radius(p: float, times: np.ndarray, alpha: float, t_opt: float) -> np.ndarray:
+    """Theorem 1's radius above the p-quantile for a fixed p: the two-sided beta-binomial mixture boundary
+    on S_t = sum(1{X_i <= q_p} - p), whose increments are sub-Bernoulli with range (-p, 1 - p) and variance
+    V_t = t p (1 - p) (confseq's ``demo/quantiles.py`` fixed_quantile_confidence_bounds), divided by t.
+
+    Where the boundary is the largest S_t can be (every observation below the quantile: s_upper_bound), the
+    mixture never crosses it, so no observation can bound that end: the radius is infinite. (The demo's rank
+    formula would read the extreme order statistic there, which misses whenever every observation falls on one
+    side: probability p^t, 1/4 at t = 2 for the median.)"""
+    alpha = _check_alpha(alpha)
+    mixture = _quantile_mixture(p, alpha, float(t_opt))
+    log_threshold = math.log(1 / alpha)
+    radii = np.empty(times.shape)
+    for index, t in np.ndenumerate(times):
+        v = p * (1 - p) * t
+        bound = mixture.bound(v, log_threshold)
+        radii[index] = bound / t if bound < mixture.s_upper_bound(v) else math.inf
+    return radii
 
 
 @dataclass(frozen=True)

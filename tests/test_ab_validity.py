@@ -82,3 +82,10 @@ def test_equality_check_can_fail():
     finally:
         bench.cs_ranks = original
     assert problems
+
+
+def test_the_pass_rule_fails_a_rate_shown_above_alpha():
+    """A CS that missed twice as often as it may (0.10 at alpha 0.05) fails even in the quick mode's 400
+    streams; a rate within Monte Carlo noise of alpha does not."""
+    assert not bench.within_alpha(40, 400) and not bench.within_alpha(200, 2000)
+    assert bench.within_alpha(24, 400) and bench.within_alpha(100, 2000)

@@ -94,6 +94,28 @@ def test_quantile_cs_matches_confseq_construction(method):
                 assert tuple(cs) == (cs.low, cs.high)
 
 
+@pytest.mark.parametrize("alpha", [0.05, 0.01])
+def test_beta_binomial_quantile_cs_is_confseqs_fixed_quantile_bounds_with_the_cap(alpha):
+    """method="beta_binomial" is confseq's demo fixed_quantile_confidence_bounds (Theorem 1 with the
+    two-sided beta-binomial mixture, tuned at t_opt), except where the boundary is the largest deviation the
+    counts can reach: there the mixture never crosses, and that end stays unbounded."""
+    unbounded_seen = 0
+    for t in [*range(1, 41), 100, 1000]:
+        for p in (0.1, 0.5, 0.9):
+            v, v_opt = p * (1 - p) * t, p * (1 - p) * 10
+            upper = reference.beta_binomial_mixture_bound(v, alpha, v_opt, p, 1 - p, alpha, is_one_sided=False)
+            lower = reference.beta_binomial_mixture_bound(v, alpha, v_opt, 1 - p, p, alpha, is_one_sided=False)
+            # the largest deviation each side's counts can reach (the mixture's s_upper_bound: v / g)
+            wanted_low = math.floor(t * (p - lower / t) + 1) if lower < v / (1 - p) else 0
+            wanted_high = math.ceil(t * (p + upper / t)) if upper < v / p else t + 1
+            wanted = (max(wanted_low, 0), min(wanted_high, t + 1))
+            unbounded_seen += lower >= v / (1 - p)
+            assert sequential.quantile_cs_ranks(t, p, alpha, "beta_binomial", 10) == wanted, (t, p)
+    assert unbounded_seen  # the cap was met: small t leave the median's lower end open
+    # the median at alpha 0.05: no two ends before 6 observations, then the smallest and the largest
+    assert [sequential.quantile_cs_ranks(t, 0.5, 0.05, "beta_binomial", 10) for t in (5, 6)] == [(0, 6), (1, 6)]
+
+
 def test_quantile_cs_values():
     cs = sequential.quantile_cs(list(range(1000)))
     assert (cs.low, cs.high, cs.lower_rank, cs.upper_rank) == (431.0, 568.0, 432, 569)

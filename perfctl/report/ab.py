@@ -176,7 +176,7 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
     >>> c = SequentialComparison()
     >>> for i in range(40): c.add(1.02 + (i % 5 - 2) * 0.01, 1.0)
     >>> live_line("B", c.settlement(), 30)
-    'B  ratio 1.0200  [1.0000, 1.0400]  |       (------|==*===)        |  equivalence, settled'
+    'B  ratio 1.0200  [1.0100, 1.0300]  |       (------|-=*==-)        |  trivial difference, settled'
     """
     margin = s.margin
     edges = (math.log(1 - margin), math.log(1 + margin))
