@@ -15,11 +15,11 @@ begin_new_exec, after the new program is read and the old address space dropped)
 tens of microseconds (measured in docs/stat.md and bounded by tests/test_perf_event.py); page faults,
 context switches and interrupts are those of the per-task counters. At the other end a process is counted
 until it leaves the CPU for the last time, where a task counter stops a little earlier (perf_event_exit_task
-in do_exit): that final switch is a context switch the per-task counter never sees, one per exiting task,
-which is why two tracepoints are counted beside the requested events and never reported:
-sched:sched_process_exit (the tasks that exited: subtracted from context-switches) and
-sched:sched_process_exec (a run without an exec is "never enabled (the benchmark did not exec)", as a
-task counter's enable_on_exec says). Children are counted because they are born in the cgroup, as
+in do_exit): that final switch is a context switch the per-task counter never sees, one per exiting task.
+So each CPU also has a dummy software event whose ring buffer receives the cgroup's side-band records
+(PERF_RECORD_EXIT per exiting task, PERF_RECORD_COMM with COMM_EXEC per exec; _Sideband): the exits are
+subtracted from context-switches, and a run without an exec is "never enabled (the benchmark did not
+exec)", as a task counter's enable_on_exec says. Children are counted because they are born in the cgroup, as
 inherit counts them. One set of counters serves every command measured with the same runner (`perfctl ab`
 alternates commands): no cost per command. Opening a set costs ~10 ms, once per backend and runner; a run
 costs two group reads per CPU (~4 µs each) instead of opening and closing a counter per event
@@ -40,7 +40,9 @@ the backend keeps one disabled counter per tracepoint open on itself for its who
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
+import mmap
 import os
 import queue
 import struct
@@ -60,8 +62,19 @@ _PERF_FLAG_FD_CLOEXEC = 1 << 3
 _FORMAT_TIMES = 1 | 2  # PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
 _FORMAT_GROUP = 8  # PERF_FORMAT_GROUP
 _PERF_FLAG_PID_CGROUP = 1 << 2
-# Counted beside the requested events in cgroup counting, never reported (see the module docstring).
-EXEC_TRACEPOINT, EXIT_TRACEPOINT = "sched:sched_process_exec", "sched:sched_process_exit"
+# Cgroup counting's side-band records (struct perf_event_mmap_page, struct perf_event_header): a dummy
+# software event with attr.task (PERF_RECORD_FORK/EXIT), attr.comm and attr.comm_exec (PERF_RECORD_COMM,
+# misc COMM_EXEC at an exec); see _Sideband.
+_SW_DUMMY = 9  # PERF_COUNT_SW_DUMMY
+_COMM, _TASK, _COMM_EXEC = 9, 13, 24  # bit positions in perf_event_attr's flag word
+_RECORD_COMM, _RECORD_EXIT = 3, 4
+_MISC_COMM_EXEC = 1 << 13
+_PAGE = mmap.PAGESIZE
+# data pages per CPU (a power of two): a record is 32-40 bytes, a process makes three (fork, exec, exit),
+# so a run can start ~500 processes per CPU before its exits are lost (and said to be)
+SIDEBAND_PAGES = 16
+_MMAP_DATA_HEAD, _MMAP_DATA_OFFSET = 1024, 1040
+_U64, _MMAP_DATA, _RECORD_HEADER = struct.Struct("=Q"), struct.Struct("=QQ"), struct.Struct("=IHH")
 _ATTR_SIZE = 112  # PERF_ATTR_SIZE_VER5
 _SW_CONTEXT_SWITCHES = 3  # PERF_COUNT_SW_CONTEXT_SWITCHES
 # bit positions in perf_event_attr's flag word (linux/perf_event.h)
@@ -84,6 +97,10 @@ def make_attr(type_: int, config: int, scope: str, *, inherit: bool, enable_on_e
         flags |= (1 << _EXCLUDE_USER) | (1 << _EXCLUDE_HV)
     head = struct.pack("=IIQQQQQ", type_, _ATTR_SIZE, config, 0, 0, read_format, flags)
     return head.ljust(_ATTR_SIZE, b"\0")
+
+
+_SIDEBAND_ATTR = struct.pack("=IIQQQQQ", TYPE_SOFTWARE, _ATTR_SIZE, _SW_DUMMY, 0, 0, 0,
+                             (1 << _COMM) | (1 << _TASK) | (1 << _COMM_EXEC)).ljust(_ATTR_SIZE, b"\0")
 
 
 def perf_event_open(attr: bytes, pid: int, cpu: int = -1, group: int = -1, flags: int = 0) -> int:
@@ -201,81 +218,136 @@ def online_cpus() -> list[int]:
     return cpus
 
 
+class _Sideband:
+    """One CPU's side-band records for a cgroup: a dummy software event with ``task``, ``comm`` and
+    ``comm_exec`` set writes PERF_RECORD_EXIT for every task of the cgroup that exits on that CPU and
+    PERF_RECORD_COMM (misc COMM_EXEC) for every exec, into a ring buffer mapped read-only. Read-only makes
+    the kernel overwrite the oldest records instead of dropping new ones, so a run that wrote more than the
+    buffer holds is known from data_head alone and never miscounted. Only the 8-byte headers are read."""
+
+    def __init__(self, fd: int) -> None:
+        self._map = mmap.mmap(fd, (1 + SIDEBAND_PAGES) * _PAGE, mmap.MAP_SHARED, mmap.PROT_READ)
+        data_offset, data_size = _MMAP_DATA.unpack_from(self._map, _MMAP_DATA_OFFSET)
+        self._offset, self._size = data_offset or _PAGE, data_size or SIDEBAND_PAGES * _PAGE
+        self._seen = self._head()
+
+    def _head(self) -> int:
+        return _U64.unpack_from(self._map, _MMAP_DATA_HEAD)[0]
+
+    def take(self) -> tuple[int, int, bool]:
+        """(execs, exits, whether records were overwritten unread) since the last call."""
+        head = self._head()
+        position, self._seen = self._seen, head
+        if head - position > self._size:
+            return 0, 0, True
+        execs = exits = 0
+        records, offset, size = self._map, self._offset, self._size
+        while position < head:
+            kind, misc, length = _RECORD_HEADER.unpack_from(records, offset + position % size)
+            if kind == _RECORD_EXIT:
+                exits += 1
+            elif kind == _RECORD_COMM and misc & _MISC_COMM_EXEC:
+                execs += 1
+            position += length
+        return execs, exits, False
+
+    def close(self) -> None:
+        self._map.close()
+
+
 class CgroupCounters:
     """The supported events of ``openers`` counted for everything in one cgroup, opened once per CPU.
 
     :meth:`read` returns running totals over all CPUs; the difference of two is what ran in the cgroup in
-    between (the module docstring says what a run's difference includes). Per CPU, software events and
-    tracepoints form one group led by the exec tracepoint, read with one read(2); a hardware or raw event is
-    a counter of its own. Raises OSError (the kernel's errno) when a counter cannot be opened, after closing
-    those it opened.
+    between (the module docstring says what a run's difference includes); :meth:`tasks` the execs and exits
+    since its last call, from one side-band ring buffer per CPU. Per CPU, software events and tracepoints
+    form one group read with one read(2); a hardware or raw event is a counter of its own. Raises OSError
+    (the kernel's errno) when a counter cannot be opened, after closing those it opened.
     """
 
     def __init__(self, openers: list[Opener], cgroup_path: str) -> None:
         self._fds: list[int] = []
         self._groups: list[tuple[int, struct.Struct]] = []  # (leader fd, layout of its group read)
         self._singles: list[tuple[int, int]] = []  # (fd, opener index)
+        self._sidebands: list[_Sideband] = []
         self._openers = openers
         grouped = [i for i, o in enumerate(openers)
                    if o.unsupported is None and o.attr_type in (TYPE_SOFTWARE, TYPE_TRACEPOINT)]
         alone = [i for i, o in enumerate(openers)
                  if o.unsupported is None and o.attr_type not in (TYPE_SOFTWARE, TYPE_TRACEPOINT)]
         self._grouped = grouped
-        hidden = [tracefs.tracepoint_id(EXEC_TRACEPOINT), tracefs.tracepoint_id(EXIT_TRACEPOINT)]
         cgroup_fd = os.open(cgroup_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for cpu in online_cpus():
-                leader = self._open(TYPE_TRACEPOINT, hidden[0], "all", cgroup_fd, cpu, -1, _FORMAT_GROUP)
-                self._open(TYPE_TRACEPOINT, hidden[1], "all", cgroup_fd, cpu, leader, _FORMAT_GROUP)
+                leader = -1
                 for i in grouped:
                     o = openers[i]
-                    self._open(o.attr_type, o.config, o.spec.scope, cgroup_fd, cpu, leader, _FORMAT_GROUP)
-                self._groups.append((leader, struct.Struct(f"={3 + 2 + len(grouped)}Q")))
+                    fd = self._open(make_attr(o.attr_type, o.config, o.spec.scope, inherit=False, enable_on_exec=False,
+                                              disabled=False, read_format=_FORMAT_TIMES | _FORMAT_GROUP),
+                                    cgroup_fd, cpu, leader)
+                    leader = fd if leader == -1 else leader
+                if grouped:
+                    self._groups.append((leader, struct.Struct(f"={3 + len(grouped)}Q")))
                 for i in alone:
                     o = openers[i]
-                    self._singles.append((self._open(o.attr_type, o.config, o.spec.scope, cgroup_fd, cpu, -1, 0),
-                                          i))
+                    self._singles.append((self._open(make_attr(o.attr_type, o.config, o.spec.scope, inherit=False,
+                                                               enable_on_exec=False, disabled=False),
+                                                     cgroup_fd, cpu, -1), i))
+                self._sidebands.append(_Sideband(self._open(_SIDEBAND_ATTR, cgroup_fd, cpu, -1)))
         except BaseException:
             self.close()
             raise
         finally:
             os.close(cgroup_fd)
 
-    def _open(self, type_: int, config: int, scope: str, cgroup_fd: int, cpu: int, group: int, extra: int) -> int:
-        attr = make_attr(type_, config, scope, inherit=False, enable_on_exec=False, disabled=False,
-                         read_format=_FORMAT_TIMES | extra)
+    def _open(self, attr: bytes, cgroup_fd: int, cpu: int, group: int) -> int:
         fd = perf_event_open(attr, cgroup_fd, cpu, group, _PERF_FLAG_PID_CGROUP)
         self._fds.append(fd)
         return fd
 
     def read(self) -> list[int]:
-        """Running totals over all CPUs: [time enabled, time running, execs, exits, then one value per grouped
-        event (``grouped`` order)], then (value, time enabled, time running) of each lone counter, flat; the
-        difference of two reads is what ran in the cgroup in between (:meth:`triples` sorts it out)."""
-        totals = None
+        """Running totals over all CPUs: [time enabled, time running, then one value per grouped event
+        (``grouped`` order)] when there are grouped events, then (value, time enabled, time running) of each
+        lone counter, flat; the difference of two reads is what ran in the cgroup in between (:meth:`triples`
+        sorts it out)."""
+        totals: list[int] = []
         for leader, layout in self._groups:
             counts = layout.unpack(os.read(leader, layout.size))[1:]
-            totals = list(counts) if totals is None else [a + b for a, b in zip(totals, counts)]
+            totals = list(counts) if not totals else [a + b for a, b in zip(totals, counts)]
         for fd, _ in self._singles:
             totals += read_counter(fd)
         return totals
 
-    def triples(self, counts: list[int]) -> tuple[int, int, list[tuple[int, int, int]]]:
-        """(execs, exits, per opener (value, time_enabled, time_running)) of a difference of two reads; an
-        opener that is not counted gets (0, 0, 0)."""
-        enabled, running, execs, exits = counts[:4]
+    def tasks(self) -> tuple[int, int, bool]:
+        """(execs, exits, whether some were lost) in the cgroup since the last call, over all CPUs."""
+        execs = exits = 0
+        lost = False
+        for sideband in self._sidebands:
+            cpu_execs, cpu_exits, cpu_lost = sideband.take()
+            execs, exits, lost = execs + cpu_execs, exits + cpu_exits, lost or cpu_lost
+        return execs, exits, lost
+
+    def triples(self, counts: list[int]) -> list[tuple[int, int, int]]:
+        """Per opener (value, time_enabled, time_running) of a difference of two reads; an opener that is not
+        counted gets (0, 0, 0)."""
         triples = [(0, 0, 0)] * len(self._openers)
-        for i, value in zip(self._grouped, counts[4:]):
-            triples[i] = (value, enabled, running)
-        at = 4 + len(self._grouped)
+        at = 0
+        if self._groups:
+            enabled, running = counts[:2]
+            for i, value in zip(self._grouped, counts[2:]):
+                triples[i] = (value, enabled, running)
+            at = 2 + len(self._grouped)
         for _, i in self._singles:
             value, single_enabled, single_running = counts[at:at + 3]
             previous = triples[i]
             triples[i] = (previous[0] + value, previous[1] + single_enabled, previous[2] + single_running)
             at += 3
-        return execs, exits, triples
+        return triples
 
     def close(self) -> None:
+        for sideband in self._sidebands:
+            sideband.close()
+        self._sidebands.clear()
         for fd in reversed(self._fds):
             os.close(fd)
         self._fds.clear()
@@ -357,8 +429,6 @@ class PerfEventBackend:
                 counters = CgroupCounters(self._openers, cgroup.path)
             except OSError as err:
                 counters = f"cgroup counters cannot be opened on {cgroup.path}: {err.strerror}"
-            except (KeyError, TypeError) as err:  # tracefs without the sched tracepoints
-                counters = f"the tracepoints {EXEC_TRACEPOINT} and {EXIT_TRACEPOINT} are not readable: {err}"
             self._cgroup_counters[cgroup.path] = counters
         if isinstance(counters, str):
             self.per_run_reason = counters
@@ -372,20 +442,30 @@ class PerfEventBackend:
             return self._measure_per_run(runner, argv, control)
         gated = runner.start(argv, control, join_cgroup=True)
         try:
+            counters.tasks()  # nothing should be pending; whatever is, is not this run's
             before = counters.read()
             exit_ = gated.release_and_wait()
             after = counters.read()
+            execs, exits, lost = counters.tasks()
         finally:
             gated.kill()
-        execs, exits, counts = counters.triples([a - b for a, b in zip(after, before)])
-        for i in self._context_switches:
-            # each exiting task's last switch off the CPU, which a task counter never sees (module docstring)
-            value, enabled, running = counts[i]
-            counts[i] = (max(0, value - exits), enabled, running)
-        if execs == 0:  # the gate failed before or at its exec: what it did is not the benchmark's
+        counts = counters.triples([a - b for a, b in zip(after, before)])
+        if execs == 0 and not lost:  # the gate failed before or at its exec: what it did is not the benchmark's
             counts = [(0, 0, 0)] * len(counts)
-        return exit_, [self._unsupported[i] if i in self._unsupported else
-                       reading_from_counts(opener, BACKEND, *counts[i]) for i, opener in enumerate(self._openers)]
+        elif not lost:
+            for i in self._context_switches:
+                # each exiting task's last switch off the CPU, which a task counter never sees (module docstring)
+                value, enabled, running = counts[i]
+                counts[i] = (max(0, value - exits), enabled, running)
+        readings = [self._unsupported[i] if i in self._unsupported else
+                    reading_from_counts(opener, BACKEND, *counts[i]) for i, opener in enumerate(self._openers)]
+        if lost:
+            for i in self._context_switches:
+                if i not in self._unsupported:
+                    readings[i] = dataclasses.replace(readings[i], status="error", reason=(
+                        f"more processes started and ended than {SIDEBAND_PAGES} pages per CPU of side-band records "
+                        "hold: the run's exits, whose last switches are not its own, are unknown"))
+        return exit_, readings
 
     def _measure_per_run(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
         gated = runner.start(argv, control)
