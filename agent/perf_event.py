@@ -9,21 +9,21 @@ runner's cgroup, software events and tracepoints as one group per CPU read in on
 (PERF_FORMAT_GROUP), hardware and raw events alone (so that one PMU event multiplexed out never takes the
 others with it). Every run reads them before and after; the difference is the run. The cgroup is empty
 between runs: the gate blocks outside it and moves itself in as its last step before execve (gate.c -J), so
-the count starts there rather than at the exec itself. What that adds: the end of the gate's write to
-cgroup.procs and the first half of the execve (the kernel enables enable_on_exec counters in
-begin_new_exec, after the new program is read and the old address space dropped): task-clock only, some
-tens of microseconds (measured in docs/stat.md and bounded by tests/test_perf_event.py); page faults,
-context switches and interrupts are those of the per-task counters. At the other end a process is counted
-until it leaves the CPU for the last time, where a task counter stops a little earlier (perf_event_exit_task
-in do_exit): that final switch is a context switch the per-task counter never sees, one per exiting task.
-So each CPU also has a dummy software event whose ring buffer receives the cgroup's side-band records
+the count starts there rather than midway through the exec. What that adds: the end of the gate's write
+to cgroup.procs and the first half of the execve (the kernel enables enable_on_exec counters in
+begin_new_exec, after the new program is read and the old address space dropped), and at the other end
+the exit after perf_event_exit_task (where a task counter stops) up to the process's last switch off the
+CPU: ~0.1 ms of task-clock a run here (measured in docs/stat.md, bounded by tests/test_perf_event.py), and
+whatever interrupt or preemption lands in that window. Page faults are those of the per-task counters.
+The last switch off the CPU is a context switch a task counter never sees, one per exiting task. So each
+CPU also has a dummy software event whose ring buffer receives the cgroup's side-band records
 (PERF_RECORD_EXIT per exiting task, PERF_RECORD_COMM with COMM_EXEC per exec; _Sideband): the exits are
 subtracted from context-switches, and a run without an exec is "never enabled (the benchmark did not
-exec)", as a task counter's enable_on_exec says. Children are counted because they are born in the cgroup, as
-inherit counts them. One set of counters serves every command measured with the same runner (`perfctl ab`
-alternates commands): no cost per command. Opening a set costs ~10 ms, once per backend and runner; a run
-costs two group reads per CPU (~4 µs each) instead of opening and closing a counter per event
-(~0.1 ms each on these VMs). See docs/stat.md, "Per-run cost".
+exec)", as a task counter's enable_on_exec says. Children are counted because they are born in the cgroup,
+as inherit counts them. One set of counters serves every command measured with the same runner (`perfctl
+ab` alternates commands): no cost per command. Opening a set costs a few ms, once per backend and runner; a
+run costs one group read per CPU before and one after, and the side-band headers, instead of opening and
+closing a counter per event (~80 and ~45 µs each on these VMs). See docs/stat.md, "Per-run cost".
 
 Per-run counting (no cgroup of its own for the runs: not root, no cgroup v2, a kernel without cgroup.kill;
 the sh gate; cgroup counters refused): the benchmark is started blocked in the exec gate
