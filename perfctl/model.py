@@ -264,7 +264,12 @@ def interference_share(readings, wall_ns: int) -> float | None:
     unit of the run's wall time, or None when the run was not accounted by eBPF. ``readings`` are
     Readings or their dicts."""
     for reading in readings:
-        fields = reading if isinstance(reading, dict) else vars(reading)
+        if isinstance(reading, dict):
+            fields = reading
+        elif reading.event != INTERFERENCE_EVENT:  # every reading of a run, for every run: no dict for those
+            continue
+        else:
+            fields = vars(reading)
         if fields.get("event") == INTERFERENCE_EVENT and fields.get("status") == "ok" and wall_ns > 0:
             return float(fields["value"]) / wall_ns
     return None
