@@ -41,7 +41,7 @@ from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
-from perfctl.model import BACKENDS, labels_problem, parse_backends
+from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label, parse_backends
 from perfctl.output import STOP_SIGNALS
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -209,20 +209,22 @@ class SequentialRule:
 
 def _sequential_rule(job, support: dict[str, str | None]) -> tuple[SequentialRule | None, str | None]:
     """An --until-settled job's rule, checked again here (the server may be older or hostile), or why not."""
-    from perfctl.pairing import DEFAULT_METRICS
+    from perfctl.analysis.ab import confidence_problem
 
     spec = job.sequential
     if len(job.commands) < 2:
         return None, "--until-settled needs at least two commands"
-    if not (0 < spec.margin < 1 and 0 < spec.confidence < 1):
-        return None, "--until-settled: margin and confidence must be strictly between 0 and 1"
+    if not 0 < spec.margin < 1:
+        return None, "--until-settled: margin must be strictly between 0 and 1"
+    problem = confidence_problem(spec.confidence)
+    if problem:
+        return None, f"--until-settled: {problem}"
     if SIDE_LABEL in job.labels:
         return None, f"the label {SIDE_LABEL} is the --until-settled job's own"
-    metric = spec.metric
-    if metric and metric != "wall-time" and support.get(metric, "not measured") is not None:
-        return None, f"--until-settled: metric {metric!r}: {support.get(metric) or 'not measured by the job'}"
-    if not metric:
-        metric = next(m for m in DEFAULT_METRICS if m == "wall-time" or (m in support and support[m] is None))
+    counted = {label for label, reason in support.items() if reason is None}
+    metric = metric_label(spec.metric, counted) if spec.metric else default_metric(counted)
+    if metric is None:
+        return None, f"--until-settled: metric {spec.metric!r} is not counted by the job here"
     return SequentialRule(metric, spec.margin, spec.confidence, min(spec.min_rounds, job.repetitions)), None
 
 
@@ -477,6 +479,8 @@ class Agent:
             except NotAllowed as err:
                 return "refused", str(err)
             programs.append((argv, command.name or None, real))
+        if job.HasField("sequential"):  # one benchmark name, the commands told apart by the label ab
+            programs = [(argv, programs[0][1], real) for argv, _, real in programs]
         commands = [session.identify(argv, control, name, executable=real) for argv, name, real in programs]
         backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)
         rule = None

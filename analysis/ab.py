@@ -47,8 +47,19 @@ from perfctl.analysis.sparc import Relevance, beyond, read_off, relevance
 # stitching's log-log rate wins only beyond.
 METHOD = "beta_binomial"
 T_OPT = 10
+# The confidence a comparison may be held to: below 1/2 a "verdict" is a coin toss, and beyond 1 - 1e-9 the
+# mixture boundary's bisection runs out of precision (alpha = 1 - confidence in floating point).
+MIN_CONFIDENCE, MAX_CONFIDENCE = 0.5, 1 - 1e-9
 # How far rounds_to_settle looks ahead, as a multiple of the rounds done.
 LOOK_AHEAD = 1000
+
+
+def confidence_problem(confidence) -> str | None:
+    """None if ``confidence`` can be asked of a sequential comparison (ab --confidence, a job's), else why
+    not in one line. The one owner of that rule: the CLI, the server and the agent ask here."""
+    if not (isinstance(confidence, (int, float)) and MIN_CONFIDENCE <= confidence <= MAX_CONFIDENCE):
+        return f"confidence must be between {MIN_CONFIDENCE} and {MAX_CONFIDENCE:.9f}, got {confidence!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -204,8 +215,9 @@ class SequentialSuite:
     def __init__(self, commands: int, margin: float = 0.05, confidence: float = 0.95, **kwargs):
         if not (isinstance(commands, int) and commands >= 2):
             raise ValueError(f"a sequential comparison needs at least 2 commands, got {commands!r}")
-        if not 0 < confidence < 1:
-            raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+        problem = confidence_problem(confidence)
+        if problem:
+            raise ValueError(problem)
         self.comparisons = {i: SequentialComparison(margin, 1 - confidence, commands - 1, **kwargs)
                             for i in range(1, commands)}
 

@@ -219,6 +219,28 @@ class Sample:
                    readings=readings, backends=tuple(data.pop("backends")), labels=dict(labels), **data)
 
 
+def metric_label(metric: str, counted) -> str | None:
+    """The label under which ``metric`` is counted among the labels ``counted``: the name itself, or with
+    perf's ``:u`` suffix (``instructions`` is ``instructions:u``), as compare matches them; None if neither.
+    wall-time is every run's."""
+    if metric == "wall-time":
+        return metric
+    for label in (metric, f"{metric}:u"):
+        if label in counted:
+            return label
+    return None
+
+
+def default_metric(counted) -> str:
+    """The first of instructions, cycles, task-clock that is counted (labels ``counted``), else wall-time:
+    compare's default order (perfctl/pairing.py DEFAULT_METRICS)."""
+    for metric in ("instructions", "cycles", "task-clock"):
+        label = metric_label(metric, counted)
+        if label is not None:
+            return label
+    return "wall-time"
+
+
 def reading_label(reading: Reading) -> str:
     """How a reading is named in tables and lookups: event plus :u/:k for scoped events."""
     if reading.scope == "user":

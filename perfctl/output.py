@@ -83,6 +83,27 @@ def say(line: str) -> None:
     print(visible(line.replace("\n", " ")), file=sys.stderr, flush=True)
 
 
+_STDOUT_CLOSED: list[bool] = []
+
+
+def reopen_closed_stdout() -> None:
+    """A perfctl started with stdout closed (``>&-``): Python then has no sys.stdout, and every print would
+    fail with an AttributeError. Point fd 1 at /dev/null (what is printed is lost, as the caller chose) and
+    remember it, so that a command whose output is the point (--json samples) can refuse to run."""
+    if sys.stdout is None:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 1:
+            os.dup2(fd, 1)
+            os.close(fd)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        _STDOUT_CLOSED.append(True)
+
+
+def stdout_closed() -> bool:
+    """Whether perfctl was started with stdout closed (reopen_closed_stdout)."""
+    return bool(_STDOUT_CLOSED)
+
+
 def quiet_stdout() -> None:
     """Point stdout at /dev/null once writing to it failed: what is still buffered, or printed on the way
     out, must not fail again (or be reported at exit with a traceback)."""

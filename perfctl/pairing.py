@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from perfctl.analysis.compare import Comparison, Parameters, compare
 from perfctl.formats import BenchmarkData, Dataset
+from perfctl.model import metric_label
 
 DEFAULT_METRICS = ("instructions", "cycles", "task-clock", "wall-time")
 
@@ -79,10 +80,12 @@ def side_notes(a: list[str], b: list[str]) -> list[str]:
 
 def _resolve(dataset: Dataset, names: list[str], metric: str) -> str | None:
     """The label under which ``metric`` appears in all of ``names`` of this dataset, if any."""
-    for label in (metric, f"{metric}:u"):
-        if all(dataset.benchmarks[n].metrics.get(label) for n in names):
-            return label
-    return None
+    if not names:
+        return metric
+    counted = set.intersection(*({label for label, values in dataset.benchmarks[n].metrics.items() if values}
+                                 for n in names))
+    label = metric_label(metric, counted)
+    return label if label in counted else None
 
 
 def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None) -> Paired:

@@ -245,11 +245,16 @@ def validate_job(job) -> str | None:
 def _sequential_problem(job) -> str | None:
     """An --until-settled job (perfctl/cli/submit.py): two or more commands, a margin and confidence in (0,
     1), a metric that is an event name or wall-time, at most as many rounds before stopping as runs."""
+    from perfctl.analysis.ab import confidence_problem
+
     spec = job.sequential
     if len(job.commands) < 2:
         return "sequential: needs at least two commands"
-    if not (0 < spec.margin < 1 and 0 < spec.confidence < 1):  # NaN fails both
-        return "sequential: margin and confidence must be strictly between 0 and 1"
+    if not 0 < spec.margin < 1:  # NaN fails too
+        return "sequential: margin must be strictly between 0 and 1"
+    problem = confidence_problem(spec.confidence)
+    if problem:
+        return f"sequential: {problem}"
     if spec.metric and spec.metric != "wall-time" and not _EVENT.match(spec.metric):
         return "sequential.metric: an event name or wall-time"
     if spec.min_rounds > job.repetitions:

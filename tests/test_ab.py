@@ -217,10 +217,31 @@ def test_ab_exit_3_for_a_slower_b_and_more_commands_share_the_risk(programs):
 
 @needs_tracepoints
 def test_ab_budget_spent_exits_4_with_an_estimate(programs):
-    result = _ab("--max-runs", "6", "--min-runs", "6", "--", str(programs / "spin"), "0.002", ":::",
-                 str(programs / "spin"), "0.0021")
+    # three rounds cannot bound a median at 0.95 (six are the fewest): not settled, whatever the noise
+    result = _ab("--max-runs", "3", "--", str(programs / "spin"), "0.002", ":::", str(programs / "spin"), "0.0021")
     assert result.returncode == 4, result.stderr
     assert "not settled" in result.stdout and "--max-runs reached" in result.stdout
+    assert "rounds like these would settle it" in result.stdout
+
+
+def test_exit_codes_read_the_settlements():
+    """0 only when every verdict is settled; a difference shown but not settled is 4 unless it is a slowdown
+    that --fail-on counts (3)."""
+    from perfctl.report.ab import AbReport, AbResult, Side
+
+    def code(ratio: float, spread: float, rounds: int, fail_on: str = "relevant") -> int:
+        comparison = SequentialComparison(margin=0.05)
+        for i in range(rounds):
+            comparison.add(ratio * (1 + spread * (i % 3 - 1)), 1.0)
+        result = AbResult([Side("A", ["a"]), Side("B", ["b"])], {"B": comparison.settlement()}, "task-clock",
+                          0.05, 0.95, 1, "max-runs", rounds=rounds)
+        return AbReport(result, fail_on).exit_code()
+
+    assert code(1.5, 0.01, 10) == 0  # settled beyond, B faster
+    assert code(1.05, 0.02, 10) == 4  # B faster shown, crossing the band's edge: not settled
+    assert code(0.95, 0.02, 10) == 3 and code(0.95, 0.02, 10, "beyond") == 4  # slower shown, not beyond
+    assert code(0.5, 0.01, 10, "beyond") == 3
+    assert code(1.0, 0.01, 3) == 4  # no sequence yet
 
 
 def test_ab_bad_usage_is_one_line_and_creates_nothing(tmp_path):
@@ -235,6 +256,9 @@ def test_ab_bad_usage_is_one_line_and_creates_nothing(tmp_path):
         ("--max-time", "soon", "--", "true", ":::", "true"),
         ("--", "/no/such/program", ":::", "true"),
         ("--margin", "2", "--", "true", ":::", "true"),
+        ("--confidence", "1e-10", "--", "true", ":::", "true"),
+        ("--confidence", "0.9999999999", "--", "true", ":::", "true"),
+        ("--max-time", "1e20", "--", "true", ":::", "true"),
     ]
     for case in cases:
         result = _ab("-o", str(out), *case)
@@ -255,10 +279,42 @@ def test_ab_a_failing_command_stops_with_its_runs_kept(tmp_path):
 
 
 @needs_tracepoints
-def test_ab_a_metric_at_zero_is_a_usage_error(tmp_path):
+def test_ab_a_metric_at_zero_stops_the_rounds_with_their_summary(tmp_path):
     result = _ab("--metric", "major-faults", "-o", str(tmp_path / "ab.jsonl"), "--", "true", ":::", "true")
-    assert result.returncode == 2 and "above 0" in result.stderr and "--metric" in result.stderr
+    assert result.returncode == 2 and "above 0" in result.stdout and "--metric" in result.stdout
+    assert "stopped: a run's metric gives no ratio" in result.stdout
     assert len(_samples(tmp_path / "ab.jsonl")) == 2  # the round measured is kept
+
+
+@needs_tracepoints
+def test_ab_a_metric_the_machine_cannot_count_is_refused_before_any_run(tmp_path):
+    """instructions means instructions:u, as in compare; without a PMU it is known unsupported before any
+    run, so nothing is written. (Where a PMU counts it, the default metric is instructions:u.)"""
+    from tests.conftest import pmu_reason
+
+    out = tmp_path / "ab.jsonl"
+    result = _ab("--metric", "instructions", "-o", str(out), "--", "true", ":::", "true")
+    if pmu_reason() is None:
+        assert result.returncode in (0, 4), result.stderr
+        return
+    assert result.returncode == 2 and "--metric instructions:u" in result.stderr, result.stderr
+    assert not out.exists()
+
+
+def test_compare_refuses_one_pipe_for_both_sides(tmp_path):
+    """FILE@ab=A FILE@ab=B reads FILE twice: a FIFO gives its content once, and the second open would wait
+    for a writer forever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    result = perfctl("compare", f"{fifo}@ab=A", f"{fifo}@ab=B", timeout=60)
+    assert result.returncode == 2 and "read only once" in result.stderr, result.stderr
+
+
+def test_ab_json_needs_an_open_stdout():
+    result = subprocess.run([sys.executable, "-m", "perfctl", "ab", "--json", "--", "true", ":::", "true"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+                            preexec_fn=lambda: os.close(1))
+    assert result.returncode == 2 and "stdout is closed" in result.stderr, result.stderr
 
 
 @needs_tracepoints

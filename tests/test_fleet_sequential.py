@@ -149,6 +149,8 @@ def test_the_server_refuses_a_hostile_sequential_job(fleet):
         pb.Job(commands=two[:1], repetitions=10, sequential=pb.Sequential(margin=0.05, confidence=0.95)),
         pb.Job(commands=two, repetitions=10, sequential=pb.Sequential(margin=float("nan"), confidence=0.95)),
         pb.Job(commands=two, repetitions=10, sequential=pb.Sequential(margin=0.05, confidence=1.0)),
+        pb.Job(commands=two, repetitions=10, sequential=pb.Sequential(margin=0.05, confidence=1e-10)),
+        pb.Job(commands=two, repetitions=10, sequential=pb.Sequential(margin=0.05, confidence=1e-300)),
         pb.Job(commands=two, repetitions=10, sequential=pb.Sequential(margin=0.05, confidence=0.95,
                                                                       metric="x y")),
         pb.Job(commands=two, repetitions=10, sequential=pb.Sequential(margin=0.05, confidence=0.95, min_rounds=11)),

@@ -42,6 +42,7 @@ from perfctl.output import (
     UsageError,
     exit_code_of,
     quiet_stdout,
+    reopen_closed_stdout,
     say,
     stop_on_signals,
 )
@@ -82,6 +83,7 @@ def entry() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    reopen_closed_stdout()
     code = _run(argv)
     try:
         sys.stdout.flush()

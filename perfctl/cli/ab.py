@@ -21,22 +21,42 @@ from perfctl.cli.options import (
     probability,
     verbosity,
 )
+from perfctl.model import default_metric, metric_label
 from perfctl.output import Interrupted, UsageError, console, interactive, say
 from perfctl.report import FAIL_ON
 
 SEPARATOR = ":::"
 SIDE_LABEL = "ab"  # the label key that tells the commands' samples apart in one file
 DEFAULT_MAX_RUNS = 1000
+DEFAULT_MIN_RUNS = 5
+MAX_SECONDS = 365 * 86400
 MAX_COMMANDS = 26  # sides are lettered A to Z
 LIVE_SECONDS = 0.25  # the live display is redrawn at most this often (a redraw is perfctl running between runs)
 
 
 def duration(text: str) -> float:
-    """An argparse type: seconds, or a number with s, m or h (90, 90s, 15m, 2h)."""
+    """An argparse type: seconds, or a number with s, m or h (90, 90s, 15m, 2h), at most a year."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not match or float(match[1]) <= 0:
         raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} (90, 90s, 15m, 2h)")
-    return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+    if seconds > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"at most a year ({MAX_SECONDS:.0f} s), got {text!r}")
+    return seconds
+
+
+def confidence(text: str) -> float:
+    """An argparse type: analysis/ab.py's confidence range, with the rule in the message."""
+    from perfctl.analysis.ab import confidence_problem
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    problem = confidence_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def add_parser(sub) -> None:
@@ -52,15 +72,15 @@ def add_parser(sub) -> None:
                            f"{SIGNAL_EXIT}: the run in progress is killed, finished runs are kept"))
     ab.add_argument("--margin", type=probability, default=0.05,
                     help="equivalence margin: ratios in [1-margin, 1+margin] are equivalent (0.05)")
-    ab.add_argument("--confidence", type=probability, default=0.95,
-                    help="that every verdict of the run is right, together (0.95)")
+    ab.add_argument("--confidence", type=confidence, default=0.95,
+                    help="that every verdict of the run is right, together (0.95; 0.5 to 0.999999999)")
     ab.add_argument("--metric", metavar="METRIC",
                     help="what is compared (default: instructions, else cycles, else task-clock, else wall-time)")
     ab.add_argument("--max-runs", type=positive_int, default=DEFAULT_MAX_RUNS, metavar="N",
                     help=f"at most N measured runs of each command (default {DEFAULT_MAX_RUNS})")
     ab.add_argument("--max-time", type=duration, metavar="DURATION", help="stop after this long (90s, 15m, 2h)")
-    ab.add_argument("--min-runs", type=positive_int, default=5, metavar="K",
-                    help="do not stop before K rounds (default 5)")
+    ab.add_argument("--min-runs", type=positive_int, metavar="K",
+                    help=f"no verdict is settled before K rounds (default {DEFAULT_MIN_RUNS}, at most --max-runs)")
     ab.add_argument("--warmup", type=non_negative_int, default=0, metavar="K",
                     help="warmup runs of each command before the rounds, recorded and flagged")
     ab.add_argument("--seed", type=non_negative_int, metavar="S",
@@ -102,7 +122,9 @@ def run(args) -> int:
                          "CMD_B ARGS)")
     if len(groups) > MAX_COMMANDS:
         raise UsageError(f"perfctl ab: at most {MAX_COMMANDS} commands, got {len(groups)}")
-    if args.min_runs > args.max_runs:
+    if args.min_runs is None:
+        args.min_runs = min(DEFAULT_MIN_RUNS, args.max_runs)
+    elif args.min_runs > args.max_runs:
         raise UsageError(f"perfctl ab: --min-runs {args.min_runs} is above --max-runs {args.max_runs}")
     specs, control, sample_labels = prepare(args, "perfctl ab")
     if SIDE_LABEL in sample_labels:
@@ -126,9 +148,13 @@ def run(args) -> int:
     except UsageError:
         outputs.close()
         raise
-    if metric is None:
-        metric = _default_metric(backend.support())
-        result.metric = metric
+    try:
+        metric = _counted_metric(metric, backend.support())  # before any run: nothing is written
+    except UsageError:
+        outputs.close()
+        backend.close()
+        raise
+    result.metric = metric
     runner = Runner()
     policy = interference(args)
     live = _live(args)
@@ -176,7 +202,8 @@ def run(args) -> int:
                     if any(policy.exclude and policy.flags(s.readings, s.wall_ns) for s in samples.values()):
                         result.excluded_rounds += 1
                     else:
-                        suite.add_round({i: _value(sample, metric, round_) for i, sample in samples.items()})
+                        suite.add_round({i: _value(sample, metric, round_, sides[i].label)
+                                         for i, sample in samples.items()})
                     if round_ + 1 >= args.min_runs:
                         active = suite.unsettled()
                     live.show(suite, sides, result, args, started)
@@ -195,6 +222,8 @@ def run(args) -> int:
         stopped_by, result.stop = signalled, "interrupted"
     except _RunFailed as failed:
         result.stop, result.failure = "failed", failed.describe()
+    except _Unusable as unusable:
+        result.stop, result.failure = "unusable", str(unusable)
     except RunError as err:
         raise UsageError(f"perfctl ab: {err}") from None
     except OutputError as err:
@@ -231,36 +260,43 @@ def _with_extra(sample, extra: dict):
 
 
 def _metric(asked: str | None, specs) -> str | None:
-    """The --metric asked for, checked against the events measured; None: chosen once the backend says what
-    it can count (_default_metric)."""
+    """The --metric asked for, checked against the events measured (``instructions`` is ``instructions:u``,
+    as in compare); None: the default, chosen once the backend says what it can count."""
     if asked is None:
         return None
     measured = {spec.label for spec in specs}
-    if asked != "wall-time" and asked not in measured:
+    label = metric_label(asked, measured)
+    if label is None:
         raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: wall-time, "
                          f"{', '.join(sorted(measured))}; -e adds events)")
+    return label
+
+
+def _counted_metric(asked: str | None, support: dict[str, str | None]) -> str:
+    """The metric, checked against what the backend can count here (an unsupported event is known before
+    any run); by default compare's order."""
+    counted = {label for label, reason in support.items() if reason is None}
+    if asked is None:
+        return default_metric(counted)
+    if asked != "wall-time" and asked not in counted:
+        raise UsageError(f"perfctl ab: --metric {asked}: {support.get(asked) or 'not counted here'}; choose "
+                         "another --metric")
     return asked
 
 
-def _default_metric(support: dict[str, str | None]) -> str:
-    from perfctl.pairing import DEFAULT_METRICS
-
-    for metric in DEFAULT_METRICS:
-        if metric == "wall-time" or (metric in support and support[metric] is None):
-            return metric
-    return "wall-time"
+class _Unusable(Exception):
+    """A run's metric value no ratio can be taken of (0, or not counted in that run): the rounds stop."""
 
 
-def _value(sample, metric: str, round_: int) -> float:
+def _value(sample, metric: str, round_: int, label: str) -> float:
     value = sample.metric_value(metric)
     if value is None:
         reading = sample.reading(metric)
         why = reading.reason if reading is not None and reading.reason else "not counted"
-        raise UsageError(f"perfctl ab: {metric} of {sample.labels[SIDE_LABEL]} in round {round_}: {why}; "
-                         "choose another --metric")
+        raise _Unusable(f"perfctl ab: {metric} of {label} in round {round_}: {why}; choose another --metric")
     if not value > 0:
-        raise UsageError(f"perfctl ab: {metric} of {sample.labels[SIDE_LABEL]} is {value:g} in round {round_}: "
-                         "a ratio needs values above 0; choose another --metric")
+        raise _Unusable(f"perfctl ab: {metric} of {label} is {value:g} in round {round_}: a ratio needs values "
+                        "above 0; choose another --metric")
     return value
 
 

@@ -218,6 +218,10 @@ def comparison(args, command: str):
             labels = (f"machine {args.a}", f"machine {args.b}")
         else:
             (path_a, labels_a), (path_b, labels_b) = file_side(args.a, command), file_side(args.b, command)
+            if path_a == path_b and not os.path.isfile(path_a):
+                # a pipe gives its content once: the second side would wait for a writer that never comes
+                raise UsageError(f"{command}: {path_a} is not a regular file and can be read only once; copy it to "
+                                 "a file to compare two selections of it")
             # B read in a child on another core while A is read here (perfctl/parallel.py)
             with Forked(read_dataset, path_b, args.input_format, interference(args), labels_b,
                         worth=_worth_two(path_a, path_b)) as reading_b:

@@ -18,7 +18,7 @@ from perfctl.cli.options import (
     positive_int,
     seconds,
 )
-from perfctl.output import OUTPUT_ERRNOS, UsageError, quiet_stdout, say
+from perfctl.output import OUTPUT_ERRNOS, UsageError, quiet_stdout, say, stdout_closed
 
 # Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
 # follows nothing more and only asks the kernel for memory it may refuse.
@@ -107,6 +107,8 @@ class SampleOutputs:
         from perfctl.formats.jsonl import JsonlWriter
 
         self.command, self.path, self.written = command, path, 0
+        if stdout and stdout_closed():  # started with stdout closed (>&-): nothing could take the samples
+            raise UsageError(f"{command}: stdout is closed; --{stdout} writes the samples there (use -o FILE)")
         self._writers = []  # (where it writes, writer): an output that fails is named in the message
         self._file = None
         self._created = False

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from perfctl.analysis.ab import Settlement
 from perfctl.analysis.sparc import Relevance
-from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
+from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, Interrupted
 from perfctl.report import FAIL_ON, NORMAL, QUIET, Report, finite
 from perfctl.text import cell, visible
 
@@ -22,6 +22,7 @@ STOPS = {
     "max-time": "--max-time reached",
     "failed": "a run failed",
     "interrupted": "interrupted",
+    "unusable": "a run's metric gives no ratio",
 }
 
 
@@ -96,10 +97,12 @@ class AbReport(Report):
             return self.interrupted.exit_code
         if self.result.stop == "failed":
             return EXIT_RUN_FAILED
+        if self.result.stop == "unusable":
+            return EXIT_USAGE
         settlements = self.result.settlements.values()
         if any(slowdown(s, self.fail_on) for s in settlements):
             return EXIT_RELEVANT_SLOWDOWN
-        if any(not s.settled and s.verdict is not Relevance.RELEVANT for s in settlements) or not settlements:
+        if not settlements or not all(s.settled for s in settlements):
             return EXIT_UNSETTLED
         return EXIT_OK
 
@@ -151,11 +154,14 @@ class AbReport(Report):
             console.print(visible(r.failure), highlight=False, markup=False)
         if r.output and self.verbosity > QUIET:
             sides = " ".join(f"{r.output}@ab={side.label}" for side in r.sides[:2])
+            # not wrapped: the command is to be pasted as printed
             console.print(visible(f"samples: {r.output} (fixed-n comparison afterwards: perfctl compare {sides} "
-                                  "--paired)"), highlight=False, markup=False)
+                                  "--paired)"), highlight=False, markup=False, soft_wrap=True)
 
 
 def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
+    if s.rounds == 0:
+        return ""
     if s.settled:
         return f" (settled after {s.rounds} rounds)"
     estimate = result.to_settle.get(side.label)
