@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from perfctl.cli.ab import DEFAULT_MIN_RUNS, confidence
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     backends,
@@ -50,12 +51,12 @@ def add_parser(sub) -> None:
     sequential.add_argument("--until-settled", action="store_true", help="stop when the comparison is settled")
     sequential.add_argument("--max-runs", type=positive_int, metavar="N", help="the most rounds (overrides -r)")
     sequential.add_argument("--margin", type=probability, default=0.05, help="equivalence margin (0.05)")
-    sequential.add_argument("--confidence", type=probability, default=0.95,
-                            help="that every verdict of the job is right, together (0.95)")
+    sequential.add_argument("--confidence", type=confidence, default=0.95,
+                            help="that every verdict of the job is right, together (0.95; 0.5 to 0.999999999)")
     sequential.add_argument("--metric", metavar="METRIC", help="what is compared (default: instructions, else "
                                                                "cycles, else task-clock, else wall-time)")
-    sequential.add_argument("--min-runs", type=positive_int, default=5, metavar="K",
-                            help="rounds always run (default 5)")
+    sequential.add_argument("--min-runs", type=positive_int, metavar="K",
+                            help="no verdict is settled before K rounds (default 5, at most the most rounds)")
     wait_options(submit, "every job is")
     loudness(submit, verbose="accepted (the job ids are all there is to say)",
              quiet="the job ids, and with --wait only the jobs that failed or were refused")
@@ -114,6 +115,8 @@ def _until_settled(args, job, groups: list[list[str]]) -> None:
     if "ab" in job.labels:
         raise UsageError("perfctl submit: --label ab=... is --until-settled's own (it tells the commands apart)")
     rounds = args.max_runs or args.repeat
+    if args.min_runs is None:
+        args.min_runs = min(DEFAULT_MIN_RUNS, rounds)
     if args.min_runs > rounds:
         raise UsageError(f"perfctl submit: --min-runs {args.min_runs} is above the most rounds ({rounds})")
     name = args.name or os.path.basename(groups[0][0])
