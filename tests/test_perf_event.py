@@ -218,24 +218,32 @@ def nop(tmp_path_factory):
 
 
 def _measure_both(argv, events, runs=5, delay_release_s=0.0):
-    """{"cgroup": samples, "per run": samples} of the same command, one backend and runner for each way;
-    ``delay_release_s``: how long each gate blocks before its release (the wait must count nothing)."""
+    """{"cgroup": samples, "per run": samples} of the same command, one backend and runner for each way, the
+    two ways taking turns run by run (a load that comes and goes hits both alike); ``delay_release_s``: how
+    long each gate blocks before its release (the wait must count nothing)."""
     from perfctl.agent import session
     from perfctl.agent.events import parse_events
     from perfctl.agent.perf_event import PerfEventBackend
     from perfctl.agent.runner import Runner, make_control
 
     inv = inventory.collect()
-    result = {}
-    for cgroup in (True, False):
-        backend = PerfEventBackend(parse_events(events), inv, cgroup_counting=cgroup)
-        runner = Runner()
-        try:
-            assert backend.counting(runner) == ("cgroup" if cgroup else "per run: cgroup counting turned off")
-            plan = session.Plan([str(a) for a in argv], runs, 0, make_control())
-            with runner.watching(lambda pid: time.sleep(delay_release_s)):
-                result["cgroup" if cgroup else "per run"] = list(session.run(plan, backend, runner, "test"))
-        finally:
+    control = make_control()
+    resolved, bench = session.identify([str(a) for a in argv], control)
+    environment = session.environment_of(control)
+    ways = {"cgroup": (PerfEventBackend(parse_events(events), inv), Runner()),
+            "per run": (PerfEventBackend(parse_events(events), inv, cgroup_counting=False), Runner())}
+    result: dict[str, list] = {way: [] for way in ways}
+    try:
+        for way, (backend, runner) in ways.items():
+            assert backend.counting(runner) == ("cgroup" if way == "cgroup" else "per run: cgroup counting turned off")
+        for index in range(runs):
+            for way, (backend, runner) in ways.items():
+                with runner.watching(lambda pid: time.sleep(delay_release_s)):
+                    result[way].append(session.measure_once(
+                        backend, runner, resolved, bench, control, environment, run_index=index, warmup=False,
+                        sample_uuid=f"{way}-{index}", machine_id="test"))
+    finally:
+        for backend, runner in ways.values():
             backend.close()
             runner.close()
     return result
@@ -272,12 +280,15 @@ def test_cgroup_counting_counts_children_born_in_the_cgroup(programs):
 @needs_cgroup_counting
 def test_cgroup_counting_starts_at_the_gates_move_not_during_its_wait(nop):
     # Each gate blocks 20 ms before its release; the gate joins the cgroup only as its last step before
-    # execve. Had its start-up or its wait been counted, every run would show the gate's page faults and the
-    # switch of its blocking read: a nop's run takes exactly its own one fault, and most runs no switch.
+    # execve. Had its start-up been counted, every run would show the gate's own page faults: a nop's run
+    # takes exactly its one fault. Its blocking read is no switch either; what cgroup counting may add after
+    # such a wait is one preemption at the very end of the exit (the parent's wakeup on the exiting process's
+    # CPU, after perf_event_exit_task: docs/stat.md), never more in the median run.
     waited = _measure_both([nop], ["page-faults", "context-switches"], runs=15, delay_release_s=0.02)
     for way, samples in waited.items():
         assert _values(samples, "page-faults") == [1] * 15, way
-        assert min(_values(samples, "context-switches")) == 0, way
+    assert statistics.median(_values(waited["per run"], "context-switches")) == 0
+    assert statistics.median(_values(waited["cgroup"], "context-switches")) <= 1
     # Released at once: no switch in most runs either way, and a task-clock that exceeds the per-task
     # counter's by the execve's first half and the exit's end only.
     both = _measure_both([nop], ["context-switches", "task-clock"], runs=15)
