@@ -221,9 +221,9 @@ def quantile_cs_ranks(t, p: float = 0.5, alpha: float = 0.05, method: str = "dou
         r_low = double_stitching_bound(1 - p, times, alpha, t_opt) / times
     elif method == "lil":
         r_high = r_low = empirical_process_lil_bound(times, alpha, t_opt)
-    elif method == "beta_binomial":
-        r_high = _mixture_radius(p, times, alpha, t_opt)
-        r_low = _mixture_radius(1 - p, times, alpha, t_opt)
+    elif method == "beta_binomial":  # ranks straight from the mixture (no radius to turn into ranks)
+        lower, upper = _mixture_ranks(p, times, alpha, t_opt)
+        return (int(lower), int(upper)) if np.ndim(t) == 0 else (lower, upper)
     else:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     with np.errstate(invalid="ignore"):
@@ -242,24 +242,77 @@ def _quantile_mixture(p: float, alpha: float, t_opt: float) -> BetaBinomialMixtu
     return BetaBinomialMixture(p * (1 - p) * t_opt, alpha, p, 1 - p, is_one_sided=False)
 
 
-def _mixture_radius(p: float, times: np.ndarray, alpha: float, t_opt: float) -> np.ndarray:
-    """Theorem 1's radius above the p-quantile for a fixed p: the two-sided beta-binomial mixture boundary
-    on S_t = sum(1{X_i <= q_p} - p), whose increments are sub-Bernoulli with range (-p, 1 - p) and variance
-    V_t = t p (1 - p) (confseq's ``demo/quantiles.py`` fixed_quantile_confidence_bounds), divided by t.
+_RANK_HINTS: dict[tuple, tuple[int, int]] = {}
 
-    Where the boundary is the largest S_t can be (every observation below the quantile: s_upper_bound), the
-    mixture never crosses it, so no observation can bound that end: the radius is infinite. (The demo's rank
-    formula would read the extreme order statistic there, which misses whenever every observation falls on one
-    side: probability p^t, 1/4 at t = 2 for the median.)"""
+
+def _mixture_ranks(p: float, times: np.ndarray, alpha: float, t_opt: float) -> tuple[np.ndarray, np.ndarray]:
+    """Theorem 1's ranks for a fixed p: the two-sided beta-binomial mixture boundary u_t on the deviations
+    S_t = sum(1{X_i <= q_p} - p), sub-Bernoulli with range (-p, 1 - p) and variance V_t = t p (1 - p)
+    (confseq's ``demo/quantiles.py`` fixed_quantile_confidence_bounds), turned into the ranks
+    ceil(t p + u_t) above and floor(t p - u'_t + 1) below (u' the boundary of the mirrored deviations).
+
+    The ranks are found without solving for u_t: as the mixture grows with s, ceil(t p + u_t) is the smallest
+    integer j whose deviation s = j - t p already reaches the threshold ln(1/alpha), a search of one or two
+    evaluations from the last t's rank (solving for u_t to 2^-40 took ~40). Where the boundary is the
+    largest S_t can be (every observation below the quantile: s_upper_bound), the mixture never crosses it,
+    so no observation can bound that end: rank t + 1 above, 0 below. (The demo's formula would read the
+    extreme order statistic there, which misses whenever every observation falls on one side: probability
+    p^t, 1/4 at t = 2 for the median.)"""
     alpha = _check_alpha(alpha)
-    mixture = _quantile_mixture(p, alpha, float(t_opt))
+    if np.any(times != np.floor(times)):
+        raise ValueError("t must count whole observations for method beta_binomial")
     log_threshold = math.log(1 / alpha)
-    radii = np.empty(times.shape)
+    lower = np.empty(times.shape, np.int64)
+    upper = np.empty(times.shape, np.int64)
     for index, t in np.ndenumerate(times):
-        v = p * (1 - p) * t
-        bound = mixture.bound(v, log_threshold)
-        radii[index] = bound / t if bound < mixture.s_upper_bound(v) else math.inf
-    return radii
+        t = int(t)
+        upper[index] = _first_crossing_rank(p, t, alpha, float(t_opt), log_threshold)
+        # the lower rank is the upper rank of the quantile 1 - p counted from the other end
+        mirrored = upper[index] if p == 0.5 else _first_crossing_rank(1 - p, t, alpha, float(t_opt), log_threshold)
+        lower[index] = t + 1 - mirrored
+    return lower, upper
+
+
+def _first_crossing_rank(q: float, t: int, alpha: float, t_opt: float, log_threshold: float) -> int:
+    """The smallest j in [ceil(t q), t] whose deviation j - t q reaches the q-mixture's threshold, or t + 1
+    when even the largest deviation does not."""
+    mixture = _quantile_mixture(q, alpha, t_opt)
+    v = q * (1 - q) * t
+    s_upper = mixture.s_upper_bound(v)
+    base = t * q
+
+    def crosses(j: int) -> bool:
+        return mixture.log_superMG(min(j - base, s_upper), v) >= log_threshold
+
+    if not crosses(t):
+        return t + 1
+    low = max(math.ceil(base), 0)
+    key = (q, alpha, t_opt)
+    last_t, last_rank = _RANK_HINTS.get(key, (t, t))
+    guess = min(t, max(low, last_rank + round((t - last_t) * q)))
+    # gallop from the guess to a bracket (a, b] with crosses(b) and not crosses(a), then bisect
+    if crosses(guess):
+        b, step = guess, 1
+        a = guess - step
+        while a >= low and crosses(a):
+            b, step = a, step * 2
+            a = b - step
+        a = max(a, low - 1)
+    else:
+        a, step = guess, 1
+        b = guess + step
+        while b < t and not crosses(b):
+            a, step = b, step * 2
+            b = a + step
+        b = min(b, t)
+    while b - a > 1:
+        middle = (a + b) // 2
+        if crosses(middle):
+            b = middle
+        else:
+            a = middle
+    _RANK_HINTS[key] = (t, b)
+    return b
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ turn under the same holder, so that both pay whatever it costs. Targets (issue 1
 >= 0.5x hyperfine -N. Also prints perfctl's peak resident memory
 (ru_maxrss of the perfctl process) after its N runs. Where the ebpf backend loads, `perfctl stat --backend
 perf_event,ebpf` takes its turn too, and the per-run cost eBPF adds is printed beside the perf_event-only
-figure (issue 6).
+figure (issue 6). `perfctl ab` takes a turn with the same runs as rounds of /bin/true against itself (issue 16: its
+per-run rate within 10% of stat's).
 
     python bench/stat_rate.py [--runs 1000] [--perf-runs 200]
 """
@@ -41,19 +42,23 @@ from perfctl.agent.perf_stat import perf_event_name
 TARGET = "/bin/true"
 
 
-def timed(argv: list[str]) -> tuple[float, int]:
-    """(elapsed seconds, peak RSS KiB) of one command, which must succeed."""
+def timed(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int]:
+    """(elapsed seconds, peak RSS KiB) of one command, which must exit with a code in ``ok``."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, rusage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         sys.exit(f"bench: {' '.join(argv[:4])}... failed: {proc.stderr.read().decode()[-300:]}")
     return elapsed, rusage.ru_maxrss
 
 
 EBPF = "perfctl +ebpf"
+AB = "perfctl ab"
+# ab's verdict on /bin/true against itself may settle (0), show a difference (3) or not settle (4): --min-runs
+# equal to --max-runs makes it take every round either way, so that it runs as many runs as stat
+AB_CODES = (0, 3, 4)
 WARM_PERFCTL, WARM_PERF = "perfctl (warm)", "perf stat (warm)"
 
 
@@ -71,11 +76,11 @@ def holding(holder: list[str]):
         proc.wait(timeout=30)
 
 
-def timed_perfctl(argv: list[str], samples: str, runs: int) -> tuple[float, int]:
-    """timed() of a perfctl stat writing to ``samples``, checking that every run was recorded."""
+def timed_perfctl(argv: list[str], samples: str, runs: int, ok: tuple[int, ...] = (0,)) -> tuple[float, int]:
+    """timed() of a perfctl stat (or ab) writing to ``samples``, checking that every run was recorded."""
     if os.path.exists(samples):
         os.unlink(samples)
-    result = timed(argv)
+    result = timed(argv, ok)
     with open(samples) as f:
         recorded = sum(1 for line in f) - 1
     if recorded != runs:
@@ -122,14 +127,18 @@ def main() -> None:
                 "--", TARGET]
         hyperfine = ["hyperfine", "-N", "--runs", str(args.runs), "--export-json", os.path.join(tmp, "h.json"),
                      TARGET]
+        # the same runs as stat's, in rounds of the two commands, deciding after every round (issue 16: ab's
+        # per-run rate within 10% of stat's)
+        ab = [sys.executable, "-m", "perfctl", "ab", "--max-runs", str(args.runs // 2), "--min-runs",
+              str(args.runs // 2), "--no-progress", "-o", samples, "--", TARGET, ":::", TARGET]
         ebpf = ebpf_reason()
         with_ebpf = perfctl[:4] + ["--backend", "perf_event,ebpf"] + perfctl[4:]
 
         holder = ["perf", "stat", "-a", "-x,", "-o", os.devnull, *events]  # until SIGINT
         times: dict[str, list[float]] = {"perfctl": [], "perf stat -r": [], "hyperfine -N": [], WARM_PERFCTL: [],
-                                         WARM_PERF: []}
+                                         WARM_PERF: [], AB: []}
         runs = {"perfctl": args.runs, "perf stat -r": args.perf_runs, "hyperfine -N": args.runs,
-                WARM_PERFCTL: args.runs, WARM_PERF: args.perf_runs}
+                WARM_PERFCTL: args.runs, WARM_PERF: args.perf_runs, AB: args.runs // 2 * 2}
         if ebpf is None:
             times[EBPF] = []
             runs[EBPF] = args.runs
@@ -139,6 +148,7 @@ def main() -> None:
             times["perfctl"].append(elapsed)
             times["perf stat -r"].append(timed(perf)[0])
             times["hyperfine -N"].append(timed(hyperfine)[0])
+            times[AB].append(timed_perfctl(ab, samples, runs[AB], AB_CODES)[0])
             if ebpf is None:
                 elapsed, ebpf_rss = timed_perfctl(with_ebpf, samples, args.runs)
                 times[EBPF].append(elapsed)
@@ -159,6 +169,9 @@ def main() -> None:
           f"{'PASS' if vs_warm >= 1.2 else 'FAIL'}")
     verdict = "PASS" if vs_hyperfine >= 0.5 else "FAIL"
     print(f"perfctl / hyperfine -N       : {vs_hyperfine:6.2f}x  (target >= 0.5) {verdict}")
+    vs_stat = rates[AB] / rates["perfctl"]
+    print(f"perfctl ab / perfctl stat    : {vs_stat:6.2f}x  (the same runs in rounds of two commands; target >= 0.9) "
+          f"{'PASS' if vs_stat >= 0.9 else 'FAIL'}")
     print(f"perfctl peak resident memory after {args.runs} runs: {perfctl_rss / 1024:.1f} MiB")
     if ebpf is not None:
         print(f"ebpf backend not measured: {ebpf}")
