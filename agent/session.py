@@ -233,7 +233,7 @@ class Plan:
     labels: dict[str, str] = field(default_factory=dict)  # carried by every sample (model.labels_problem)
 
 
-def _uuids() -> Iterator[str]:
+def uuids() -> Iterator[str]:
     """Random (version 4) UUIDs from one getrandom() per 256: a call per run cost ~0.1 ms on these VMs."""
     while True:
         pool = os.urandom(16 * 256)
@@ -248,10 +248,12 @@ def environment_of(control: RunControl) -> Environment:
 
 def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: Benchmark, control: RunControl,
                  environment: Environment, *, run_index: int, warmup: bool, sample_uuid: str, machine_id: str,
-                 job_id: str | None = None, corrector=None, labels: dict[str, str] | None = None) -> Sample:
+                 job_id: str | None = None, corrector=None, labels: dict[str, str] | None = None,
+                 extra: dict | None = None) -> Sample:
     """One controlled run of a resolved command, as a Sample; ``corrector`` (agent/audit.py make_corrector)
     adds corrected instruction counts beside the raw ones. ``labels`` (`perfctl stat --label`, a job's) are
-    copied into the sample, already checked by the caller (model.labels_problem)."""
+    copied into the sample, already checked by the caller (model.labels_problem); ``extra`` joins the
+    sample's extra (`perfctl ab`'s round, order and seed)."""
     exit_, readings = backend.measure(runner, resolved, control)
     if corrector is not None:
         readings = corrector(readings)
@@ -262,7 +264,8 @@ def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: B
         backends=backend.names, stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None,
         max_rss_kib=exit_.max_rss_kib,
         # only when there were any: a run that cleaned up after itself carries nothing extra
-        extra={"outlived": exit_.outlived} if exit_.outlived else {}, labels=dict(labels or {}))
+        extra={**(extra or {}), **({"outlived": exit_.outlived} if exit_.outlived else {})},
+        labels=dict(labels or {}))
 
 
 def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector=None,
@@ -275,8 +278,8 @@ def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector
         raise RunError(f"the number of warmup runs cannot be negative, got {plan.warmups}")
     resolved, bench = identified or identify(plan.argv, plan.control, plan.name)
     environment = environment_of(plan.control)
-    uuids = _uuids()
+    sample_uuids = uuids()
     for index in range(plan.warmups + plan.runs):
         yield measure_once(backend, runner, resolved, bench, plan.control, environment, run_index=index,
-                           warmup=index < plan.warmups, sample_uuid=next(uuids), machine_id=machine_id,
+                           warmup=index < plan.warmups, sample_uuid=next(sample_uuids), machine_id=machine_id,
                            job_id=plan.job_id, corrector=corrector, labels=plan.labels)

@@ -160,6 +160,13 @@ class SequentialComparison:
         high = self._sorted[upper - 1] if upper <= t else math.inf
         return low, high
 
+    @property
+    def settled(self) -> bool:
+        """settlement().settled, from the running intersection alone (what ab asks after every round)."""
+        if not (math.isfinite(self._low) and math.isfinite(self._high)):
+            return False
+        return settles(math.exp(self._low), math.exp(self._high), self.margin)
+
     def settlement(self) -> Settlement:
         t = len(self._sorted)
         ratio = math.exp(_sorted_median(self._sorted)) if t else None
@@ -230,7 +237,7 @@ class SequentialSuite:
                 self.comparisons[i].add(baseline, value)
 
     def unsettled(self) -> list[int]:
-        return [i for i, comparison in self.comparisons.items() if not comparison.settlement().settled]
+        return [i for i, comparison in self.comparisons.items() if not comparison.settled]
 
     def settlements(self) -> dict[int, Settlement]:
         return {i: comparison.settlement() for i, comparison in self.comparisons.items()}

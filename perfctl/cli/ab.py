@@ -168,14 +168,14 @@ def run(args) -> int:
                 correctors = [make_corrector(inv, *ident, control, runner, specs, ebpf="ebpf" in backend.names)[0]
                               for ident in identified]
             environment = session.environment_of(control)
-            uuids = session._uuids()
+            side_labels = [{**sample_labels, SIDE_LABEL: side.label} for side in sides]
+            uuids = session.uuids()
 
             def measure(i: int, index: int, warmup: bool, extra: dict):
                 sample = session.measure_once(
                     backend, runner, *identified[i], control, environment, run_index=index, warmup=warmup,
                     sample_uuid=next(uuids), machine_id=inv.machine_id, corrector=correctors[i],
-                    labels={**sample_labels, SIDE_LABEL: sides[i].label})
-                sample = _with_extra(sample, {**extra, "seed": seed})
+                    labels=side_labels[i], extra={**extra, "seed": seed})
                 outputs.write(sample, inv)
                 if warmup:
                     sides[i].warmups += 1
@@ -251,12 +251,6 @@ class _RunFailed(Exception):
 
         return f"{self.side.label}'s run {self.sample.run_index} failed, so the rounds stopped: " \
                f"{describe_failure(self.sample)}"
-
-
-def _with_extra(sample, extra: dict):
-    import dataclasses
-
-    return dataclasses.replace(sample, extra={**sample.extra, **extra})
 
 
 def _metric(asked: str | None, specs) -> str | None:
