@@ -143,11 +143,7 @@ def run(args) -> int:
     summary_console = console(stderr=args.json)
     outputs = SampleOutputs("perfctl ab", args.output, "json" if args.json else None)
     inv = inventory.collect()
-    try:
-        backend = open_backend(args, specs, inv, "perfctl ab")
-    except UsageError:
-        outputs.close()
-        raise
+    backend = open_backend(args, specs, inv, "perfctl ab", outputs)
     try:
         metric = _counted_metric(metric, backend.support())  # before any run: nothing is written
     except UsageError:

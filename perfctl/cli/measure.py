@@ -75,14 +75,16 @@ def prepare(args, command: str):
     return specs, control, sample_labels
 
 
-def open_backend(args, specs, inventory, command: str):
-    """The backend the options ask for (a fallback from ebpf is said once), or a UsageError."""
+def open_backend(args, specs, inventory, command: str, outputs: SampleOutputs):
+    """The backend the options ask for (a fallback from ebpf is said once), or a UsageError, which closes
+    ``outputs`` first (a file created for the samples goes again: nothing ran)."""
     from perfctl.agent import session
     from perfctl.agent.runner import RunError
 
     try:
         backend, fallback = session.open_backend(args.backend, specs, inventory, ebpf_max_tasks=args.ebpf_max_tasks)
     except RunError as err:
+        outputs.close()
         raise UsageError(f"{command}: {err}") from None
     if fallback:
         say(f"{command}: {fallback}")

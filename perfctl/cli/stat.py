@@ -66,11 +66,7 @@ def run(args) -> int:
     outputs = SampleOutputs("perfctl stat", args.output, "json" if args.json else "csv" if args.csv else None)
 
     inv = inventory.collect()
-    try:
-        backend = open_backend(args, specs, inv, "perfctl stat")
-    except UsageError:
-        outputs.close()
-        raise
+    backend = open_backend(args, specs, inv, "perfctl stat", outputs)
     runner = Runner()
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
         () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
