@@ -259,9 +259,12 @@ def test_cgroup_counting_counts_faults_and_switches_as_task_counters_do(programs
     faults = {way: set(_values(samples, "page-faults")) for way, samples in both.items()}
     assert faults["cgroup"] == faults["per run"] and len(faults["cgroup"]) == 1, faults
     assert 2000 <= faults["cgroup"].pop() < 2200
-    # sleep blocks once in nanosleep: one switch; the final switch of each exiting task is not one
+    # sleep blocks once in nanosleep: one switch; the final switch of each exiting task is not one. Cgroup
+    # counting may add one preemption at the very end of the exit (the parent's wakeup on the exiting task's
+    # CPU, after perf_event_exit_task: docs/stat.md): in a fresh-clone run of the whole suite, whose process
+    # holds other tests' threads, every one of five runs counted 2; alone, 1.
     sleeps = _measure_both(["/bin/sleep", "0.01"], ["context-switches"])
-    assert min(_values(sleeps["cgroup"], "context-switches")) == 1
+    assert min(_values(sleeps["cgroup"], "context-switches")) in (1, 2)
     assert min(_values(sleeps["per run"], "context-switches")) == 1
 
 
