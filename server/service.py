@@ -253,6 +253,16 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
     async def StreamSamples(self, request_iterator, context):
         principal = await self._principal(context, "agent")
+        try:
+            async for ack in self._acks(principal, request_iterator, context):
+                yield ack
+        except asyncio.CancelledError:
+            # The agent went away, or the server is stopping, while this stream waited: nothing is left to
+            # acknowledge (a batch not acked is sent again and stored once). Raised out of the handler, grpc's
+            # aio server logged it as an unhandled exception with a traceback on every such shutdown.
+            return
+
+    async def _acks(self, principal, request_iterator, context):
         async for data in request_iterator:
             received = time.perf_counter()
             try:
