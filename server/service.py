@@ -477,7 +477,7 @@ class QueryService(_Base, rpc.QueryServiceServicer):
         job's rounds replayed under its rule (analysis/ab.py replay): the agent's own decision. None for any
         other comparison, or when the rounds cannot be paired (a run failed or was left out on one side)."""
         from perfctl.analysis.ab import replay
-        from perfctl.pairing import DEFAULT_METRICS
+        from perfctl.model import default_metric, metric_label
 
         a, b = request.a, request.b
         side = b.labels.get("ab")
@@ -490,8 +490,9 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             return None
         name = names.pop()
         metrics_a, metrics_b = datasets[0].benchmarks[name].metrics, datasets[1].benchmarks[name].metrics
-        metric = spec.sequential.metric or next(
-            (m for m in DEFAULT_METRICS if metrics_a.get(m) and metrics_b.get(m)), "wall-time")
+        # the agent's choice among what both sides counted (model.py: instructions is instructions:u)
+        counted = {m for m, values in metrics_a.items() if values} & {m for m, values in metrics_b.items() if values}
+        metric = metric_label(spec.sequential.metric, counted) if spec.sequential.metric else default_metric(counted)
         values_a, values_b = metrics_a.get(metric, []), metrics_b.get(metric, [])
         if not values_a or len(values_a) != len(values_b):
             return None

@@ -113,10 +113,8 @@ class AbReport(Report):
             "rounds": r.rounds, "excluded_rounds": r.excluded_rounds, "failure": r.failure, "output": r.output,
             "baseline": {"label": r.sides[0].label, "argv": r.sides[0].argv, "runs": r.sides[0].runs},
             "comparisons": [{
-                "label": side.label, "argv": side.argv, "runs": side.runs, "rounds": s.rounds,
-                "ratio": s.ratio, "low": s.low, "high": s.high, "level": s.confidence, "method": s.method,
-                "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled,
-                "contradicted": s.contradicted, "rounds_to_settle": r.to_settle.get(side.label),
+                "label": side.label, "argv": side.argv, "runs": side.runs, **_settlement_fields(s),
+                "method": s.method, "rounds_to_settle": r.to_settle.get(side.label),
             } for side in r.sides[1:] if (s := r.settlements.get(side.label)) is not None],
             "exit_code": self.exit_code(),
         })
@@ -219,8 +217,11 @@ def replay_line(replayed) -> str:
 
 
 def replay_document(replayed) -> dict:
-    s = replayed.settlement
-    return finite({"label": replayed.label, "metric": replayed.metric, "rounds": s.rounds, "ratio": s.ratio,
-                   "low": s.low, "high": s.high, "level": s.confidence, "margin": s.margin,
-                   "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled,
-                   "contradicted": s.contradicted})
+    return finite({"label": replayed.label, "metric": replayed.metric, **_settlement_fields(replayed.settlement),
+                   "margin": replayed.settlement.margin})
+
+
+def _settlement_fields(s: Settlement) -> dict:
+    """A settlement as JSON fields, the same in ab's document and under a compare of a fleet job."""
+    return {"rounds": s.rounds, "ratio": s.ratio, "low": s.low, "high": s.high, "level": s.confidence,
+            "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled, "contradicted": s.contradicted}
