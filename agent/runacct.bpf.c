@@ -19,7 +19,11 @@
  *     the per-CPU __irq_regs, are out of reach: a typed ksym of a per-CPU variable needs
  *     CONFIG_KALLSYMS_ALL, and fentry, which gets them as an argument, is refused on these machines.)
  *   - page faults split by the x86 exceptions tracepoints into user and kernel faults;
- *   - context switches in and out, preemptions, on-CPU and off-CPU time of the tree;
+ *   - context switches in and out, preemptions, on-CPU and off-CPU time of the tree; a switch the
+ *     kernel ran without its sched_switch event (seen on these VMs under load, by perf's and ftrace's
+ *     own sched_switch events too: a task found running that was last seen leaving its CPU, or the
+ *     reverse) is counted as the switch it must have been and in RA_MISSED, since the times around it
+ *     are then unknown;
  *   - interference: time other tasks (not idle) ran on CPUs the benchmark had run on, and how many
  *     distinct tasks those were.
  * Only BTF tracepoints (tp_btf): this kernel has no kprobes, and they need no tracefs.
@@ -45,6 +49,7 @@ enum ra_slot {
 	RA_ON_CPU_NS, RA_OFF_CPU_NS,
 	RA_OTHER_NS, RA_OTHER_TASKS,
 	RA_FORKS, RA_UNTRACKED,
+	RA_MISSED,
 	NR_SLOTS,
 };
 
@@ -272,9 +277,20 @@ int BPF_PROG(on_exit, struct task_struct *p)
 {
 	__u32 pid = p->pid;
 	struct ra_task *info = bpf_map_lookup_elem(&tracked, &pid);
+	struct ra_state *st = active_state();
+	struct ra_counters *c;
 
-	if (info)
-		info->off_since = RA_EXITED;
+	if (!info)
+		return 0;
+	/* the exiting task is current: marked off its CPU, it got one without a reported switch */
+	if (info->off_since && info->off_since != RA_EXITED && st) {
+		c = counters_of(st->gen);
+		if (c) {
+			c->v[RA_SWITCH_IN]++;
+			c->v[RA_MISSED]++;
+		}
+	}
+	info->off_since = RA_EXITED;
 	return 0;
 }
 
@@ -309,6 +325,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 				st->active = 0;
 			}
 		} else {
+			if (info->off_since) { /* leaving a CPU it was never seen to get: that switch went unreported */
+				c->v[RA_SWITCH_IN]++;
+				c->v[RA_MISSED]++;
+			}
 			c->v[RA_SWITCH_OUT]++;
 			/* still runnable when switched out: the scheduler took the CPU (involuntary) */
 			if (preempt || prev->__state == TASK_RUNNING)
@@ -327,6 +347,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	info = bpf_map_lookup_elem(&tracked, &next_pid);
 	if (info) {
 		c->v[RA_SWITCH_IN]++;
+		if (!info->off_since) { /* getting a CPU it was never seen to leave (from the exec on it is seen) */
+			c->v[RA_SWITCH_OUT]++;
+			c->v[RA_MISSED]++;
+		}
 		if (info->off_since)
 			c->v[RA_OFF_CPU_NS] += now - (info->off_since > st->start_ns ? info->off_since : st->start_ns);
 		info->off_since = 0;

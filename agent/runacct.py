@@ -22,7 +22,7 @@ DEFAULT_MAX_TASKS = 8192
 # enum ra_slot of runacct.bpf.c, in order
 SLOTS = ("gen", "timer", "tick_user", "tick_kernel", "device", "ipi_reschedule", "ipi_call", "softirq",
          "fault_user", "fault_kernel", "switch_out", "switch_in", "preempt", "on_cpu_ns", "off_cpu_ns",
-         "other_ns", "other_tasks", "forks", "untracked")
+         "other_ns", "other_tasks", "forks", "untracked", "missed")
 STATE = struct.Struct("=QQQQq")  # struct ra_state: gen, active, start_ns, end_ns, live
 _PID = struct.Struct("=I")
 _TASK = bytes(8)  # struct ra_task, off_since = 0

@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 
 from perfctl.agent import gate
+from perfctl.output import stops_held
 
 ADDR_NO_RANDOMIZE = 0x0040000
 PR_SET_CHILD_SUBREAPER = 36
@@ -293,14 +294,19 @@ class Runner:
         join = self._cgroup if self._gate.static else None
         if join_cgroup and join is None:
             raise RunError("a gate joining the run cgroup needs the static gate and a cgroup (counting_cgroup)")
-        gated = GatedProcess(self._gate, gate_target or argv, control, None if control.show_output else self._stderr,
-                             self._persona, pass_fds, self._cgroup, join)
-        if self._on_start is not None:
-            try:
-                self._on_start(gated.pid)
-            except BaseException:
+        gated = None
+        try:
+            # a stop signal waits until the gate is in hands that kill it on every exit: the caller's
+            with stops_held():
+                gated = GatedProcess(self._gate, gate_target or argv, control,
+                                     None if control.show_output else self._stderr, self._persona, pass_fds,
+                                     self._cgroup, join)
+                if self._on_start is not None:
+                    self._on_start(gated.pid)
+        except BaseException:
+            if gated is not None:
                 gated.kill()
-                raise
+            raise
         return gated
 
     def counting_cgroup(self) -> tuple[RunCgroup | None, str | None]:
@@ -375,16 +381,25 @@ class GatedProcess:
         finally:
             os.close(read_end)
         _live_gates.add(self.pid)
-        # while the gate still blocks: everything the benchmark starts is born into the runner's cgroup; a
-        # joining gate moves itself in just before its exec, or exits 126 without running anything
-        if join is not None:
-            self._cgroup = join
-        else:
-            self._cgroup = cgroup if cgroup is not None and cgroup.add(self.pid) else None
         self._cleaned = False
-        self._pidfd = os.pidfd_open(self.pid)
-        if control.pin_cpu is not None:
-            os.sched_setaffinity(self.pid, {control.pin_cpu})
+        self._pidfd = -1
+        try:
+            # while the gate still blocks: everything the benchmark starts is born into the runner's cgroup; a
+            # joining gate moves itself in just before its exec, or exits 126 without running anything
+            if join is not None:
+                self._cgroup = join
+            else:
+                self._cgroup = cgroup if cgroup is not None and cgroup.add(self.pid) else None
+            self._pidfd = os.pidfd_open(self.pid)
+            if control.pin_cpu is not None:
+                os.sched_setaffinity(self.pid, {control.pin_cpu})
+        except BaseException:  # the gate has run nothing yet: it goes, and nobody is left holding it
+            self._close_gate()
+            kill_tree(self.pid)
+            self._reap()
+            if self._pidfd != -1:
+                os.close(self._pidfd)
+            raise
 
     def _close_gate(self) -> None:
         """Close the gate's write end, once. The descriptor leaves the object before it is closed: a stop

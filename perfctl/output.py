@@ -11,6 +11,7 @@ import functools
 import os
 import signal
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # rich is imported when a console is made: the server and the agent use this module's
@@ -60,6 +61,9 @@ def stop_on_signals():
     def stop(signum, frame):
         if not received:
             received.append(signum)
+            if _held.depth:
+                _held.pending = signum
+                return
             raise Interrupted(signum)
 
     previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
@@ -68,6 +72,33 @@ def stop_on_signals():
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+class _Held(threading.local):
+    """stops_held's state. Signal handlers run on the main thread, so only its own depth can defer a stop;
+    per thread, so an agent's worker threads holding stops never touch it."""
+
+    depth = 0
+    pending: int | None = None
+
+
+_held = _Held()
+
+
+@contextlib.contextmanager
+def stops_held():
+    """Within the block, a stop signal (stop_on_signals) is remembered rather than raised; Interrupted is
+    raised as the block ends. For steps that must not be cut in two: a benchmark's gate is spawned and
+    handed to the code that kills it on every exit in one piece (agent/runner.py), since an Interrupted
+    raised between the spawn and the hand-over would leave the gate running with nobody to kill it."""
+    _held.depth += 1
+    try:
+        yield
+    finally:
+        _held.depth -= 1
+        if not _held.depth and _held.pending is not None:
+            signum, _held.pending = _held.pending, None
+            raise Interrupted(signum)
 
 
 def exit_code_of(interrupt: KeyboardInterrupt) -> int:

@@ -37,7 +37,11 @@ def test_busy_loop_takes_hz_timer_interrupts_in_user_mode_agreeing_with_perf_eve
     assert sample.backends == ("perf_event", "ebpf")
     ebpf = _readings(sample, "ebpf")
     on_cpu_s = ebpf["on-cpu-time"].value / 1e9
-    assert on_cpu_s == pytest.approx(seconds, rel=0.05)
+    # spin stops by its CPU-time clock, which leaves out interrupt and steal time (the hypervisor running
+    # another vCPU: 8% of a second in one CI run); on-cpu-time is switch-in to switch-out by the wall clock
+    # and counts them, so it lies between that second and the run's wall time (its final switch-out may
+    # come a little after perfctl saw the exit)
+    assert seconds * 0.99 <= on_cpu_s <= sample.wall_ns / 1e9 + 0.005, (on_cpu_s, sample.wall_ns)
     timer = ebpf["timer-interrupts"].value
     assert 0.8 * _hz() * on_cpu_s <= timer <= 1.25 * _hz() * on_cpu_s
     assert abs(timer - value(sample, "timer-interrupts")) <= TIMER_TOLERANCE  # perf_event's tracepoint count
@@ -266,3 +270,29 @@ def test_info_says_whether_ebpf_loads():
     assert result.returncode == 0, result.stderr
     ebpf = json.loads(result.stdout)["ebpf"]
     assert ebpf["available"] is True and ebpf["reason"].startswith("runacct loaded through libbpf")
+
+
+def test_a_switch_the_kernel_did_not_report_is_counted_and_its_times_flagged(programs):
+    """On these VMs the kernel sometimes runs a context switch without its sched_switch event (ftrace's own
+    sched_switch event misses it too): about one run of /bin/sleep 0.01 in 500 with other processes busy.
+    runacct.bpf.c then finds a task leaving a CPU it was never seen to get (or the reverse), counts that
+    switch and counts it as missed. It cannot be provoked on demand, so the real counts of a real run are
+    taken and the missed slot set as the kernel leaves it after such a switch; what the backend makes of
+    those counts is what is checked."""
+    from perfctl.agent import runacct
+    from perfctl.agent.ebpf import MEASURES, EbpfBackend, _label
+
+    backend = EbpfBackend()
+    sample = measure([programs / "pagetouch", "10"], ["page-faults"], backend="ebpf")[0]
+    clean = {r.label: r for r in sample.readings}
+    assert all(r.status == "ok" for r in clean.values()), clean
+    slots = {m.slot: int(clean[_label(m)].value) - (1 if m.slot == "forks" else 0) for m in MEASURES}
+    counts = runacct.RunCounts({**dict.fromkeys(runacct.SLOTS, 0), **slots, "missed": 1}, started=True)
+    flagged = {r.label: r for r in backend.readings_of(counts)}
+    for label in ("on-cpu-time", "off-cpu-time", "interference-time", "interference-tasks", "preemptions"):
+        assert flagged[label].status == "error" and "without reporting them" in flagged[label].reason, flagged[label]
+        assert flagged[label].value == clean[label].value  # the value is kept beside the reason
+    for label in ("context-switches", "context-switches-in", "page-faults:u", "timer-interrupts"):
+        assert flagged[label].status == "ok" and flagged[label].value == clean[label].value
+    assert all(r.status == "ok" for r in backend.readings_of(runacct.RunCounts({**counts.slots, "missed": 0},
+                                                                               started=True)))

@@ -102,12 +102,17 @@ def test_a_job_counted_by_perf_event_and_ebpf_is_stored_with_both_backends(fleet
         assert readings[("page-faults", "all", "perf_event")].value > 0
         assert readings[("tasks", "all", "ebpf")].value == 1
         assert readings[("context-switches-in", "all", "ebpf")].value >= 1  # sleep gave its CPU up
-        assert readings[("off-cpu-time", "all", "ebpf")].value >= 5_000_000  # most of its 10 ms asleep
+        off_cpu = readings[("off-cpu-time", "all", "ebpf")]
+        if off_cpu.status == "ok":
+            assert off_cpu.value >= 5_000_000  # most of its 10 ms asleep
+        else:  # a switch the kernel did not report (agent/ebpf.py _unreported): said, not guessed
+            assert "without reporting them" in off_cpu.reason, off_cpu
     compare = fleet.client("compare", "box-a", "box-a", "--metric", "off-cpu-time", "--exclude-interfered",
                            "--interference-limit", "0.5", server=server)
     # Which runs are left out depends on what else this machine ran meanwhile: read it off the samples.
     kept = [s for s in samples if not InterferencePolicy(0.5).flags(
-        [{"event": r.event, "status": r.status, "value": r.value} for r in s.readings], s.wall_ns)]
+        [{"event": r.event, "status": r.status, "value": r.value} for r in s.readings], s.wall_ns)
+        and any(r.event == "off-cpu-time" and r.status == "ok" for r in s.readings)]
     if kept:  # with fewer than 3 runs left, no benchmark may be judged (exit 4)
         assert compare.returncode in ((0, 3) if len(kept) == 3 else (0, 3, 4)), compare.stderr
         assert "sleep" in compare.stdout

@@ -186,3 +186,33 @@ def test_a_damaged_audit_file_is_refused_with_a_reason_and_never_crashes_a_measu
     assert corrector is None, said
     assert said.startswith("instructions not corrected: ") and ("malformed" in said or "not JSON" in said), said
     assert "\x1b" not in said
+
+
+def test_a_stop_signal_during_a_runs_start_kills_its_gate(monkeypatch):
+    """A stop signal that lands while a run starts (the gate spawned, not yet handed to the code that kills
+    it on every exit) used to leave the gate blocked until perfctl's exit, and a released one running after
+    it (seen in CI as a calibration kernel outliving `perfctl audit`). The signal now waits for the start
+    to finish: Interrupted is raised as start returns, and the gate is killed and reaped first. The signal
+    is sent from inside the start, right after the spawn (the pidfd_open of the new gate)."""
+    from perfctl.agent.runner import Runner, make_control
+    from perfctl.output import Interrupted, stop_on_signals
+
+    real_pidfd_open, spawned = os.pidfd_open, []
+
+    def signalled_pidfd_open(pid, *args):
+        spawned.append(pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_pidfd_open(pid, *args)
+
+    runner = Runner()
+    try:
+        with stop_on_signals(), pytest.raises(Interrupted) as stopped:
+            monkeypatch.setattr(os, "pidfd_open", signalled_pidfd_open)
+            runner.start(["/bin/sleep", "30"], make_control())
+    finally:
+        monkeypatch.undo()
+        runner.close()
+    assert stopped.value.signum == signal.SIGTERM and len(spawned) == 1
+    with pytest.raises(ChildProcessError):  # killed and reaped: no such child any more
+        os.waitpid(spawned[0], os.WNOHANG)
+    assert not os.path.exists(f"/proc/{spawned[0]}")
