@@ -177,8 +177,7 @@ def run(args) -> int:
                     sides[i].warmups += 1
                 else:
                     sides[i].runs += 1
-                if sample.outcome != "ok":
-                    sides[i].failed += 1
+                if sample.outcome != "ok":  # the rounds stop at it: the report's stop reason says so
                     raise _RunFailed(sides[i], sample)
                 return sample
 

@@ -34,7 +34,6 @@ class Side:
     argv: list[str]
     runs: int = 0
     warmups: int = 0
-    failed: int = 0
 
 
 @dataclass
