@@ -33,6 +33,7 @@ import select
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -63,6 +64,7 @@ STOP_GRACE_S = 2.0
 # How long killed processes get to end (a task in uninterruptible sleep dies only when it wakes); one still
 # there is reaped by a later run's cleanup, as a leftover.
 REAP_SECONDS = 5.0
+MAX_LOOPS = 8  # LoopedGate processes a Runner keeps (perfctl ab: one per command)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -104,7 +106,8 @@ class RunControl:
 
 @dataclass(frozen=True)
 class Exit:
-    """How a run ended. ``wall_ns`` runs from the gate's release to the exit being observed."""
+    """How a run ended. ``wall_ns`` runs from the gate's release to the exit being observed (LoopedGate: from
+    the loop's fork to its wait returning)."""
 
     start_time_ns: int
     wall_ns: int
@@ -261,6 +264,8 @@ class Runner:
         self._gate = gate_to_use or gate.find_gate()
         self._persona = _Persona()
         self._on_start = None
+        self.loop_runs = False  # Runner.looped: the caller's choice (stat and ab make it)
+        self._loops: dict[tuple[str, ...], LoopedGate] = {}
         become_subreaper()
         self._cgroup = RunCgroup.make()
 
@@ -309,6 +314,32 @@ class Runner:
             raise
         return gated
 
+    def looped(self, argv: list[str], control: RunControl) -> LoopedGate | None:
+        """The loop that starts ``argv`` under ``control`` (started on first use: the gate's content is checked
+        then, and the loop forks that checked image for every run), or None where runs are started one
+        gate at a time: the caller did not set ``loop_runs`` (the agent does not), no cgroup for the counting,
+        not the static gate, or a second backend that follows each run from its pid (ebpf: watching). One
+        loop per command; at most MAX_LOOPS, the oldest ended first."""
+        if not self.loop_runs or self._on_start is not None or self.counting_cgroup()[0] is None:
+            return None
+        key = tuple(argv)
+        loop = self._loops.get(key)
+        if loop is not None and loop.alive and loop.control is control:
+            return loop
+        if loop is not None:
+            loop.close()
+            del self._loops[key]
+        refused = self._gate.verify()
+        if refused:
+            raise RunError(refused)
+        while len(self._loops) >= MAX_LOOPS:
+            self._loops.pop(next(iter(self._loops))).close()
+        with stops_held():  # started and kept in one piece: Runner.close ends every loop it keeps
+            loop = self._loops[key] = LoopedGate(self._gate, argv, control,
+                                                 None if control.show_output else self._stderr, self._persona,
+                                                 self._cgroup)
+        return loop
+
     def counting_cgroup(self) -> tuple[RunCgroup | None, str | None]:
         """(the cgroup every run's benchmark is born in, None) when a gate can move itself into it right
         before its exec (the static gate, a cgroup made for this runner): how the perf_event backend opens its
@@ -328,6 +359,9 @@ class Runner:
             kill_tree(pid)
 
     def close(self) -> None:
+        for loop in self._loops.values():
+            loop.close()
+        self._loops.clear()
         self._stderr.close()
         self._persona.restore()
         if self._cgroup is not None:
@@ -356,6 +390,160 @@ class _Persona:
         if self.current != self.original:
             _libc.personality(ctypes.c_ulong(self.original))
             self.current = self.original
+
+
+# gate.c struct record: kind, pid, si_code, si_status, max_rss_kib, start_ns, end_ns (CLOCK_MONOTONIC)
+LOOP_RECORD = struct.Struct("=7q")
+_LOOP_STOPPED = 1
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """A stop as gate.c's loop reports it, in the terms _describe_stop reads off os.waitid's result."""
+
+    si_code: int
+    si_status: int
+
+
+class LoopedGate:
+    """The static gate in its loop (gate.c -L): one process, started once for a command and its controls,
+    that forks, sets up and execs the benchmark for every byte perfctl writes, and writes back how each run
+    ended (LOOP_RECORD). A run then costs perfctl a write and a read, where a gated run costs a posix_spawn
+    from this process and the gate's own exec (~0.3 ms a run on these VMs, bench/stat_rate.py).
+
+    Only runs counted by cgroup take this way (Runner.looped): the child joins the cgroup as its last step
+    before execve, as the single-run gate does, so the counts are the same. The benchmark is the loop's child,
+    not perfctl's, so what perfctl reads of it comes from the loop: its exit, signal, stop and ru_maxrss,
+    and its wall time from the fork to the loop's wait returning. A timeout and a stop that would never end
+    kill the run's tree through the cgroup; what the benchmark left behind is killed through the cgroup and
+    reaped by perfctl, its subreaper, as for a gated run.
+    """
+
+    def __init__(self, gate_to_use: gate.Gate, argv: list[str], control: RunControl, stderr_file,
+                 persona: _Persona, cgroup: RunCgroup) -> None:
+        self.control = control  # held: Runner.looped tells loops apart by this object
+        self._stderr_file = stderr_file
+        self._cgroup = cgroup
+        self.alive = False
+        ctl_read, self._ctl = os.pipe()
+        self._records, records_write = os.pipe()
+        persona.ensure(control.aslr_off)
+        try:
+            self.pid, _ = _spawn(gate_to_use, argv, control, ctl_read, stderr_file, (), cgroup.procs_fd(),
+                                 records_write)
+        except OSError as err:
+            os.close(self._ctl)
+            os.close(self._records)
+            if err.errno == errno.E2BIG:
+                raise RunError(_too_big(argv, control)) from None
+            raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
+        finally:
+            os.close(ctl_read)
+            os.close(records_write)
+        _live_gates.add(self.pid)
+        self.alive = True
+        if control.pin_cpu is not None:  # the loop's children inherit its CPU
+            try:
+                os.sched_setaffinity(self.pid, {control.pin_cpu})
+            except BaseException:
+                self.close()
+                raise
+
+    def run(self) -> Exit:
+        """One run: release it, wait for its record, clean up what it left. Anything raised on the way (a stop
+        signal's Interrupted) kills the run's tree and ends the loop; RunError when the loop itself is gone."""
+        if self._stderr_file is not None:
+            self._stderr_file.seek(0)
+            self._stderr_file.truncate()
+        born = _ticks_now()
+        start_time_ns = time.time_ns()
+        try:
+            try:
+                os.write(self._ctl, b"\n")
+            except BrokenPipeError:
+                raise RunError(self._gone()) from None
+            record, timed_out, stop = self._wait()
+        except BaseException:
+            self._cgroup.kill()
+            self.close()
+            raise
+        _, _, code, status, max_rss_kib, start_ns, end_ns = record
+        outlived = self._kill_leftovers(born)
+        exit_status = status if code == os.CLD_EXITED else None
+        signal_number = status if code in (os.CLD_KILLED, os.CLD_DUMPED) else None
+        stderr_tail = _stderr_tail(self._stderr_file)
+        if stop is not None:  # recorded as the signal that stopped it: the SIGKILL that ended it was perfctl's
+            signal_number, stderr_tail = stop.si_status, _describe_stop(stop)
+        return Exit(start_time_ns=start_time_ns, wall_ns=end_ns - start_ns, exit_status=exit_status,
+                    signal=None if timed_out else signal_number, timed_out=timed_out, max_rss_kib=max_rss_kib,
+                    stderr_tail=stderr_tail, outlived=outlived)
+
+    def _wait(self) -> tuple[tuple[int, ...], bool, _Stop | None]:
+        """The run's exit record, whether the timeout came first, and the stop that would never end (both
+        kill the tree; the exit record follows). A stopped run is watched as GatedProcess._wait does."""
+        poller = select.poll()
+        poller.register(self._records, select.POLLIN)
+        timeout_s = self.control.timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        timed_out, killed_for = False, None
+        stopped: tuple[float, int | None, _Stop, int] | None = None  # since, switches then, the stop, its pid
+        while True:
+            slice_s = STOP_CHECK_S if deadline is None else min(STOP_CHECK_S, deadline - time.monotonic())
+            if slice_s <= 0:  # the timeout: the tree goes, and its exit record follows
+                self._cgroup.kill()
+                timed_out, deadline = True, time.monotonic() + REAP_SECONDS
+                continue
+            if poller.poll(math.ceil(slice_s * 1000)):
+                data = os.read(self._records, LOOP_RECORD.size)
+                if len(data) != LOOP_RECORD.size:
+                    raise RunError(self._gone())
+                record = LOOP_RECORD.unpack(data)
+                if record[0] != _LOOP_STOPPED:
+                    return record, timed_out, killed_for
+                if not timed_out and killed_for is None:
+                    stopped = (time.monotonic(), _context_switches(record[1]), _Stop(record[2], record[3]), record[1])
+                continue
+            if timed_out:  # REAP_SECONDS after the kill and still no exit: the tree cannot be killed
+                raise RunError(f"the benchmark ran past --timeout {timeout_s:g}s and its processes could not be "
+                               f"killed within {REAP_SECONDS:g}s")
+            if stopped is not None and killed_for is None:
+                since, switches, stop, pid = stopped
+                now, switches_now = time.monotonic(), _context_switches(pid)
+                if switches_now != switches:  # it ran since: continued by someone
+                    stopped = None
+                elif now - since >= STOP_GRACE_S:
+                    killed_for = stop
+                    self._cgroup.kill()
+
+    def _kill_leftovers(self, born: int) -> int:
+        """Kill what the run left running (through the cgroup) and reap what was reparented to perfctl; how
+        many were still running. Nearly every run leaves nothing: the cgroup is empty, no child exited."""
+        try:
+            exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WALL)
+        except ChildProcessError:
+            exited = None
+        if exited is None and not self._cgroup.populated():
+            return 0
+        running = self._cgroup.kill()
+        kill_leftovers(born)  # reaps them: they were reparented to perfctl, their subreaper
+        return len(running)
+
+    def _gone(self) -> str:
+        self.close()
+        return "the exec gate's loop ended before the run did (killed?); the run's outcome is unknown"
+
+    def close(self) -> None:
+        """End the loop (it has no run in progress, or that run was killed) and reap it."""
+        if not self.alive:
+            return
+        self.alive = False
+        os.close(self._ctl)
+        os.close(self._records)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        _live_gates.discard(self.pid)
 
 
 class GatedProcess:
@@ -500,15 +688,7 @@ class GatedProcess:
         return running
 
     def _stderr_tail(self) -> str | None:
-        if self._stderr_file is None:
-            return None
-        size = os.fstat(self._stderr_file.fileno()).st_size
-        if size == 0:
-            return None
-        self._stderr_file.seek(max(0, size - 4096))
-        lines = [line.strip() for line in self._stderr_file.read().decode(errors="replace").splitlines()]
-        lines = [line for line in lines if line]
-        return lines[-1][:500] if lines else None
+        return _stderr_tail(self._stderr_file)
 
     def kill(self) -> None:
         """Kill and reap the process tree if it is still there (an error or an interrupt before the exit)."""
@@ -553,6 +733,19 @@ def _too_big(argv: list[str], control: RunControl) -> str:
            "or shorten the arguments"
 
 
+def _stderr_tail(stderr_file) -> str | None:
+    """The last non-blank line the run wrote to stderr (at most 500 characters), or None."""
+    if stderr_file is None:
+        return None
+    size = os.fstat(stderr_file.fileno()).st_size
+    if size == 0:
+        return None
+    stderr_file.seek(max(0, size - 4096))
+    lines = [line.strip() for line in stderr_file.read().decode(errors="replace").splitlines()]
+    lines = [line for line in lines if line]
+    return lines[-1][:500] if lines else None
+
+
 def _describe_stop(stop: os.waitid_result) -> str:
     try:
         name = signal.Signals(stop.si_status).name
@@ -573,7 +766,8 @@ def _context_switches(pid: int) -> int | None:
 
 
 def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
-           stderr_file, pass_fds: tuple[int, ...], join_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
+           stderr_file, pass_fds: tuple[int, ...], join_fd: int | None = None,
+           loop_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
     """Start the gate with posix_spawn (vfork-based: no fork handlers, no Python in the child). The static
     gate switches user and directory itself; only the sh fallback needs subprocess's forking child for
     that, and says so in `perfctl info`."""
@@ -588,6 +782,9 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
         if join_fd is not None:
             options += ["-J", str(join_fd)]
             pass_fds = (*pass_fds, join_fd)
+        if loop_fd is not None:  # the loop (LoopedGate): its records go to loop_fd
+            options += ["-L", str(loop_fd)]
+            pass_fds = (*pass_fds, loop_fd)
         options.append("--")
     command = [*gate_to_use.prefix, *options, *argv]
     if gate_to_use.static or (control.user is None and control.cwd == os.getcwd()):
@@ -682,11 +879,11 @@ class RunCgroup:
         if inside:
             _write(os.path.join(self.path, "cgroup.kill"), "1")
             deadline = time.monotonic() + REAP_SECONDS
-            while time.monotonic() < deadline and self._populated():
+            while time.monotonic() < deadline and self.populated():
                 time.sleep(0.001)
         return inside
 
-    def _populated(self) -> bool:
+    def populated(self) -> bool:
         try:
             with open(os.path.join(self.path, "cgroup.events")) as f:
                 return "populated 1" in f.read()

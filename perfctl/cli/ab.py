@@ -152,6 +152,7 @@ def run(args) -> int:
         raise
     result.metric = metric
     runner = Runner()
+    runner.loop_runs = True  # runs started by the gate's loop where they can be (runner.LoopedGate)
     policy = interference(args)
     live = _live(args)
     stopped_by: Interrupted | None = None
