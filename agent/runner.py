@@ -424,7 +424,7 @@ class LoopedGate:
         self.control = control  # held: Runner.looped tells loops apart by this object
         self._stderr_file = stderr_file
         self._cgroup = cgroup
-        self.alive = False
+        self._open = False
         ctl_read, self._ctl = os.pipe()
         self._records, records_write = os.pipe()
         persona.ensure(control.aslr_off)
@@ -441,7 +441,7 @@ class LoopedGate:
             os.close(ctl_read)
             os.close(records_write)
         _live_gates.add(self.pid)
-        self.alive = True
+        self._open = True
         if control.pin_cpu is not None:  # the loop's children inherit its CPU
             try:
                 os.sched_setaffinity(self.pid, {control.pin_cpu})
@@ -528,15 +528,25 @@ class LoopedGate:
         kill_leftovers(born)  # reaps them: they were reparented to perfctl, their subreaper
         return len(running)
 
+    @property
+    def alive(self) -> bool:
+        """Open and its process still there (one that something killed between runs is replaced)."""
+        if not self._open:
+            return False
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return False
+
     def _gone(self) -> str:
         self.close()
         return "the exec gate's loop ended before the run did (killed?); the run's outcome is unknown"
 
     def close(self) -> None:
         """End the loop (it has no run in progress, or that run was killed) and reap it."""
-        if not self.alive:
+        if not self._open:
             return
-        self.alive = False
+        self._open = False
         os.close(self._ctl)
         os.close(self._records)
         with contextlib.suppress(ProcessLookupError):

@@ -470,3 +470,73 @@ def test_a_stop_inside_the_gate_close_closes_it_once(monkeypatch):
             os.close(gate_fd)
     finally:
         runner.close()
+
+
+def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **control):
+    """The same command measured through the gate's loop (runner.LoopedGate, what stat and ab use) and one
+    gate per run (the agent's way), alternating, on one Runner and one perf_event backend counting by cgroup."""
+    from perfctl.agent import inventory, session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner
+
+    inv = inventory.collect()
+    backend, _ = session.open_backend(("perf_event",), parse_events(list(events)), inv)
+    runner = Runner()
+    plan_control = make_control(**control)
+    samples = {True: [], False: []}
+    try:
+        assert backend.counting(runner) == "cgroup", backend.counting(runner)
+        for _ in range(runs):
+            for looped in (True, False):
+                runner.loop_runs = looped
+                samples[looped] += session.run(session.Plan(argv, 1, 0, plan_control), backend, runner,
+                                               inv.machine_id)
+        loops = [loop.pid for loop in runner._loops.values()]
+    finally:
+        runner.close()
+        backend.close()
+    return samples[True], samples[False], loops
+
+
+@needs_root
+def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_path):
+    """Runs started by the gate's loop (gate.c -L) give the same counts and the same outcomes as runs started
+    one gate at a time: exit status and stderr, death by a signal, wall time of the same order."""
+    looped, gated, loops = _looped_and_gated(["/bin/true"], 15)
+    assert [value(s, "page-faults") for s in looped] == [value(s, "page-faults") for s in gated]
+    walls = [sorted(s.wall_ns for s in samples)[7] for samples in (looped, gated)]
+    assert 0.5 < walls[0] / walls[1] < 2, walls  # medians: fork to wait vs release to the exit seen
+    assert len(loops) == 1 and all(_dead(pid) for pid in loops)  # one loop, ended with the Runner
+    for argv, expected in (([SH, "-c", "echo oops >&2; exit 3"], ("failed", 3, None, "oops")),
+                           ([SH, "-c", "kill -9 $$"], ("signal", None, signal.SIGKILL, None))):
+        looped, gated, _ = _looped_and_gated(argv, 1)
+        assert [(s.outcome, s.exit_status, s.signal, s.stderr_tail) for s in looped + gated] == [expected] * 2
+        assert looped[0].max_rss_kib > 0
+
+
+@needs_root
+def test_a_loop_killed_between_runs_is_replaced_and_one_killed_under_a_run_is_an_error(tmp_path):
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    runner.loop_runs = True
+    control = make_control()
+    try:
+        first = runner.looped(["/bin/true"], control)
+        assert first.run().outcome == "ok"
+        os.kill(first.pid, signal.SIGKILL)
+        while not _dead(first.pid):
+            time.sleep(0.01)
+        second = runner.looped(["/bin/true"], control)
+        assert second is not first and second.run().outcome == "ok"
+        slow = runner.looped(["/bin/sleep", "5"], control)
+        threading.Timer(0.3, os.kill, (slow.pid, signal.SIGKILL)).start()
+        started = time.monotonic()
+        with pytest.raises(RunError, match="the exec gate's loop ended before the run did"):
+            slow.run()
+        assert time.monotonic() - started < 3  # the sleep was killed with its tree, not waited for
+        assert not slow.alive and not runner._cgroup.populated()
+        with runner.watching(lambda pid: None):  # a second backend follows each run's pid: one gate per run
+            assert runner.looped(["/bin/true"], control) is None
+    finally:
+        runner.close()
