@@ -839,6 +839,7 @@ class RunCgroup:
     def __init__(self, path: str) -> None:
         self.path = path
         self._procs_fd = -1
+        self._events_fd = -1
 
     def procs_fd(self) -> int:
         """Its cgroup.procs, opened once (close-on-exec; perfctl's credentials, which the kernel checks
@@ -894,9 +895,12 @@ class RunCgroup:
         return inside
 
     def populated(self) -> bool:
+        """Whether anything is in the cgroup, from cgroup.events held open and re-read in place (~2 µs here;
+        opening it each time cost ~40 µs, once per run of the gate's loop)."""
         try:
-            with open(os.path.join(self.path, "cgroup.events")) as f:
-                return "populated 1" in f.read()
+            if self._events_fd == -1:
+                self._events_fd = os.open(os.path.join(self.path, "cgroup.events"), os.O_RDONLY | os.O_CLOEXEC)
+            return b"populated 1" in os.pread(self._events_fd, 256, 0)
         except OSError:
             return False
 
@@ -905,6 +909,9 @@ class RunCgroup:
         if self._procs_fd != -1:
             os.close(self._procs_fd)
             self._procs_fd = -1
+        if self._events_fd != -1:
+            os.close(self._events_fd)
+            self._events_fd = -1
         with contextlib.suppress(OSError):
             os.rmdir(self.path)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -278,13 +279,15 @@ class InterferencePolicy:
         return share is not None and share > self.limit
 
     def describe(self) -> str:
-        return f"other tasks ran on the benchmark's CPUs for more than {self.limit:.0%} of the run's wall time"
+        return (f"other tasks ran on the benchmark's CPUs for more than {self.limit:.0%} of the run's wall time "
+                "(or for a time eBPF could not tell)")
 
 
 def interference_share(readings, wall_ns: int) -> float | None:
     """Time other tasks ran on the benchmark's CPUs during a run (the ebpf backend's interference-time) per
-    unit of the run's wall time, or None when the run was not accounted by eBPF. ``readings`` are
-    Readings or their dicts."""
+    unit of the run's wall time, or None when the run was not accounted by eBPF; infinity when it was but
+    the time is unknown (an error reading: a switch the kernel did not report, agent/ebpf.py), so that a run
+    that cannot be shown clean is never kept as clean. ``readings`` are Readings or their dicts."""
     for reading in readings:
         if isinstance(reading, dict):
             fields = reading
@@ -294,6 +297,8 @@ def interference_share(readings, wall_ns: int) -> float | None:
             fields = vars(reading)
         if fields.get("event") == INTERFERENCE_EVENT and fields.get("status") == "ok" and wall_ns > 0:
             return float(fields["value"]) / wall_ns
+        if fields.get("event") == INTERFERENCE_EVENT and fields.get("status") == "error":
+            return math.inf
     return None
 
 

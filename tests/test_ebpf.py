@@ -284,6 +284,7 @@ def test_a_switch_the_kernel_did_not_report_is_counted_and_its_times_flagged(pro
     those counts is what is checked."""
     from perfctl.agent import runacct
     from perfctl.agent.ebpf import MEASURES, EbpfBackend, _label
+    from perfctl.model import InterferencePolicy
 
     backend = EbpfBackend()
     sample = measure([programs / "pagetouch", "10"], ["page-faults"], backend="ebpf")[0]
@@ -297,5 +298,8 @@ def test_a_switch_the_kernel_did_not_report_is_counted_and_its_times_flagged(pro
         assert flagged[label].value == clean[label].value  # the value is kept beside the reason
     for label in ("context-switches", "context-switches-in", "page-faults:u", "timer-interrupts"):
         assert flagged[label].status == "ok" and flagged[label].value == clean[label].value
+    # its interference cannot be shown small: it counts as interfered with (--exclude-interfered leaves it out)
+    assert InterferencePolicy(limit=1.0).flags(list(flagged.values()), sample.wall_ns)
+    assert not InterferencePolicy(limit=1.0).flags(list(clean.values()), sample.wall_ns)
     assert all(r.status == "ok" for r in backend.readings_of(runacct.RunCounts({**counts.slots, "missed": 0},
                                                                                started=True)))
