@@ -57,9 +57,19 @@ def stop_on_signals():
     later ones are ignored, so that the cleanup it starts (killing the benchmark's tree, closing counters
     and files) runs to its end."""
     received: list[int] = []
+    # Python runs the handlers of signals that arrived together in the order of their numbers, not of their
+    # arrival (SIGHUP, 1, before SIGINT, 2); the C-level handler writes each number to the wakeup fd as the
+    # signal arrives, so the first byte there names the signal that came first
+    arrivals, arrivals_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    previous_wakeup = signal.set_wakeup_fd(arrivals_write, warn_on_full_buffer=False)
 
     def stop(signum, frame):
         if not received:
+            try:
+                first = os.read(arrivals, 64)[:1]
+            except BlockingIOError:
+                first = b""
+            signum = first[0] if first and first[0] in STOP_SIGNALS else signum
             received.append(signum)
             if _held.depth:
                 _held.pending = signum
@@ -72,6 +82,9 @@ def stop_on_signals():
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        signal.set_wakeup_fd(previous_wakeup)
+        os.close(arrivals)
+        os.close(arrivals_write)
 
 
 class _Held(threading.local):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import audit_document, perfctl, pmu_as_if, signal_when
@@ -216,3 +217,33 @@ def test_a_stop_signal_during_a_runs_start_kills_its_gate(monkeypatch):
     with pytest.raises(ChildProcessError):  # killed and reaped: no such child any more
         os.waitpid(spawned[0], os.WNOHANG)
     assert not os.path.exists(f"/proc/{spawned[0]}")
+
+
+def test_the_first_of_two_stop_signals_decides_the_exit_whatever_their_numbers():
+    """Python runs the handlers of signals that are pending together in the order of their numbers: SIGHUP
+    (1) before SIGINT (2), whichever came first. A stop signal caught by another thread while the main one
+    waits in a system call (a run) stays pending until the call returns, and a second one can join it: the
+    exit was then 129 for a SIGINT followed by a SIGHUP. The arrival order comes from the wakeup fd."""
+    import threading
+
+    from perfctl.output import STOP_SIGNALS, Interrupted, stop_on_signals
+
+    go = threading.Event()
+
+    def send():  # this thread leaves the signals unblocked: the kernel hands them to it, in arrival order
+        go.wait()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGHUP)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    with pytest.raises(Interrupted) as stopped, stop_on_signals():
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # the main thread, busy in a run
+        try:
+            go.set()
+            sender.join()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        time.sleep(0.1)  # both handlers pending: Python runs SIGHUP's first
+    assert stopped.value.signum == signal.SIGINT and stopped.value.exit_code == 130
