@@ -507,8 +507,11 @@ def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_pat
     walls = [sorted(s.wall_ns for s in samples)[7] for samples in (looped, gated)]
     assert 0.5 < walls[0] / walls[1] < 2, walls  # medians: fork to wait vs release to the exit seen
     assert len(loops) == 1 and all(_dead(pid) for pid in loops)  # one loop, ended with the Runner
+    # a session of its own, as posix_spawn's setsid gives a gated run (a failed run keeps its stderr's last line)
+    leader = 'set -- $(cat /proc/$$/stat); [ "$6" = "$$" ] && echo "session leader" >&2; exit 7'
     for argv, expected in (([SH, "-c", "echo oops >&2; exit 3"], ("failed", 3, None, "oops")),
-                           ([SH, "-c", "kill -9 $$"], ("signal", None, signal.SIGKILL, None))):
+                           ([SH, "-c", "kill -9 $$"], ("signal", None, signal.SIGKILL, None)),
+                           ([SH, "-c", leader], ("failed", 7, None, "session leader"))):
         looped, gated, _ = _looped_and_gated(argv, 1)
         assert [(s.outcome, s.exit_status, s.signal, s.stderr_tail) for s in looped + gated] == [expected] * 2
         assert looped[0].max_rss_kib > 0
