@@ -315,13 +315,19 @@ class Runner:
         return gated
 
     def looped(self, argv: list[str], control: RunControl) -> LoopedGate | None:
-        """The loop that starts ``argv`` under ``control`` (started on first use: the gate's content is checked
-        then, and the loop forks that checked image for every run), or None where runs are started one
+        """The loop that starts ``argv`` under ``control`` (started on first use; it forks the gate's image it
+        started with for every run, and the gate's file is checked before every run all the same), or None
+        where runs are started one
         gate at a time: the caller did not set ``loop_runs`` (the agent does not), no cgroup for the counting,
         not the static gate, or a second backend that follows each run from its pid (ebpf: watching). One
         loop per command; at most MAX_LOOPS, the oldest ended first."""
         if not self.loop_runs or self._on_start is not None or self.counting_cgroup()[0] is None:
             return None
+        # checked before every run as a gated run's gate is, though the loop forks the image it checked when
+        # it started: a gate changed in the cache is said at once, and no more runs start (exit 2)
+        refused = self._gate.verify()
+        if refused:
+            raise RunError(refused)
         key = tuple(argv)
         loop = self._loops.get(key)
         if loop is not None and loop.alive and loop.control is control:
@@ -329,9 +335,6 @@ class Runner:
         if loop is not None:
             loop.close()
             del self._loops[key]
-        refused = self._gate.verify()
-        if refused:
-            raise RunError(refused)
         while len(self._loops) >= MAX_LOOPS:
             self._loops.pop(next(iter(self._loops))).close()
         with stops_held():  # started and kept in one piece: Runner.close ends every loop it keeps

@@ -217,8 +217,9 @@ def test_ab_exit_3_for_a_slower_b_and_more_commands_share_the_risk(programs):
 
 @needs_tracepoints
 def test_ab_budget_spent_exits_4_with_an_estimate(programs):
-    # three rounds cannot bound a median at 0.95 (six are the fewest): not settled, whatever the noise
-    result = _ab("--max-runs", "3", "--", str(programs / "spin"), "0.002", ":::", str(programs / "spin"), "0.0021")
+    # three rounds cannot bound a median at 0.95 (six are the fewest): not settled, whatever the noise; a
+    # ratio far from the margin's edges (2x), so that the estimate is one that more rounds would settle
+    result = _ab("--max-runs", "3", "--", str(programs / "spin"), "0.002", ":::", str(programs / "spin"), "0.004")
     assert result.returncode == 4, result.stderr
     assert "not settled" in result.stdout and "--max-runs reached" in result.stdout
     assert "rounds like these would settle it" in result.stdout

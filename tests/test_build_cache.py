@@ -5,6 +5,7 @@ and FIFOs or devices where a cached or trusted file goes (F4, F5)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import tempfile
 import time
 
 import pytest
-from conftest import ebpf_reason, measure, needs_root, perfctl
+from conftest import ebpf_reason, measure, needs_ebpf, needs_root, perfctl
 
 from perfctl.agent import audit, build, calibration, gate, inventory, runacct
 from perfctl.agent.machine import Inventory
@@ -276,30 +277,42 @@ def test_gate_verify_refuses_a_gate_rewritten_or_made_writable_in_place(cache, t
 
 
 def _children_running(parent: int, comm: str) -> list[int]:
-    """Pids of ``parent``'s live (not zombie) children whose command name is ``comm``."""
-    found = []
+    """Pids of ``parent``'s live (not zombie) descendants whose command name is ``comm`` (stat's runs are
+    children of the gate's loop, a child of perfctl)."""
+    processes = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{entry}/stat") as f:
                 text = f.read()
         except OSError:
             continue
-        name = text[text.index("(") + 1:text.rindex(")")]
         state, ppid = text[text.rindex(")") + 2:].split()[:2]
-        if name == comm and int(ppid) == parent and state != "Z":
-            found.append(int(entry))
-    return found
+        processes[int(entry)] = (text[text.index("(") + 1:text.rindex(")")], int(ppid), state)
+
+    def descends(pid: int) -> bool:
+        for _ in range(64):
+            pid = processes[pid][1] if pid in processes else 0
+            if pid == parent:
+                return True
+        return False
+
+    return [pid for pid, (name, _, state) in processes.items() if name == comm and state != "Z" and descends(pid)]
 
 
 @needs_root
-def test_a_gate_rewritten_in_place_during_stat_refuses_the_remaining_runs_and_never_runs(cache, tmp_path):
+@pytest.mark.parametrize("backend", [pytest.param("perf_event,ebpf", marks=needs_ebpf), "perf_event"])
+def test_a_gate_changed_in_place_during_stat_refuses_the_remaining_runs_and_never_runs(cache, tmp_path, backend):
+    """perf_event,ebpf: a gate per run (eBPF follows each run's pid), so the gate's file is executed for every
+    run and can be rewritten between runs: the rewritten file never runs. perf_event: the gate's loop runs
+    the gate's image all along, so the kernel refuses to write its file (ETXTBSY) and a chmod is what can
+    still change it. Either way the next run is refused (exit 2) and the run under way ends."""
     path, _ = build.build_static(gate.SOURCE, gate.CFLAGS, "gate")
     marker = tmp_path / "uid"
-    # The benchmark sleeps so that the gate is rewritten while perfctl provably waits for a run (its sleep is
-    # alive before and after the write), never inside the window docs/inventory.md owns up to: between the
+    # The benchmark sleeps so that the gate is changed while perfctl provably waits for a run (its sleep is
+    # alive before and after the change), never inside the window docs/inventory.md owns up to: between the
     # check before a spawn and the kernel's execve of the gate (there, the rewritten gate would run once).
     stat_ = subprocess.Popen([sys.executable, "-m", "perfctl", "stat", "-r", "200", "-e", "task-clock", "--json",
-                              "--no-progress", "--user", "nobody", "--", "/bin/sleep", "0.2"],
+                              "--no-progress", "--backend", backend, "--user", "nobody", "--", "/bin/sleep", "0.2"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         seen: set[int] = set()
@@ -309,8 +322,16 @@ def test_a_gate_rewritten_in_place_during_stat_refuses_the_remaining_runs_and_ne
             seen.update(_children_running(stat_.pid, "sleep"))
             time.sleep(0.002)
         third = max(seen)
-        _rewrite_in_place(path, f"#!/bin/sh\nid -u >> {marker}\n")
-        assert third in _children_running(stat_.pid, "sleep"), "the rewrite did not land during the third run"
+        if backend == "perf_event":
+            with pytest.raises(OSError) as busy:
+                _rewrite_in_place(path, f"#!/bin/sh\nid -u >> {marker}\n")
+            assert busy.value.errno == errno.ETXTBSY
+            os.chmod(path, 0o757)
+            change = "is writable by others (mode 757)"
+        else:
+            _rewrite_in_place(path, f"#!/bin/sh\nid -u >> {marker}\n")
+            change = "changed since it was checked: it no longer matches the digest recorded when it was built"
+        assert third in _children_running(stat_.pid, "sleep"), "the change did not land during the third run"
         out, err = stat_.communicate(timeout=60)
     finally:
         if stat_.poll() is None:
@@ -319,12 +340,10 @@ def test_a_gate_rewritten_in_place_during_stat_refuses_the_remaining_runs_and_ne
     assert not marker.exists(), f"the rewritten gate ran as uid {marker.read_text().split()}"
     assert stat_.returncode == 2, err
     fix = f"rm -r {os.path.dirname(path)}; perfctl rebuilds it"
-    assert err.strip().splitlines()[-1].endswith(
-        f"static gate refused: {path} changed since it was checked: it no longer matches the digest recorded "
-        f"when it was built ({fix})"), err
+    assert err.strip().splitlines()[-1].endswith(f"static gate refused: {path} {change} ({fix})"), err
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     outcomes = [line["outcome"] for line in lines if line["type"] == "sample"]
-    assert outcomes == ["ok"] * 3  # the third, already past its gate when the gate was rewritten, ends
+    assert outcomes == ["ok"] * 3  # the third, already past its gate when the gate was changed, ends
 
 
 # (F5) a FIFO or a device where a file goes is refused without being opened for a blocking read
