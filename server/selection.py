@@ -233,7 +233,11 @@ class Selector:
             matrix = np.frombuffer(b"".join(bench.vals.pop(shape)), dtype="<f8").reshape(-1, len(spec) + 1)
             matrices[shape] = matrix
             index = _interference_index(spec)
-            if index is not None:
+            if index is None and _interference_unknown(spec):  # model.interference_share: flagged
+                bench.interfered += len(matrix)
+                if self.interference.exclude:
+                    keep[np.flatnonzero(order == shape)] = False
+            elif index is not None:
                 wall, other = matrix[:, 0], matrix[:, index + 1]
                 with np.errstate(divide="ignore", invalid="ignore"):
                     flagged = (wall > 0) & (other / np.where(wall > 0, wall, 1) > self.interference.limit)
@@ -281,6 +285,11 @@ class Selector:
         """The Dataset's notes, worded as for files (formats/dataset.py left_out_notes)."""
         left_out_notes(dataset, {name: bench.excluded for name, bench in benches.items()},
                        {name: bench.interfered for name, bench in benches.items()}, self.interference)
+
+
+def _interference_unknown(spec: list) -> bool:
+    """Whether a shape's runs carry the ebpf backend's interference-time as an error: eBPF could not tell it."""
+    return any(event == INTERFERENCE_EVENT and status == "error" for _, event, _, _, status, _ in spec)
 
 
 def _interference_index(spec: list) -> int | None:

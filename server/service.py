@@ -252,14 +252,15 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                                    max_batch_samples=MAX_BATCH_SAMPLES)
 
     async def StreamSamples(self, request_iterator, context):
-        principal = await self._principal(context, "agent")
         try:
+            principal = await self._principal(context, "agent")
             async for ack in self._acks(principal, request_iterator, context):
                 yield ack
         except asyncio.CancelledError:
-            # The agent went away, or the server is stopping, while this stream waited: nothing is left to
-            # acknowledge (a batch not acked is sent again and stored once). Raised out of the handler, grpc's
-            # aio server logged it as an unhandled exception with a traceback on every such shutdown.
+            # The agent went away, or the server is stopping, while this stream waited (for its token's check
+            # too: a stream opened as the server stops): nothing is left to acknowledge (a batch not acked is
+            # sent again and stored once). Raised out of the handler, grpc's aio server logged it as an
+            # unhandled exception with a traceback on every such shutdown.
             return
 
     async def _acks(self, principal, request_iterator, context):

@@ -32,6 +32,9 @@ def _sample(rng: random.Random, index: int) -> dict:
         readings.append(_reading("cycles", None, status="error", reason="EBUSY"))
     elif kind == 4:  # interfered with above the 5% limit in some runs
         readings.append(_reading("interference-time", rng.choice([0, 10**5]), backend="ebpf", unit="ns"))
+    elif kind == 6:  # interference eBPF could not tell (a switch the kernel did not report): flagged
+        readings.append(_reading("interference-time", 10**4, backend="ebpf", unit="ns", status="error",
+                                 reason="the kernel ran 1 of the benchmark's context switches without reporting them"))
     elif kind == 5:  # the same event counted by two backends, and a user-space scope
         readings += [_reading("task-clock", 5.5, backend="ebpf", unit="ns"), _reading("page-faults", 3, scope="user")]
     rng.shuffle(readings)
@@ -69,7 +72,7 @@ def test_the_shortcut_builds_what_the_general_checks_build(tmp_path, monkeypatch
     assert [list(b.variants) for b in fast.benchmarks.values()] == \
         [list(b.variants) for b in general.benchmarks.values()]
     assert fast.notes == general.notes and any("interfered" in note for note in fast.notes)
-    assert sum(len(b.metrics["wall-time"]) for b in fast.benchmarks.values()) > 2000
+    assert sum(len(b.metrics["wall-time"]) for b in fast.benchmarks.values()) > 1500
 
 
 HOSTILE = [

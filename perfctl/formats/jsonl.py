@@ -316,8 +316,8 @@ _SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
 
 def _layout_shape(layout: tuple) -> tuple[list[str], int | None] | None:
     """For a run's readings as (event, scope, backend, status, unit, reason): their labels and the index of
-    the reading an InterferencePolicy looks at (None without one), or None when a field is not plainly right
-    or a counter repeats (_plain_reading, _plain)."""
+    the reading an InterferencePolicy looks at (None without one), or None when a field is not plainly right,
+    a counter repeats (_plain_reading, _plain) or the run's interference is unknown (model.interference_share)."""
     seen, interference = set(), None
     for index, (event, scope, backend, status, unit, reason) in enumerate(layout):
         if type(event) is not str or type(status) is not str or status not in READING_STATUSES:
@@ -329,6 +329,8 @@ def _layout_shape(layout: tuple) -> tuple[list[str], int | None] | None:
         seen.add((event, scope, backend))
         if event == INTERFERENCE_EVENT and status == "ok" and interference is None:
             interference = index
+        if event == INTERFERENCE_EVENT and status == "error":  # unknown: flagged, which the general way does
+            return None
     return counter_labels(tuple((event, scope, backend) for event, scope, backend, *_ in layout)), interference
 
 
