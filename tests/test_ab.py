@@ -189,9 +189,12 @@ def test_ab_settles_a_twofold_difference_in_few_rounds(programs, tmp_path):
     orders_again = [s["labels"]["ab"] for s in _samples(again)]
     assert [label for order in orders[:5] for label in order] == orders_again
     compare = perfctl("compare", f"{out}@ab=A", f"{out}@ab=B", "--paired", "--format", "json")
-    assert compare.returncode == 0, compare.stderr
+    # with as few pairs as ab needed (6 here), compare's fixed-n interval may still cross the margin on a
+    # noisy machine (exit 4, seen in CI): the pairs must be read as ab wrote them, and a verdict, if any, agree
+    assert compare.returncode in (0, 4), compare.stderr
     (row,) = json.loads(compare.stdout)["benchmarks"]
-    assert row["n_a"] == row["n_b"] == b["rounds"] and row["beyond"] == "faster"
+    assert row["n_a"] == row["n_b"] == b["rounds"]
+    assert row["beyond"] == "faster" if compare.returncode == 0 else row["beyond"] != "slower", row
 
 
 @needs_tracepoints
