@@ -437,9 +437,7 @@ class LoopedGate:
         except OSError as err:
             os.close(self._ctl)
             os.close(self._records)
-            if err.errno == errno.E2BIG:
-                raise RunError(_too_big(argv, control)) from None
-            raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
+            raise _spawn_error(err, argv, control) from None
         finally:
             os.close(ctl_read)
             os.close(records_write)
@@ -576,9 +574,7 @@ class GatedProcess:
                                            None if join is None else join.procs_fd())
         except OSError as err:
             self._close_gate()
-            if err.errno == errno.E2BIG:
-                raise RunError(_too_big(argv, control)) from None
-            raise RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}") from None
+            raise _spawn_error(err, argv, control) from None
         finally:
             os.close(read_end)
         _live_gates.add(self.pid)
@@ -730,6 +726,13 @@ class GatedProcess:
         except ChildProcessError:
             return True
         return False
+
+
+def _spawn_error(err: OSError, argv: list[str], control: RunControl) -> RunError:
+    """Why a gate (single-run or loop) could not be spawned, in the user's terms."""
+    if err.errno == errno.E2BIG:
+        return RunError(_too_big(argv, control))
+    return RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}")
 
 
 def _too_big(argv: list[str], control: RunControl) -> str:
