@@ -586,6 +586,16 @@ class Agent:
         self._new_samples = asyncio.Event()
         worker = threading.Thread(target=self.worker, name="perfctl-measure", daemon=True)
         worker.start()
+        try:
+            await self._connect_until_stopped()
+        finally:
+            # whatever ends the network side ends the worker before run_agent closes the spool under it
+            self.stop()
+            worker.join(timeout=5)
+        if self._spool_error is not None:
+            raise self._spool_error
+
+    async def _connect_until_stopped(self) -> None:
         metadata = (("authorization", f"Bearer {self.config.token}"),)
         info = self._machine_info()
         while not self.stopping.is_set():
@@ -612,8 +622,14 @@ class Agent:
                     log.warning("server %s: %s: %s", self.config.server, err.code().name, err.details())
             except* _Stopped:
                 pass
+            except* _StreamEnded as group_error:
+                log.warning("server %s: %s", self.config.server, group_error.exceptions[0])
             except* SpoolError as group_error:
                 self._spool_damaged(group_error.exceptions[0])
+            except* Exception as group_error:  # noqa: BLE001 - like the worker, the connection outlives a bug
+                for err in group_error.exceptions:
+                    log.error("connection to %s: unexpected error; reconnecting", self.config.server,
+                              exc_info=err)
             finally:
                 CONNECTED.set(0)
                 BATCHES_PENDING.set(0)
@@ -623,9 +639,6 @@ class Agent:
                 log.info("reconnecting in %.1f s", delay)
                 await self._sleep(delay)
                 self.backoff = min(self.backoff * 2, self.config.backoff_max)
-        worker.join(timeout=5)
-        if self._spool_error is not None:
-            raise self._spool_error
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake at once when the agent is asked to stop."""
@@ -677,14 +690,23 @@ class Agent:
                     log.error("server refused %d samples as invalid (kept in the spool's rejected table): %s",
                               len(seqs), err.details())
                 raise
+            finally:
+                # a sender waiting for room in a full window would wait forever once no ack can come
+                # (the heartbeats and job watch may well go on): every slot freed, it wakes and sees the end
+                for _ in range(WINDOW):
+                    window.release()
+
+        def ended() -> _StreamEnded:
+            """The call's error, if it ended with one (AioRpcError, raised); else that it ended."""
+            reader.result()
+            return _StreamEnded("the server closed the sample stream")
 
         reader = asyncio.create_task(read_acks())
         last_seq, sequence = 0, 0
         try:
             while True:
                 if reader.done():
-                    reader.result()
-                    return
+                    raise ended()
                 rows = await asyncio.to_thread(self.spool.pending, last_seq, max_batch)
                 SAMPLES_PENDING.set(await asyncio.to_thread(self.spool.count))
                 if not rows:
@@ -696,6 +718,11 @@ class Agent:
                         pass
                     continue
                 await window.acquire()
+                if reader.done() or call.done():
+                    # the stream ended while this waited (the server went away): the reader has, or is about
+                    # to have, the call's error; writing would raise InvalidStateError, which killed the agent
+                    await asyncio.wait([reader])
+                    raise ended()
                 sequence += 1
                 in_flight[sequence] = [seq for seq, _ in rows]
                 last_seq = rows[-1][0]
@@ -753,6 +780,11 @@ class Agent:
 
 class _Stopped(Exception):
     pass
+
+
+class _StreamEnded(Exception):
+    """The sample stream ended without an error while the connection stood: reconnect, and every batch not
+    acked is sent again."""
 
 
 async def run_agent(config: AgentConfig, spool: Spool | None = None) -> None:

@@ -3,6 +3,7 @@ Each fault test ends with every sample stored exactly once: the count, and the u
 run k are uuid5(job, k) by construction, so the stored set must equal the expected set exactly."""
 
 import json
+import random
 import signal
 import time
 import uuid
@@ -61,9 +62,22 @@ def _stored(fleet) -> list[str]:
         storage.close()
 
 
+def _processes(fleet) -> str:
+    """Which of the fleet's processes are still running, with the end of each one's log: what a timeout in
+    CI leaves to go on."""
+    lines = []
+    for key, process in fleet.processes.items():
+        state = "running" if process.poll() is None else f"exited {process.returncode}"
+        lines.append(f"--- {key}: {state}; the end of its log:\n" + "\n".join(fleet.log(key).splitlines()[-25:]))
+    return "\n".join(lines)
+
+
 def _expect_exactly_once(fleet, job_ids, runs, timeout=180):
     expected = {str(uuid.uuid5(JOB_UUID_NAMESPACE, f"{job}/{k}")) for job in job_ids for k in range(runs)}
-    wait_for(lambda: len(_stored(fleet)) >= len(expected), timeout, f"{len(expected)} samples stored")
+    try:
+        wait_for(lambda: len(_stored(fleet)) >= len(expected), timeout, f"{len(expected)} samples stored")
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {len(_stored(fleet))} stored\n{_processes(fleet)}") from None
     time.sleep(1.5)  # any duplicate re-send would land now
     stored = _stored(fleet)
     assert len(stored) == len(expected) == len(set(stored))
@@ -123,6 +137,36 @@ def test_graceful_stop_drains_and_nothing_is_lost(tmp_path):
         assert server.wait(timeout=30) == 0 and "draining" in fleet.log("server")
         fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
         _expect_exactly_once(fleet, [job], 300)
+    finally:
+        fleet.stop_all()
+
+
+def test_server_killed_again_and_again_mid_stream(tmp_path):
+    """Each kill -9 lands wherever the agent's stream happens to be. One place once killed the agent: a batch
+    written after the stream had ended raised InvalidStateError, which the connection did not expect (it
+    died at the second or third kill here, and once in CI). The agent must live through every kill."""
+    fleet = Fleet(tmp_path)
+    try:
+        address = f"127.0.0.1:{free_port()}"
+        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+        fleet.start_agent("box", address)
+        wait_for(lambda: fleet.client("machines", "--json", server=address).returncode == 0, 30, "server")
+        wait_for(lambda: json.loads(fleet.client("machines", "--json", server=address).stdout), 60, "agent")
+        result = fleet.client("submit", "--machines", "box", "-r", "10000", "-e", "page-faults", "--", "/bin/true",
+                              server=address)
+        job = result.stdout.split()[1]
+        wait_for(lambda: len(_stored(fleet)) >= 100, 60, "streaming to start")
+        pause = random.Random(7)  # kills at reproducible times from the restarted server's start: the agent
+        for kill in range(8):     # is reconnecting, sending its backlog, or streaming steadily
+            started = fleet.log("server").count("listening on")
+            time.sleep(pause.uniform(0.3, 1.5))
+            fleet.kill("server", 9)
+            assert fleet.processes["box"].poll() is None, f"the agent died at kill {kill}\n{_processes(fleet)}"
+            fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+            wait_for(lambda started=started: fleet.log("server").count("listening on") > started, 60,
+                     "the server to restart")
+        _expect_exactly_once(fleet, [job], 10000)
+        assert fleet.processes["box"].poll() is None and "unexpected" not in fleet.log("box"), _processes(fleet)
     finally:
         fleet.stop_all()
 
