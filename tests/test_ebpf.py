@@ -31,9 +31,22 @@ def _readings(sample, backend: str) -> dict:
     return {r.label: r for r in sample.readings if r.backend == backend}
 
 
+def _measure_all_switches_reported(argv, events, backend=PERF_AND_EBPF, tries=3, **control):
+    """One run whose switches the kernel all reported. About one run in several hundred here has a switch the
+    kernel ran without a sched_switch event (agent/ebpf.py _unreported; ftrace misses it too): its timing
+    readings are errors, said and not guessed, and the run is measured again, up to ``tries`` times."""
+    for _ in range(tries):
+        sample = measure(argv, events, backend=backend, **control)[0]
+        timing = _readings(sample, "ebpf")["on-cpu-time"]
+        if timing.status == "ok":
+            return sample
+        assert "without reporting them" in timing.reason, timing  # no other error is excused
+    return sample
+
+
 def test_busy_loop_takes_hz_timer_interrupts_in_user_mode_agreeing_with_perf_event(programs):
     seconds = 1.0
-    sample = measure([programs / "spin", str(seconds)], ["timer-interrupts", "task-clock"], backend=PERF_AND_EBPF)[0]
+    sample = _measure_all_switches_reported([programs / "spin", str(seconds)], ["timer-interrupts", "task-clock"])
     assert sample.backends == ("perf_event", "ebpf")
     ebpf = _readings(sample, "ebpf")
     on_cpu_s = ebpf["on-cpu-time"].value / 1e9
@@ -75,7 +88,7 @@ def test_page_touching_program_shows_its_user_faults(programs):
 def test_tracked_tree_includes_children(programs):
     one = measure([programs / "pagetouch", "2000"], ["page-faults"], backend="ebpf")[0]
     script = f"{programs / 'pagetouch'} 2000 & {programs / 'pagetouch'} 2000 & {programs / 'pagetouch'} 2000; wait"
-    tree = measure(["/bin/sh", "-c", script], ["page-faults"], backend="ebpf")[0]
+    tree = _measure_all_switches_reported(["/bin/sh", "-c", script], ["page-faults"], backend="ebpf")
     assert value(tree, "tasks") >= 4  # sh and its three children
     assert value(one, "tasks") == 1
     assert value(tree, "page-faults:u") >= 3 * (value(one, "page-faults:u") - 200)
