@@ -242,20 +242,21 @@ def _entry_fix(entry: str) -> str:
     return f"rm -r {entry}; perfctl rebuilds it"
 
 
-def check_descriptor(fd: int, path: str, digest: str) -> None:
+def check_descriptor(fd: int, path: str, digest: str | None) -> None:
     """The artifact ``path``, held open as ``fd`` since :func:`open_artifact_with_digest` checked it, checked
     again before another use: still ours, not writable by group or others, a regular file, and its content,
     re-read from offset 0 with pread (the descriptor's offset is left alone), still hashing to ``digest``.
     Catches the file rewritten, truncated, chmod'ed or chown'ed in place (same inode) since; replacing it by
     a rename changes nothing that runs through ``fd``. Costs an fstat and reading the file (a static gate
-    is a few KB: microseconds). Raises UntrustedError (one line, ``.reason`` and ``.fix``)."""
+    is a few KB: microseconds); ``digest`` None checks all but the content. Raises UntrustedError (one line,
+    ``.reason`` and ``.fix``)."""
     fix = _entry_fix(os.path.dirname(os.path.abspath(path)))
     try:
         st = os.fstat(fd)
         _check_owner_and_mode(st, path, fix)
         if not stat.S_ISREG(st.st_mode):
             raise _not_regular(st, path, fix)
-        now = _content_digest(fd)
+        now = digest if digest is None else _content_digest(fd)
     except OSError as err:
         raise UntrustedError(f"cannot check {path} again: {err.strerror}", fix) from None
     if now != digest:

@@ -324,13 +324,15 @@ class Runner:
         if not self.loop_runs or self._on_start is not None or self.counting_cgroup()[0] is None:
             return None
         # checked before every run as a gated run's gate is, though the loop forks the image it checked when
-        # it started: a gate changed in the cache is said at once, and no more runs start (exit 2)
-        refused = self._gate.verify()
-        if refused:
-            raise RunError(refused)
+        # it started: a gate chmod'ed or chown'ed in the cache is said at once, and no more runs start (exit
+        # 2). Its content is hashed again only for a new loop: a running loop's file cannot be written.
         key = tuple(argv)
         loop = self._loops.get(key)
-        if loop is not None and loop.alive and loop.control is control:
+        reuse = loop is not None and loop.alive and loop.control is control
+        refused = self._gate.verify(content=not reuse)
+        if refused:
+            raise RunError(refused)
+        if reuse:
             return loop
         if loop is not None:
             loop.close()

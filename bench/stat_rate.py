@@ -161,17 +161,24 @@ def main() -> None:
     for tool, rate in rates.items():
         every = ", ".join(f"{runs[tool] / t:.0f}" for t in times[tool])
         print(f"{tool:>14}: {rate:8.1f} runs/s median of {args.rounds} rounds ({every})")
+    def paired(tool: str, peer: str) -> str:
+        """The median of the rounds' own ratios: each round's tools ran minutes apart at most, so a ratio
+        within a round is spared the swings between rounds (2x for hyperfine on these VMs)."""
+        each = [runs[tool] / a / (runs[peer] / b) for a, b in zip(times[tool], times[peer])]
+        return f"(per round {', '.join(f'{r:.2f}' for r in each)}; median {statistics.median(each):.2f})"
+
     vs_perf = rates["perfctl"] / rates["perf stat -r"]
     vs_warm = rates[WARM_PERFCTL] / rates[WARM_PERF]
     vs_hyperfine = rates["perfctl"] / rates["hyperfine -N"]
     print(f"perfctl / perf stat -r, cold : {vs_perf:6.2f}x  (perf stat registers the tracepoints for each run)")
     print(f"perfctl / perf stat -r, warm : {vs_warm:6.2f}x  (both under a perf stat -a holding them; target >= 1.2) "
-          f"{'PASS' if vs_warm >= 1.2 else 'FAIL'}")
+          f"{'PASS' if vs_warm >= 1.2 else 'FAIL'} {paired(WARM_PERFCTL, WARM_PERF)}")
     verdict = "PASS" if vs_hyperfine >= 0.5 else "FAIL"
-    print(f"perfctl / hyperfine -N       : {vs_hyperfine:6.2f}x  (target >= 0.5) {verdict}")
+    print(f"perfctl / hyperfine -N       : {vs_hyperfine:6.2f}x  (target >= 0.5) {verdict} "
+          f"{paired('perfctl', 'hyperfine -N')}")
     vs_stat = rates[AB] / rates["perfctl"]
     print(f"perfctl ab / perfctl stat    : {vs_stat:6.2f}x  (the same runs in rounds of two commands; target >= 0.9) "
-          f"{'PASS' if vs_stat >= 0.9 else 'FAIL'}")
+          f"{'PASS' if vs_stat >= 0.9 else 'FAIL'} {paired(AB, 'perfctl')}")
     print(f"perfctl peak resident memory after {args.runs} runs: {perfctl_rss / 1024:.1f} MiB")
     if ebpf is not None:
         print(f"ebpf backend not measured: {ebpf}")

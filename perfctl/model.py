@@ -191,7 +191,7 @@ class Sample:
             out[name] = getattr(self, name)
         out["benchmark"] = {**_shallow(self.benchmark), "argv": list(self.benchmark.argv)}
         out["environment"] = _shallow(self.environment)
-        out["readings"] = [_compact(_shallow(r)) for r in self.readings]
+        out["readings"] = [_reading_dict(r) for r in self.readings]
         out["backends"] = list(self.backends)
         out["extra"] = dict(self.extra)
         if self.labels:  # absent when empty: a sample without labels reads as it did before labels existed
@@ -318,10 +318,14 @@ def _shallow(obj) -> dict:
     return {name: getattr(obj, name) for name in names}
 
 
+def _reading_dict(reading: Reading) -> dict:
+    """A reading's fields without those that are None: files stay small, and absence reads as 'not
+    applicable'."""
+    fields = reading.__dict__
+    if len(fields) != len(_field_names(Reading)):
+        fields = _shallow(reading)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 _SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample)
                        if f.name not in ("benchmark", "environment", "readings", "backends", "extra", "labels"))
-
-
-def _compact(d: dict) -> dict:
-    """Drop None fields from a reading: files stay small, and absence reads as 'not applicable'."""
-    return {k: v for k, v in d.items() if v is not None}

@@ -55,3 +55,32 @@ def test_unknown_status_is_refused(tmp_path):
 def test_missing_file_is_one_clear_error(tmp_path):
     with pytest.raises(jsonl.SampleFileError, match="No such file"):
         list(jsonl.read(str(tmp_path / "absent.jsonl")))
+
+
+def test_each_sample_line_reads_back_as_what_json_makes_of_its_dict(tmp_path):
+    """sample_line writes with orjson where it can and json where orjson would differ: either way the line is
+    ASCII and reads back as json.dumps of the sample's dict does, whatever the sample holds."""
+    import dataclasses
+    import json
+
+    from perfctl.model import Reading
+
+    real = measure(["/bin/true"], ["page-faults", "instructions", "context-switches"], runs=2)
+
+    def odd(value, **fields):
+        reading = Reading(event="x", backend="ebpf", scope="all", status="error", unit="count", value=value,
+                          reason="why")
+        return dataclasses.replace(real[0], readings=real[0].readings + (reading,), **fields)
+
+    samples = [*real, odd(1.5e300), odd(float("nan")), odd(float("-inf")), odd(2**70), odd(-3, extra={"r": 1e-7}),
+               odd(0.1, stderr_tail="caf\u00e9 \x1b[31m \u2028 \"q\"\n\t", labels={"k": "v", "e": ""}),
+               odd(7, benchmark=dataclasses.replace(real[0].benchmark, argv=("/bin/true", "\udcfe", "a b"))),
+               odd(1, exit_status=None, signal=9, outcome="signal", extra={"outlived": 2})]
+    for sample in samples:
+        line = jsonl.sample_line(sample)
+        assert line.isascii() and "\n" not in line
+        expected = json.dumps(sample.to_dict(), separators=(",", ":"))
+        assert json.dumps(json.loads(line)) == json.dumps(json.loads(expected))  # NaN too, key order too
+    _write(tmp_path / "s.jsonl", samples)
+    read = list(jsonl.read(str(tmp_path / "s.jsonl")))[1:]
+    assert [json.dumps(s.to_dict()) for s in read] == [json.dumps(s.to_dict()) for s in samples]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Iterator
 from typing import IO
 
@@ -35,14 +36,40 @@ class JsonlWriter:
         self._stream = stream
 
     def write_machine(self, inventory: dict) -> None:
-        self._line(inventory)
+        self._write(json.dumps(inventory, separators=(",", ":")))
 
     def write_sample(self, sample: Sample) -> None:
-        self._line(sample.to_dict())
+        self._write(sample_line(sample))
 
-    def _line(self, obj: dict) -> None:
-        self._stream.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    def _write(self, line: str) -> None:
+        self._stream.write(line + "\n")
         self._stream.flush()
+
+
+def sample_line(sample: Sample) -> str:
+    """The sample's JSON line: what ``json.dumps(sample.to_dict())`` makes, read back the same, in ASCII
+    whatever the text holds (so any stdout encoding takes it). orjson writes it in a tenth of the time,
+    which was a third of perfctl's own work per run of /bin/true (bench/stat_rate.py); json writes what
+    orjson would write otherwise (non-ASCII text, a lone surrogate from argv bytes, an int beyond 64
+    bits) or differently (NaN and infinities, which orjson makes null)."""
+    fields = sample.to_dict()
+    if _all_finite(sample):
+        try:
+            line = orjson.dumps(fields)
+        except orjson.JSONEncodeError:
+            pass
+        else:
+            if line.isascii():
+                return line.decode("ascii")
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def _all_finite(sample: Sample) -> bool:
+    for reading in sample.readings:
+        value = reading.value
+        if value.__class__ is float and not math.isfinite(value):
+            return False
+    return all(value.__class__ is not float or math.isfinite(value) for value in sample.extra.values())
 
 
 def read(path: str) -> Iterator[dict | Sample]:
