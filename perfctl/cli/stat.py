@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 
 from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare, write_summary
@@ -17,7 +18,6 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.output import Interrupted, UsageError, console, interactive, say
-from perfctl.report.html import check_target, write_report
 
 
 def add_parser(sub) -> None:
@@ -62,6 +62,8 @@ def run(args) -> int:
     machine_readable = args.json or args.csv
     summary_console = console(stderr=machine_readable)
     if args.html:
+        from perfctl.report.html import check_target  # only then: the report's imports cost every start
+
         check_target(args.html, "perfctl stat", [args.output] if args.output else [])
     outputs = SampleOutputs("perfctl stat", args.output, "json" if args.json else "csv" if args.csv else None)
 
@@ -72,8 +74,8 @@ def run(args) -> int:
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
         () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
     total = args.warmup + args.repeat
-    shown = not (args.no_progress or args.quiet or not interactive(stderr=True))
-    progress = _progress(total, not shown)
+    # a hidden bar is not made: rich's progress costs every start its import, and every run ~10 us
+    progress = None if args.no_progress or args.quiet or not interactive(stderr=True) else _progress(total)
     stopped_by: Interrupted | None = None
     try:
         try:
@@ -83,12 +85,12 @@ def run(args) -> int:
 
                 corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs,
                                                                     ebpf="ebpf" in backend.names)
-            with progress:
-                task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total)
+            with progress or contextlib.nullcontext():
+                task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total) if progress else None
                 for sample in session.run(plan, backend, runner, inv.machine_id, corrector, identified):
                     outputs.write(sample, inv)
                     summary.add(sample)
-                    if shown:  # a hidden bar's bookkeeping still cost ~10 us a run
+                    if progress:
                         progress.advance(task)
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
@@ -107,6 +109,8 @@ def run(args) -> int:
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
     code = write_summary(report, "table", summary_console, "perfctl stat", stopped_by)
     if args.html and summary.runs + summary.warmups:
+        from perfctl.report.html import write_report
+
         write_report(report, args.html, "perfctl stat", quiet=args.quiet, inputs=[args.output] if args.output else [])
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
@@ -114,8 +118,8 @@ def run(args) -> int:
     return code
 
 
-def _progress(total: int, disabled: bool):
+def _progress(total: int):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    console=console(stderr=True), transient=True, disable=disabled)
+                    console=console(stderr=True), transient=True)
