@@ -170,6 +170,8 @@ class Sample:
     labels: dict[str, str] = field(default_factory=dict)
 
     def reading(self, label: str) -> Reading | None:
+        if "@" not in label:  # distinct_labels names the first reading of each label by the plain label
+            return next((r for r in self.readings if r.label == label), None)
         for reading_, name in zip(self.readings, distinct_labels([(r.label, r.backend) for r in self.readings])):
             if name == label:
                 return reading_

@@ -84,3 +84,21 @@ def test_each_sample_line_reads_back_as_what_json_makes_of_its_dict(tmp_path):
     _write(tmp_path / "s.jsonl", samples)
     read = list(jsonl.read(str(tmp_path / "s.jsonl")))[1:]
     assert [json.dumps(s.to_dict()) for s in read] == [json.dumps(s.to_dict()) for s in samples]
+
+
+def test_a_reading_is_found_by_the_name_a_file_gives_it():
+    """Sample.reading finds a plain label without naming every reading (ab asks once per run): the same
+    reading as by the names distinct_labels gives, where two backends count one event."""
+    import dataclasses
+
+    from perfctl.model import Reading, distinct_labels
+
+    real = measure(["/bin/true"], ["page-faults", "context-switches"])[0]
+    twins = tuple(dataclasses.replace(r, backend="ebpf", value=(r.value or 0) + 1) for r in real.readings)
+    sample = dataclasses.replace(real, readings=real.readings + twins + (
+        Reading(event="x", backend="ebpf", scope="user", status="ok", unit="count", value=1, reason=None),))
+    names = distinct_labels([(r.label, r.backend) for r in sample.readings])
+    assert len(set(names)) == len(names) and "page-faults@ebpf" in names and "x:u" in names
+    for reading, name in zip(sample.readings, names):
+        assert sample.reading(name) is reading
+    assert sample.reading("absent") is None and sample.reading("absent@ebpf") is None
