@@ -123,6 +123,14 @@ def test_rounds_to_settle_estimates_what_more_rounds_do():
     assert edge.rounds_to_settle() is None
 
 
+def test_the_quantile_of_sorted_rounds_is_numpys():
+    rng = np.random.default_rng(12)
+    for n in (1, 2, 3, 10, 101):
+        values = sorted(rng.lognormal(0, 1, n).tolist())
+        for q in (0, 0.1, 0.25, 0.5, 1 / 3, 0.9, 0.999, 1):
+            assert ab_stats._sorted_quantile(values, q) == pytest.approx(float(np.quantile(values, q)), rel=1e-12)
+
+
 def test_the_sequence_holds_under_continuous_monitoring():
     """Fast version of bench/sequential.py: checked after every round, the CS misses the true median log
     ratio in at most alpha of the streams, on skewed and tied data; the same check with a fixed-n interval

@@ -396,3 +396,12 @@ def test_ratio_cs_covers_true_ratio():
     cs = sequential.quantile_ab_ratio_cs(a_values, b_values, 0.5, 100)
     assert cs.low < 2.0 < cs.high and cs.high / cs.low < 1.3
     assert tuple(cs) == (cs.low, cs.high) and cs.alpha_opt == cs.alpha == 0.05
+
+
+@pytest.mark.parametrize("p", [0.5, 0.3, 0.9])
+def test_one_t_gives_the_ranks_of_many(p):
+    """quantile_cs_ranks at one whole t (ab's question after every round) skips numpy: the same ranks."""
+    times = np.arange(1, 600)
+    lower, upper = sequential.quantile_cs_ranks(times.astype(float), p, 0.05, "beta_binomial", 40)
+    assert [sequential.quantile_cs_ranks(int(t), p, 0.05, "beta_binomial", 40) for t in times] == \
+        list(zip(lower.tolist(), upper.tolist()))
