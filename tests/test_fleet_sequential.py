@@ -110,8 +110,13 @@ def test_until_settled_stops_the_job_and_compare_reports_it(fleet):
     selector = f"box-a@job={job['job_id']}"
     compare = fleet.client("compare", f"{selector},ab=A", f"{selector},ab=B", "--paired", "--metric", "wall-time",
                            "--format", "json", server=server)
-    assert compare.returncode == 0, compare.stderr
+    # compare's own fixed-n test on as few pairs as the job needed (6 here) may not settle on a loaded machine
+    # (exit 4, seen in CI): what this test asks is the job's sequential result beside it, read as stored
+    assert compare.returncode in (0, 4), compare.stderr
     document = json.loads(compare.stdout)
+    (row,) = document["benchmarks"]
+    assert row["n_a"] == row["n_b"] == rounds
+    assert row["beyond"] == "faster" if compare.returncode == 0 else row["beyond"] != "slower", row
     sequential = document["sequential"]
     assert sequential["settled"] and sequential["rounds"] == rounds and sequential["beyond"] == "faster"
     assert sequential["label"] == "B" and sequential["metric"] == "wall-time"

@@ -120,22 +120,29 @@ def test_agent_killed_mid_job_and_restarted(lab):
         _client(network, fleet, certs, address, "jobs", "--json").stdout)), 60, "jobs reported done")
 
 
+def _loopback_streaming(fleet, runs: int, started: int) -> tuple[str, str]:
+    """(address, job id): a server on loopback, an agent "box", a job of ``runs`` runs of /bin/true, and
+    ``started`` samples already stored."""
+    address = f"127.0.0.1:{free_port()}"
+    fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
+    fleet.start_agent("box", address)
+    wait_for(lambda: fleet.client("machines", "--json", server=address).returncode == 0, 30, "server")
+    wait_for(lambda: json.loads(fleet.client("machines", "--json", server=address).stdout), 60, "agent")
+    result = fleet.client("submit", "--machines", "box", "-r", str(runs), "-e", "page-faults", "--", "/bin/true",
+                          server=address)
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: len(_stored(fleet)) >= started, 60, "streaming to start")
+    return address, result.stdout.split()[1]
+
+
 def test_graceful_stop_drains_and_nothing_is_lost(tmp_path):
     fleet = Fleet(tmp_path)
     try:
-        address = f"127.0.0.1:{free_port()}"
-        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
-        fleet.start_agent("box", address)
-        wait_for(lambda: fleet.client("machines", "--json", server=address).returncode == 0, 30, "server")
-        wait_for(lambda: json.loads(fleet.client("machines", "--json", server=address).stdout), 60, "agent")
-        result = fleet.client("submit", "--machines", "box", "-r", "300", "-e", "page-faults", "--", "/bin/true",
-                              server=address)
-        job = result.stdout.split()[1]
-        wait_for(lambda: len(_stored(fleet)) >= 50, 60, "streaming to start")
+        address, job = _loopback_streaming(fleet, 300, 50)
         server = fleet.processes["server"]
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0 and "draining" in fleet.log("server")
-        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+        fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
         _expect_exactly_once(fleet, [job], 300)
     finally:
         fleet.stop_all()
@@ -147,22 +154,14 @@ def test_server_killed_again_and_again_mid_stream(tmp_path):
     died at the second or third kill here, and once in CI). The agent must live through every kill."""
     fleet = Fleet(tmp_path)
     try:
-        address = f"127.0.0.1:{free_port()}"
-        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
-        fleet.start_agent("box", address)
-        wait_for(lambda: fleet.client("machines", "--json", server=address).returncode == 0, 30, "server")
-        wait_for(lambda: json.loads(fleet.client("machines", "--json", server=address).stdout), 60, "agent")
-        result = fleet.client("submit", "--machines", "box", "-r", "10000", "-e", "page-faults", "--", "/bin/true",
-                              server=address)
-        job = result.stdout.split()[1]
-        wait_for(lambda: len(_stored(fleet)) >= 100, 60, "streaming to start")
+        address, job = _loopback_streaming(fleet, 10000, 100)
         pause = random.Random(7)  # kills at reproducible times from the restarted server's start: the agent
         for kill in range(8):     # is reconnecting, sending its backlog, or streaming steadily
             started = fleet.log("server").count("listening on")
             time.sleep(pause.uniform(0.3, 1.5))
             fleet.kill("server", 9)
             assert fleet.processes["box"].poll() is None, f"the agent died at kill {kill}\n{_processes(fleet)}"
-            fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+            fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
             wait_for(lambda started=started: fleet.log("server").count("listening on") > started, 60,
                      "the server to restart")
         _expect_exactly_once(fleet, [job], 10000)
