@@ -72,7 +72,10 @@ def test_each_sample_line_reads_back_as_what_json_makes_of_its_dict(tmp_path):
                           reason="why")
         return dataclasses.replace(real[0], readings=real[0].readings + (reading,), **fields)
 
+    nan_elsewhere = dataclasses.replace(real[0].readings[-1], scaled=float("inf"), corrected=float("nan"))
     samples = [*real, odd(1.5e300), odd(float("nan")), odd(float("-inf")), odd(2**70), odd(-3, extra={"r": 1e-7}),
+               odd(1, extra={"nested": {"x": [1.0, float("nan")]}}),
+               dataclasses.replace(real[0], readings=real[0].readings[:-1] + (nan_elsewhere,)),
                odd(0.1, stderr_tail="caf\u00e9 \x1b[31m \u2028 \"q\"\n\t", labels={"k": "v", "e": ""}),
                odd(7, benchmark=dataclasses.replace(real[0].benchmark, argv=("/bin/true", "\udcfe", "a b"))),
                odd(1, exit_status=None, signal=9, outcome="signal", extra={"outlived": 2})]
@@ -84,6 +87,11 @@ def test_each_sample_line_reads_back_as_what_json_makes_of_its_dict(tmp_path):
     _write(tmp_path / "s.jsonl", samples)
     read = list(jsonl.read(str(tmp_path / "s.jsonl")))[1:]
     assert [json.dumps(s.to_dict()) for s in read] == [json.dumps(s.to_dict()) for s in samples]
+    # compare's reader (orjson, which refuses the lone surrogate json wrote for argv bytes that are not UTF-8)
+    surrogate = dataclasses.replace(real[0], benchmark=dataclasses.replace(real[0].benchmark, argv=("\udcff",)))
+    _write(tmp_path / "argv.jsonl", [surrogate, real[1]])
+    assert "\\udcff" in (tmp_path / "argv.jsonl").read_text()
+    assert list(jsonl.read_dataset(str(tmp_path / "argv.jsonl")).benchmarks) == [real[0].benchmark.name]
 
 
 def test_a_reading_is_found_by_the_name_a_file_gives_it():

@@ -66,10 +66,20 @@ def sample_line(sample: Sample) -> str:
 
 def _all_finite(sample: Sample) -> bool:
     for reading in sample.readings:
-        value = reading.value
-        if value.__class__ is float and not math.isfinite(value):
-            return False
-    return all(value.__class__ is not float or math.isfinite(value) for value in sample.extra.values())
+        for value in reading.__dict__.values():
+            if value.__class__ is float and not math.isfinite(value):
+                return False
+    return _finite(sample.extra)
+
+
+def _finite(value) -> bool:
+    if value.__class__ is float:
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def read(path: str) -> Iterator[dict | Sample]:
@@ -320,7 +330,12 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as err:
-                raise DatasetError(f"{path}:{number}: not a perfctl sample line: {err}") from None
+                # what json writes and orjson refuses: a lone surrogate escaped (argv bytes that are not
+                # UTF-8, as sample_line writes them), NaN and Infinity
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    raise DatasetError(f"{path}:{number}: not a perfctl sample line: {err}") from None
             kind = record.get("type") if isinstance(record, dict) else None
             if kind == "machine":
                 builder.dataset.machine = builder.dataset.machine or record
