@@ -334,7 +334,7 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
                 # UTF-8, as sample_line writes them), NaN and Infinity
                 try:
                     record = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nested deeper than json's stack allows
                     raise DatasetError(f"{path}:{number}: not a perfctl sample line: {err}") from None
             kind = record.get("type") if isinstance(record, dict) else None
             if kind == "machine":
