@@ -589,8 +589,10 @@ class Agent:
         try:
             await self._connect_until_stopped()
         finally:
-            # whatever ends the network side ends the worker before run_agent closes the spool under it
-            self.stop()
+            # whatever ends the network side ends the worker before run_agent closes the spool under it (a
+            # stop signal has done so already: its run's tree is not killed a second time meanwhile)
+            if not self.stopping.is_set():
+                self.stop()
             worker.join(timeout=5)
         if self._spool_error is not None:
             raise self._spool_error
