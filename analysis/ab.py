@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from perfctl.analysis.rank_tests import linear_quantile
 from perfctl.analysis.sequential import METHODS, quantile_cs_ranks
 from perfctl.analysis.sparc import Relevance, beyond, read_off, relevance
 
@@ -192,8 +193,8 @@ class SequentialComparison:
             if lower < 1 or upper > t:
                 return False
             # the order statistics at those ranks, as proportions of the empirical distribution
-            low = _sorted_quantile(observed, (lower - 1) / (t - 1) if t > 1 else 0)
-            high = _sorted_quantile(observed, (upper - 1) / (t - 1) if t > 1 else 1)
+            low = linear_quantile(observed, (lower - 1) / (t - 1) if t > 1 else 0)
+            high = linear_quantile(observed, (upper - 1) / (t - 1) if t > 1 else 1)
             return settles(math.exp(low), math.exp(high), self.margin)
 
         limit = t_now * LOOK_AHEAD
@@ -263,15 +264,6 @@ def replay(a_values, b_values, *, label: str, metric: str, margin: float, confid
     for a, b in zip(a_values, b_values):
         comparison.add(float(a), float(b))
     return Replay(label, metric, comparison.settlement())
-
-
-def _sorted_quantile(values: list[float], q: float) -> float:
-    """The q-quantile of sorted values, interpolated linearly between order statistics (numpy.quantile's
-    default, without its import of numpy.ma on first use: ~15 ms of every unsettled perfctl ab)."""
-    position = q * (len(values) - 1)
-    below = min(int(position), len(values) - 1)
-    above = min(below + 1, len(values) - 1)
-    return values[below] + (position - below) * (values[above] - values[below])
 
 
 def _sorted_median(values: list[float]) -> float:

@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from perfctl.analysis.distributions import brown_forsythe
-from perfctl.analysis.rank_tests import median
+from perfctl.analysis.rank_tests import linear_quantile, median
 
 SPREAD_FACTOR = 3.0
 MATERIAL_SPREAD = 0.01
@@ -57,23 +57,10 @@ def _log_sample(name: str, values) -> np.ndarray:
     return np.log(data)
 
 
-def _linear_quantile(ascending: np.ndarray, q: float) -> float:
-    """np.percentile's default ("linear", Hyndman & Fan's definition 7) of an ascending array, in numpy's
-    operations (index (n - 1) q; the lerp from the nearer end), so the same value without its machinery."""
-    position = (ascending.size - 1) * q
-    below = math.floor(position)
-    if below >= ascending.size - 1:
-        return float(ascending[-1])
-    low, high = float(ascending[below]), float(ascending[below + 1])
-    weight = position - below
-    step = high - low
-    return high - step * (1 - weight) if weight >= 0.5 else low + step * weight
-
-
 def _relative_iqr(logs: np.ndarray) -> float:
     """The interquartile range of log values (np.percentile's quartiles)."""
     ascending = np.sort(logs)
-    return _linear_quantile(ascending, 0.75) - _linear_quantile(ascending, 0.25)
+    return linear_quantile(ascending, 0.75) - linear_quantile(ascending, 0.25)
 
 
 def disturbed(x, y, alpha: float = 0.05) -> str | None:

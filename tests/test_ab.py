@@ -17,6 +17,7 @@ import pytest
 
 from perfctl.analysis import ab as ab_stats
 from perfctl.analysis.ab import SequentialComparison, settles
+from perfctl.analysis.rank_tests import linear_quantile
 from perfctl.analysis.sparc import Relevance
 from perfctl.report import ab as ab_report
 from tests.conftest import needs_tracepoints, perfctl
@@ -128,7 +129,7 @@ def test_the_quantile_of_sorted_rounds_is_numpys():
     for n in (1, 2, 3, 10, 101):
         values = sorted(rng.lognormal(0, 1, n).tolist())
         for q in (0, 0.1, 0.25, 0.5, 1 / 3, 0.9, 0.999, 1):
-            assert ab_stats._sorted_quantile(values, q) == pytest.approx(float(np.quantile(values, q)), rel=1e-12)
+            assert linear_quantile(values, q) == pytest.approx(float(np.quantile(values, q)), rel=1e-12)
 
 
 def test_the_sequence_holds_under_continuous_monitoring():

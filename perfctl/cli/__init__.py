@@ -41,7 +41,12 @@ _SERVING_COMMANDS = ("server", "agent")  # they stop their event loop on a signa
 
 
 def _module(command: str):
-    return importlib.import_module(f"perfctl.cli.{COMMANDS[command]}")
+    """The module of a command (a key of COMMANDS), imported now."""
+    return _cli_module(COMMANDS[command])
+
+
+def _cli_module(name: str):
+    return importlib.import_module(f"perfctl.cli.{name}")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -55,7 +60,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     names = [command] if command is not None else COMMANDS
     for module in dict.fromkeys(COMMANDS[name] for name in names):  # machines, jobs and benchmarks are one module
-        importlib.import_module(f"perfctl.cli.{module}").add_parser(sub)
+        _cli_module(module).add_parser(sub)
     return parser
 
 
