@@ -35,9 +35,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from perfctl.analysis.rank_tests import linear_quantile
-from perfctl.analysis.sequential import METHODS, quantile_cs_ranks
-from perfctl.analysis.sparc import Relevance, beyond, read_off, relevance
+from perfctl.analysis.mixture import mixture_rank_pair
+from perfctl.analysis.summary import linear_quantile
+from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
 
 # The median's CS: Theorem 1 of Howard & Ramdas (a fixed quantile) with the two-sided beta-binomial mixture
 # boundary (analysis/sequential.py), tuned to be tightest at T_OPT rounds. Against Theorem 3's double
@@ -100,6 +100,10 @@ def settles(low: float | None, high: float | None, margin: float) -> bool:
 
 @lru_cache(maxsize=1 << 16)
 def _ranks(t: int, alpha: float, method: str, t_opt: int) -> tuple[int, int]:
+    if method == METHOD:  # without analysis/sequential.py, which imports numpy (~80 ms of every ab's start)
+        return mixture_rank_pair(0.5, t, alpha, float(t_opt))
+    from perfctl.analysis.sequential import quantile_cs_ranks
+
     return quantile_cs_ranks(t, 0.5, alpha, method, t_opt)
 
 
@@ -118,8 +122,11 @@ class SequentialComparison:
             raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
         if not (isinstance(comparisons, int) and comparisons >= 1):
             raise ValueError(f"comparisons must be a positive integer, got {comparisons!r}")
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        if method != METHOD:
+            from perfctl.analysis.sequential import METHODS
+
+            if method not in METHODS:
+                raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.margin, self.method, self.t_opt = float(margin), method, int(t_opt)
         self.alpha = alpha / comparisons
         self._sorted: list[float] = []

@@ -29,7 +29,6 @@ from perfctl.analysis.rank_tests import _sorted_median
 from perfctl.analysis.sparc import (
     FAMILIES,
     OverallTest,
-    Relevance,
     SparcDecision,
     _sparc_tests,
     family_level,
@@ -52,6 +51,7 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
+from perfctl.analysis.verdicts import Relevance
 from perfctl.parallel import Forked
 
 FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"

@@ -37,7 +37,8 @@ import math
 import numpy as np
 
 from perfctl.analysis.distributions import brown_forsythe
-from perfctl.analysis.rank_tests import linear_quantile, median
+from perfctl.analysis.rank_tests import median
+from perfctl.analysis.summary import linear_quantile
 
 SPREAD_FACTOR = 3.0
 MATERIAL_SPREAD = 0.01

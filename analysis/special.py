@@ -1,5 +1,5 @@
-"""The special functions of the compare path, in Python over math and numpy, so ``perfctl compare`` never
-imports scipy.special for ordinary inputs.
+"""The special functions of the compare path, in Python over math (numpy for the array forms, imported only
+by them), so ``perfctl compare`` never imports scipy.special for ordinary inputs.
 
 scipy 1.17's special imports array_api_compat, which loads numpy.f2py, numpy.testing, numpy.ma and
 numpy.random: about 0.3 s of a 2 s budget. The compare path needs a dozen of its functions; each is here
@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _SQRT1_2 = math.sqrt(0.5)
 _LN_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -69,6 +71,14 @@ _STIRLING_HALVES = (
 )
 # Stirling's series 1/12, 1/360, 1/1260, 1/1680, 1/1188 (Abramowitz & Stegun 6.1.41).
 _S0, _S1, _S2, _S3, _S4 = 1 / 12, 1 / 360, 1 / 1260, 1 / 1680, 1 / 1188
+
+
+def _numpy():
+    """numpy, imported by the array paths only: the scalar ones serve ``perfctl ab`` after every round
+    (analysis/mixture.py), which never imports numpy (~80 ms of its start)."""
+    import numpy
+
+    return numpy
 
 
 def _scipy_special():
@@ -253,6 +263,7 @@ def _beta_scalar(a: float, b: float, x: float, y: float) -> tuple[float, float] 
 def _beta_vector(a, b, x, want_complement: bool) -> np.ndarray:
     """betainc or betaincc over broadcast arrays: the scalar algorithm (the same operations) run as numpy
     array steps, each element stopping its fraction when it has converged."""
+    np = _numpy()
     a, b, x = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(b, dtype=float),
                                   np.asarray(x, dtype=float))
     shape = a.shape
@@ -277,6 +288,7 @@ def _beta_vector(a, b, x, want_complement: bool) -> np.ndarray:
 
 
 def _deviance_array(a: np.ndarray, mean: np.ndarray, gap: np.ndarray) -> np.ndarray:
+    np = _numpy()
     v = gap / (a + mean)
     far = np.abs(v) > 0.5
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -296,6 +308,7 @@ def _deviance_array(a: np.ndarray, mean: np.ndarray, gap: np.ndarray) -> np.ndar
 
 
 def _stirling_error_array(z: np.ndarray) -> np.ndarray:
+    np = _numpy()
     result = np.empty(z.shape)
     small = z <= 15.0
     twice = z + z
@@ -317,6 +330,7 @@ def _stirling_error_array(z: np.ndarray) -> np.ndarray:
 
 def _beta_array(a: np.ndarray, b: np.ndarray, x: np.ndarray, want_complement: bool):
     """(I or 1 - I, converged) over 1-d arrays with 0 < x < 1 and a, b in the domain."""
+    np = _numpy()
     y = 1.0 - x
     n = a + b
     use_y = x > y  # y = 1 - x is exact there (Sterbenz)
@@ -338,6 +352,7 @@ def _beta_array(a: np.ndarray, b: np.ndarray, x: np.ndarray, want_complement: bo
 
 
 def _continued_fraction_array(a: np.ndarray, b: np.ndarray, x: np.ndarray):
+    np = _numpy()
     tiny = 1e-300
     qab, qap, qam = a + b, a + 1.0, a - 1.0
     c = np.ones(a.shape)
@@ -369,6 +384,14 @@ def _continued_fraction_array(a: np.ndarray, b: np.ndarray, x: np.ndarray):
     return h, ~active
 
 
+def _scalars(*values) -> bool:
+    """Whether every value is a number, not an array: plain ints and floats without numpy."""
+    if all(isinstance(value, (int, float)) for value in values):
+        return True
+    np = _numpy()
+    return not any(np.ndim(value) for value in values)
+
+
 def betainc(a, b, x):
     """The regularized incomplete beta function I_x(a, b) = B(x; a, b)/B(a, b) (scipy.special.betainc),
     by the continued fraction with Loader's prefactor (module docstring). Scalars give a float, arrays an
@@ -379,7 +402,7 @@ def betainc(a, b, x):
     >>> round(betainc(2.0, 3.0, 0.4), 15)   # P[Bin(4, 0.4) > 1] = 1 - 0.6^4 - 4 * 0.4 * 0.6^3
     0.5248
     """
-    if np.ndim(a) or np.ndim(b) or np.ndim(x):
+    if not _scalars(a, b, x):
         return _beta_vector(a, b, x, want_complement=False)
     a, b, x = float(a), float(b), float(x)
     pair = _beta_scalar(a, b, x, 1.0 - x)
@@ -393,7 +416,7 @@ def betaincc(a, b, x):
     >>> round(betaincc(2.0, 3.0, 0.4), 15)
     0.4752
     """
-    if np.ndim(a) or np.ndim(b) or np.ndim(x):
+    if not _scalars(a, b, x):
         return _beta_vector(a, b, x, want_complement=True)
     a, b, x = float(a), float(b), float(x)
     pair = _beta_scalar(a, b, x, 1.0 - x)

@@ -49,3 +49,18 @@ def describe(values) -> Description:
         cv=sd / abs(mean) if n > 1 and mean != 0 else math.nan,
         min=min(data), max=max(data),
     )
+
+
+def linear_quantile(ascending, q: float) -> float:
+    """np.percentile's default ("linear", Hyndman & Fan's definition 7) of ascending values (an array or a
+    list), in numpy's operations (index (n - 1) q; the lerp from the nearer end), so the same value without
+    its machinery (numpy.quantile's first call imports numpy.ma, ~15 ms)."""
+    size = len(ascending)
+    position = (size - 1) * q
+    below = math.floor(position)
+    if below >= size - 1:
+        return float(ascending[-1])
+    low, high = float(ascending[below]), float(ascending[below + 1])
+    weight = position - below
+    step = high - low
+    return high - step * (1 - weight) if weight >= 0.5 else low + step * weight

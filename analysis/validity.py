@@ -23,8 +23,9 @@ from scipy import stats
 from perfctl.analysis import spa
 from perfctl.analysis.multiple import holm
 from perfctl.analysis.rank_tests import hodges_lehmann_shift, mann_whitney
-from perfctl.analysis.sparc import Relevance, beyond, read_off, relevance, simultaneous_suite, sparc_suite, sparc_tests
+from perfctl.analysis.sparc import simultaneous_suite, sparc_suite, sparc_tests
 from perfctl.analysis.speedup_test import mean_test, median_test
+from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
 
 Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
 

@@ -65,15 +65,8 @@ from scipy import special
 
 from perfctl.analysis.ab import METHOD, T_OPT, SequentialComparison
 from perfctl.analysis.sequential import quantile_cs_ranks
-from perfctl.analysis.sparc import (
-    Relevance,
-    family_level,
-    ratio_interval,
-    read_off,
-    relevance,
-    simultaneous_suite,
-    sparc_tests,
-)
+from perfctl.analysis.sparc import family_level, ratio_interval, simultaneous_suite, sparc_tests
+from perfctl.analysis.verdicts import Relevance, read_off, relevance
 
 ALPHA, MARGIN, MIN_ROUNDS = 0.05, 0.05, 5
 FAMILIES = ("normal", "log-normal", "bimodal", "heavy-tailed", "tied", "drifting-then-stable")

@@ -20,7 +20,8 @@ import math
 import types
 import typing
 
-ANALYSIS = ("compare", "sparc", "spa", "speedup_test", "summary", "multiple", "disturbance", "rank_tests", "ab")
+ANALYSIS = ("compare", "sparc", "verdicts", "spa", "speedup_test", "summary", "multiple", "disturbance", "rank_tests",
+            "ab")
 MODULES = (*(f"perfctl.analysis.{name}" for name in ANALYSIS), "perfctl.pairing")
 
 

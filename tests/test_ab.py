@@ -16,17 +16,32 @@ import numpy as np
 import pytest
 
 from perfctl.analysis import ab as ab_stats
+from perfctl.analysis import verdicts
 from perfctl.analysis.ab import SequentialComparison, settles
-from perfctl.analysis.rank_tests import linear_quantile
-from perfctl.analysis.sparc import Relevance
+from perfctl.analysis.summary import linear_quantile
+from perfctl.analysis.verdicts import Relevance
 from perfctl.report import ab as ab_report
 from tests.conftest import needs_tracepoints, perfctl
 
 
 def test_doctests():
-    for module in (ab_stats, ab_report):
+    for module in (ab_stats, ab_report, verdicts):
         failures, tried = doctest.testmod(module)
         assert tried > 0 and failures == 0, module.__name__
+
+
+def test_ab_runs_without_numpy(tmp_path):
+    """ab decides after every round in plain Python (analysis/mixture.py, verdicts.py, summary.py): numpy's
+    import was ~80 ms of its start, and bench/stat_rate.py holds its per-run rate to within 10% of stat's."""
+    script = ("import sys\nfrom perfctl.cli import main\ncode = main(sys.argv[1:])\n"
+              "print(code, sorted(m for m in ('numpy', 'scipy') if m in sys.modules))")
+    args = ["ab", "--max-runs", "12", "--min-runs", "12", "--no-progress", "-e", "task-clock",
+            "-o", str(tmp_path / "s.jsonl"), "--", "/bin/true", ":::", "/bin/true"]
+    result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    code, modules = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert code in ("0", "3", "4") and modules == "[]", (result.stdout, result.stderr)
+    with open(tmp_path / "s.jsonl") as f:
+        assert sum(json.loads(line)["type"] == "sample" for line in f) == 24  # 12 rounds of two
 
 
 def test_settles_reads_the_interval_against_the_band():

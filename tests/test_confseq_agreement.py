@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-from perfctl.analysis import sequential
+from perfctl.analysis import mixture, sequential
 
 CONFSEQ_VERSION = "0.0.11"
 ALPHAS = [0.001, 0.01, 0.05, 0.1, 0.3]
@@ -85,12 +85,12 @@ def test_beta_binomial_mixture(confseq, is_one_sided):
                     s = np.array([-0.3 * v / h, 0.0, 0.2 * v / g, 0.9 * v / g])
                     theirs = confseq.boundaries.beta_binomial_log_mixture(s, v, v_opt, g, h, alpha_opt,
                                                                           is_one_sided)
-                    ours = [sequential.beta_binomial_log_mixture(float(x), v, v_opt, g, h, alpha_opt,
+                    ours = [mixture.beta_binomial_log_mixture(float(x), v, v_opt, g, h, alpha_opt,
                                                                  is_one_sided) for x in s]
                     # ln m is a difference of log-gamma terms up to lgamma((r + v) / (g h)), which may be
                     # 1e6 where ln m is near 0: boost's and C's lgamma agree to a few ulps of those terms
                     # (seen: 4e-16 of the largest), so the difference is compared on that scale.
-                    r = sequential.BetaBinomialMixture(v_opt, alpha_opt, g, h, is_one_sided).r
+                    r = mixture.BetaBinomialMixture(v_opt, alpha_opt, g, h, is_one_sided).r
                     scale = abs(math.lgamma((r + v) / (g * h)))
                     finite = np.isfinite(theirs)
                     assert np.array_equal(np.asarray(ours)[~finite], theirs[~finite])
@@ -98,7 +98,7 @@ def test_beta_binomial_mixture(confseq, is_one_sided):
                     for alpha in [0.001, 0.05, 0.3]:
                         theirs = confseq.boundaries.beta_binomial_mixture_bound(v, alpha, v_opt, g, h, alpha_opt,
                                                                                 is_one_sided)
-                        ours = sequential.beta_binomial_mixture_bound(v, alpha, v_opt, g, h, alpha_opt,
+                        ours = mixture.beta_binomial_mixture_bound(v, alpha, v_opt, g, h, alpha_opt,
                                                                       is_one_sided)
                         assert ours == pytest.approx(float(theirs), rel=1e-9)
 

@@ -319,7 +319,7 @@ def test_a_hostile_answer_is_refused_field_by_field(tmp_path):
                              ("median_a", "x", "str where float | None belongs"),
                              ("n_a", 1.5, "float where <class 'int'> belongs"),
                              ("warnings", [None], "tuple where tuple[str, ...] belongs"),
-                             ("sparc", {"enum": "sparc.Relevance", "name": [1]}, "unknown enum")):
+                             ("sparc", {"enum": "verdicts.Relevance", "name": [1]}, "unknown enum")):
         document = json.loads(good)
         document["fields"]["comparison"]["fields"]["benchmarks"][0]["fields"][key] = value
         with pytest.raises(results.ResultError, match=re.escape(said)):

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy.special import zeta
 
-from perfctl.analysis import sequential
+from perfctl.analysis import mixture, sequential
 
 _spec = importlib.util.spec_from_file_location(
     "confseq_bounds", Path(__file__).parent / "reference" / "confseq_bounds.py")
@@ -152,9 +152,9 @@ def test_quantile_cs_values():
     (lambda: sequential.quantile_ab_p_value([1.0], [1.0], 0.5, 10, 1.0), "alpha_opt must be in"),
     (lambda: sequential.quantile_ab_ratio_cs([1.0, -1.0], [1.0], 0.5, 10), "must be > 0 for a ratio"),
     (lambda: sequential.quantile_ab_ratio_cs([1.0], [1.0], 0.5, 10, alpha=0.0), "alpha must be in"),
-    (lambda: sequential.BetaBinomialMixture(0.0, 0.05, 0.5, 0.5), "v_opt must be finite and > 0"),
-    (lambda: sequential.BetaBinomialMixture(10.0, 0.05, 0.0, 0.5), "g must be finite and > 0"),
-    (lambda: sequential.beta_binomial_mixture_bound(10.0, 1.0, 10.0, 0.5, 0.5), "alpha must be in"),
+    (lambda: mixture.BetaBinomialMixture(0.0, 0.05, 0.5, 0.5), "v_opt must be finite and > 0"),
+    (lambda: mixture.BetaBinomialMixture(10.0, 0.05, 0.0, 0.5), "g must be finite and > 0"),
+    (lambda: mixture.beta_binomial_mixture_bound(10.0, 1.0, 10.0, 0.5, 0.5), "alpha must be in"),
 ])
 def test_invalid_parameters_raise_one_line_value_error(call, message):
     with pytest.raises(ValueError, match=message) as info:
@@ -237,8 +237,9 @@ def test_cs_never_misses_more_than_alpha_naive_does(alpha):
 
 
 def test_doctests():
-    failures, tried = doctest.testmod(sequential)
-    assert tried >= 8 and failures == 0
+    for module, least in ((sequential, 6), (mixture, 2)):
+        failures, tried = doctest.testmod(module)
+        assert tried >= least and failures == 0, module.__name__
 
 
 @pytest.mark.parametrize("is_one_sided", [True, False])
@@ -248,11 +249,11 @@ def test_beta_binomial_mixture_agrees_with_confseq(is_one_sided):
             for alpha_opt in [0.01, 0.05, 0.2]:
                 for v in [0.5, 10.0, 250.0, 1e4]:
                     for s in [-0.3 * v / h, 0.0, 0.2 * v / g, 0.9 * v / g]:
-                        ours = sequential.beta_binomial_log_mixture(s, v, v_opt, g, h, alpha_opt, is_one_sided)
+                        ours = mixture.beta_binomial_log_mixture(s, v, v_opt, g, h, alpha_opt, is_one_sided)
                         theirs = reference.beta_binomial_log_mixture(s, v, v_opt, g, h, alpha_opt, is_one_sided)
                         assert ours == pytest.approx(theirs, rel=1e-12, abs=1e-12)
                     for alpha in [0.001, 0.05, 0.3]:
-                        ours = sequential.beta_binomial_mixture_bound(v, alpha, v_opt, g, h, alpha_opt,
+                        ours = mixture.beta_binomial_mixture_bound(v, alpha, v_opt, g, h, alpha_opt,
                                                                       is_one_sided)
                         theirs = reference.beta_binomial_mixture_bound(v, alpha, v_opt, g, h, alpha_opt,
                                                                        is_one_sided)
@@ -260,17 +261,17 @@ def test_beta_binomial_mixture_agrees_with_confseq(is_one_sided):
 
 
 def test_beta_binomial_mixture_parts():
-    mixture = sequential.BetaBinomialMixture(100.0, 0.05, 0.3, 0.7, False)
-    assert mixture.r == reference.BetaBinomialMixture.optimal_r(100.0, 0.05, 0.3, 0.7, False)
-    assert mixture.s_upper_bound(21.0) == 70.0
+    boundary = mixture.BetaBinomialMixture(100.0, 0.05, 0.3, 0.7, False)
+    assert boundary.r == reference.BetaBinomialMixture.optimal_r(100.0, 0.05, 0.3, 0.7, False)
+    assert boundary.s_upper_bound(21.0) == 70.0
     # Crossing the threshold at the bound: ln m(bound) = ln(1/alpha), to bisection accuracy.
-    bound = mixture.bound(50.0, math.log(20))
-    assert mixture.log_superMG(bound, 50.0) == pytest.approx(math.log(20), abs=1e-9)
+    bound = boundary.bound(50.0, math.log(20))
+    assert boundary.log_superMG(bound, 50.0) == pytest.approx(math.log(20), abs=1e-9)
     # A threshold never reached below s_upper_bound gives s_upper_bound itself.
-    assert mixture.bound(0.5, math.log(1e6)) == mixture.s_upper_bound(0.5)
-    assert sequential.log_incomplete_beta(2.0, 3.0, 1) == pytest.approx(math.log(1 / 12), rel=1e-15)
+    assert boundary.bound(0.5, math.log(1e6)) == boundary.s_upper_bound(0.5)
+    assert mixture.log_incomplete_beta(2.0, 3.0, 1) == pytest.approx(math.log(1 / 12), rel=1e-15)
     # B(0.4; 2, 3) = I_0.4(2, 3) / 12, I_0.4(2, 3) = P[Bin(4, 0.4) >= 2] = 0.5248
-    assert sequential.log_incomplete_beta(2.0, 3.0, 0.4) == pytest.approx(math.log(0.5248 / 12), rel=1e-14)
+    assert mixture.log_incomplete_beta(2.0, 3.0, 0.4) == pytest.approx(math.log(0.5248 / 12), rel=1e-14)
 
 
 def _ab_arms(kind, rng, sizes):

@@ -10,7 +10,7 @@ from scipy import stats
 from perfctl.analysis import multiple, spa, validity
 from perfctl.analysis.compare import Parameters, compare
 from perfctl.analysis.rank_tests import hodges_lehmann_center, hodges_lehmann_shift, mann_whitney, wilcoxon_signed_rank
-from perfctl.analysis.sparc import Relevance, overall_test, read_off, relevance, sparc_suite, sparc_tests
+from perfctl.analysis.sparc import overall_test, sparc_suite, sparc_tests
 from perfctl.analysis.speedup_test import (
     Verdict,
     benchmarks_needed,
@@ -21,6 +21,7 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
+from perfctl.analysis.verdicts import Relevance, read_off, relevance
 
 DATA = Path(__file__).resolve().parents[1] / "examples/data"
 SMALL_L2 = np.loadtxt(DATA / "ferret-l2_512kB-simticks.csv", delimiter=",")

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfctl.analysis.ab import Settlement
-from perfctl.analysis.sparc import Relevance
+from perfctl.analysis.verdicts import Relevance
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, Interrupted
 from perfctl.report import FAIL_ON, NORMAL, QUIET, Report, finite
 from perfctl.text import cell, visible

@@ -1,0 +1,58 @@
+"""How a verdict is read off a ratio interval: SPARC's four conclusions (Tullos, Graham, Jordan, Patel, IEEE
+OJ-CS 2021, Table I; ../shared/seeds/001_b0b9677f55f20b9d.txt) and whether a change is shown beyond the
+equivalence margin. ``compare`` reads them off its intervals (analysis/sparc.py), ``ab`` and the fleet's
+``--until-settled`` off a confidence sequence (analysis/ab.py): one vocabulary for all three.
+
+Plain Python, no numpy: ``perfctl ab`` imports it at every start.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Relevance(enum.Enum):
+    RELEVANT = "relevant difference"
+    TRIVIAL = "trivial difference"
+    EQUIVALENCE = "equivalence"
+    INDETERMINATE = "indeterminate"
+
+
+def relevance(difference_rejected: bool, equivalence_rejected: bool) -> Relevance:
+    """Table I: (reject H0+?, reject both H01- and H02-?) -> conclusion.
+
+    Relevant difference means "a difference is shown and equivalence is not": the change may still lie
+    inside the margin (the paper's gloss "outside the equivalence margin" holds only for the point
+    estimate's neighbourhood, not as a demonstrated fact; see ``beyond`` for that).
+    """
+    if difference_rejected:
+        return Relevance.TRIVIAL if equivalence_rejected else Relevance.RELEVANT
+    return Relevance.EQUIVALENCE if equivalence_rejected else Relevance.INDETERMINATE
+
+
+def read_off(low: float | None, high: float | None, delta: float) -> tuple[bool, bool]:
+    """(difference shown, equivalence shown) read off a ratio interval [low, high]: the interval excludes 1;
+    it lies inside [1 - delta, 1 + delta]. An unbounded end (None: too few runs for the level) shows neither.
+
+    >>> read_off(0.912, 0.946, 0.05), read_off(0.96, 0.99, 0.05), read_off(0.98, 1.01, 0.05)
+    ((True, False), (True, True), (False, True))
+    """
+    if low is None or high is None:
+        return False, False
+    return (high < 1 or low > 1), (1 - delta <= low and high <= 1 + delta)
+
+
+def beyond(low: float | None, high: float | None, delta: float) -> str | None:
+    """"slower" when the whole interval is below 1 - delta, "faster" when above 1 + delta, else None: the
+    change is shown to exceed the equivalence margin (not only to exist, which is all "relevant" says).
+
+    >>> beyond(0.912, 0.946, 0.05), beyond(0.950, 0.974, 0.05), beyond(1.06, 1.2, 0.05)
+    ('slower', None, 'faster')
+    """
+    if low is None or high is None:
+        return None
+    if high < 1 - delta:
+        return "slower"
+    if low > 1 + delta:
+        return "faster"
+    return None
