@@ -9,7 +9,15 @@ import random
 import re
 import time
 
-from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare, write_summary
+from perfctl.cli.measure import (
+    ClosingMeanwhile,
+    OutputError,
+    SampleOutputs,
+    control_options,
+    open_backend,
+    prepare,
+    write_summary,
+)
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     command_of,
@@ -156,6 +164,7 @@ def run(args) -> int:
     policy = interference(args)
     live = _live(args)
     stopped_by: Interrupted | None = None
+    closing = None
     try:
         try:
             correctors = [None] * len(sides)
@@ -211,7 +220,7 @@ def run(args) -> int:
                         break
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
-            backend.close()
+            closing = ClosingMeanwhile(backend)
             runner.close()
             outputs.close()
     except Interrupted as signalled:
@@ -234,6 +243,7 @@ def run(args) -> int:
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if result.output else ""
         say(f"perfctl: interrupted after {result.rounds} rounds ({stopped_by.name}){where}")
+    closing.join()
     return code
 
 

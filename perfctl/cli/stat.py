@@ -6,7 +6,15 @@ import argparse
 import contextlib
 import os
 
-from perfctl.cli.measure import OutputError, SampleOutputs, control_options, open_backend, prepare, write_summary
+from perfctl.cli.measure import (
+    ClosingMeanwhile,
+    OutputError,
+    SampleOutputs,
+    control_options,
+    open_backend,
+    prepare,
+    write_summary,
+)
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     command_of,
@@ -77,6 +85,7 @@ def run(args) -> int:
     # a hidden bar is not made: rich's progress costs every start its import, and every run ~10 us
     progress = None if args.no_progress or args.quiet or not interactive(stderr=True) else _progress(total)
     stopped_by: Interrupted | None = None
+    closing = None
     try:
         try:
             corrector = None
@@ -94,7 +103,7 @@ def run(args) -> int:
                         progress.advance(task)
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
-            backend.close()
+            closing = ClosingMeanwhile(backend)
             runner.close()
             outputs.close()
     except Interrupted as signalled:
@@ -115,6 +124,7 @@ def run(args) -> int:
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")
+    closing.join()
     return code
 
 
