@@ -45,6 +45,7 @@ from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label
 from perfctl.output import STOP_SIGNALS
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
+from perfctl.wire import job_run_uuid
 
 log = logging.getLogger("perfctl.agent")
 
@@ -54,7 +55,6 @@ BATCHES_PENDING = Gauge("perfctl_agent_batches_pending", "Batches sent and not y
 SAMPLES_PENDING = Gauge("perfctl_agent_samples_pending", "Samples in the spool, not yet acked")
 CONNECTED = Gauge("perfctl_agent_connected", "1 while registered with the server")
 SPOOL_FULL = Gauge("perfctl_agent_spool_full", "1 while the spool's filesystem is full (measuring paused)")
-JOB_UUID_NAMESPACE = uuid_module.UUID("2d6f3c1e-6a8e-4f3b-9a4b-7f1f0c2f7e11")
 WINDOW = 4  # batches in flight
 SPOOL_RETRY_MAX = 8.0  # seconds between tries of a spool write while its disk is full
 LINGER = 0.05  # seconds to let a batch fill once samples arrive: fewer, larger commits on the server
@@ -538,12 +538,15 @@ class Agent:
             if done:  # the agent stopped between the deciding run and the job's end
                 self._spool_write(self.spool.set_job_state, job_id, "done", done)
                 return
+        stored = set(job.stored_runs)  # a retried job: these runs reached the server before it was lost
         for index in range(next_index, len(order)):
             if self.stopping.is_set():
                 return
+            if index in stored:
+                continue
             warmup, run_index, which = order[index]
             resolved, bench = commands[which]
-            sample_uuid = str(uuid_module.uuid5(JOB_UUID_NAMESPACE, f"{job_id}/{index}"))
+            sample_uuid = job_run_uuid(job_id, index)
             sample = session.measure_once(backend, self._runner, resolved, bench, control, environment,
                                           run_index=run_index, warmup=warmup, sample_uuid=sample_uuid,
                                           machine_id=self.inventory.machine_id, job_id=job_id,
@@ -563,7 +566,9 @@ class Agent:
                 self._spool_write(self.spool.set_job_state, job_id, "done", settled)
                 return
         self._spool_write(self.spool.set_job_state, job_id, "done",
-                          rounds.summary(settled=False) if rounds is not None else f"{len(order)} runs")
+                          rounds.summary(settled=False) if rounds is not None else
+                          f"{len(order) - len(stored)} runs" + (f" ({len(stored)} stored before the retry)"
+                                                               if stored else ""))
 
     # --- the network side (asyncio) ---
 
@@ -598,10 +603,17 @@ class Agent:
             raise self._spool_error
 
     async def _connect_until_stopped(self) -> None:
+        """Connected to a server until the agent stops. Of several (replicas: --server A,B), the next in turn
+        after each lost or failed connection: when the one it streamed to dies, the agent is at another within
+        a reconnect's backoff; the spool holds what was not acked meanwhile."""
         metadata = (("authorization", f"Bearer {self.config.token}"),)
         info = self._machine_info()
+        servers = security.split_servers(self.config.server)
+        turn = 0
         while not self.stopping.is_set():
-            channel = security.channel(self.config.server, self.config.tls, self.config.insecure,
+            server = servers[turn % len(servers)]
+            turn += 1
+            channel = security.channel(server, self.config.tls, self.config.insecure,
                                        options=[("grpc.keepalive_time_ms", 10000),
                                                 ("grpc.keepalive_timeout_ms", 5000),
                                                 ("grpc.keepalive_permit_without_calls", 1),
@@ -609,7 +621,7 @@ class Agent:
             try:
                 stub = rpc.AgentServiceStub(channel)
                 response = await stub.Register(pb.RegisterRequest(machine=info), metadata=metadata, timeout=5)
-                log.info("registered with %s as %s", self.config.server, self.config.name)
+                log.info("registered with %s as %s", server, self.config.name)
                 CONNECTED.set(1)
                 self.backoff = 0.5
                 async with asyncio.TaskGroup() as group:
@@ -621,16 +633,16 @@ class Agent:
                     group.create_task(self._until_stopped())
             except* grpc.aio.AioRpcError as group_error:
                 for err in group_error.exceptions:
-                    log.warning("server %s: %s: %s", self.config.server, err.code().name, err.details())
+                    log.warning("server %s: %s: %s", server, err.code().name, err.details())
             except* _Stopped:
                 pass
             except* _StreamEnded as group_error:
-                log.warning("server %s: %s", self.config.server, group_error.exceptions[0])
+                log.warning("server %s: %s", server, group_error.exceptions[0])
             except* SpoolError as group_error:
                 self._spool_damaged(group_error.exceptions[0])
             except* Exception as group_error:  # noqa: BLE001 - like the worker, the connection outlives a bug
                 for err in group_error.exceptions:
-                    log.error("connection to %s: unexpected error; reconnecting", self.config.server,
+                    log.error("connection to %s: unexpected error; reconnecting", server,
                               exc_info=err)
             finally:
                 CONNECTED.set(0)

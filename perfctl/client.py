@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from perfctl import security
 
+CONNECT_TIMEOUT_S = 5.0  # per server of a list, before the next is tried
+
 
 class ClientError(ValueError):
     pass
@@ -52,14 +54,23 @@ def read_token(path: str) -> str:
     return token
 
 
-def settings(args) -> ClientSettings:
+def settings(args, role: str = "client") -> ClientSettings:
+    """Last of all, a zero-config server on this host (perfctl/state.py): its loopback address and the token it
+    made for this host's ``role`` (client or agent), when that token file is there."""
+    from perfctl import state
+
     config = _config()
-    server = getattr(args, "server", None) or os.environ.get("PERFCTL_SERVER") or config.get("server")
+    local_token = state.path(state.AGENT_TOKEN if role == "agent" else state.CLIENT_TOKEN)
+    local = os.path.exists(local_token)
+    server = getattr(args, "server", None) or os.environ.get("PERFCTL_SERVER") or config.get("server") or (
+        state.LOCAL_SERVER if local else None)
     if not server:
         raise ClientError("no server: give --server HOST:PORT, set PERFCTL_SERVER, "
                           "or write ~/.config/perfctl/client.json")
     token_file = getattr(args, "token_file", None) or os.environ.get("PERFCTL_TOKEN_FILE") or config.get("token_file")
     token = read_token(token_file) if token_file else os.environ.get("PERFCTL_TOKEN")
+    if not token and local:
+        token = read_token(local_token)
     if not token:
         raise ClientError("no token: give --token-file, or set PERFCTL_TOKEN or PERFCTL_TOKEN_FILE")
     ca = getattr(args, "tls_ca", None) or os.environ.get("PERFCTL_TLS_CA") or config.get("tls_ca")
@@ -69,12 +80,26 @@ def settings(args) -> ClientSettings:
 
 
 def query(args):
-    """(QueryService stub, call metadata, channel) for a client command."""
+    """(QueryService stub, call metadata, channel) for a client command. Of several servers (replicas:
+    --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S; a DNS name with several
+    addresses is gRPC's to try in turn."""
+    import grpc
+
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
     s = settings(args)
-    channel = security.channel(s.server, s.tls, s.insecure, aio=False)
-    return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel
+    servers = security.split_servers(s.server)
+    for server in servers:
+        channel = security.channel(server, s.tls, s.insecure, aio=False)
+        if len(servers) > 1:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_S)
+            except grpc.FutureTimeoutError:
+                channel.close()
+                continue
+        return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel
+    raise ClientError(f"none of the servers {', '.join(servers)} accepted a connection within "
+                      f"{CONNECT_TIMEOUT_S:g} s")
 
 
 def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) -> list:

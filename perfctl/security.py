@@ -99,6 +99,17 @@ def server_credentials(tls: TlsFiles, listen: str, insecure: bool) -> grpc.Serve
     return None
 
 
+def split_servers(text: str) -> list[str]:
+    """The servers of ``--server A,B,...`` (replicas of one fleet: docs/operations.md), each HOST:PORT, in the
+    order given. SecurityError naming the one that is not an address."""
+    servers = [part.strip() for part in text.split(",")]
+    if not all(servers):
+        raise SecurityError(f"--server {text!r}: an empty address in the list")
+    for server in servers:
+        split_address(server)
+    return servers
+
+
 def channel(address: str, tls: TlsFiles, insecure: bool, options: list | None = None, aio: bool = True):
     """A gRPC channel to ``address``: TLS when a CA is given, plaintext only to loopback or with --insecure."""
     host, _ = split_address(address)

@@ -4,9 +4,19 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 from perfctl.model import Sample
 from perfctl.v1 import fleet_pb2 as pb
+
+# Run k of a job (k: its position in the job's run order, warmups included) is stored under uuid5(job, k):
+# an agent that measures it again after a restart, and the server that stores it again, agree it is one run.
+JOB_UUID_NAMESPACE = uuid.UUID("2d6f3c1e-6a8e-4f3b-9a4b-7f1f0c2f7e11")
+
+
+def job_run_uuid(job_id: str, k: int) -> str:
+    return str(uuid.uuid5(JOB_UUID_NAMESPACE, f"{job_id}/{k}"))
+
 
 _READING_OPTIONAL = ("value", "time_enabled", "time_running", "scaled", "reason", "source", "corrected",
                      "correction_model", "audit_id")

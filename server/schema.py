@@ -42,6 +42,8 @@ machines = Table(
     Column("agent_version", String(64), nullable=False),
     Column("first_seen_ns", BigInteger, nullable=False),
     Column("last_heard_ns", BigInteger, nullable=False),
+    # the server replica holding the agent's job watch (server/jobs.py), NULL when none does (migration 0006)
+    Column("watched_by", String(64)),
 )
 
 benchmarks = Table(
@@ -126,7 +128,9 @@ jobs = Table(
     Column("samples", Integer, nullable=False),
     Column("submitted_ns", BigInteger, nullable=False),
     Column("updated_ns", BigInteger, nullable=False),
+    Column("lease_ns", BigInteger),  # a dispatched or running job's lease lapses then (migration 0006)
     Index("ix_jobs_machine_state", "machine", "state"),
+    Index("ix_jobs_state_lease", "state", "lease_ns"),
 )
 
 audits = Table(

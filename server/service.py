@@ -8,6 +8,7 @@ flight finish (``grace``), so an agent either gets the ack or re-sends the batch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import importlib
@@ -24,7 +25,6 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import grpc
-from prometheus_client import Counter, Gauge, Histogram
 
 from perfctl import results, security
 from perfctl.analysis.audits import audit_warning
@@ -35,6 +35,15 @@ from perfctl.output import STOP_SIGNALS
 from perfctl.pairing import PairingError, compared
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch, decode_spans, payloads_of
+from perfctl.server.jobs import DEFAULT_LEASE_S, JobHub, JobKeeper
+from perfctl.server.metrics import (
+    AGENTS_CONNECTED,
+    BATCHES,
+    INGEST_ERRORS,
+    INGEST_LATENCY,
+    SAMPLES_DUPLICATE,
+    SAMPLES_INGESTED,
+)
 from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
 from perfctl.server.storage import JobReportError, Storage, StorageError
 from perfctl.server.validation import (
@@ -45,6 +54,7 @@ from perfctl.server.validation import (
     validate_compare,
     validate_heartbeat,
     validate_job,
+    validate_job_id,
     validate_job_report,
     validate_machine_info,
     validate_selection,
@@ -54,15 +64,6 @@ from perfctl.v1 import fleet_pb2_grpc as rpc
 
 log = logging.getLogger("perfctl.server")
 
-SAMPLES_INGESTED = Counter("perfctl_samples_ingested_total", "Samples stored (new)")
-SAMPLES_DUPLICATE = Counter("perfctl_samples_duplicate_total", "Samples received again and not stored twice")
-BATCHES = Counter("perfctl_batches_total", "Sample batches acked")
-INGEST_LATENCY = Histogram("perfctl_ingest_latency_seconds", "Batch receipt to ack (commit included)",
-                           buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5))
-AGENTS_CONNECTED = Gauge("perfctl_agents_connected", "Agents with an open job watch")
-JOBS = Gauge("perfctl_jobs", "Jobs by state", ["state"])
-
-HEARTBEAT_SECONDS = 10
 TOKEN_RECHECK_SECONDS = 1.0
 
 
@@ -100,10 +101,11 @@ def _bearer(context) -> str | None:
 
 
 class _Base:
-    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub):
+    def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper):
         self.storage = storage
         self.tokens = tokens
-        self.hub = hub
+        self.keeper = keeper
+        self.hub = keeper.hub
 
     async def _principal(self, context, role: str) -> Principal:
         principal = self.tokens.identify(_bearer(context))
@@ -124,40 +126,6 @@ class _Base:
             return await asyncio.to_thread(function, *args)
         except StorageError as err:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
-
-
-class JobHub:
-    """Jobs waiting for connected agents: a queue per open job watch. Two watches under one name (an agent
-    restarted before its old connection timed out, or a second agent given the same token) are kept apart:
-    jobs go to the newest, and one leaving never takes the other's queue with it."""
-
-    def __init__(self) -> None:
-        self._watches: dict[str, list[asyncio.Queue]] = {}
-
-    def watch(self, machine: str) -> asyncio.Queue:
-        queue: asyncio.Queue = asyncio.Queue()
-        self._watches.setdefault(machine, []).append(queue)
-        return queue
-
-    def unwatch(self, machine: str, queue: asyncio.Queue) -> None:
-        queues = self._watches.get(machine, [])
-        if queue in queues:
-            queues.remove(queue)
-        if not queues:
-            self._watches.pop(machine, None)
-
-    def connected(self, machine: str) -> bool:
-        return machine in self._watches
-
-    def machines(self) -> int:
-        return len(self._watches)
-
-    def offer(self, machine: str, job: pb.Job) -> bool:
-        queues = self._watches.get(machine)
-        if not queues:
-            return False
-        queues[-1].put_nowait(job)
-        return True
 
 
 class GroupCommit:
@@ -232,8 +200,8 @@ class GroupCommit:
 
 
 class AgentService(_Base, rpc.AgentServiceServicer):
-    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub, decoders: Decoders | None = None):
-        super().__init__(storage, tokens, hub)
+    def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper, decoders: Decoders | None = None):
+        super().__init__(storage, tokens, keeper)
         self.writer = GroupCommit(storage)
         self.decoders = decoders or Decoders(0)
 
@@ -246,13 +214,19 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         problem = validate_machine_info(info)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        await self._db(context, self.storage.register, info, time.time_ns())
+        now_ns = time.time_ns()
+        await self._db(context, self.storage.register, info, now_ns)
+        # an agent back (here, or at another replica) renews its jobs' leases at once, not at its first heartbeat
+        await self._db(context, self.storage.heard, info.name, now_ns, self.keeper.lease_s)
         log.info("agent %s registered", info.name)
-        return pb.RegisterResponse(agent_id=info.name, heartbeat_seconds=HEARTBEAT_SECONDS,
+        return pb.RegisterResponse(agent_id=info.name,
+                                   heartbeat_seconds=self.keeper.heartbeat_s,
                                    max_batch_samples=MAX_BATCH_SAMPLES)
 
     async def StreamSamples(self, request_iterator, context):
         try:
+            if self.tokens.identify(_bearer(context)) is None:
+                INGEST_ERRORS.labels("unauthorized").inc()
             principal = await self._principal(context, "agent")
             async for ack in self._acks(principal, request_iterator, context):
                 yield ack
@@ -272,13 +246,17 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "the server's decode workers keep dying; "
                                                                  "send the batch again later")
             if len(decoded) == 2:
+                INGEST_ERRORS.labels("invalid").inc()
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, decoded[1])
             sequence, rows, payloads = decoded
-            await self._still_authorized(context, principal)  # a token revoked mid-stream stores nothing more
+            if self.tokens.identify(_bearer(context)) != principal:  # revoked mid-stream: nothing more is stored
+                INGEST_ERRORS.labels("unauthorized").inc()
+            await self._still_authorized(context, principal)
             job_ids = {row[2] for row in rows if row[2] is not None}
             if job_ids and not self.storage.knows_jobs(principal.name, job_ids):
                 foreign = await self._db(context, self.storage.foreign_jobs, principal.name, job_ids)
                 if foreign:
+                    INGEST_ERRORS.labels("invalid").inc()
                     index = next(i for i, row in enumerate(rows) if row[2] in foreign)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         f"batch {sequence} sample {index} ({rows[index][0]}): job_id "
@@ -286,6 +264,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
             try:
                 stored, duplicates = await self.writer.ingest(principal.name, rows, payloads)
             except StorageError as err:
+                INGEST_ERRORS.labels("storage").inc()
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
             SAMPLES_INGESTED.inc(stored)
             SAMPLES_DUPLICATE.inc(duplicates)
@@ -298,7 +277,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         problem = validate_heartbeat(request)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        await self._db(context, self.storage.heard, principal.name, time.time_ns())
+        await self._db(context, self.storage.heard, principal.name, time.time_ns(), self.keeper.lease_s)
         return pb.HeartbeatResponse()
 
     async def WatchJobs(self, request, context):
@@ -306,21 +285,30 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         queue = self.hub.watch(principal.name)
         AGENTS_CONNECTED.set(self.hub.machines())
         try:
-            for job in await self._db(context, self.storage.open_jobs, principal.name):
-                queue.put_nowait(job)
+            await self._db(context, self.storage.watching, principal.name, self.keeper.replica, True)
+            for state, job in await self._db(context, self.storage.open_jobs, principal.name):
+                # queued: submitted while no agent of this name was connected; claimed first, as JobKeeper
+                # does, for another replica may be offering it too. Dispatched or running: sent again (the
+                # agent knows a job it has by its id), so a restarted agent with an empty spool gets it.
+                if state != "queued" or await self._db(context, self.storage.claim_job, job.job_id,
+                                                       principal.name, self.keeper.lease_s):
+                    queue.put_nowait(job)
             while True:
                 try:
                     job = await asyncio.wait_for(queue.get(), TOKEN_RECHECK_SECONDS)
                 except TimeoutError:
                     await self._still_authorized(context, principal)
                     continue
-                # a job taken here but not sent stays queued in the database: the next watch offers it
+                # a job taken here but not sent is dispatched in the database: the next watch sends it again,
+                # or its lease lapses
                 await self._still_authorized(context, principal)
-                await self._db(context, self.storage.mark_dispatched, job.job_id, principal.name)
                 yield job
         finally:
             self.hub.unwatch(principal.name, queue)
             AGENTS_CONNECTED.set(self.hub.machines())
+            if not self.hub.connected(principal.name):
+                with contextlib.suppress(StorageError):  # a database gone meanwhile: the heartbeats' age says it
+                    await asyncio.to_thread(self.storage.watching, principal.name, self.keeper.replica, False)
 
     async def ReportJob(self, request, context):
         principal = await self._principal(context, "agent")
@@ -348,8 +336,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
 
 class QueryService(_Base, rpc.QueryServiceServicer):
-    def __init__(self, storage: Storage, tokens: Tokens, hub: JobHub, compare_limit: int = MAX_COMPARE_RUNS):
-        super().__init__(storage, tokens, hub)
+    def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper, compare_limit: int = MAX_COMPARE_RUNS):
+        super().__init__(storage, tokens, keeper)
         self.compare_limit = compare_limit
 
     async def ListMachines(self, request, context):
@@ -362,7 +350,9 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             summary = response.machines.add(name=row["name"], machine_id=row["machine_id"],
                                             inventory_json=row["inventory"], backends=json.loads(row["backends"]),
                                             last_heard_ns=row["last_heard_ns"],
-                                            connected=self.hub.connected(row["name"]), samples=row["samples"],
+                                            connected=self.keeper.connected(row["name"], row["watched_by"],
+                                                                            row["last_heard_ns"]),
+                                            samples=row["samples"],
                                             audit_verdict=audit["verdict"] if audit else "",
                                             audit_time_ns=audit["time_ns"] if audit else 0)
             for entry in json.loads(row["events"]):
@@ -518,15 +508,35 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             job = pb.Job()
             job.CopyFrom(request.job)
             job.job_id = job_id
-            self.hub.offer(machine, job)
+            await self._offer(context, machine, job)
             ids.append(job_id)
-        await self._refresh_job_gauge()
+        await self._db(context, self.keeper.job_gauge)
         return pb.SubmitJobResponse(job_ids=ids)
 
-    async def _refresh_job_gauge(self) -> None:
-        counts = await asyncio.to_thread(self.storage.job_counts)
-        for state in ("queued", "dispatched", "running", "done", "failed", "refused"):
-            JOBS.labels(state).set(counts.get(state, 0))
+    async def _offer(self, context, machine: str, job: pb.Job) -> None:
+        """To an agent connected here at once; to one at another replica within its DISPATCH_POLL_S."""
+        try:
+            await self.keeper.claim_and_offer(machine, job)
+        except StorageError as err:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+
+    async def RetryJob(self, request, context):
+        await self._principal(context, "client")
+        problem = validate_job_id(request.job_id)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        try:
+            row = await asyncio.to_thread(self.storage.retry_job, request.job_id)
+        except JobReportError as err:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        except StorageError as err:
+            await context.abort(grpc.StatusCode.NOT_FOUND if str(err).startswith("no job") else
+                                grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        job = pb.Job.FromString(bytes(row["spec"]))
+        await self._offer(context, row["machine"], job)
+        await self._db(context, self.keeper.job_gauge)
+        log.info("job %s on %s retried: %d runs stored are kept", job.job_id, row["machine"], len(job.stored_runs))
+        return pb.RetryJobResponse(job=_job_status(row))
 
     async def GetAudits(self, request, context):
         await self._principal(context, "client")
@@ -538,11 +548,14 @@ class QueryService(_Base, rpc.QueryServiceServicer):
     async def GetJobs(self, request, context):
         await self._principal(context, "client")
         rows = await self._db(context, self.storage.list_jobs, request.machine or None)
-        await self._refresh_job_gauge()
-        return pb.GetJobsResponse(jobs=[pb.JobStatus(job_id=r["id"], machine=r["machine"], state=r["state"],
-                                                     message=r["message"], samples=r["samples"],
-                                                     submitted_ns=r["submitted_ns"], updated_ns=r["updated_ns"],
-                                                     job=pb.Job.FromString(bytes(r["spec"]))) for r in rows])
+        await self._db(context, self.keeper.job_gauge)
+        return pb.GetJobsResponse(jobs=[_job_status(r) for r in rows])
+
+
+def _job_status(row: dict) -> pb.JobStatus:
+    return pb.JobStatus(job_id=row["id"], machine=row["machine"], state=row["state"], message=row["message"],
+                        samples=row["samples"], submitted_ns=row["submitted_ns"], updated_ns=row["updated_ns"],
+                        job=pb.Job.FromString(bytes(row["spec"])))
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -679,9 +692,29 @@ def _bind(server, listen: str, credentials) -> int:
     return port
 
 
+RETAIN_EVERY_S = 3600.0
+
+
+async def _retain(storage: Storage, retain_s: float) -> None:
+    """`perfctl server --retain`: at start and then hourly, the runs that started more than ``retain_s`` ago
+    are deleted (Storage.prune: in short batches, so ingest goes on). With several replicas each prunes; the
+    second finds nothing left."""
+    while True:
+        try:
+            removed = await asyncio.to_thread(storage.prune, time.time_ns() - int(retain_s * 1e9))
+        except StorageError as err:
+            log.warning("retention: %s; trying again in %.0f s", err, RETAIN_EVERY_S)
+        else:
+            if removed:
+                log.info("retention: deleted %d runs older than %.0f days (%s)", sum(removed.values()),
+                         retain_s / 86400, ", ".join(f"{m}: {n}" for m, n in sorted(removed.items())))
+        await asyncio.sleep(RETAIN_EVERY_S)
+
+
 async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grace: float = 10.0,
                 ready: asyncio.Event | None = None, decode_workers: int = 1,
-                compare_limit: int = MAX_COMPARE_RUNS) -> None:
+                compare_limit: int = MAX_COMPARE_RUNS, lease_s: float = DEFAULT_LEASE_S,
+                retain_s: float | None = None) -> None:
     """Run the server until SIGTERM or SIGINT, then stop taking calls and let in-flight batches finish.
 
     OSError("cannot listen on ADDRESS: why") when the address, or one of those it resolves to, cannot be
@@ -693,11 +726,12 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
                                       ("grpc.http2.max_pings_without_data", 0),
                                       ("grpc.keepalive_permit_without_calls", 1),
                                       ("grpc.so_reuseport", 0)])
-    hub = JobHub()
+    keeper = JobKeeper(storage, JobHub(), lease_s)
     decoders = Decoders(decode_workers)
+    keeping = None
     try:
-        _add_agent_service(AgentService(storage, tokens, hub, decoders), server)
-        rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, hub, compare_limit), server)
+        _add_agent_service(AgentService(storage, tokens, keeper, decoders), server)
+        rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, keeper, compare_limit), server)
         problem = _unbindable(listen)
         if problem is None and _bind(server, listen, credentials) == 0:
             # taken between the check and gRPC's bind, or gRPC's own reason
@@ -709,6 +743,9 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         # rather than by the first compare a user asks for
         await asyncio.to_thread(importlib.import_module, "scipy.stats")
         await server.start()
+        keeping = [asyncio.create_task(keeper.run())]
+        if retain_s is not None:
+            keeping.append(asyncio.create_task(_retain(storage, retain_s)))
         log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -720,4 +757,6 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         log.info("stopping: draining in-flight calls for up to %.0f s", grace)
         await server.stop(grace)
     finally:
+        for task in keeping or ():
+            task.cancel()
         decoders.shutdown()

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import LargeBinary, and_, cast, create_engine, event, func, literal_column, or_, select, update
+from sqlalchemy import LargeBinary, and_, cast, create_engine, event, func, literal_column, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
@@ -28,13 +28,17 @@ from perfctl.server import migrations
 from perfctl.server.decode import row_fields
 from perfctl.server.schema import audits, benchmarks, contexts, jobs, machines, samples, series, shapes
 from perfctl.v1 import fleet_pb2 as pb
-from perfctl.wire import inventory_of
+from perfctl.wire import inventory_of, job_run_uuid
 
 SAMPLE_COLUMNS = ("uuid", "machine", "benchmark", "job_id", "run_index", "warmup", "outcome", "start_time_ns",
                   "received_ns", "payload", "context", "shape", "vals")
-JOB_STATES = ("queued", "dispatched", "running", "done", "failed", "refused")
+JOB_STATES = ("queued", "dispatched", "running", "done", "failed", "refused", "lost")
 OPEN_JOB_STATES = ("queued", "dispatched", "running")
 MAX_CACHED_JOBS = 100_000
+# Retention deletes this many runs per transaction, then lets other writers in: ingest waits for one batch at
+# most, never for a whole prune.
+PRUNE_BATCH = 2000
+PRUNE_PAUSE_S = 0.01
 _NO_INTEGERS = np.zeros(0, np.int64)
 SQLITE_PAGE_SIZE = 16384
 SQLITE_CACHE_KIB = 65536
@@ -48,10 +52,15 @@ class JobReportError(ValueError):
     """A job report the job's state cannot take (a state back, more runs than the job has); one line."""
 
 
-# A job moves only forward: queued/dispatched -> running -> done, failed or refused, which are final.
+# A job moves only forward: queued/dispatched -> running -> done, failed or refused, which are final. A lost
+# job (its lease lapsed: server/jobs.py) takes its agent's report when the agent comes back after all; it
+# goes back to queued only by `perfctl jobs --retry` (retry_job).
 JOB_MOVES = {"queued": {"running", "done", "failed", "refused"},
              "dispatched": {"running", "done", "failed", "refused"},
-             "running": {"running", "done", "failed", "refused"}}
+             "running": {"running", "done", "failed", "refused"},
+             "lost": {"running", "done", "failed", "refused"}}
+LEASED_JOB_STATES = ("dispatched", "running")
+MIGRATION_LOCK = 0x70657266  # pg_advisory_xact_lock key of schema upgrades ("perf")
 
 
 def database_url(data_dir: str | None, url: str | None) -> str:
@@ -124,6 +133,10 @@ class Storage:
         config = Config()
         config.set_main_option("script_location", str(Path(migrations.__file__).parent))
         with self.engine.begin() as connection:
+            if not self.is_sqlite:
+                # server replicas starting together on one new database: one migrates, the others wait for
+                # its commit and find the schema current (the lock ends with this transaction)
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
@@ -147,9 +160,14 @@ class Storage:
         self._machine_kernels[info.name] = _kernel(info.inventory_json)
         return pk
 
-    def heard(self, name: str, now_ns: int) -> None:
+    def heard(self, name: str, now_ns: int, lease_s: float | None = None) -> None:
+        """The machine was heard from now; with ``lease_s``, the leases of its dispatched and running jobs are
+        renewed until now + lease_s (a heartbeat: server/jobs.py)."""
         with self._write_lock, self.engine.begin() as conn:
             conn.execute(update(machines).where(machines.c.name == name).values(last_heard_ns=now_ns))
+            if lease_s is not None:
+                conn.execute(update(jobs).where(jobs.c.machine == name, jobs.c.state.in_(LEASED_JOB_STATES))
+                             .values(lease_ns=now_ns + int(lease_s * 1e9)))
 
     def machine_pk(self, name: str) -> int | None:
         if name not in self._machine_ids:
@@ -177,6 +195,33 @@ class Storage:
             counts = dict(conn.execute(select(samples.c.machine, func.count()).group_by(samples.c.machine)).all())
             rows = conn.execute(select(machines).order_by(machines.c.name)).mappings().all()
         return [{**row, "samples": counts.get(row["id"], 0)} for row in rows]
+
+    def watching(self, name: str, replica: str, watching: bool) -> None:
+        """The machine's job watch is open at ``replica`` now, or no longer (if it still was there: a newer
+        watch at another replica stays marked)."""
+        with self._write_lock, self.engine.begin() as conn:
+            if watching:
+                conn.execute(update(machines).where(machines.c.name == name).values(watched_by=replica))
+            else:
+                conn.execute(update(machines).where(machines.c.name == name, machines.c.watched_by == replica)
+                             .values(watched_by=None))
+
+    def last_heard(self) -> dict[str, int]:
+        """Each machine's last heartbeat (or registration), unix ns."""
+        with self.engine.connect() as conn:
+            return dict(conn.execute(select(machines.c.name, machines.c.last_heard_ns)).all())
+
+    def size(self) -> tuple[int, int]:
+        """(bytes the database takes, samples stored): SQLite's file with its write-ahead log, PostgreSQL's
+        pg_database_size."""
+        with self.engine.connect() as conn:
+            count = conn.execute(select(func.count()).select_from(samples)).scalar()
+            if self.is_sqlite:
+                path = self.engine.url.database
+                size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+            else:
+                size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar()
+        return int(size), int(count)
 
     # --- samples ---
 
@@ -500,12 +545,13 @@ class Storage:
             spec = conn.execute(select(jobs.c.spec).where(jobs.c.id == job_id, jobs.c.machine == machine)).scalar()
         return None if spec is None else pb.Job.FromString(bytes(spec))
 
-    def open_jobs(self, machine: str) -> list[pb.Job]:
+    def open_jobs(self, machine: str) -> list[tuple[str, pb.Job]]:
+        """(state, job) of the machine's queued, dispatched and running jobs, oldest first."""
         with self.engine.connect() as conn:
-            rows = conn.execute(select(jobs.c.spec).where(jobs.c.machine == machine,
-                                                          jobs.c.state.in_(OPEN_JOB_STATES))
-                                .order_by(jobs.c.submitted_ns)).scalars().all()
-        return [pb.Job.FromString(bytes(row)) for row in rows]
+            rows = conn.execute(select(jobs.c.state, jobs.c.spec).where(jobs.c.machine == machine,
+                                                                        jobs.c.state.in_(OPEN_JOB_STATES))
+                                .order_by(jobs.c.submitted_ns)).all()
+        return [(state, pb.Job.FromString(bytes(spec))) for state, spec in rows]
 
     def update_job(self, job_id: str, machine: str, state: str, message: str = "", samples_count: int | None = None,
                    now_ns: int | None = None) -> bool:
@@ -535,12 +581,64 @@ class Storage:
             conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine).values(**values))
         return True
 
-    def mark_dispatched(self, job_id: str, machine: str) -> None:
-        """queued -> dispatched, and nothing else: a job re-sent on reconnect must not move back from
-        running or done (the agent's own reports are the later truth)."""
+    def claim_job(self, job_id: str, machine: str, lease_s: float, now_ns: int | None = None) -> bool:
+        """queued -> dispatched, with a lease until now + lease_s, in one statement: of the server replicas
+        (and job watches) that offer one job, exactly one is told True and sends it. A job re-sent on
+        reconnect is not claimed again: it must not move back from running or done."""
+        now_ns = now_ns or time.time_ns()
         with self._write_lock, self.engine.begin() as conn:
-            conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine, jobs.c.state == "queued")
-                         .values(state="dispatched", updated_ns=time.time_ns()))
+            claimed = conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine,
+                                                      jobs.c.state == "queued")
+                                   .values(state="dispatched", updated_ns=now_ns,
+                                           lease_ns=now_ns + int(lease_s * 1e9))).rowcount
+        return claimed == 1
+
+    def queued_jobs(self, machines: set[str]) -> list[tuple[str, pb.Job]]:
+        """(machine, job) of the queued jobs of ``machines``, oldest first: what a replica with those machines'
+        agents connected offers them (submitted through any replica)."""
+        if not machines:
+            return []
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(jobs.c.machine, jobs.c.spec).where(jobs.c.state == "queued")
+                                .order_by(jobs.c.submitted_ns)).all()
+        return [(machine, pb.Job.FromString(bytes(spec))) for machine, spec in rows if machine in machines]
+
+    def expire_leases(self, lease_s: float, now_ns: int | None = None) -> list[tuple[str, str]]:
+        """Every dispatched or running job whose lease lapsed becomes lost, in one statement (replicas that
+        race each mark a job once between them). (job id, machine) of those this call marked."""
+        now_ns = now_ns or time.time_ns()
+        message = (f"lost: no heartbeat from its agent for {lease_s:g} s (the job's lease lapsed); the runs "
+                   "stored are kept, and `perfctl jobs --retry ID` queues the rest again")
+        with self._write_lock, self.engine.begin() as conn:
+            rows = conn.execute(update(jobs).where(jobs.c.state.in_(LEASED_JOB_STATES), jobs.c.lease_ns < now_ns)
+                                .values(state="lost", message=message, updated_ns=now_ns, lease_ns=None)
+                                .returning(jobs.c.id, jobs.c.machine)).all()
+        return [(job_id, machine) for job_id, machine in rows]
+
+    def retry_job(self, job_id: str, now_ns: int | None = None) -> dict:
+        """A lost job queued again under its id, its spec naming the runs already stored (Job.stored_runs:
+        the agent skips them); the job's row after. JobReportError if it is not lost, StorageError if there
+        is no such job."""
+        now_ns = now_ns or time.time_ns()
+        with self._write_lock, self.engine.begin() as conn:
+            row = conn.execute(select(jobs.c.state, jobs.c.machine, jobs.c.spec).where(jobs.c.id == job_id)
+                               .with_for_update()).one_or_none()
+            if row is None:
+                raise StorageError(f"no job {job_id}")
+            if row.state != "lost":
+                raise JobReportError(f"job {job_id} is {row.state}: only a lost job can be retried")
+            spec = pb.Job.FromString(bytes(row.spec))
+            total = (spec.warmups + spec.repetitions) * len(spec.commands)
+            position = {job_run_uuid(job_id, k): k for k in range(total)}
+            machine_pk = conn.execute(select(machines.c.id).where(machines.c.name == row.machine)).scalar()
+            stored = conn.execute(select(samples.c.uuid).where(samples.c.machine == machine_pk,
+                                                               samples.c.job_id == job_id)).scalars()
+            del spec.stored_runs[:]
+            spec.stored_runs.extend(sorted(position[u] for u in stored if u in position))
+            conn.execute(update(jobs).where(jobs.c.id == job_id).values(
+                state="queued", spec=spec.SerializeToString(), samples=len(spec.stored_runs), lease_ns=None,
+                message=f"retried: {len(spec.stored_runs)} of {total} runs stored are kept", updated_ns=now_ns))
+            return dict(conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().one())
 
     def list_jobs(self, machine: str | None = None) -> list[dict]:
         query = select(jobs).order_by(jobs.c.submitted_ns)
@@ -552,6 +650,78 @@ class Storage:
     def job_counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
             return dict(conn.execute(select(jobs.c.state, func.count()).group_by(jobs.c.state)).all())
+
+    # --- retention ---
+
+    def prune(self, before_ns: int, machine: str | None = None, dry_run: bool = False,
+              pause_s: float = PRUNE_PAUSE_S) -> dict[str, int]:
+        """Delete the runs that started before ``before_ns`` (of ``machine``, or of every machine), PRUNE_BATCH
+        per transaction, series by series along ix_samples_series (machine, benchmark, job, context, start):
+        each batch reads an index range, never the whole table. Audits, jobs, machines and benchmarks stay;
+        each series' first start is moved up to its oldest run left, or the series goes with its last run.
+        {machine name: runs deleted} (with ``dry_run``, that would be deleted; nothing changes)."""
+        names = dict(self._machine_names())
+        query = select(series).where(series.c.first_ns < before_ns)
+        if machine is not None:
+            pk = self.machine_pk(machine)
+            if pk is None:
+                raise StorageError(f"no machine named {machine!r}")
+            query = query.where(series.c.machine == pk)
+        with self.engine.connect() as conn:
+            touched = conn.execute(query).all()
+        removed: dict[str, int] = {}
+        for row in touched:
+            where = [samples.c.machine == row.machine, samples.c.benchmark == row.benchmark,
+                     samples.c.job_id.is_(None) if row.job_id == "" else samples.c.job_id == row.job_id,
+                     samples.c.context == row.context, samples.c.start_time_ns < before_ns]
+            count = self._delete_in_batches(where, dry_run, pause_s)
+            if not dry_run:
+                self._narrow_series(row, before_ns)
+            removed[names[row.machine]] = removed.get(names[row.machine], 0) + count
+        # runs whose payload did not decode (context NULL, migration 0004) belong to no series
+        where = [samples.c.context.is_(None), samples.c.start_time_ns < before_ns]
+        if machine is not None:
+            where.append(samples.c.machine == self.machine_pk(machine))
+        with self.engine.connect() as conn:
+            undecoded = conn.execute(select(samples.c.machine, func.count()).where(*where)
+                                     .group_by(samples.c.machine)).all()
+        if undecoded:
+            self._delete_in_batches(where, dry_run, pause_s)
+            for pk, count in undecoded:
+                removed[names[pk]] = removed.get(names[pk], 0) + count
+        return {name: count for name, count in removed.items() if count}
+
+    def _machine_names(self) -> list[tuple[int, str]]:
+        with self.engine.connect() as conn:
+            return conn.execute(select(machines.c.id, machines.c.name)).all()
+
+    def _delete_in_batches(self, where: list, dry_run: bool, pause_s: float) -> int:
+        if dry_run:
+            with self.engine.connect() as conn:
+                return conn.execute(select(func.count()).select_from(samples).where(*where)).scalar()
+        deleted = 0
+        while True:
+            with self._write_lock, self.engine.begin() as conn:
+                ids = select(samples.c.id).where(*where).limit(PRUNE_BATCH).scalar_subquery()
+                count = conn.execute(samples.delete().where(samples.c.id.in_(ids))).rowcount
+            deleted += count
+            if count < PRUNE_BATCH:
+                return deleted
+            time.sleep(pause_s)
+
+    def _narrow_series(self, row, before_ns: int) -> None:
+        """A series after its runs before ``before_ns`` went: gone if none is left, else starting at its oldest
+        run left (compare's default selection and `perfctl benchmarks` read first and last starts here)."""
+        with self._write_lock, self.engine.begin() as conn:
+            # from the runs left, not from row: a late run (an agent's backlog) may have joined the series
+            first = conn.execute(select(func.min(samples.c.start_time_ns)).where(
+                samples.c.machine == row.machine, samples.c.benchmark == row.benchmark,
+                samples.c.job_id.is_(None) if row.job_id == "" else samples.c.job_id == row.job_id,
+                samples.c.context == row.context)).scalar()
+            if first is None:
+                conn.execute(series.delete().where(series.c.id == row.id))
+            else:
+                conn.execute(update(series).where(series.c.id == row.id).values(first_ns=first))
 
     # --- audits ---
 

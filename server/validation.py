@@ -235,6 +235,8 @@ def validate_job(job) -> str | None:
         return "timeout_seconds must be 0-86400"
     if len(job.job_id) > 36:  # assigned by the server; a client's value is replaced
         return "job_id longer than 36 characters"
+    if job.stored_runs:  # the server's, on a retried job only
+        return "stored_runs is set by the server (perfctl jobs --retry), not by a client"
     if job.HasField("sequential"):
         problem = _sequential_problem(job)
         if problem:
@@ -466,14 +468,16 @@ def validate_heartbeat(request) -> str | None:
 JOB_REPORT_STATES = ("running", "done", "failed", "refused")
 
 
+def validate_job_id(job_id: str) -> str | None:
+    return None if _UUID.match(job_id) else "job_id is not a UUID"
+
+
 def validate_job_report(request) -> str | None:
     """ReportJob: the state is an enumeration, the job a UUID. The message is a human status line: see
     job_message."""
     if request.state not in JOB_REPORT_STATES:
         return f"unknown job state {request.state[:32]!r}"
-    if not _UUID.match(request.job_id):
-        return "job_id is not a UUID"
-    return None
+    return validate_job_id(request.job_id)
 
 
 def job_message(message: str) -> str:

@@ -116,8 +116,9 @@ class Fleet:
         self.processes[key] = process
         return process
 
-    def start_server(self, listen: str, db_args: list[str], extra: list[str] = (), netns: str | None = None):
-        return self.start("server", ["server", "--listen", listen, *db_args, "--tokens", self.tokens, *extra],
+    def start_server(self, listen: str, db_args: list[str], extra: list[str] = (), netns: str | None = None,
+                     key: str = "server"):
+        return self.start(key, ["server", "--listen", listen, *db_args, "--tokens", self.tokens, *extra],
                           netns=netns)
 
     def start_agent(self, name: str, server: str, extra: list[str] = (), netns: str | None = None):
@@ -192,9 +193,11 @@ def netns_reason() -> str | None:
 
 class NetworkLab:
     """A server host and N agent hosts, each a network namespace; agent hosts reach the server host over
-    a veth pair into a bridge there (10.77.0.1 is the server, 10.77.0.10+i the hosts)."""
+    a veth pair into a bridge there (10.77.0.1 is the server, 10.77.0.10+i the hosts). The server host has a
+    second address, 10.77.0.2, for a second server replica."""
 
     SERVER_IP = "10.77.0.1"
+    SECOND_SERVER_IP = "10.77.0.2"
 
     def __init__(self, hosts: int):
         self.tag = f"{os.getpid() % 100000}"
@@ -204,6 +207,7 @@ class NetworkLab:
         self._in(self.server_ns, "ip", "link", "set", "lo", "up")
         self._in(self.server_ns, "ip", "link", "add", "br0", "type", "bridge")
         self._in(self.server_ns, "ip", "addr", "add", f"{self.SERVER_IP}/24", "dev", "br0")
+        self._in(self.server_ns, "ip", "addr", "add", f"{self.SECOND_SERVER_IP}/24", "dev", "br0")
         self._in(self.server_ns, "ip", "link", "set", "br0", "up")
         for index, host in enumerate(self.hosts):
             self._run("ip", "netns", "add", host)

@@ -11,11 +11,12 @@ import pytest
 from conftest import needs_root
 from fleet import Fleet, free_port, wait_for
 
-from perfctl.agent.daemon import JOB_UUID_NAMESPACE, SequentialRule, _Rounds, job_order
+from perfctl.agent.daemon import SequentialRule, _Rounds, job_order
 from perfctl.agent.spool import Spool
 from perfctl.analysis.ab import SequentialSuite
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
+from perfctl.wire import JOB_UUID_NAMESPACE
 
 
 @pytest.fixture

@@ -15,7 +15,8 @@ import pytest
 from conftest import perfctl
 from fleet import fake_query_server
 
-from perfctl.cli.listings import _LineProgress, duration, select_jobs, watch_jobs
+from perfctl.cli.listings import _LineProgress, select_jobs, watch_jobs
+from perfctl.cli.options import duration
 from perfctl.output import UsageError
 from perfctl.report import write
 from perfctl.report.fleet import (
@@ -195,12 +196,13 @@ def test_jobs_are_named_by_id_or_a_prefix_only_one_id_has():
         select_jobs(jobs, ["zz"], "perfctl jobs")
 
 
-@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("1.5m", 90), ("15min", 900), ("2h", 7200)])
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("1.5m", 90), ("15min", 900), ("2h", 7200),
+                                           ("180d", 180 * 86400)])
 def test_durations_take_seconds_or_a_unit(text, seconds):
     assert duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["0", "-5", "5d", "m", "", "1e9"])
+@pytest.mark.parametrize("text", ["0", "-5", "5w", "m", "", "1e9", "4000d"])
 def test_bad_durations_are_refused(text):
     import argparse
 

@@ -11,8 +11,8 @@ import uuid
 import pytest
 from fleet import Fleet, NetworkLab, free_port, make_certs, netns_reason, wait_for
 
-from perfctl.agent.daemon import JOB_UUID_NAMESPACE
 from perfctl.server.storage import Storage, database_url
+from perfctl.wire import JOB_UUID_NAMESPACE
 
 pytestmark = pytest.mark.skipif(netns_reason() is not None, reason=str(netns_reason()))
 

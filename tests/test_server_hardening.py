@@ -646,14 +646,15 @@ def test_a_compare_that_hits_a_bug_ends_in_one_line_not_unknown(tmp_path, measur
     the real ones found so far are fixed, and each has its own test."""
     from perfctl.server import service as service_module
     from perfctl.server.auth import Tokens
-    from perfctl.server.service import JobHub, QueryService
+    from perfctl.server.jobs import JobHub, JobKeeper
+    from perfctl.server.service import QueryService
 
     storage = Storage(database_url(str(tmp_path), None))
     try:
         for name in ("box-a", "box-b"):
             storage.register(pb.MachineInfo(name=name, machine_id="m" * 16, inventory_json="{}"), time.time_ns())
             storage.ingest(name, [fresh(s) for s in measured])
-        service = QueryService(storage, Tokens({}), JobHub())
+        service = QueryService(storage, Tokens({}), JobKeeper(storage, JobHub()))
         service._principal = _anyone
         request = pb.CompareRequest(a=pb.Selection(machine="box-a"), b=pb.Selection(machine="box-b"))
         assert asyncio.run(service.Compare(request, _Context())).comparison_json  # works without the bug
@@ -700,7 +701,7 @@ def _register_new_agent(server, name: str) -> None:
 
 
 def test_an_agent_cannot_suppress_another_machine_s_samples_by_storing_their_uuids_first(server, measured):
-    from perfctl.agent.daemon import JOB_UUID_NAMESPACE
+    from perfctl.wire import JOB_UUID_NAMESPACE
 
     _register_new_agent(server, "evil")
     job = pb.Job(commands=[pb.Command(name="true", argv=["/bin/true"])], repetitions=len(measured))

@@ -1,5 +1,6 @@
 """Storage on real databases: SQLite in a data directory and a real PostgreSQL server."""
 
+import time
 import uuid
 
 import pytest
@@ -55,7 +56,7 @@ def test_jobs_move_through_their_states(database_url):
     storage = Storage(database_url)
     job = pb.Job(commands=[pb.Command(name="t", argv=["/bin/true"])], repetitions=3)
     job_id = storage.create_job("box", job)
-    assert [j.job_id for j in storage.open_jobs("box")] == [job_id]
+    assert [(state, j.job_id) for state, j in storage.open_jobs("box")] == [("queued", job_id)]
     assert storage.update_job(job_id, "box", "running")
     assert not storage.update_job(job_id, "other", "done")  # not that machine's job
     assert storage.update_job(job_id, "box", "done", "3 runs", 3)
@@ -93,11 +94,76 @@ def test_uuid_dedup_holds_across_storage_objects(database_url, real_samples):
 def test_a_resent_job_never_moves_back_to_dispatched(database_url):
     storage = Storage(database_url)
     job_id = storage.create_job("box", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1))
-    storage.mark_dispatched(job_id, "box")
+    assert storage.claim_job(job_id, "box", 60)
     assert storage.list_jobs("box")[0]["state"] == "dispatched"
     storage.update_job(job_id, "box", "done")
-    storage.mark_dispatched(job_id, "box")  # the agent reconnected and the job was offered again
+    assert not storage.claim_job(job_id, "box", 60)  # the agent reconnected and the job was offered again
     assert storage.list_jobs("box")[0]["state"] == "done"
+
+
+def test_one_claim_wins_among_replicas(database_url):
+    """Two replicas (two Storage objects on one database) offering the same queued jobs from threads at once:
+    each job is claimed exactly once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    replicas = [Storage(database_url), Storage(database_url)]
+    job_ids = [replicas[0].create_job("box", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1))
+               for _ in range(40)]
+    with ThreadPoolExecutor(8) as pool:
+        claims = list(pool.map(lambda args: args[0].claim_job(args[1], "box", 60),
+                               [(replica, job_id) for job_id in job_ids for replica in replicas for _ in range(2)]))
+    assert sum(claims) == len(job_ids)
+    assert {row["state"] for row in replicas[1].list_jobs("box")} == {"dispatched"}
+
+
+def test_a_lapsed_lease_loses_the_job_and_a_heartbeat_keeps_it(database_url):
+    storage = Storage(database_url)
+    _machine(storage, "box")
+    _machine(storage, "quiet")
+    job = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1)
+    kept, lost = storage.create_job("box", job), storage.create_job("quiet", job)
+    now = time.time_ns()
+    assert storage.claim_job(kept, "box", 5, now) and storage.claim_job(lost, "quiet", 5, now)
+    assert storage.update_job(kept, "box", "running")
+    storage.heard("box", now + 4 * 10**9, lease_s=5)  # renewed until now + 9 s
+    assert storage.expire_leases(5, now + 6 * 10**9) == [(lost, "quiet")]
+    assert storage.expire_leases(5, now + 6 * 10**9) == []  # marked once
+    rows = {row["id"]: row for row in storage.list_jobs()}
+    assert rows[kept]["state"] == "running" and rows[lost]["state"] == "lost"
+    assert "no heartbeat from its agent for 5 s" in rows[lost]["message"]
+    assert storage.expire_leases(5, now + 10 * 10**9) == [(kept, "box")]
+    # the agent comes back after all and reports: its report is the truth
+    assert storage.update_job(kept, "box", "done", "1 runs", 1)
+    assert storage.list_jobs("box")[0]["state"] == "done"
+
+
+def test_a_retried_job_keeps_the_runs_stored(database_url, real_samples):
+    from perfctl.server.storage import JobReportError
+    from perfctl.wire import job_run_uuid
+
+    storage = Storage(database_url)
+    _machine(storage, "box")
+    job_id = storage.create_job("box", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=5,
+                                              warmups=1))
+    with pytest.raises(JobReportError, match="only a lost job can be retried"):
+        storage.retry_job(job_id)
+    with pytest.raises(StorageError, match="no job"):
+        storage.retry_job(str(uuid.uuid4()))
+    stored = []
+    for k in (0, 2, 3):  # runs 0, 2 and 3 reached the server before the agent vanished
+        sample = pb.Sample()
+        sample.CopyFrom(real_samples[k])
+        sample.uuid, sample.job_id = job_run_uuid(job_id, k), job_id
+        stored.append(sample)
+    assert storage.ingest("box", stored) == (3, 0)
+    now = time.time_ns()
+    assert storage.claim_job(job_id, "box", 1, now)
+    assert storage.expire_leases(1, now + 2 * 10**9) == [(job_id, "box")]
+    row = storage.retry_job(job_id)
+    assert row["state"] == "queued" and row["samples"] == 3 and row["lease_ns"] is None
+    assert list(pb.Job.FromString(bytes(row["spec"])).stored_runs) == [0, 2, 3]
+    assert [(state, list(j.stored_runs)) for state, j in storage.open_jobs("box")] == [("queued", [0, 2, 3])]
+    assert storage.queued_jobs({"box"})[0][1].job_id == job_id and storage.queued_jobs({"other"}) == []
 
 
 def test_a_uuid_is_deduplicated_per_machine(database_url, real_samples):
@@ -160,3 +226,45 @@ def test_a_job_moves_only_forward(database_url):
     with pytest.raises(JobReportError, match="is done: it cannot become running"):
         storage.update_job(job_id, "box", "running")
     assert [(j["state"], j["samples"]) for j in storage.list_jobs("box")] == [("done", 3)]
+
+
+def _aged(sample: pb.Sample, days: float, job_id: str | None = None) -> pb.Sample:
+    """A copy of a real run that started ``days`` ago, under a uuid of its own."""
+    copy = pb.Sample()
+    copy.CopyFrom(sample)
+    copy.uuid = str(uuid.uuid4())
+    copy.start_time_ns = time.time_ns() - int(days * 86400e9)
+    if job_id is not None:
+        copy.job_id = job_id
+    return copy
+
+
+def test_prune_deletes_old_runs_in_batches_and_keeps_everything_else(database_url, real_samples, monkeypatch):
+    from perfctl.server import storage as storage_module
+
+    monkeypatch.setattr(storage_module, "PRUNE_BATCH", 4)  # several batches per series
+    storage = Storage(database_url)
+    for name in ("a", "b"):
+        _machine(storage, name)
+    job_id = storage.create_job("a", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1))
+    old_a = [_aged(s, 100 + i) for i, s in enumerate(real_samples)] + [_aged(real_samples[0], 95, job_id)] * 1
+    new_a = [_aged(s, 10) for s in real_samples[:3]]
+    old_b = [_aged(s, 200) for s in real_samples]
+    storage.ingest("a", old_a + new_a)
+    storage.ingest("b", old_b)
+    storage.add_audit("a", str(uuid.uuid4()), time.time_ns() - int(300 * 86400e9), "trusted", "{}")
+    before_ns = time.time_ns() - int(90 * 86400e9)
+    assert storage.prune(before_ns, dry_run=True) == {"a": 7, "b": 6}
+    assert storage.count_samples() == 16  # a dry run changes nothing
+    assert storage.prune(before_ns, machine="b") == {"b": 6}
+    with pytest.raises(StorageError, match="no machine named 'ghost'"):
+        storage.prune(before_ns, machine="ghost")
+    assert storage.prune(before_ns) == {"a": 7}
+    assert sorted(storage.sample_uuids()) == sorted(s.uuid for s in new_a)
+    assert storage.prune(before_ns) == {}
+    # each series starts at its oldest run left; a series with none left is gone
+    (series_row,) = storage.series(storage.machine_pk("a"))
+    assert series_row[5] == min(s.start_time_ns for s in new_a) and storage.series(storage.machine_pk("b")) == []
+    # audits, jobs and machines stay
+    assert len(storage.list_audits("a")) == 1 and storage.list_jobs("a")[0]["id"] == job_id
+    assert {m["name"] for m in storage.list_machines()} == {"a", "b"}

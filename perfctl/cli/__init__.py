@@ -36,7 +36,8 @@ from perfctl.output import (
 # the order of `perfctl --help`: each command's module in perfctl/cli/, with add_parser(sub) and run(args)
 COMMANDS = {"stat": "stat", "ab": "ab", "compare": "compare", "report": "report", "server": "server",
             "agent": "agent", "token": "token", "submit": "submit", "machines": "listings", "jobs": "listings",
-            "benchmarks": "listings", "audit": "audit", "cache": "cache", "info": "info", "completion": "completion"}
+            "benchmarks": "listings", "audit": "audit", "cache": "cache", "info": "info", "completion": "completion",
+            "prune": "prune"}
 _SERVING_COMMANDS = ("server", "agent")  # they stop their event loop on a signal instead
 
 

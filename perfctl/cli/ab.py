@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import time
 
 from perfctl.cli.measure import (
@@ -21,6 +20,7 @@ from perfctl.cli.measure import (
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     command_of,
+    duration,
     exit_status,
     interference,
     loudness,
@@ -37,20 +37,8 @@ SEPARATOR = ":::"
 SIDE_LABEL = "ab"  # the label key that tells the commands' samples apart in one file
 DEFAULT_MAX_RUNS = 1000
 DEFAULT_MIN_RUNS = 5
-MAX_SECONDS = 365 * 86400
 MAX_COMMANDS = 26  # sides are lettered A to Z
 LIVE_SECONDS = 0.25  # the live display is redrawn at most this often (a redraw is perfctl running between runs)
-
-
-def duration(text: str) -> float:
-    """An argparse type: seconds, or a number with s, m or h (90, 90s, 15m, 2h), at most a year."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if not match or float(match[1]) <= 0:
-        raise argparse.ArgumentTypeError(f"not a positive duration: {text!r} (90, 90s, 15m, 2h)")
-    seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
-    if seconds > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"at most a year ({MAX_SECONDS:.0f} s), got {text!r}")
-    return seconds
 
 
 def confidence(text: str) -> float:

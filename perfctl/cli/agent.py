@@ -14,8 +14,10 @@ def add_parser(sub) -> None:
                                               "configuration, or a spool that is locked by another agent or "
                                               "damaged (docs/operations.md)"))
     connection_options(agent, "the server to stream to")
-    agent.add_argument("--name", required=True, help="this machine's name (its token must be for this name)")
-    agent.add_argument("--spool", required=True, metavar="DIR", help="durable local spool directory")
+    agent.add_argument("--name", help="this machine's name (its token must be for this name; default: the host "
+                                      "name)")
+    agent.add_argument("--spool", metavar="DIR", help="durable local spool directory (default: spool in the state "
+                                                      "directory, /var/lib/perfctl for root)")
     agent.add_argument("--allow", action="append", default=[], metavar="PATTERN",
                        help="executables this agent may run: a glob on the real path (* stays within a directory, "
                             "** crosses /); repeatable")
@@ -30,16 +32,23 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     import pwd
 
-    from perfctl import client, security
+    from perfctl import client, security, state
     from perfctl.agent.daemon import AgentConfig, run_agent
     from perfctl.agent.spool import Spool, SpoolError, SpoolFull
     from perfctl.cli.remote import serve_metrics, start_logging
 
     try:
-        settings = client.settings(args)
-        security.channel(settings.server, settings.tls, settings.insecure)  # refuses plaintext off loopback now
+        settings = client.settings(args, role="agent")
+        for server in security.split_servers(settings.server):  # each refuses plaintext off loopback now
+            security.channel(server, settings.tls, settings.insecure)
     except (client.ClientError, security.SecurityError) as err:
         raise UsageError(f"perfctl agent: {err}") from None
+    args.name = args.name or state.host_name()
+    if not args.spool:
+        try:
+            args.spool = os.path.join(state.ensure_dir(), "spool")
+        except OSError as err:
+            raise UsageError(f"perfctl agent: no --spool, and the state directory cannot hold one: {err}") from None
     if not args.allow:
         raise UsageError("perfctl agent: give at least one --allow PATTERN (the executables jobs may run)")
     if os.geteuid() == 0 and not args.user:

@@ -4,42 +4,26 @@ benchmarks, from the server; and the one wait for jobs to end (`perfctl jobs --w
 
 from __future__ import annotations
 
-import argparse
-import re
 import sys
 import time
 
-from perfctl.cli.options import SIGNAL_EXIT, connection_options, exit_status, loudness, verbosity
+from perfctl.cli.options import SIGNAL_EXIT, connection_options, duration, exit_status, loudness, verbosity
 from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
 
 POLL_SECONDS = 1.0
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|min|h)?")
-_UNIT_SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}
-
-
-def duration(text: str) -> float:
-    """An argparse type: a positive duration, in seconds or with a unit: 90, 90s, 15m, 2h."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration (seconds, or a number with s, m or h): {text!r}")
-    seconds = float(match[1]) * _UNIT_SECONDS[match[2]]
-    if not 0 < seconds <= 1e7:
-        raise argparse.ArgumentTypeError(f"must be a positive duration of at most 1e7 seconds, got {text}")
-    return seconds
-
 
 
 def wait_exit_codes(usage: str) -> tuple[str, ...]:
     """The exit codes of submit and jobs after their 0, in --help: the wait's, and ``usage`` (2) among them."""
-    return ("1 with --wait: a job failed or was refused", usage, "124 with --wait-timeout: the time passed "
+    return ("1 with --wait: a job failed, was refused or was lost", usage, "124 with --wait-timeout: the time passed "
             "before every job ended and none failed (the rest go on running on the server)")
 
 
 def wait_options(command, what: str) -> None:
     """--wait and --wait-timeout, for `submit` and `jobs`."""
     command.add_argument("--wait", action="store_true",
-                         help=f"wait until {what} done, failed or refused, showing each job's state and runs "
+                         help=f"wait until {what} done, failed, refused or lost, showing each job's state and runs "
                               "(live on a terminal, else a line per change, on stderr); Ctrl-C stops waiting, "
                               "not the jobs")
     command.add_argument("--wait-timeout", type=duration, metavar="DURATION",
@@ -59,6 +43,8 @@ def add_parser(sub) -> None:
         "0 listed (with --wait: every job done)", *wait_exit_codes(
             "2 bad usage, an unknown job, or a server that cannot be reached or refuses the query"), SIGNAL_EXIT))
     jobs.add_argument("job_ids", nargs="*", metavar="JOB", help="only these jobs (an id, or its first characters)")
+    jobs.add_argument("--retry", metavar="JOB", help="queue a lost job again (an id, or its first characters): the "
+                      "runs already stored are kept and not measured again")
     wait_options(jobs, "every JOB is")
     _common(jobs, quiet="only failed and refused jobs")
 
@@ -93,6 +79,13 @@ def run(args) -> int:
     if args.command == "benchmarks":
         summaries = call(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or "")).benchmarks
         return write(BenchmarksReport(summaries, verbosity(args)), fmt, console())
+    if args.retry is not None:
+        if args.wait or args.job_ids:
+            raise UsageError("perfctl jobs: --retry JOB takes no other JOB and no --wait (wait afterwards: "
+                             "perfctl jobs --wait JOB)")
+        (lost,) = select_jobs(call(args, "GetJobs", pb.GetJobsRequest()).jobs, [args.retry], "perfctl jobs")
+        retried = call(args, "RetryJob", pb.RetryJobRequest(job_id=lost.job_id)).job
+        return write(JobsReport([retried], verbosity(args)), fmt, console())
     if args.wait_timeout is not None and not args.wait:
         raise UsageError("perfctl jobs: --wait-timeout bounds --wait, which is not given")
     if args.wait:

@@ -4,6 +4,7 @@ broken, and the option groups several commands take (-q/-v, interference, a flee
 from __future__ import annotations
 
 import argparse
+import re
 
 from perfctl.output import UsageError
 from perfctl.report import NORMAL, QUIET, VERBOSE
@@ -120,6 +121,23 @@ def labels(args) -> dict[str, str]:
     except ValueError as err:
         raise UsageError(f"perfctl {getattr(args, 'command', '')}".rstrip() + f": {err}") from None
 
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|min|h|d)?")
+_UNIT_SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+MAX_DURATION_S = 10 * 366 * 86400
+
+
+def duration(text: str) -> float:
+    """An argparse type: a positive duration, in seconds or with a unit: 90, 90s, 15m, 2h, 180d; at most ten
+    years (a --retain of years is still a number, an overflow is not)."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration (seconds, or a number with s, m, h or d): {text!r}")
+    seconds = float(match[1]) * _UNIT_SECONDS[match[2]]
+    if not 0 < seconds <= MAX_DURATION_S:
+        raise argparse.ArgumentTypeError(f"must be a positive duration of at most ten years, got {text}")
+    return seconds
 
 def connection_options(command, server_help: str) -> None:
     command.add_argument("--server", metavar="HOST:PORT", help=server_help)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from perfctl.cli.options import exit_status, loudness, non_negative_int, positive_int, seconds, verbosity
-from perfctl.output import EXIT_OK, UsageError
+from perfctl.cli.options import duration, exit_status, loudness, non_negative_int, positive_int, seconds, verbosity
+from perfctl.output import EXIT_OK, UsageError, say
 
 
 def default_decode_workers() -> int:
@@ -27,9 +27,12 @@ def add_parser(sub) -> None:
                                                "batches", "2 bad usage or configuration (tokens file, TLS, "
                                                "database, an address in use) (docs/operations.md)"))
     server.add_argument("--listen", default="127.0.0.1:7433", metavar="HOST:PORT")
-    server.add_argument("--data-dir", metavar="DIR", help="SQLite database in DIR (the embedded default)")
+    server.add_argument("--data-dir", metavar="DIR", help="SQLite database in DIR (the embedded default; default "
+                                                          "DIR: the state directory, /var/lib/perfctl for root)")
     server.add_argument("--db", metavar="URL", help="a PostgreSQL URL instead, postgresql://user@host/db")
-    server.add_argument("--tokens", required=True, metavar="FILE", help="tokens file (perfctl token add)")
+    server.add_argument("--tokens", metavar="FILE", help="tokens file (perfctl token add; default: tokens in the "
+                                                         "state directory, made at the first start with a client "
+                                                         "and an agent token for this host)")
     server.add_argument("--tls-cert", metavar="FILE")
     server.add_argument("--tls-key", metavar="FILE")
     server.add_argument("--tls-client-ca", metavar="FILE", help="require client certificates signed by this CA")
@@ -43,20 +46,38 @@ def add_parser(sub) -> None:
                         help="the most runs one side of a comparison may select; a larger request is refused "
                              "(RESOURCE_EXHAUSTED) rather than answered out of memory (default 2,000,000: about "
                              "100 bytes each while compared; docs/operations.md)")
+    server.add_argument("--retain", type=duration, default=None, metavar="DURATION",
+                        help="delete runs older than this, at start and hourly (180d); audits, jobs and machines "
+                             "are kept (default: keep everything; perfctl prune deletes on demand)")
+    server.add_argument("--job-lease", type=duration, default=None, metavar="DURATION",
+                        help="a dispatched job whose agent is not heard from for this long becomes lost (perfctl "
+                             "jobs --retry queues it again); every heartbeat renews it, and agents heartbeat at "
+                             "least three times per lease (default 5m, at least 3s)")
     loudness(server, verbose="debug lines in the log", quiet="only warnings and errors in the log")
 
 
 def run(args) -> int:
-    from perfctl import security
+    from perfctl import security, state
     from perfctl.cli.remote import serve_metrics, start_logging
     from perfctl.server.auth import TokenFileError, Tokens
+    from perfctl.server.jobs import DEFAULT_LEASE_S, MIN_LEASE_S
     from perfctl.server.selection import MAX_COMPARE_RUNS
     from perfctl.server.service import serve
     from perfctl.server.storage import Storage, StorageError, database_url
 
+    if args.job_lease is not None and args.job_lease < MIN_LEASE_S:
+        raise UsageError(f"perfctl server: --job-lease must be at least {MIN_LEASE_S:g}s (agents heartbeat at most "
+                         "once a second, three times per lease)")
     try:
         credentials = security.server_credentials(
             security.TlsFiles(ca=args.tls_client_ca, cert=args.tls_cert, key=args.tls_key), args.listen, args.insecure)
+        if args.tokens is None or (args.data_dir is None and args.db is None):
+            directory = state.ensure_dir()
+            args.data_dir = args.data_dir or (None if args.db else directory)
+            if args.tokens is None:
+                args.tokens = os.path.join(directory, state.TOKENS)
+                if not os.path.exists(args.tokens):
+                    _first_start(args.tokens, args.listen)
         tokens = Tokens.load(args.tokens)
         storage = Storage(database_url(args.data_dir, args.db))
         serve_metrics(args.metrics)
@@ -67,9 +88,30 @@ def run(args) -> int:
 
     try:
         asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers,
-                          compare_limit=args.max_compare_runs or MAX_COMPARE_RUNS))
+                          compare_limit=args.max_compare_runs or MAX_COMPARE_RUNS,
+                          lease_s=args.job_lease or DEFAULT_LEASE_S, retain_s=args.retain))
     except OSError as err:
         raise UsageError(f"perfctl server: {err}") from None
     finally:
         storage.close()
     return EXIT_OK
+
+
+def _first_start(tokens: str, listen: str) -> None:
+    """A zero-config server's first start: its tokens file, with a client token and an agent token for this
+    host, each also in a file of its own (mode 600) where the agent and the commands on this host look
+    (perfctl/state.py); and how to use them, said once."""
+    from perfctl import state
+    from perfctl.server.auth import add_token
+
+    directory = os.path.dirname(tokens)
+    host = state.host_name()
+    for role, name, where in (("client", "local", state.CLIENT_TOKEN), ("agent", host, state.AGENT_TOKEN)):
+        value = add_token(tokens, role, name)
+        fd = os.open(os.path.join(directory, where), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(value + "\n")
+    say(f"perfctl server: first start: {tokens} made with a client token ({directory}/{state.CLIENT_TOKEN}) and an "
+        f"agent token for this host, {host!r} ({directory}/{state.AGENT_TOKEN}). On this host, `perfctl agent "
+        f"--allow PATTERN` and `perfctl machines` find them; for other hosts add tokens with `perfctl token add "
+        f"--file {tokens}` and serve on a routable address with TLS (docs/operations.md). Listening on {listen}.")

@@ -16,7 +16,7 @@ from perfctl.report import QUIET, Report, finite, json_text
 from perfctl.text import cell, visible
 from perfctl.wire import inventory_of
 
-FAILED_JOB_STATES = ("failed", "refused")
+FAILED_JOB_STATES = ("failed", "refused", "lost")  # lost: until `perfctl jobs --retry` queues it again
 FINISHED_JOB_STATES = ("done", *FAILED_JOB_STATES)
 # the exit code of a wait that ended before every job did (--wait-timeout): timeout(1)'s
 EXIT_WAIT_TIMEOUT = 124

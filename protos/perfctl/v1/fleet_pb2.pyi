@@ -198,7 +198,7 @@ class Command(_message.Message):
     def __init__(self, name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds", "labels", "sequential")
+    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds", "labels", "sequential", "stored_runs")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -215,6 +215,7 @@ class Job(_message.Message):
     TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
+    STORED_RUNS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     commands: _containers.RepeatedCompositeFieldContainer[Command]
     repetitions: int
@@ -224,7 +225,8 @@ class Job(_message.Message):
     timeout_seconds: float
     labels: _containers.ScalarMap[str, str]
     sequential: Sequential
-    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., sequential: _Optional[_Union[Sequential, _Mapping]] = ...) -> None: ...
+    stored_runs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., sequential: _Optional[_Union[Sequential, _Mapping]] = ..., stored_runs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Sequential(_message.Message):
     __slots__ = ("margin", "confidence", "metric", "min_rounds")
@@ -466,6 +468,18 @@ class GetJobsResponse(_message.Message):
     JOBS_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ...) -> None: ...
+
+class RetryJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class RetryJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: JobStatus
+    def __init__(self, job: _Optional[_Union[JobStatus, _Mapping]] = ...) -> None: ...
 
 class AuditRecord(_message.Message):
     __slots__ = ("machine", "audit_id", "time_ns", "verdict", "report_json")

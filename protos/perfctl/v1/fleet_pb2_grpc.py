@@ -351,6 +351,11 @@ class QueryServiceStub:
                 request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsRequest.SerializeToString,
                 response_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsResponse.FromString,
                 _registered_method=True)
+        self.RetryJob = channel.unary_unary(
+                '/perfctl.v1.QueryService/RetryJob',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.RetryJobRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.RetryJobResponse.FromString,
+                _registered_method=True)
         self.GetAudits = channel.unary_unary(
                 '/perfctl.v1.QueryService/GetAudits',
                 request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsRequest.SerializeToString,
@@ -397,6 +402,12 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetryJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetAudits(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -435,6 +446,11 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.GetJobs,
                     request_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsRequest.FromString,
                     response_serializer=perfctl_dot_v1_dot_fleet__pb2.GetJobsResponse.SerializeToString,
+            ),
+            'RetryJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetryJob,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.RetryJobRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.RetryJobResponse.SerializeToString,
             ),
             'GetAudits': grpc.unary_unary_rpc_method_handler(
                     servicer.GetAudits,
@@ -604,6 +620,33 @@ class QueryService:
             '/perfctl.v1.QueryService/GetJobs',
             perfctl_dot_v1_dot_fleet__pb2.GetJobsRequest.SerializeToString,
             perfctl_dot_v1_dot_fleet__pb2.GetJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetryJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/RetryJob',
+            perfctl_dot_v1_dot_fleet__pb2.RetryJobRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.RetryJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

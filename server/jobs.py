@@ -1,0 +1,160 @@
+"""Jobs across server replicas: who sends a queued job to its agent, and when a dispatched one is lost.
+
+Any number of `perfctl server` processes may serve one fleet on one PostgreSQL (docs/operations.md,
+"Replicas"); the database is the only state they share. A job is submitted through any replica and stored
+queued. Every replica offers its connected agents their queued jobs: at once when the job was submitted
+through it, and within ``DISPATCH_POLL_S`` otherwise (``JobKeeper`` asks the database). Sending a job first
+claims it, queued -> dispatched in one conditional statement (Storage.claim_job), so of the replicas and
+watches that offer one job exactly one sends it.
+
+A dispatched or running job holds a lease until now + lease_s, renewed by every heartbeat of its machine
+(through whichever replica the agent reaches). When the lease lapses (the agent gone for longer than
+``--job-lease``), a replica marks the job lost, again in one statement, with the reason; it never stays
+dispatched forever. `perfctl jobs --retry ID` queues a lost job again under its id, naming the runs already
+stored (Job.stored_runs), which the agent does not run again: run k keeps uuid5(job, k).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+
+from perfctl.server.metrics import (
+    DATABASE_SIZE,
+    JOBS,
+    JOBS_LOST,
+    MACHINE_AUDIT_TIME,
+    MACHINE_AUDIT_VERDICT,
+    MACHINE_HEARTBEAT,
+    SAMPLES_STORED,
+)
+from perfctl.server.storage import JOB_STATES, Storage, StorageError
+from perfctl.v1 import fleet_pb2 as pb
+
+log = logging.getLogger("perfctl.server")
+
+HEARTBEAT_SECONDS = 10  # how often agents heartbeat, at most (RegisterResponse.heartbeat_seconds)
+DISPATCH_POLL_S = 1.0  # how soon a job submitted through another replica reaches an agent connected here
+DEFAULT_LEASE_S = 300.0  # `perfctl server --job-lease`: thirty missed heartbeats (HEARTBEAT_SECONDS 10)
+MIN_LEASE_S = 3.0  # agents heartbeat at least three times per lease (heartbeat_seconds), at most once a second
+
+
+def heartbeat_seconds(lease_s: float, most: int) -> int:
+    """How often agents are told to heartbeat: ``most`` seconds apart, closer for a short lease, so that a
+    live agent never lets one lapse (three heartbeats per lease)."""
+    return max(1, min(most, int(lease_s // 3)))
+FLEET_GAUGES_S = 30.0  # the per-machine and database gauges: a count of every sample, so not every second
+
+
+class JobHub:
+    """Jobs waiting for the agents connected to this replica: a queue per open job watch. Two watches under
+    one name (an agent restarted before its old connection timed out, or a second agent given the same token)
+    are kept apart: jobs go to the newest, and one leaving never takes the other's queue with it."""
+
+    def __init__(self) -> None:
+        self._watches: dict[str, list[asyncio.Queue]] = {}
+
+    def watch(self, machine: str) -> asyncio.Queue:
+        queue: asyncio.Queue = asyncio.Queue()
+        self._watches.setdefault(machine, []).append(queue)
+        return queue
+
+    def unwatch(self, machine: str, queue: asyncio.Queue) -> None:
+        queues = self._watches.get(machine, [])
+        if queue in queues:
+            queues.remove(queue)
+        if not queues:
+            self._watches.pop(machine, None)
+
+    def connected(self, machine: str) -> bool:
+        return machine in self._watches
+
+    def names(self) -> set[str]:
+        return set(self._watches)
+
+    def machines(self) -> int:
+        return len(self._watches)
+
+    def offer(self, machine: str, job: pb.Job) -> bool:
+        queues = self._watches.get(machine)
+        if not queues:
+            return False
+        queues[-1].put_nowait(job)
+        return True
+
+
+class JobKeeper:
+    """The replica's share of the fleet's job work, every DISPATCH_POLL_S: offer the queued jobs of the
+    agents connected here (claimed first), mark lapsed leases lost; and every FLEET_GAUGES_S, the fleet's
+    gauges. A database that fails meanwhile is logged and tried again at the next tick."""
+
+    def __init__(self, storage: Storage, hub: JobHub, lease_s: float = DEFAULT_LEASE_S,
+                 poll_s: float = DISPATCH_POLL_S):
+        self.storage, self.hub, self.lease_s, self.poll_s = storage, hub, lease_s, poll_s
+        # this process among the replicas (machines.watched_by): a restarted server is another replica
+        self.replica = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.heartbeat_s = heartbeat_seconds(lease_s, HEARTBEAT_SECONDS)
+        self._gauges_due = 0.0
+
+    def connected(self, machine: str, watched_by: str | None, last_heard_ns: int) -> bool:
+        """Whether the machine's agent has a job watch open: here, or at another replica that heard from it
+        within three heartbeats (a replica that crashed leaves its mark, which the heartbeats outdate)."""
+        if self.hub.connected(machine):
+            return True
+        return watched_by not in (None, self.replica) and \
+            time.time_ns() - last_heard_ns < 3 * self.heartbeat_s * 1e9
+
+    async def claim_and_offer(self, machine: str, job: pb.Job) -> bool:
+        """Send ``job`` to ``machine``'s agent if it is connected here and no one else claimed the job first.
+        On the event loop (the hub is not thread-safe); the claim runs in a thread."""
+        if not self.hub.connected(machine):
+            return False
+        if not await asyncio.to_thread(self.storage.claim_job, job.job_id, machine, self.lease_s):
+            return False
+        return self.hub.offer(machine, job)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_s)
+            try:
+                await self.tick()
+            except StorageError as err:
+                log.warning("job keeper: %s; trying again in %.0f s", err, self.poll_s)
+
+    async def tick(self) -> None:
+        for machine, job in await asyncio.to_thread(self.storage.queued_jobs, self.hub.names()):
+            if await self.claim_and_offer(machine, job):
+                log.info("job %s sent to %s", job.job_id, machine)
+        lost = await asyncio.to_thread(self.storage.expire_leases, self.lease_s)
+        for job_id, machine in lost:
+            log.warning("job %s on %s lost: no heartbeat for %g s", job_id, machine, self.lease_s)
+        JOBS_LOST.inc(len(lost))
+        if time.monotonic() >= self._gauges_due:
+            await asyncio.to_thread(self.fleet_gauges)
+            self._gauges_due = time.monotonic() + FLEET_GAUGES_S
+        elif lost:
+            await asyncio.to_thread(self.job_gauge)
+
+    def job_gauge(self) -> None:
+        counts = self.storage.job_counts()
+        for state in JOB_STATES:
+            JOBS.labels(state).set(counts.get(state, 0))
+
+    def fleet_gauges(self) -> None:
+        """What the alert rules watch (deploy/prometheus/perfctl-alerts.yml): each machine's last heartbeat
+        and latest audit, the jobs by state, the database's size and samples."""
+        self.job_gauge()
+        for machine, heard_ns in self.storage.last_heard().items():
+            MACHINE_HEARTBEAT.labels(machine).set(heard_ns / 1e9)
+        MACHINE_AUDIT_VERDICT.clear()  # a machine's previous verdict must not stay at 1 beside the new one
+        for machine, audit in self.storage.latest_audits().items():
+            MACHINE_AUDIT_VERDICT.labels(machine, audit["verdict"]).set(1)
+            MACHINE_AUDIT_TIME.labels(machine).set(audit["time_ns"] / 1e9)
+        size, count = self.storage.size()
+        DATABASE_SIZE.set(size)
+        SAMPLES_STORED.set(count)
+

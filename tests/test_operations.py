@@ -1,0 +1,133 @@
+"""A server that starts with no options, the agent and commands on its host that find it, and `perfctl prune`
+(docs/operations.md). Real processes: `perfctl server`, `perfctl agent`, the client commands."""
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+from fleet import perfctl_command, wait_for
+
+from perfctl import state
+from perfctl.server.storage import Storage, database_url
+from perfctl.v1 import fleet_pb2 as pb
+
+
+def _run(*args, env, timeout=60) -> subprocess.CompletedProcess:
+    return subprocess.run(perfctl_command(*args), capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _default_port_reason() -> str | None:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", 7433))
+        except OSError as err:
+            return f"probe: 127.0.0.1:7433, the zero-config address, is taken here ({err.strerror})"
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0 (the agent opens counters and runs as nobody)")
+def test_a_server_with_no_options_and_an_agent_and_client_that_find_it(tmp_path):
+    reason = _default_port_reason()
+    if reason:
+        pytest.skip(reason)
+    env = {**os.environ, "PERFCTL_STATE_DIR": str(tmp_path / "state")}
+    for key in ("PERFCTL_SERVER", "PERFCTL_TOKEN", "PERFCTL_TOKEN_FILE", "PERFCTL_TLS_CA"):
+        env.pop(key, None)
+    env["PERFCTL_CONFIG"] = str(tmp_path / "no-client.json")
+    logs = {}
+
+    def start(key, *args):
+        logs[key] = open(tmp_path / f"{key}.log", "ab")
+        return subprocess.Popen(perfctl_command(*args), stdout=logs[key], stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+    def log(key):
+        return (tmp_path / f"{key}.log").read_text()
+
+    server = start("server", "server")
+    agent = None
+    try:
+        wait_for(lambda: "listening on 127.0.0.1:7433" in log("server"), 60, "the server to listen")
+        directory = tmp_path / "state"
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        for name in (state.TOKENS, state.CLIENT_TOKEN, state.AGENT_TOKEN):
+            assert stat.S_IMODE((directory / name).stat().st_mode) == 0o600, name
+        assert "first start" in log("server") and (directory / "perfctl.db").exists()
+        agent = start("agent", "agent", "--allow", "/bin/*", "--user", "nobody", "--audit-every", "0")
+        host = state.host_name()
+
+        def connected():
+            listed = _run("machines", "--json", env=env)
+            return listed.returncode == 0 and [m["name"] for m in json.loads(listed.stdout) if m["connected"]]
+        assert wait_for(connected, 60, "the agent to connect") == [host], log("agent")
+        assert (directory / "spool").is_dir()
+        submitted = _run("submit", "--machines", host, "-r", "5", "-e", "page-faults", "--wait", "--", "/bin/true",
+                         env=env, timeout=120)
+        assert submitted.returncode == 0, submitted.stderr
+        storage = Storage(database_url(str(directory), None))
+        try:
+            assert storage.count_samples() == 5
+        finally:
+            storage.close()
+        # a second start finds its tokens: none made again
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+        server = start("server", "server")
+        wait_for(lambda: log("server").count("listening on") == 2, 60, "the server to listen again")
+        assert log("server").count("first start") == 1
+        assert len((directory / state.TOKENS).read_text().splitlines()) == 2
+        # never plaintext off loopback by default
+        exposed = _run("server", "--listen", "0.0.0.0:7434", env=env)
+        assert exposed.returncode == 2 and "refusing plaintext" in exposed.stderr, exposed.stderr
+    finally:
+        for process in (agent, server):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+        for handle in logs.values():
+            handle.close()
+
+
+def test_prune_says_what_it_deletes_and_refuses_bad_input(tmp_path):
+    data = tmp_path / "data"
+    storage = Storage(database_url(str(data), None))
+    try:
+        storage.register(pb.MachineInfo(name="box", machine_id="m" * 16, inventory_json="{}", agent_version="t"), 1)
+        samples = subprocess.run([sys.executable, "-m", "perfctl", "stat", "-r", "4", "-e", "page-faults", "--json",
+                                  "--", "/bin/true"], capture_output=True, text=True, timeout=60)
+        assert samples.returncode == 0, samples.stderr
+        from perfctl import wire
+        from perfctl.model import Sample
+
+        runs = [wire.sample_to_proto(Sample.from_dict(json.loads(line))) for line in samples.stdout.splitlines()
+                if json.loads(line).get("type") == "sample"]
+        for age_days, run in zip((200, 200, 1, 1), runs):
+            run.start_time_ns = time.time_ns() - int(age_days * 86400e9)
+        assert storage.ingest("box", runs) == (4, 0)
+    finally:
+        storage.close()
+    env = dict(os.environ)
+    dry = _run("prune", "--older-than", "90d", "--data-dir", str(data), "--dry-run", env=env)
+    assert dry.returncode == 0 and dry.stdout.startswith("would delete 2 runs that started before "), dry.stdout
+    assert dry.stdout.splitlines()[1:] == ["box\t2"]
+    done = _run("prune", "--older-than", "90d", "--data-dir", str(data), env=env)
+    assert done.returncode == 0 and done.stdout.startswith("deleted 2 runs"), done.stdout
+    assert "audits, jobs and machines are kept" in done.stdout
+    again = _run("prune", "--older-than", "90d", "--data-dir", str(data), env=env)
+    assert again.stdout.startswith("deleted 0 runs") and again.stdout.splitlines()[1:] == []
+    for args, said in ((["--older-than", "soon"], "not a duration"), (["--older-than", "0"], "positive duration"),
+                       (["--older-than", "1d", "--machine", "ghost"], "no machine named 'ghost'"),
+                       (["--older-than", "1d", "--db", "postgresql://nobody@/x?host=/nonexistent"],
+                        "cannot open the database")):
+        bad = _run("prune", *args, "--data-dir", str(data), env=env)
+        assert bad.returncode == 2 and said in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    storage = Storage(database_url(str(data), None))
+    try:
+        assert storage.count_samples() == 2
+    finally:
+        storage.close()
