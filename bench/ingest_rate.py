@@ -5,7 +5,10 @@ beside the raw insert rate of the same rows into the same kind of database measu
 Prints both rates, their ratio and the p99 batch ack latency.
 
 Targets (issues 4 and 15): >= half the raw insert rate of the same database, and on SQLite >= 20,000
-samples/s, on a 2-core machine. The raw rows carry the same columns the server writes (payload, values,
+samples/s, on a 2-core machine. On PostgreSQL the same streams also go to two server replicas on the one
+database (issue 17; the streams alternate between them), printed beside one: on these 2 cores the two
+replicas and PostgreSQL share the same CPUs, so this shows what a second replica costs or gains here, not
+what it gains on its own machine. The raw rows carry the same columns the server writes (payload, values,
 shape and context: server/schema.py).
 
     python bench/ingest_rate.py [--samples 100000] [--batch 500] [--streams 4] [--no-postgres]
@@ -93,19 +96,21 @@ async def stream(address: str, token: str, work: list[pb.SampleBatch], latencies
         await reader
 
 
-def grpc_rate(db_args: list[str], url: str, work: list[list[pb.SampleBatch]], names: list[str], tmp: Path):
+def grpc_rate(db_args: list[str], url: str, work: list[list[pb.SampleBatch]], names: list[str], tmp: Path,
+              replicas: int = 1):
     fleet = Fleet(tmp)
     tokens = [Path(fleet.agent_token(name)).read_text() for name in names]
-    address = f"127.0.0.1:{free_port()}"
-    fleet.start_server(address, db_args)
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(replicas)]
+    for index, address in enumerate(addresses):  # one at a time: the first migrates the database
+        fleet.start_server(address, db_args, key=f"server{index}")
+        wait_for(lambda address=address: fleet.client("machines", server=address).returncode == 0, 60, "the server")
+    streams_to = [addresses[i % replicas] for i in range(len(names))]
     try:
-        wait_for(lambda: fleet.client("machines", server=address).returncode == 0, 60, "the server")
-        channel = grpc.insecure_channel(address)
-        stub = rpc.AgentServiceStub(channel)
-        for name, token in zip(names, tokens):
-            stub.Register(pb.RegisterRequest(machine=pb.MachineInfo(name=name, machine_id="bench")),
-                          metadata=(("authorization", f"Bearer {token}"),))
-        channel.close()
+        for name, token, address in zip(names, tokens, streams_to):
+            with grpc.insecure_channel(address) as channel:
+                rpc.AgentServiceStub(channel).Register(
+                    pb.RegisterRequest(machine=pb.MachineInfo(name=name, machine_id="bench")),
+                    metadata=(("authorization", f"Bearer {token}"),))
         latencies: list[float] = []
         total = sum(len(b.samples) for w in work for b in w)
 
@@ -113,7 +118,8 @@ def grpc_rate(db_args: list[str], url: str, work: list[list[pb.SampleBatch]], na
 
         async def run_all():
             ready = asyncio.Event()
-            tasks = [asyncio.create_task(stream(address, t, w, latencies, ready)) for t, w in zip(tokens, work)]
+            tasks = [asyncio.create_task(stream(address, token, batches_, latencies, ready))
+                     for address, token, batches_ in zip(streams_to, tokens, work)]
             await asyncio.sleep(1.0)  # let every stream encode its batches
             timing["start"] = time.perf_counter()
             ready.set()
@@ -197,6 +203,13 @@ def main() -> None:
                 targets = "targets >= 20000/s and >= 0.5" if floor else "target >= 0.5"
                 print(f"{kind:>10}: gRPC path {rate:9.0f} samples/s, raw insert {raw:9.0f} rows/s, ratio "
                       f"{rate / raw:.2f}, p99 batch ack {p99 * 1000:.1f} ms  ({targets}) {verdict}")
+                if kind == "postgresql":
+                    with tempfile.TemporaryDirectory() as second:
+                        two, p99_two = grpc_rate(["--db", (url_two := postgres.new_database())], url_two,
+                                                 [batches(base, per_stream, args.batch) for _ in names], names,
+                                                 Path(second), replicas=2)
+                    print(f"{kind:>10}: 2 replicas {two:9.0f} samples/s beside 1 replica {rate:9.0f} "
+                          f"({two / rate:.2f}x), p99 batch ack {p99_two * 1000:.1f} ms")
         if "postgresql" not in kinds:
             print(f"postgresql: not measured ({'--no-postgres' if args.no_postgres else postgres_reason()})")
     finally:

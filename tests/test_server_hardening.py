@@ -1071,3 +1071,27 @@ def test_decode_workers_default_to_the_cpus_the_server_may_run_on(monkeypatch):
     assert server_cli.default_decode_workers() == 1
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     assert server_cli.default_decode_workers() == 4
+
+
+# --- issue 17: retries and the server's own job fields are the server's ---
+
+def test_a_client_cannot_set_stored_runs_or_retry_what_is_not_lost(server):
+    """stored_runs tells an agent to skip runs: only the server sets it, on a retried job. RetryJob takes a
+    job id that is a UUID of a lost job, and says which of those it is not."""
+    job = pb.Job(commands=[pb.Command(name="t", argv=["/bin/true"])], repetitions=3, stored_runs=[0, 1, 2])
+    error = _error(lambda: server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job),
+                                                  metadata=server.client_md, timeout=10))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "stored_runs is set by the server" in error.details()
+    del job.stored_runs[:]
+    (job_id,) = server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job), metadata=server.client_md,
+                                       timeout=10).job_ids
+    for bad, code, said in (("x" * 10_000, grpc.StatusCode.INVALID_ARGUMENT, "job_id is not a UUID"),
+                            ("'; DROP TABLE jobs; --", grpc.StatusCode.INVALID_ARGUMENT, "job_id is not a UUID"),
+                            (str(uuid.uuid4()), grpc.StatusCode.NOT_FOUND, "no job"),
+                            (job_id, grpc.StatusCode.FAILED_PRECONDITION, "only a lost job can be retried")):
+        error = _error(lambda bad=bad: server.query.RetryJob(pb.RetryJobRequest(job_id=bad),
+                                                             metadata=server.client_md, timeout=10))
+        assert error.code() == code and said in error.details(), (bad[:40], error.details())
+    agent_token = server.agent_md("box-a")  # an agent cannot retry jobs
+    error = _error(lambda: server.query.RetryJob(pb.RetryJobRequest(job_id=job_id), metadata=agent_token, timeout=10))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
