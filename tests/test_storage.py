@@ -268,3 +268,31 @@ def test_prune_deletes_old_runs_in_batches_and_keeps_everything_else(database_ur
     # audits, jobs and machines stay
     assert len(storage.list_audits("a")) == 1 and storage.list_jobs("a")[0]["id"] == job_id
     assert {m["name"] for m in storage.list_machines()} == {"a", "b"}
+
+
+def test_jobs_dispatched_before_leases_get_one_at_the_upgrade(database_url):
+    """Migration 0006: a job dispatched under 0005 had no lease; it gets the default one from its last change,
+    so a job whose agent never comes back becomes lost instead of staying dispatched forever."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from perfctl.server import migrations, schema
+
+    engine = create_engine(database_url)
+    config = Config()
+    config.set_main_option("script_location", migrations.__path__[0])
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0005")
+    spec = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1).SerializeToString()
+    with engine.begin() as connection:
+        for job_id, state in (("d" * 36, "dispatched"), ("q" * 36, "queued"), ("f" * 36, "done")):
+            connection.execute(schema.jobs.insert().values(id=job_id, machine="box", spec=spec, state=state,
+                                                           message="", samples=0, submitted_ns=1, updated_ns=5))
+    engine.dispose()
+    storage = Storage(database_url)
+    leases = {row["id"][0]: row["lease_ns"] for row in storage.list_jobs()}
+    assert leases == {"d": 5 + 300 * 10**9, "q": None, "f": None}
+    assert storage.expire_leases(300, now_ns=5 + 301 * 10**9) == [("d" * 36, "box")]
+    storage.close()

@@ -23,6 +23,9 @@ depends_on = None
 def upgrade() -> None:
     op.add_column("jobs", sa.Column("lease_ns", sa.BigInteger, nullable=True))
     op.add_column("machines", sa.Column("watched_by", sa.String(64), nullable=True))
+    # jobs dispatched before leases existed get the default lease from their last change: their agents'
+    # heartbeats renew it, and one whose agent is gone becomes lost instead of staying dispatched forever
+    op.execute("UPDATE jobs SET lease_ns = updated_ns + 300000000000 WHERE state IN ('dispatched', 'running')")
     op.create_index("ix_jobs_state_lease", "jobs", ["state", "lease_ns"])
 
 
