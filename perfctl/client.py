@@ -69,7 +69,7 @@ def settings(args, role: str = "client") -> ClientSettings:
                           "or write ~/.config/perfctl/client.json")
     token_file = getattr(args, "token_file", None) or os.environ.get("PERFCTL_TOKEN_FILE") or config.get("token_file")
     token = read_token(token_file) if token_file else os.environ.get("PERFCTL_TOKEN")
-    if not token and local:
+    if not token and local and server == state.LOCAL_SERVER:  # this host's token, never sent anywhere else
         token = read_token(local_token)
     if not token:
         raise ClientError("no token: give --token-file, or set PERFCTL_TOKEN or PERFCTL_TOKEN_FILE")
@@ -83,7 +83,6 @@ def query(args):
     """(QueryService stub, call metadata, channel) for a client command. Of several servers (replicas:
     --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S; a DNS name with several
     addresses is gRPC's to try in turn."""
-    import grpc
 
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -91,15 +90,35 @@ def query(args):
     servers = security.split_servers(s.server)
     for server in servers:
         channel = security.channel(server, s.tls, s.insecure, aio=False)
-        if len(servers) > 1:
-            try:
-                grpc.channel_ready_future(channel).result(timeout=CONNECT_TIMEOUT_S)
-            except grpc.FutureTimeoutError:
-                channel.close()
-                continue
+        if len(servers) > 1 and not _connects(channel, CONNECT_TIMEOUT_S):
+            channel.close()
+            continue
         return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel
     raise ClientError(f"none of the servers {', '.join(servers)} accepted a connection within "
                       f"{CONNECT_TIMEOUT_S:g} s")
+
+
+def _connects(channel, timeout: float) -> bool:
+    """Whether the channel reaches READY within ``timeout``; False as soon as a connection fails (a replica
+    that is down refuses at once: the next is tried without waiting out the timeout)."""
+    import threading
+
+    import grpc
+
+    settled = threading.Event()
+    ready = []
+
+    def seen(state) -> None:
+        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                     grpc.ChannelConnectivity.SHUTDOWN):
+            ready.append(state == grpc.ChannelConnectivity.READY)
+            settled.set()
+
+    channel.subscribe(seen, try_to_connect=True)
+    try:
+        return settled.wait(timeout) and ready[0]
+    finally:
+        channel.unsubscribe(seen)
 
 
 def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) -> list:

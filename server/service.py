@@ -317,7 +317,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         try:
             updated = await self._db(context, self.storage.update_job, request.job_id, principal.name,
-                                     request.state, job_message(request.message), request.samples)
+                                     request.state, job_message(request.message), request.samples, None,
+                                     self.keeper.lease_s)
         except JobReportError as err:  # INVALID_ARGUMENT: the agent gives the report up, never re-sends it
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         if not updated:
@@ -565,6 +566,9 @@ def _die_with_server(server_pid: int) -> None:
     """Decode worker initializer: the kernel kills this worker when the server process ends, however it
     ends (SIGKILL included, which runs no cleanup). The death signal is armed first, then the parent
     checked: a server that died before prctl ran would otherwise leave this worker orphaned for good."""
+    # Ctrl-C reaches the whole process group: the server stops its workers itself (a KeyboardInterrupt
+    # traceback from each was all the signal did here)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
@@ -706,8 +710,9 @@ async def _retain(storage: Storage, retain_s: float) -> None:
             log.warning("retention: %s; trying again in %.0f s", err, RETAIN_EVERY_S)
         else:
             if removed:
-                log.info("retention: deleted %d runs older than %.0f days (%s)", sum(removed.values()),
-                         retain_s / 86400, ", ".join(f"{m}: {n}" for m, n in sorted(removed.items())))
+                log.info("retention: deleted %d runs older than %s (%s)", sum(removed.values()),
+                         f"{retain_s / 86400:g} days" if retain_s >= 86400 else f"{retain_s:g} s",
+                         ", ".join(f"{m}: {n}" for m, n in sorted(removed.items())))
         await asyncio.sleep(RETAIN_EVERY_S)
 
 

@@ -554,14 +554,21 @@ class Storage:
         return [(state, pb.Job.FromString(bytes(spec))) for state, spec in rows]
 
     def update_job(self, job_id: str, machine: str, state: str, message: str = "", samples_count: int | None = None,
-                   now_ns: int | None = None) -> bool:
+                   now_ns: int | None = None, lease_s: float | None = None) -> bool:
         """Record a job's new state, reported by the machine it was given to; False if it is not that
         machine's job. JobReportError if the job cannot move to ``state`` (JOB_MOVES) or has fewer runs
         than ``samples_count``. The same final state reported again (an agent that re-sends after a
         reconnect) changes nothing and is not an error."""
         if state not in JOB_STATES:
             raise StorageError(f"unknown job state {state!r}")
-        values = dict(state=state, message=message[:1000], updated_ns=now_ns or time.time_ns())
+        now_ns = now_ns or time.time_ns()
+        values = dict(state=state, message=message[:1000], updated_ns=now_ns)
+        # a job its agent reports running holds a lease (one back from lost, or retried, had none); a final
+        # one holds none
+        if state in LEASED_JOB_STATES and lease_s is not None:
+            values["lease_ns"] = now_ns + int(lease_s * 1e9)
+        elif state not in LEASED_JOB_STATES:
+            values["lease_ns"] = None
         with self._write_lock, self.engine.begin() as conn:
             row = conn.execute(select(jobs.c.state, jobs.c.spec).where(jobs.c.id == job_id, jobs.c.machine == machine)
                                .with_for_update()).one_or_none()

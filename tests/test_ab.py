@@ -395,3 +395,13 @@ def test_ab_draws_its_progress_on_a_terminal(programs, tmp_path):
     shown = typescript.read_text(errors="replace")
     assert "rounds left" in shown and "B  ratio " in shown and "so far" in shown and "|" in shown
     assert "relevant difference" in shown and "perfctl ab: task-clock" in shown
+
+
+def test_stat_and_ab_refuse_a_closed_stdout_that_the_summary_needs(tmp_path):
+    """The summary goes to stdout: started with it closed, the run would end with nothing said (exit 0)."""
+    for args in (["stat", "-r", "1", "-o", str(tmp_path / "s.jsonl"), "--", "true"],
+                 ["ab", "--", "true", ":::", "true"]):
+        result = subprocess.run([sys.executable, "-m", "perfctl", *args], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1))
+        assert result.returncode == 2 and "stdout is closed; the summary is written there" in result.stderr, args
+    assert not (tmp_path / "s.jsonl").exists()  # refused before anything ran

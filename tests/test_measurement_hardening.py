@@ -247,3 +247,28 @@ def test_the_first_of_two_stop_signals_decides_the_exit_whatever_their_numbers()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         time.sleep(0.1)  # both handlers pending: Python runs SIGHUP's first
     assert stopped.value.signum == signal.SIGINT and stopped.value.exit_code == 130
+
+
+def test_a_full_disk_leaves_the_samples_file_whole_for_the_next_run(tmp_path):
+    """stat -o FILE on a filesystem that fills up: the line that did not fit is cut off again, so the file
+    ends with a whole sample; a partial line left by a kill mid-write is cut off (and said) before the next
+    run appends, and every reader then takes the file."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(small)], check=True)
+    try:
+        samples = small / "s.jsonl"
+        full = perfctl("stat", "-r", "200", "-e", "page-faults,task-clock", "-o", str(samples), "--", "/bin/true")
+        assert full.returncode == 2 and "No space left on device; measurement stopped after" in full.stderr
+        kept = samples.read_bytes()
+        assert kept.endswith(b"\n") and all(json.loads(line) for line in kept.splitlines())
+        copy = tmp_path / "copy.jsonl"
+        copy.write_bytes(kept + b'{"type":"sample","uuid":"cut sh')  # a write a kill cut short
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    more = perfctl("stat", "-r", "2", "-e", "page-faults", "-o", str(copy), "--", "/bin/true")
+    assert more.returncode == 0 and "ended in a partial line (31 bytes" in more.stderr, more.stderr
+    lines = copy.read_bytes().splitlines()
+    assert copy.read_bytes().startswith(kept) and len(lines) == len(kept.splitlines()) + 3  # machine + 2 runs
+    compared = perfctl("compare", str(copy), str(copy))
+    assert compared.returncode in (0, 3, 4), compared.stderr

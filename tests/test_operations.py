@@ -23,6 +23,7 @@ def _run(*args, env, timeout=60) -> subprocess.CompletedProcess:
 
 def _default_port_reason() -> str | None:
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds: only a live listener is in the way
         try:
             s.bind(("127.0.0.1", 7433))
         except OSError as err:
@@ -131,3 +132,74 @@ def test_prune_says_what_it_deletes_and_refuses_bad_input(tmp_path):
         assert storage.count_samples() == 2
     finally:
         storage.close()
+
+
+def test_the_local_token_goes_to_the_local_server_only(tmp_path, monkeypatch):
+    """A zero-config host's client token is used for 127.0.0.1:7433 alone: a command given another server and
+    no token must not send this host's token there."""
+    from perfctl import client
+    from perfctl.cli import build_parser
+
+    monkeypatch.setenv("PERFCTL_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("PERFCTL_CONFIG", str(tmp_path / "none.json"))
+    for key in ("PERFCTL_SERVER", "PERFCTL_TOKEN", "PERFCTL_TOKEN_FILE"):
+        monkeypatch.delenv(key, raising=False)
+    (tmp_path / state.CLIENT_TOKEN).write_text("local-secret\n")
+    (tmp_path / state.CLIENT_TOKEN).chmod(0o600)
+    local = client.settings(build_parser("machines").parse_args(["machines"]))
+    assert (local.server, local.token) == (state.LOCAL_SERVER, "local-secret")
+    with pytest.raises(client.ClientError, match="no token"):
+        client.settings(build_parser("machines").parse_args(["machines", "--server", "10.9.9.9:7433"]))
+
+
+def test_a_first_start_that_failed_is_made_again(tmp_path):
+    """The tokens file is the first start's last step: one that failed on the way leaves none, and the next
+    start makes all three files."""
+    reason = _default_port_reason()
+    if reason:
+        pytest.skip(reason)
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    (directory / state.CLIENT_TOKEN).mkdir()  # cannot be written as a file
+    env = {**os.environ, "PERFCTL_STATE_DIR": str(directory)}
+    failed = _run("server", env=env)
+    assert failed.returncode == 2 and "Is a directory" in failed.stderr, failed.stderr
+    assert not (directory / state.TOKENS).exists()
+    (directory / state.CLIENT_TOKEN).rmdir()
+    server = subprocess.Popen(perfctl_command("server"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                              start_new_session=True)
+    try:
+        wait_for(lambda: (directory / state.AGENT_TOKEN).exists(), 60, "the first start's tokens")
+        assert len((directory / state.TOKENS).read_text().splitlines()) == 2
+        assert (directory / state.CLIENT_TOKEN).read_text().strip()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_prune_never_makes_the_database_it_was_to_prune(tmp_path):
+    env = {**os.environ, "PERFCTL_STATE_DIR": str(tmp_path / "nostate")}
+    for args in ([], ["--data-dir", str(tmp_path / "typo")]):
+        result = _run("prune", "--older-than", "1d", "--dry-run", *args, env=env)
+        assert result.returncode == 2 and "no server database in" in result.stderr, result.stderr
+    assert not (tmp_path / "nostate").exists() and not (tmp_path / "typo").exists()
+
+
+def test_a_client_passes_over_a_refusing_replica_at_once(tmp_path):
+    """--server a,b with a down: a refuses the connection, and b is asked without waiting out the 5 s."""
+    from fleet import Fleet, free_port
+
+    fleet = Fleet(tmp_path)
+    up, down = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    try:
+        fleet.start_server(up, ["--data-dir", str(tmp_path / "data")])
+        wait_for(lambda: fleet.client("machines", server=up).returncode == 0, 60, "the server")
+        start = time.monotonic()
+        listed = fleet.client("machines", "--json", server=f"{down},{up}")
+        elapsed = time.monotonic() - start
+        assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+        assert elapsed < 4, elapsed
+        none = fleet.client("machines", server=f"{down},{down}")
+        assert none.returncode == 2 and "none of the servers" in none.stderr, none.stderr
+    finally:
+        fleet.stop_all()

@@ -132,9 +132,13 @@ def test_a_lapsed_lease_loses_the_job_and_a_heartbeat_keeps_it(database_url):
     assert rows[kept]["state"] == "running" and rows[lost]["state"] == "lost"
     assert "no heartbeat from its agent for 5 s" in rows[lost]["message"]
     assert storage.expire_leases(5, now + 10 * 10**9) == [(kept, "box")]
-    # the agent comes back after all and reports: its report is the truth
+    # the agent comes back after all and reports: its report is the truth, and a running job holds a lease
+    # again (without one it could never be lost if the agent vanished before its next heartbeat)
+    assert storage.update_job(kept, "box", "running", now_ns=now + 11 * 10**9, lease_s=5)
+    assert storage.expire_leases(5, now + 17 * 10**9) == [(kept, "box")]
     assert storage.update_job(kept, "box", "done", "1 runs", 1)
-    assert storage.list_jobs("box")[0]["state"] == "done"
+    row = storage.list_jobs("box")[0]
+    assert row["state"] == "done" and row["lease_ns"] is None
 
 
 def test_a_retried_job_keeps_the_runs_stored(database_url, real_samples):

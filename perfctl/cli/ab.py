@@ -30,7 +30,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.model import default_metric, metric_label
-from perfctl.output import Interrupted, UsageError, console, interactive, say
+from perfctl.output import Interrupted, UsageError, console, interactive, say, stdout_closed
 from perfctl.report import FAIL_ON
 
 SEPARATOR = ":::"
@@ -136,6 +136,8 @@ def run(args) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     suite = SequentialSuite(len(sides), args.margin, args.confidence)
     result = AbResult(sides, {}, metric or "", args.margin, args.confidence, seed, "max-runs", output=args.output)
+    if not args.json and stdout_closed():  # the summary goes there: it would be lost without a word
+        raise UsageError("perfctl ab: stdout is closed; the summary is written there (-o FILE keeps the samples)")
     summary_console = console(stderr=args.json)
     outputs = SampleOutputs("perfctl ab", args.output, "json" if args.json else None)
     inv = inventory.collect()

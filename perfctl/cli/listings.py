@@ -80,6 +80,8 @@ def run(args) -> int:
         summaries = call(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or "")).benchmarks
         return write(BenchmarksReport(summaries, verbosity(args)), fmt, console())
     if args.retry is not None:
+        if not args.retry.strip():
+            raise UsageError("perfctl jobs: --retry needs a job id (or its first characters)")
         if args.wait or args.job_ids:
             raise UsageError("perfctl jobs: --retry JOB takes no other JOB and no --wait (wait afterwards: "
                              "perfctl jobs --wait JOB)")

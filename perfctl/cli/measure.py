@@ -100,6 +100,59 @@ class OutputError(Exception):
         self.where, self.error = where, error
 
 
+class _AppendFile:
+    """-o FILE, appended to a whole line at a time: a line that cannot be written in full (a full disk) is
+    cut off again, so the file always ends with a complete sample and the next `stat -o FILE` appends to a
+    file every reader still takes. A partial line found at the end when opening (a write cut short by a kill
+    or a crash) is cut off first, and said; it was never a sample."""
+
+    def __init__(self, path: str, command: str):
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            self._size = os.fstat(self._fd).st_size
+            if self._size:
+                self._cut_partial_line(path, command)
+        except OSError:
+            os.close(self._fd)
+            raise
+
+    def _cut_partial_line(self, path: str, command: str) -> None:
+        with open(path, "rb") as f:
+            end = self._size
+            while end > 0:  # back to the last newline, a block at a time
+                start = max(0, end - 65536)
+                f.seek(start)
+                block = f.read(end - start)
+                newline = block.rfind(b"\n")
+                if newline >= 0:
+                    end = start + newline + 1
+                    break
+                end = start
+        if end != self._size:
+            os.ftruncate(self._fd, end)
+            say(f"{command}: {path} ended in a partial line ({self._size - end} bytes, a write cut short "
+                "before); removed it before appending")
+            self._size = end
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(data)
+
+    def flush(self) -> None:
+        """Every write went to the file already."""
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
 class SampleOutputs:
     """Where each sample is written as its run ends: -o FILE (appended), JSON Lines or CSV on stdout. The
     machine's inventory line goes first, with the first sample and not before: a run that cannot start must
@@ -118,7 +171,7 @@ class SampleOutputs:
         if path:
             self._created = not os.path.lexists(path)
             try:
-                self._file = open(path, "a", encoding="utf-8")
+                self._file = _AppendFile(path, command)
             except OSError as err:
                 raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
             self._writers.append((path, JsonlWriter(self._file)))

@@ -123,7 +123,7 @@ def labels(args) -> dict[str, str]:
 
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|min|h|d)?")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|m|min|h|d)?", re.ASCII)
 _UNIT_SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 MAX_DURATION_S = 10 * 366 * 86400
 

@@ -4,6 +4,7 @@ each batch is a short transaction of its own, so ingest goes on."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from perfctl.cli.options import duration, exit_status, loudness
@@ -30,8 +31,13 @@ def run(args) -> int:
     from perfctl.server.storage import Storage, StorageError, database_url
 
     before_ns = time.time_ns() - int(args.older_than * 1e9)
+    if not args.db:  # a database to prune, not one made empty here (and a state directory made with it)
+        data_dir = args.data_dir or state.state_dir()
+        if not os.path.isfile(os.path.join(data_dir, "perfctl.db")):
+            raise UsageError(f"perfctl prune: no server database in {data_dir} (give the server's --data-dir or --db)")
+        args.data_dir = data_dir
     try:
-        storage = Storage(database_url(args.data_dir or (None if args.db else state.state_dir()), args.db))
+        storage = Storage(database_url(args.data_dir, args.db))
     except StorageError as err:
         raise UsageError(f"perfctl prune: {err}") from None
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from perfctl.cli.options import duration, exit_status, loudness, non_negative_int, positive_int, seconds, verbosity
@@ -106,11 +107,17 @@ def _first_start(tokens: str, listen: str) -> None:
 
     directory = os.path.dirname(tokens)
     host = state.host_name()
+    # the tokens file is made under another name and renamed last: a first start that fails on the way (a
+    # token file that cannot be written) leaves no tokens file, so the next start makes all three again
+    pending = tokens + ".new"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(pending)
     for role, name, where in (("client", "local", state.CLIENT_TOKEN), ("agent", host, state.AGENT_TOKEN)):
-        value = add_token(tokens, role, name)
+        value = add_token(pending, role, name)
         fd = os.open(os.path.join(directory, where), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(value + "\n")
+    os.replace(pending, tokens)
     say(f"perfctl server: first start: {tokens} made with a client token ({directory}/{state.CLIENT_TOKEN}) and an "
         f"agent token for this host, {host!r} ({directory}/{state.AGENT_TOKEN}). On this host, `perfctl agent "
         f"--allow PATTERN` and `perfctl machines` find them; for other hosts add tokens with `perfctl token add "

@@ -25,7 +25,7 @@ from perfctl.cli.options import (
     positive_int,
     verbosity,
 )
-from perfctl.output import Interrupted, UsageError, console, interactive, say
+from perfctl.output import Interrupted, UsageError, console, interactive, say, stdout_closed
 
 
 def add_parser(sub) -> None:
@@ -68,6 +68,8 @@ def run(args) -> int:
         raise UsageError(f"perfctl stat: {err}") from None
 
     machine_readable = args.json or args.csv
+    if not machine_readable and stdout_closed():  # the summary goes there: it would be lost without a word
+        raise UsageError("perfctl stat: stdout is closed; the summary is written there (-o FILE keeps the samples)")
     summary_console = console(stderr=machine_readable)
     if args.html:
         from perfctl.report.html import check_target  # only then: the report's imports cost every start
