@@ -181,20 +181,28 @@ def test_a_uuid_is_deduplicated_per_machine(database_url, real_samples):
     assert len(list(storage.sample_payloads("box"))) == 6 and len(list(storage.sample_payloads("evil"))) == 3
 
 
-def test_upgrading_a_database_of_revision_0002_keeps_its_samples(database_url, real_samples):
-    """Migration 0003 (unique uuid -> unique machine and uuid) on a database with samples in it."""
+def _database_at(database_url: str, revision: str):
+    """An engine on a new database migrated up to ``revision`` only: what an older server left."""
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine
 
-    from perfctl.server import migrations, schema
+    from perfctl.server import migrations
 
     engine = create_engine(database_url)
     config = Config()
     config.set_main_option("script_location", migrations.__path__[0])
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.upgrade(config, "0002")
+        command.upgrade(config, revision)
+    return engine
+
+
+def test_upgrading_a_database_of_revision_0002_keeps_its_samples(database_url, real_samples):
+    """Migration 0003 (unique uuid -> unique machine and uuid) on a database with samples in it."""
+    from perfctl.server import schema
+
+    engine = _database_at(database_url, "0002")
     with engine.begin() as connection:  # the 0002 tables have the columns these inserts name
         machine = connection.execute(schema.machines.insert().values(
             name="box", machine_id="m", inventory="{}", backends="[]", events="[]", agent_version="t",
@@ -277,18 +285,9 @@ def test_prune_deletes_old_runs_in_batches_and_keeps_everything_else(database_ur
 def test_jobs_dispatched_before_leases_get_one_at_the_upgrade(database_url):
     """Migration 0006: a job dispatched under 0005 had no lease; it gets the default one from its last change,
     so a job whose agent never comes back becomes lost instead of staying dispatched forever."""
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine
+    from perfctl.server import schema
 
-    from perfctl.server import migrations, schema
-
-    engine = create_engine(database_url)
-    config = Config()
-    config.set_main_option("script_location", migrations.__path__[0])
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0005")
+    engine = _database_at(database_url, "0005")
     spec = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1).SerializeToString()
     with engine.begin() as connection:
         for job_id, state in (("d" * 36, "dispatched"), ("q" * 36, "queued"), ("f" * 36, "done")):
