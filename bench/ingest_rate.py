@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ import grpc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fleet import Fleet, Postgres, free_port, postgres_reason, wait_for  # noqa: E402
+from fleet import Fleet, bench_databases, free_port, server_database_args, wait_for  # noqa: E402
 
 from perfctl import wire  # noqa: E402
 from perfctl.agent import inventory, session  # noqa: E402
@@ -38,7 +37,7 @@ from perfctl.agent.events import DEFAULT_EVENTS, parse_events  # noqa: E402
 from perfctl.agent.runner import Runner, make_control  # noqa: E402
 from perfctl.server.decode import row_fields  # noqa: E402
 from perfctl.server.schema import contexts, shapes  # noqa: E402
-from perfctl.server.storage import Storage, database_url  # noqa: E402
+from perfctl.server.storage import Storage  # noqa: E402
 from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
 from perfctl.v1 import fleet_pb2_grpc as rpc  # noqa: E402
 
@@ -181,20 +180,12 @@ def main() -> None:
           f"{args.batch}, {args.streams} concurrent agent streams")
     names = [f"bench{i}" for i in range(args.streams)]
     per_stream = args.samples // args.streams
-    kinds = ["sqlite"] + ([] if args.no_postgres or postgres_reason() else ["postgresql"])
-    postgres = Postgres() if "postgresql" in kinds else None
-    try:
-        for kind in kinds:
+    with bench_databases(args.no_postgres) as kinds:
+        for kind, new_database in kinds:
             with tempfile.TemporaryDirectory() as tmp:
                 work = [batches(base, per_stream, args.batch) for _ in names]
-                if kind == "sqlite":
-                    data = os.path.join(tmp, "data")
-                    db_args, url = ["--data-dir", data], database_url(data, None)
-                    raw_url = database_url(os.path.join(tmp, "raw"), None)
-                else:
-                    url = postgres.new_database()
-                    db_args, raw_url = ["--db", url], postgres.new_database()
-                rate, p99 = grpc_rate(db_args, url, work, names, Path(tmp))
+                url, raw_url = new_database(tmp), new_database(tmp)
+                rate, p99 = grpc_rate(server_database_args(url), url, work, names, Path(tmp))
                 raw = raw_rate(raw_url, [batches(base, per_stream, args.batch) for _ in names])
                 # an absolute rate on PostgreSQL would measure the database (its own raw rate here is below
                 # 20,000 rows/s): there the target is the ratio alone (issue 15)
@@ -205,16 +196,12 @@ def main() -> None:
                       f"{rate / raw:.2f}, p99 batch ack {p99 * 1000:.1f} ms  ({targets}) {verdict}")
                 if kind == "postgresql":
                     with tempfile.TemporaryDirectory() as second:
-                        two, p99_two = grpc_rate(["--db", (url_two := postgres.new_database())], url_two,
+                        url_two = new_database(second)
+                        two, p99_two = grpc_rate(["--db", url_two], url_two,
                                                  [batches(base, per_stream, args.batch) for _ in names], names,
                                                  Path(second), replicas=2)
                     print(f"{kind:>10}: 2 replicas {two:9.0f} samples/s beside 1 replica {rate:9.0f} "
                           f"({two / rate:.2f}x), p99 batch ack {p99_two * 1000:.1f} ms")
-        if "postgresql" not in kinds:
-            print(f"postgresql: not measured ({'--no-postgres' if args.no_postgres else postgres_reason()})")
-    finally:
-        if postgres:
-            postgres.stop()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ The database holds --runs runs of one real sample of /bin/true (the default even
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import threading
@@ -25,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fleet import Postgres, postgres_reason  # noqa: E402
+from fleet import bench_databases  # noqa: E402
 from ingest_rate import template  # noqa: E402
 
-from perfctl.server.storage import Storage, database_url  # noqa: E402
+from perfctl.server.storage import Storage  # noqa: E402
 from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
 
 DAY_NS = 86400 * 10**9
@@ -102,21 +101,13 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
     base = template()
-    kinds = ["sqlite"] + ([] if args.no_postgres or postgres_reason() else ["postgresql"])
-    postgres = Postgres() if "postgresql" in kinds else None
     print(f"{args.runs} runs in {args.series} series, half older than the cutoff; ingest: batches of 500")
-    try:
-        for kind in kinds:
+    with bench_databases(args.no_postgres) as kinds:
+        for kind, new_database in kinds:
             with tempfile.TemporaryDirectory() as tmp:
-                url = database_url(os.path.join(tmp, "data"), None) if kind == "sqlite" else postgres.new_database()
-                rate, during, quiet = measure(url, base, args.runs, args.series)
+                rate, during, quiet = measure(new_database(tmp), base, args.runs, args.series)
                 print(f"{kind:>10}: pruned {rate:8.0f} runs/s; slowest ingest batch {during * 1000:.0f} ms during "
                       f"the prune, {quiet * 1000:.0f} ms without")
-        if "postgresql" not in kinds:
-            print(f"postgresql: not measured ({'--no-postgres' if args.no_postgres else postgres_reason()})")
-    finally:
-        if postgres:
-            postgres.stop()
 
 
 if __name__ == "__main__":

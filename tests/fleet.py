@@ -3,6 +3,7 @@ perfctl server/agent processes started and killed like an operator would."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -66,6 +67,35 @@ class Postgres:
         subprocess.run([self._pg_ctl, "-D", self.data, "-m", "immediate", "stop"], user="postgres",
                        capture_output=True, cwd=self.base)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def bench_databases(no_postgres: bool):
+    """For the benchmarks that measure SQLite and PostgreSQL alike: a list of (kind, new database URL in a
+    directory), SQLite first, then PostgreSQL in a throwaway cluster where this machine runs one (why not is
+    printed first, once). Each call of the function makes a new empty database."""
+    from perfctl.server.storage import database_url
+
+    reason = "--no-postgres" if no_postgres else postgres_reason()
+    if reason:
+        print(f"postgresql: not measured ({reason})")
+    postgres = None if reason else Postgres()
+    made = iter(range(1 << 30))
+    kinds = [("sqlite", lambda directory: database_url(os.path.join(directory, f"db{next(made)}"), None))]
+    if postgres is not None:
+        kinds.append(("postgresql", lambda directory: postgres.new_database()))
+    try:
+        yield kinds
+    finally:
+        if postgres is not None:
+            postgres.stop()
+
+
+def server_database_args(url: str) -> list[str]:
+    """`perfctl server`'s options for the database at ``url``: --data-dir for SQLite, as users give it."""
+    if url.startswith("sqlite:///"):
+        return ["--data-dir", os.path.dirname(url[len("sqlite:///"):])]
+    return ["--db", url]
 
 
 def make_certs(directory: Path, hosts: list[str]) -> dict[str, str]:
