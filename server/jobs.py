@@ -41,13 +41,13 @@ HEARTBEAT_SECONDS = 10  # how often agents heartbeat, at most (RegisterResponse.
 DISPATCH_POLL_S = 1.0  # how soon a job submitted through another replica reaches an agent connected here
 DEFAULT_LEASE_S = 300.0  # `perfctl server --job-lease`: thirty missed heartbeats (HEARTBEAT_SECONDS 10)
 MIN_LEASE_S = 3.0  # agents heartbeat at least three times per lease (heartbeat_seconds), at most once a second
+FLEET_GAUGES_S = 30.0  # the per-machine and database gauges: a count of every sample, so not every second
 
 
 def heartbeat_seconds(lease_s: float, most: int) -> int:
     """How often agents are told to heartbeat: ``most`` seconds apart, closer for a short lease, so that a
     live agent never lets one lapse (three heartbeats per lease)."""
     return max(1, min(most, int(lease_s // 3)))
-FLEET_GAUGES_S = 30.0  # the per-machine and database gauges: a count of every sample, so not every second
 
 
 class JobHub:

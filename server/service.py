@@ -45,7 +45,7 @@ from perfctl.server.metrics import (
     SAMPLES_INGESTED,
 )
 from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
-from perfctl.server.storage import JobReportError, Storage, StorageError
+from perfctl.server.storage import JobReportError, NoSuchJob, Storage, StorageError
 from perfctl.server.validation import (
     MAX_BATCH_SAMPLES,
     MAX_MESSAGE_BYTES,
@@ -107,18 +107,23 @@ class _Base:
         self.keeper = keeper
         self.hub = keeper.hub
 
-    async def _principal(self, context, role: str) -> Principal:
+    async def _principal(self, context, role: str, refused=None) -> Principal:
+        """The caller's principal, or the call aborted; ``refused`` (a counter) counts the refusals."""
         principal = self.tokens.identify(_bearer(context))
+        if refused is not None and (principal is None or principal.role != role):
+            refused.inc()
         if principal is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown token")
         if principal.role != role:
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"a {principal.role} token cannot call this")
         return principal
 
-    async def _still_authorized(self, context, principal: Principal) -> None:
+    async def _still_authorized(self, context, principal: Principal, revoked=None) -> None:
         """Long calls (a sample stream, a job watch) check their token again: revoking it in the tokens file
-        ends them within a second or so, not at the agent's next reconnect."""
+        ends them within a second or so, not at the agent's next reconnect. ``revoked``: a counter of it."""
         if self.tokens.identify(_bearer(context)) != principal:
+            if revoked is not None:
+                revoked.inc()
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the token was revoked")
 
     async def _db(self, context, function, *args):
@@ -225,9 +230,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
 
     async def StreamSamples(self, request_iterator, context):
         try:
-            if self.tokens.identify(_bearer(context)) is None:
-                INGEST_ERRORS.labels("unauthorized").inc()
-            principal = await self._principal(context, "agent")
+            principal = await self._principal(context, "agent", refused=INGEST_ERRORS.labels("unauthorized"))
             async for ack in self._acks(principal, request_iterator, context):
                 yield ack
         except asyncio.CancelledError:
@@ -249,9 +252,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                 INGEST_ERRORS.labels("invalid").inc()
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, decoded[1])
             sequence, rows, payloads = decoded
-            if self.tokens.identify(_bearer(context)) != principal:  # revoked mid-stream: nothing more is stored
-                INGEST_ERRORS.labels("unauthorized").inc()
-            await self._still_authorized(context, principal)
+            # a token revoked mid-stream stores nothing more
+            await self._still_authorized(context, principal, revoked=INGEST_ERRORS.labels("unauthorized"))
             job_ids = {row[2] for row in rows if row[2] is not None}
             if job_ids and not self.storage.knows_jobs(principal.name, job_ids):
                 foreign = await self._db(context, self.storage.foreign_jobs, principal.name, job_ids)
@@ -528,11 +530,10 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         try:
             row = await asyncio.to_thread(self.storage.retry_job, request.job_id)
-        except JobReportError as err:
+        except NoSuchJob as err:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+        except (JobReportError, StorageError) as err:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
-        except StorageError as err:
-            await context.abort(grpc.StatusCode.NOT_FOUND if str(err).startswith("no job") else
-                                grpc.StatusCode.FAILED_PRECONDITION, str(err))
         job = pb.Job.FromString(bytes(row["spec"]))
         await self._offer(context, row["machine"], job)
         await self._db(context, self.keeper.job_gauge)

@@ -48,6 +48,10 @@ class StorageError(Exception):
     """The database cannot be used as asked; one line for the user."""
 
 
+class NoSuchJob(StorageError):
+    """A job id the database does not hold; one line."""
+
+
 class JobReportError(ValueError):
     """A job report the job's state cannot take (a state back, more runs than the job has); one line."""
 
@@ -214,14 +218,13 @@ class Storage:
     def size(self) -> tuple[int, int]:
         """(bytes the database takes, samples stored): SQLite's file with its write-ahead log, PostgreSQL's
         pg_database_size."""
-        with self.engine.connect() as conn:
-            count = conn.execute(select(func.count()).select_from(samples)).scalar()
-            if self.is_sqlite:
-                path = self.engine.url.database
-                size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-            else:
+        if self.is_sqlite:
+            path = self.engine.url.database
+            size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+        else:
+            with self.engine.connect() as conn:
                 size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar()
-        return int(size), int(count)
+        return int(size), self.count_samples()
 
     # --- samples ---
 
@@ -624,14 +627,14 @@ class Storage:
 
     def retry_job(self, job_id: str, now_ns: int | None = None) -> dict:
         """A lost job queued again under its id, its spec naming the runs already stored (Job.stored_runs:
-        the agent skips them); the job's row after. JobReportError if it is not lost, StorageError if there
-        is no such job."""
+        the agent skips them); the job's row after. JobReportError if it is not lost, NoSuchJob if there is
+        no such job."""
         now_ns = now_ns or time.time_ns()
         with self._write_lock, self.engine.begin() as conn:
             row = conn.execute(select(jobs.c.state, jobs.c.machine, jobs.c.spec).where(jobs.c.id == job_id)
                                .with_for_update()).one_or_none()
             if row is None:
-                raise StorageError(f"no job {job_id}")
+                raise NoSuchJob(f"no job {job_id}")
             if row.state != "lost":
                 raise JobReportError(f"job {job_id} is {row.state}: only a lost job can be retried")
             spec = pb.Job.FromString(bytes(row.spec))
@@ -678,12 +681,9 @@ class Storage:
             touched = conn.execute(query).all()
         removed: dict[str, int] = {}
         for row in touched:
-            where = [samples.c.machine == row.machine, samples.c.benchmark == row.benchmark,
-                     samples.c.job_id.is_(None) if row.job_id == "" else samples.c.job_id == row.job_id,
-                     samples.c.context == row.context, samples.c.start_time_ns < before_ns]
-            count = self._delete_in_batches(where, dry_run, pause_s)
+            count = self._delete_in_batches([*_runs_of(row), samples.c.start_time_ns < before_ns], dry_run, pause_s)
             if not dry_run:
-                self._narrow_series(row, before_ns)
+                self._narrow_series(row)
             removed[names[row.machine]] = removed.get(names[row.machine], 0) + count
         # runs whose payload did not decode (context NULL, migration 0004) belong to no series
         where = [samples.c.context.is_(None), samples.c.start_time_ns < before_ns]
@@ -692,7 +692,7 @@ class Storage:
         with self.engine.connect() as conn:
             undecoded = conn.execute(select(samples.c.machine, func.count()).where(*where)
                                      .group_by(samples.c.machine)).all()
-        if undecoded:
+        if undecoded and not dry_run:
             self._delete_in_batches(where, dry_run, pause_s)
             for pk, count in undecoded:
                 removed[names[pk]] = removed.get(names[pk], 0) + count
@@ -716,15 +716,12 @@ class Storage:
                 return deleted
             time.sleep(pause_s)
 
-    def _narrow_series(self, row, before_ns: int) -> None:
-        """A series after its runs before ``before_ns`` went: gone if none is left, else starting at its oldest
-        run left (compare's default selection and `perfctl benchmarks` read first and last starts here)."""
+    def _narrow_series(self, row) -> None:
+        """A series after its old runs went: gone if none is left, else starting at its oldest run left
+        (compare's default selection and `perfctl benchmarks` read first and last starts here)."""
         with self._write_lock, self.engine.begin() as conn:
             # from the runs left, not from row: a late run (an agent's backlog) may have joined the series
-            first = conn.execute(select(func.min(samples.c.start_time_ns)).where(
-                samples.c.machine == row.machine, samples.c.benchmark == row.benchmark,
-                samples.c.job_id.is_(None) if row.job_id == "" else samples.c.job_id == row.job_id,
-                samples.c.context == row.context)).scalar()
+            first = conn.execute(select(func.min(samples.c.start_time_ns)).where(*_runs_of(row))).scalar()
             if first is None:
                 conn.execute(series.delete().where(series.c.id == row.id))
             else:
@@ -752,6 +749,14 @@ class Storage:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _runs_of(series_row) -> list:
+    """The conditions that select a series' runs (schema.py ``series``: job_id '' for runs without a job),
+    in the order of ix_samples_series."""
+    job = samples.c.job_id.is_(None) if series_row.job_id == "" else samples.c.job_id == series_row.job_id
+    return [samples.c.machine == series_row.machine, samples.c.benchmark == series_row.benchmark, job,
+            samples.c.context == series_row.context]
 
 
 def _kernel(inventory_json: str) -> str:
