@@ -43,6 +43,7 @@ from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label, parse_backends
 from perfctl.output import STOP_SIGNALS
+from perfctl.report.stat import describe_failure
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 from perfctl.wire import job_run_uuid
@@ -539,6 +540,7 @@ class Agent:
                 self._spool_write(self.spool.set_job_state, job_id, "done", done)
                 return
         stored = set(job.stored_runs)  # a retried job: these runs reached the server before it was lost
+        failure = ""  # how the first measured run that failed (since this agent started) failed
         for index in range(next_index, len(order)):
             if self.stopping.is_set():
                 return
@@ -553,6 +555,8 @@ class Agent:
                                           corrector=corrector, labels=labels[which])
             if self.stopping.is_set():  # a run the stop cut short measures nothing: it runs again at restart
                 return
+            if sample.outcome != "ok" and not warmup and not failure:
+                failure = f"; the first measured run to fail: {describe_failure(sample)}"
             value = rounds.value(sample) if rounds is not None and not warmup else None
             # While the disk is full the measured run waits here; if the agent stops meanwhile, the run
             # (whose index was not advanced) is measured again, under the same uuid.
@@ -563,12 +567,12 @@ class Agent:
             self._notify_sender()
             settled = rounds.measured(index, value) if rounds is not None else None
             if settled:
-                self._spool_write(self.spool.set_job_state, job_id, "done", settled)
+                self._spool_write(self.spool.set_job_state, job_id, "done", settled + failure)
                 return
         self._spool_write(self.spool.set_job_state, job_id, "done",
-                          rounds.summary(settled=False) if rounds is not None else
-                          f"{len(order) - len(stored)} runs" + (f" ({len(stored)} stored before the retry)"
-                                                               if stored else ""))
+                          (rounds.summary(settled=False) if rounds is not None else
+                           f"{len(order) - len(stored)} runs" + (f" ({len(stored)} stored before the retry)"
+                                                                if stored else "")) + failure)
 
     # --- the network side (asyncio) ---
 

@@ -129,6 +129,7 @@ jobs = Table(
     Column("submitted_ns", BigInteger, nullable=False),
     Column("updated_ns", BigInteger, nullable=False),
     Column("lease_ns", BigInteger),  # a dispatched or running job's lease lapses then (migration 0006)
+    Column("failed_runs", Integer),  # of a job done or failed: its measured runs not ok (migration 0007)
     Index("ix_jobs_machine_state", "machine", "state"),
     Index("ix_jobs_state_lease", "state", "lease_ns"),
 )

@@ -52,6 +52,7 @@ from perfctl.server.validation import (
     job_message,
     validate_audit,
     validate_compare,
+    validate_get_jobs,
     validate_heartbeat,
     validate_job,
     validate_job_id,
@@ -568,7 +569,10 @@ class QueryService(_Base, rpc.QueryServiceServicer):
 
     async def GetJobs(self, request, context):
         await self._principal(context, "client")
-        rows = await self._db(context, self.storage.list_jobs, request.machine or None)
+        problem = validate_get_jobs(request)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        rows = await self._db(context, self.storage.list_jobs, request.machine or None, list(request.job_ids))
         await self._db(context, self.keeper.job_gauge)
         return pb.GetJobsResponse(jobs=[_job_status(r) for r in rows])
 
@@ -576,7 +580,7 @@ class QueryService(_Base, rpc.QueryServiceServicer):
 def _job_status(row: dict) -> pb.JobStatus:
     return pb.JobStatus(job_id=row["id"], machine=row["machine"], state=row["state"], message=row["message"],
                         samples=row["samples"], submitted_ns=row["submitted_ns"], updated_ns=row["updated_ns"],
-                        job=pb.Job.FromString(bytes(row["spec"])))
+                        job=pb.Job.FromString(bytes(row["spec"])), failed_runs=row["failed_runs"])
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

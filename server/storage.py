@@ -64,6 +64,7 @@ JOB_MOVES = {"queued": {"running", "done", "failed", "refused"},
              "running": {"running", "done", "failed", "refused"},
              "lost": {"running", "done", "failed", "refused"}}
 LEASED_JOB_STATES = ("dispatched", "running")
+FINAL_COUNTED_STATES = ("done", "failed")  # a job ending so has its failed runs counted (jobs.failed_runs)
 MIGRATION_LOCK = 0x70657266  # pg_advisory_xact_lock key of schema upgrades ("perf")
 
 
@@ -588,8 +589,21 @@ class Storage:
                 if not 0 <= samples_count <= runs:
                     raise JobReportError(f"job {job_id}: {samples_count} samples reported, the job has {runs} runs")
                 values["samples"] = samples_count
+            if state in FINAL_COUNTED_STATES:
+                values["failed_runs"] = self._failed_runs(conn, job_id, machine)
             conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine).values(**values))
         return True
+
+    @staticmethod
+    def _failed_runs(conn, job_id: str, machine: str) -> int:
+        """The job's measured runs stored that did not end ok. Its agent reports the job ended only once every
+        run of it was acked, so this is all of them. Read along ix_samples_series (machine, benchmark, job):
+        the benchmarks from the job's series, not from a scan of the machine's every run."""
+        machine_pk = select(machines.c.id).where(machines.c.name == machine).scalar_subquery()
+        benchmarks_run = select(series.c.benchmark).where(series.c.machine == machine_pk, series.c.job_id == job_id)
+        return conn.execute(select(func.count()).select_from(samples).where(
+            samples.c.machine == machine_pk, samples.c.benchmark.in_(benchmarks_run), samples.c.job_id == job_id,
+            samples.c.warmup.is_(False), samples.c.outcome != "ok")).scalar_one()
 
     def claim_job(self, job_id: str, machine: str, lease_s: float, now_ns: int | None = None) -> bool:
         """queued -> dispatched, with a lease until now + lease_s, in one statement: of the server replicas
@@ -650,10 +664,13 @@ class Storage:
                 message=f"retried: {len(spec.stored_runs)} of {total} runs stored are kept", updated_ns=now_ns))
             return dict(conn.execute(select(jobs).where(jobs.c.id == job_id)).mappings().one())
 
-    def list_jobs(self, machine: str | None = None) -> list[dict]:
+    def list_jobs(self, machine: str | None = None, job_ids: list[str] | None = None) -> list[dict]:
+        """The jobs, oldest first: of ``machine``, and only ``job_ids`` (whole ids) when given."""
         query = select(jobs).order_by(jobs.c.submitted_ns)
         if machine:
             query = query.where(jobs.c.machine == machine)
+        if job_ids:
+            query = query.where(jobs.c.id.in_(job_ids))
         with self.engine.connect() as conn:
             return [dict(row) for row in conn.execute(query).mappings().all()]
 

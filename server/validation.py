@@ -472,6 +472,17 @@ def validate_job_id(job_id: str) -> str | None:
     return None if _UUID.match(job_id) else "job_id is not a UUID"
 
 
+MAX_JOB_IDS = 1000  # GetJobsRequest.job_ids: what one `--wait` asks after
+
+
+def validate_get_jobs(request) -> str | None:
+    """GetJobs: at most MAX_JOB_IDS whole job ids (a prefix is resolved by the client from the full list)."""
+    if len(request.job_ids) > MAX_JOB_IDS:
+        return f"job_ids: {len(request.job_ids)} ids, at most {MAX_JOB_IDS}"
+    return next((f"job_ids[{i}]: {problem}" for i, job_id in enumerate(request.job_ids)
+                 if (problem := validate_job_id(job_id))), None)
+
+
 def validate_job_report(request) -> str | None:
     """ReportJob: the state is an enumeration, the job a UUID. The message is a human status line: see
     job_message."""

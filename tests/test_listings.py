@@ -18,10 +18,11 @@ from fleet import fake_query_server
 from perfctl.cli.listings import _LineProgress, select_jobs, watch_jobs
 from perfctl.cli.options import duration
 from perfctl.output import UsageError
-from perfctl.report import write
+from perfctl.report import QUIET, write
 from perfctl.report.fleet import (
     EXIT_WAIT_TIMEOUT,
     BenchmarksReport,
+    JobsReport,
     JobsWaitReport,
     MachineReport,
     MachinesReport,
@@ -117,10 +118,12 @@ def test_benchmarks_lists_identity_labels_jobs_runs_and_time_range():
     assert document[1]["executable_sha256"] is None and document[1]["first_ns"] is None
 
 
-def _job(job_id, state, samples=0, machine="box-a", message="", commands=1, repetitions=10, warmups=1):
+def _job(job_id, state, samples=0, machine="box-a", message="", commands=1, repetitions=10, warmups=1,
+         failed_runs=None):
     job = pb.Job(job_id=job_id, repetitions=repetitions, warmups=warmups,
                  commands=[pb.Command(name="true", argv=["/bin/true"])] * commands)
-    return pb.JobStatus(job_id=job_id, machine=machine, state=state, samples=samples, message=message, job=job)
+    return pb.JobStatus(job_id=job_id, machine=machine, state=state, samples=samples, message=message, job=job,
+                        failed_runs=failed_runs)
 
 
 def test_a_wait_ends_0_when_all_are_done_1_when_one_failed_or_was_refused_124_when_time_ran_out():
@@ -135,6 +138,24 @@ def test_a_wait_ends_0_when_all_are_done_1_when_one_failed_or_was_refused_124_wh
     summary = JobsWaitReport([done, failed, running], timed_out=True).summary()
     assert summary == ("1 of 3 jobs done; box-a failed (agent error); still box-a running 3/11 runs "
                        "(they go on running on the server)")
+
+
+def test_a_job_done_with_runs_that_failed_fails_the_wait_as_stat_fails_on_a_run():
+    """JobStatus.failed_runs, counted by the server when the job ended: a wait over /bin/false's job exited 0."""
+    clean, broken = _job("j1", "done", 11, failed_runs=0), _job("j2", "done", 11, machine="box-b", failed_runs=10,
+                                                                  message="11 runs; the first measured run to "
+                                                                          "fail: run 0 exited with status 1")
+    assert JobsWaitReport([clean]).exit_code() == 0 and JobsWaitReport([_job("j0", "done", 11)]).exit_code() == 0
+    assert JobsWaitReport([clean, broken]).exit_code() == 1
+    assert JobsWaitReport.progress_line(clean) == "box-a\tj1\tdone\t11/11 runs\t"
+    assert JobsWaitReport.progress_line(broken).split("\t")[2:4] == ["done", "11/11 runs (10 failed)"]
+    assert JobsWaitReport([clean, broken]).summary() == (
+        "2 of 2 jobs done; box-b done, 10 measured runs failed (11 runs; the first measured run to fail: run 0 "
+        "exited with status 1)")
+    assert [row["failed_runs"] for row in JobsReport([clean, broken, _job("j3", "running")]).document()] == [0, 10,
+                                                                                                             None]
+    quiet = _render(JobsReport([clean, broken], verbosity=QUIET))
+    assert "j2" in quiet and "10 failed" in quiet and "j1" not in quiet
 
 
 def test_watch_jobs_polls_about_once_a_second_until_every_job_ended():

@@ -1095,3 +1095,22 @@ def test_a_client_cannot_set_stored_runs_or_retry_what_is_not_lost(server):
     agent_token = server.agent_md("box-a")  # an agent cannot retry jobs
     error = _error(lambda: server.query.RetryJob(pb.RetryJobRequest(job_id=job_id), metadata=agent_token, timeout=10))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def test_get_jobs_takes_whole_job_ids_only_and_a_bounded_number(server):
+    """GetJobsRequest.job_ids, what `--wait` polls with: each a UUID, at most MAX_JOB_IDS; one line each."""
+    from perfctl.server.validation import MAX_JOB_IDS
+
+    job = pb.Job(commands=[pb.Command(name="t", argv=["/bin/true"])], repetitions=1)
+    (job_id,) = server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job), metadata=server.client_md,
+                                       timeout=10).job_ids
+    for bad, said in (([job_id, job_id[:8]], "job_ids[1]: job_id is not a UUID"),
+                      (["'; DROP TABLE jobs; --"], "job_ids[0]: job_id is not a UUID"),
+                      ([str(uuid.uuid4())] * (MAX_JOB_IDS + 1), f"at most {MAX_JOB_IDS}")):
+        error = _error(lambda bad=bad: server.query.GetJobs(pb.GetJobsRequest(job_ids=bad), metadata=server.client_md,
+                                                            timeout=10))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and said in error.details(), error.details()
+        assert "\n" not in error.details()
+    found = server.query.GetJobs(pb.GetJobsRequest(job_ids=[job_id, str(uuid.uuid4())]), metadata=server.client_md,
+                                 timeout=10).jobs
+    assert [j.job_id for j in found] == [job_id] and not found[0].HasField("failed_runs")  # open: not counted

@@ -299,3 +299,32 @@ def test_jobs_dispatched_before_leases_get_one_at_the_upgrade(database_url):
     assert leases == {"d": 5 + 300 * 10**9, "q": None, "f": None}
     assert storage.expire_leases(300, now_ns=5 + 301 * 10**9) == [("d" * 36, "box")]
     storage.close()
+
+
+def test_a_job_ending_counts_its_measured_runs_that_failed(database_url, real_samples):
+    """jobs.failed_runs (migration 0007): counted when the job ends done or failed, from its runs stored,
+    warm-ups and other jobs' runs of the same benchmark aside; absent while it is open."""
+    from perfctl.wire import job_run_uuid
+
+    storage = Storage(database_url)
+    _machine(storage, "box")
+    spec = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=5, warmups=1)
+    job_id, other = storage.create_job("box", spec), storage.create_job("box", spec)
+
+    def run(job, k, outcome, warmup=False):
+        sample = pb.Sample()
+        sample.CopyFrom(real_samples[k])
+        sample.uuid, sample.job_id, sample.outcome, sample.warmup = job_run_uuid(job, k), job, outcome, warmup
+        return sample
+
+    assert storage.ingest("box", [run(job_id, 0, "failed", warmup=True), run(job_id, 1, "ok"),
+                                  run(job_id, 2, "failed"), run(job_id, 3, "timeout"), run(job_id, 4, "signal"),
+                                  run(job_id, 5, "ok"), run(other, 0, "failed"), run(other, 1, "ok")]) == (8, 0)
+    assert storage.update_job(job_id, "box", "running")
+    assert storage.list_jobs(job_ids=[job_id])[0]["failed_runs"] is None
+    assert storage.update_job(job_id, "box", "done", "6 runs", 6)
+    assert storage.update_job(other, "box", "failed", "the agent stopped", 2)
+    counted = {row["id"]: row["failed_runs"] for row in storage.list_jobs("box")}
+    assert counted == {job_id: 3, other: 1}
+    assert [row["id"] for row in storage.list_jobs(job_ids=[other, str(uuid.uuid4())])] == [other]
+    storage.close()

@@ -12,12 +12,14 @@ from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
 
 POLL_SECONDS = 1.0
+UUID_LENGTH = 36  # a whole job id
 
 
 def wait_exit_codes(usage: str) -> tuple[str, ...]:
     """The exit codes of submit and jobs after their 0, in --help: the wait's, and ``usage`` (2) among them."""
-    return ("1 with --wait: a job failed, was refused or was lost", usage, "124 with --wait-timeout: the time passed "
-            "before every job ended and none failed (the rest go on running on the server)")
+    return ("1 with --wait: a job failed, was refused or was lost, or a run of one failed", usage,
+            "124 with --wait-timeout: the time passed before every job ended and none failed (the rest go on "
+            "running on the server)")
 
 
 def wait_options(command, what: str) -> None:
@@ -46,7 +48,7 @@ def add_parser(sub) -> None:
     jobs.add_argument("--retry", metavar="JOB", help="queue a lost job again (an id, or its first characters): the "
                       "runs already stored are kept and not measured again")
     wait_options(jobs, "every JOB is")
-    _common(jobs, quiet="only failed and refused jobs")
+    _common(jobs, quiet="only the jobs that failed, were refused or lost, or have runs that failed")
 
     benchmarks = sub.add_parser("benchmarks", help="list the benchmarks the server stores runs of",
                                 epilog=exit_status("0 listed", "2 bad usage, or a server that cannot be reached or "
@@ -122,17 +124,32 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
     On Ctrl-C it says that the jobs go on running on the server and how to wait again, and lets the
     interrupt end the command (exit 130)."""
     from perfctl.cli.remote import call
+    from perfctl.server.validation import MAX_JOB_IDS
     from perfctl.v1 import fleet_pb2 as pb
 
     command = f"perfctl {args.command}"
     quiet = verbosity(args) <= QUIET
     live = interactive(stderr=True) and not quiet
     progress = _LiveProgress() if live else _LineProgress(quiet)
-    ids = list(job_ids)
+    ids, listed = list(job_ids), None
+    if any(len(job_id) != UUID_LENGTH for job_id in ids):  # first characters of ids: the whole list resolves them
+        listed = select_jobs(call(args, "GetJobs", pb.GetJobsRequest()).jobs, ids, command)
+        ids = [j.job_id for j in listed]
+
+    def poll() -> list:
+        """The jobs waited for, and only those: the server's whole job history is not read every second (the
+        list that resolved the ids is the first poll)."""
+        nonlocal listed
+        if listed is not None:
+            found, listed = listed, None
+        else:
+            found = [job for start in range(0, len(ids), MAX_JOB_IDS) for job in
+                     call(args, "GetJobs", pb.GetJobsRequest(job_ids=ids[start:start + MAX_JOB_IDS])).jobs]
+        return select_jobs(found, ids, command)
+
     try:
         with progress:
-            report = watch_jobs(lambda: select_jobs(call(args, "GetJobs", pb.GetJobsRequest()).jobs, ids, command),
-                                progress.show, args.wait_timeout, verbosity(args))
+            report = watch_jobs(poll, progress.show, args.wait_timeout, verbosity(args))
             ids = [j.job_id for j in report.jobs]
     except KeyboardInterrupt:
         say(f"{command}: stopped waiting; the jobs go on running on the server (perfctl jobs --wait "
@@ -199,11 +216,11 @@ class _LineProgress:
         pass
 
     def show(self, report) -> None:
-        from perfctl.report.fleet import FAILED_JOB_STATES
+        from perfctl.report.fleet import went_wrong
 
         for job in report.jobs:
             if self._states.get(job.job_id) == job.state:
                 continue
             self._states[job.job_id] = job.state
-            if not self.quiet or job.state in FAILED_JOB_STATES:
+            if not self.quiet or went_wrong(job):
                 print(report.progress_line(job), file=sys.stderr, flush=True)  # its fields made visible

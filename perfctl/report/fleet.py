@@ -134,7 +134,7 @@ class MachineReport(Report):
 
 
 class JobsReport(Report):
-    """GetJobs' jobs. Quiet: only the failed and refused ones."""
+    """GetJobs' jobs. Quiet: only the jobs that failed, were refused or lost, or have runs that failed."""
 
     kind = "jobs"
 
@@ -145,13 +145,14 @@ class JobsReport(Report):
         return [{"job_id": j.job_id, "machine": j.machine, "state": j.state, "message": j.message,
                  "samples": j.samples, "runs": runs_expected(j.job), "submitted_ns": j.submitted_ns,
                  "updated_ns": j.updated_ns, "commands": [list(c.argv) for c in j.job.commands],
-                 "repetitions": j.job.repetitions, "warmups": j.job.warmups, "labels": dict(j.job.labels)}
+                 "repetitions": j.job.repetitions, "warmups": j.job.warmups, "labels": dict(j.job.labels),
+                 "failed_runs": failed_runs(j)}
                 for j in self.jobs]
 
     def table(self, console: Console) -> None:
         table = _listing("jobs", ("job", "machine", "state", "runs", "commands", "updated", "message"))
         for j in self.jobs:
-            if self.verbosity <= QUIET and j.state not in FAILED_JOB_STATES:
+            if self.verbosity <= QUIET and not went_wrong(j):
                 continue
             table.add_row(*map(cell, (j.job_id[:8], j.machine, j.state, _runs(j),
                                       " ::: ".join(" ".join(c.argv) for c in j.job.commands), ago(j.updated_ns),
@@ -166,15 +167,30 @@ def runs_expected(job) -> int:
     return (job.repetitions + job.warmups) * len(job.commands)
 
 
-def _runs(status) -> str:
-    return f"{status.samples}/{runs_expected(status.job)}"
+def failed_runs(status) -> int | None:
+    """How many of a job's measured runs did not end ok, counted by the server when the job ended; None while
+    it is open (or it ended before servers counted them)."""
+    return status.failed_runs if status.HasField("failed_runs") else None
+
+
+def went_wrong(status) -> bool:
+    """The job failed, was refused or lost, or some of its runs failed: what quiet listings keep and what
+    makes a wait exit 1."""
+    return status.state in FAILED_JOB_STATES or bool(failed_runs(status))
+
+
+def _runs(status, unit: str = "") -> str:
+    """Runs measured/expected, and how many failed when some did: "20/20 (3 failed)", "20/20 runs (3 failed)"."""
+    failed = failed_runs(status)
+    return f"{status.samples}/{runs_expected(status.job)}{unit}" + (f" ({failed} failed)" if failed else "")
 
 
 class JobsWaitReport(Report):
     """The jobs `perfctl submit --wait` and `perfctl jobs --wait` wait for, as GetJobs last gave them, and
     how the wait ended. ``progress_table`` is the live display, ``progress_line`` the line printed on each
-    state change where there is no terminal; ``exit_code``: EXIT_RUN_FAILED when a job failed or was refused,
-    else EXIT_WAIT_TIMEOUT when the wait ended before every job did, else 0."""
+    state change where there is no terminal; ``exit_code``: EXIT_RUN_FAILED when a job failed, was refused
+    or lost or a run of one failed (as `perfctl stat` exits for a run that failed), else EXIT_WAIT_TIMEOUT
+    when the wait ended before every job did, else 0."""
 
     kind = "jobs --wait"
 
@@ -187,7 +203,8 @@ class JobsWaitReport(Report):
 
     @property
     def failed(self) -> list:
-        return [j for j in self.jobs if j.state in FAILED_JOB_STATES]
+        """The jobs that failed, were refused or lost, or ended with runs that failed."""
+        return [j for j in self.jobs if went_wrong(j)]
 
     def exit_code(self) -> int:
         if self.failed:
@@ -211,7 +228,7 @@ class JobsWaitReport(Report):
     def progress_line(status) -> str:
         """One job's state, tab-separated: machine, job id, state, runs measured/expected (as its agent last
         reported them), the agent's message."""
-        return "\t".join(visible(v) for v in (status.machine, status.job_id, status.state, f"{_runs(status)} runs",
+        return "\t".join(visible(v) for v in (status.machine, status.job_id, status.state, _runs(status, " runs"),
                                                status.message))
 
     def summary(self) -> str:
@@ -219,11 +236,12 @@ class JobsWaitReport(Report):
         done = sum(j.state == "done" for j in self.jobs)
         parts = [f"{done} of {len(self.jobs)} job{'s' if len(self.jobs) != 1 else ''} done"]
         if self.failed:
-            parts.append("; ".join(f"{j.machine} {j.state}" + (f" ({j.message})" if j.message else "")
-                                   for j in self.failed))
+            parts.append("; ".join(f"{j.machine} {j.state}"
+                                   + (f", {failed_runs(j)} measured runs failed" if failed_runs(j) else "")
+                                   + (f" ({j.message})" if j.message else "") for j in self.failed))
         unfinished = [j for j in self.jobs if j.state not in FINISHED_JOB_STATES]
         if unfinished:
-            parts.append("still " + ", ".join(f"{j.machine} {j.state} {_runs(j)} runs" for j in unfinished)
+            parts.append("still " + ", ".join(f"{j.machine} {j.state} {_runs(j, ' runs')}" for j in unfinished)
                          + " (they go on running on the server)")
         return visible("; ".join(parts))
 

@@ -438,7 +438,7 @@ class SubmitJobResponse(_message.Message):
     def __init__(self, job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class JobStatus(_message.Message):
-    __slots__ = ("job_id", "machine", "state", "message", "samples", "submitted_ns", "updated_ns", "job")
+    __slots__ = ("job_id", "machine", "state", "message", "samples", "submitted_ns", "updated_ns", "job", "failed_runs")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -447,6 +447,7 @@ class JobStatus(_message.Message):
     SUBMITTED_NS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_NS_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
+    FAILED_RUNS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     machine: str
     state: str
@@ -455,13 +456,16 @@ class JobStatus(_message.Message):
     submitted_ns: int
     updated_ns: int
     job: Job
-    def __init__(self, job_id: _Optional[str] = ..., machine: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., samples: _Optional[int] = ..., submitted_ns: _Optional[int] = ..., updated_ns: _Optional[int] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+    failed_runs: int
+    def __init__(self, job_id: _Optional[str] = ..., machine: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., samples: _Optional[int] = ..., submitted_ns: _Optional[int] = ..., updated_ns: _Optional[int] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., failed_runs: _Optional[int] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
-    __slots__ = ("machine",)
+    __slots__ = ("machine", "job_ids")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     machine: str
-    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, machine: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetJobsResponse(_message.Message):
     __slots__ = ("jobs",)
