@@ -32,6 +32,8 @@ KNOWN_METRICS = frozenset({
     # agent
     "perfctl_agent_samples_spooled_total", "perfctl_agent_samples_acked_total", "perfctl_agent_batches_pending",
     "perfctl_agent_samples_pending", "perfctl_agent_connected", "perfctl_agent_spool_full",
+    # Prometheus' own, per scrape target: the rules on perfctl-server and perfctl-agent targets that are down
+    "up",
 })
 
 # What the dashboard's template variables stand for when its expressions are checked outside Grafana.
