@@ -386,6 +386,20 @@ def test_integer_options_beyond_the_wire_are_one_line(tmp_path):
                                                      "perfctl stat: ")
 
 
+@pytest.mark.parametrize("words, prefix, said", [
+    (["--bogus"], "perfctl: ", "unknown option --bogus before the command (see perfctl --help)"),
+    (["-x", "stat"], "perfctl: ", "unknown option -x before the command"),
+    (["stat", "--bogus", "--", "/bin/true"], "perfctl stat: ", "unrecognized arguments: --bogus (see perfctl stat "
+                                                               "--help)"),
+    (["compare", "a", "b", "--nope", "1"], "perfctl compare: ", "unrecognized arguments: --nope 1"),
+    (["jobs", "--wiat"], "perfctl jobs: ", "unrecognized arguments: --wiat (see perfctl jobs --help)"),
+])
+def test_unknown_options_are_named_by_the_command_they_were_given_to(words, prefix, said):
+    """`perfctl --bogus` said only that a command is required, and `perfctl stat --bogus` blamed `perfctl` and
+    pointed at its --help rather than stat's."""
+    assert said in _one_line(perfctl(*words), prefix)
+
+
 def test_error_lines_show_control_characters(tmp_path):
     result = perfctl("compare", str(tmp_path / "no\x1b[2Jfile.jsonl"), str(tmp_path / "b.jsonl"))
     line = _one_line(result)

@@ -59,6 +59,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
     parser.add_argument("--version", action="version", version=f"perfctl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    parser.commands = sub.choices  # each command's own parser, by name
     names = [command] if command is not None else COMMANDS
     for module in dict.fromkeys(COMMANDS[name] for name in names):  # machines, jobs and benchmarks are one module
         _cli_module(module).add_parser(sub)
@@ -103,8 +104,13 @@ def _run(argv: list[str] | None) -> int:
         words = sys.argv[1:] if argv is None else argv
         # the completion script is made from every command's parser
         alone = words[0] if words and words[0] in COMMANDS and words[0] != "completion" else None
+        if words and words[0].startswith("-") and words[0] not in ("-h", "--help", "--version"):
+            # argparse would say only that a command is required
+            raise UsageError(f"perfctl: unknown option {words[0]} before the command (see perfctl --help)")
         parser = build_parser(alone)
-        args = parser.parse_args(words)
+        args, unknown = parser.parse_known_args(words)
+        if unknown:  # said by the command's parser: its name, and its --help
+            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
         command = f"perfctl {args.command}"
         if args.command in _SERVING_COMMANDS:
             return _dispatch(args, parser)
