@@ -70,7 +70,8 @@ def _check_owner_and_mode(st: os.stat_result, path: str, fix: str | None) -> Non
         raise UntrustedError(f"{path} is owned by uid {st.st_uid}, not by uid {os.geteuid()} running perfctl",
                              fix or f"chown {_user_name()} {path}")
     if st.st_mode & 0o022:
-        raise UntrustedError(f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})",
+        who = {0o020: "its group", 0o002: "every user", 0o022: "its group and every user"}[st.st_mode & 0o022]
+        raise UntrustedError(f"{path} is writable by {who} (mode {stat.S_IMODE(st.st_mode):o})",
                              fix or f"chmod go-w {path}")
 
 

@@ -22,6 +22,7 @@ import hmac
 import logging
 import os
 import secrets
+import stat
 import time
 from dataclasses import dataclass
 
@@ -104,7 +105,8 @@ class Tokens:
         except UnicodeDecodeError:
             raise TokenFileError(f"{path}: not UTF-8 text") from None
         if st.st_mode & 0o077:
-            raise TokenFileError(f"{path}: readable by others; chmod 600 it")
+            raise TokenFileError(f"{path}: open to its group or other users (mode {stat.S_IMODE(st.st_mode):o}); "
+                                 "chmod 600 it")
         # another user who owns the file can write tokens into it (or chmod it), whatever its mode
         if st.st_uid not in (os.geteuid(), 0):
             raise TokenFileError(f"{path}: owned by uid {st.st_uid}, not by the server's user "

@@ -113,7 +113,7 @@ def test_a_truncated_program_is_not_taken_for_a_built_one():
 
 def test_the_cache_directory_from_the_environment_is_checked_like_the_default(cache):
     os.chmod(cache, 0o777)
-    with pytest.raises(build.UntrustedError, match=f"{cache} is writable by others") as refused:
+    with pytest.raises(build.UntrustedError, match=f"{cache} is writable by its group and every user") as refused:
         build.build_static(gate.SOURCE, gate.CFLAGS, "gate")
     assert refused.value.fix == f"chmod go-w {cache}"
     assert os.listdir(cache) == []
@@ -204,11 +204,11 @@ def test_read_trusted_returns_our_files_and_refuses_links_and_others_writes(tmp_
     with pytest.raises(build.UntrustedError, match="is a symbolic link"):
         build.read_trusted(str(link))
     os.chmod(document, 0o666)
-    with pytest.raises(build.UntrustedError, match="is writable by others"):
+    with pytest.raises(build.UntrustedError, match=r"is writable by its group and every user \(mode 666\)"):
         build.read_trusted(str(document))
     os.chmod(document, 0o644)
     os.chmod(directory, 0o777)
-    with pytest.raises(build.UntrustedError, match=f"{directory} is writable by others"):
+    with pytest.raises(build.UntrustedError, match=f"{directory} is writable by its group and every user"):
         build.read_trusted(str(document))
 
 
@@ -235,7 +235,7 @@ def test_a_benchmark_user_nobody_cannot_execute_fails_with_the_errno(tmp_path):
 def test_info_gives_the_real_fix_for_a_cache_directory_others_can_write(cache):
     os.chmod(cache, 0o775)
     check, table = _exec_gate_check()
-    assert check.value == f"sh gate (static gate refused: {cache} is writable by others (mode 775))"
+    assert check.value == f"sh gate (static gate refused: {cache} is writable by its group (mode 775))"
     assert check.fix == f"chmod go-w {cache}"
     assert "chmod go-w" in table and "apt-get install gcc" not in table
 
@@ -271,7 +271,7 @@ def test_gate_verify_refuses_a_gate_rewritten_or_made_writable_in_place(cache, t
         assert held.verify() is None
         assert os.lseek(held.descriptor, 0, os.SEEK_CUR) == 0  # read with pread: the offset is left alone
         os.chmod(held.path, 0o757)
-        assert held.verify() == f"static gate refused: {held.path} is writable by others (mode 757) ({fix})"
+        assert held.verify() == f"static gate refused: {held.path} is writable by every user (mode 757) ({fix})"
     finally:
         os.close(held.descriptor)
 
@@ -327,7 +327,7 @@ def test_a_gate_changed_in_place_during_stat_refuses_the_remaining_runs_and_neve
                 _rewrite_in_place(path, f"#!/bin/sh\nid -u >> {marker}\n")
             assert busy.value.errno == errno.ETXTBSY
             os.chmod(path, 0o757)
-            change = "is writable by others (mode 757)"
+            change = "is writable by every user (mode 757)"
         else:
             _rewrite_in_place(path, f"#!/bin/sh\nid -u >> {marker}\n")
             change = "changed since it was checked: it no longer matches the digest recorded when it was built"

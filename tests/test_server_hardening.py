@@ -517,7 +517,7 @@ def test_a_tokens_file_that_is_emptied_loosened_broken_or_removed_revokes_every_
         time.sleep(0.1)
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 3, errors
-    assert "readable by others; chmod 600" in errors[0]
+    assert "open to its group or other users (mode 640); chmod 600" in errors[0]
     assert ":2: expected 'agent|client NAME TOKEN'" in errors[1]
     assert "No such file" in errors[2] and all("every token is revoked" in e for e in errors)
     assert any("has no tokens" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
