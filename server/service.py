@@ -222,6 +222,11 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         stopping = asyncio.ensure_future(self.stopping.wait())
         try:
             await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            # the call itself cancelled (its agent went away): what it waited for goes too, or a job watch's
+            # queue.get would take the next job for a watch that is gone
+            waiting.cancel()
+            raise
         finally:
             stopping.cancel()
         if not waiting.done():

@@ -1114,3 +1114,26 @@ def test_get_jobs_takes_whole_job_ids_only_and_a_bounded_number(server):
     found = server.query.GetJobs(pb.GetJobsRequest(job_ids=[job_id, str(uuid.uuid4())]), metadata=server.client_md,
                                  timeout=10).jobs
     assert [j.job_id for j in found] == [job_id] and not found[0].HasField("failed_runs")  # open: not counted
+
+
+def test_a_call_cancelled_while_it_waits_cancels_what_it_waited_for():
+    """An agent gone while its job watch waited for a job: the call is cancelled, and the wait for the queue
+    must go with it. Left running, it took the next job offered to that (closed) watch, and its wait_for's
+    TimeoutError was logged as "Task exception was never retrieved"."""
+    from perfctl.server.jobs import JobHub, JobKeeper
+    from perfctl.server.service import AgentService, Decoders
+
+    async def scenario():
+        service = AgentService(None, Tokens({}), JobKeeper(None, JobHub()), Decoders(0))
+        queue: asyncio.Queue = asyncio.Queue()
+        waited = asyncio.ensure_future(queue.get())
+        call = asyncio.create_task(service._unless_stopping(None, waited))
+        await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        queue.put_nowait("a job for a watch that is gone")
+        await asyncio.sleep(0.05)
+        return waited.cancelled(), queue.qsize()
+
+    assert asyncio.run(scenario()) == (True, 1)
