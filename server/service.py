@@ -223,8 +223,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         try:
             await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
-            # the call itself cancelled (its agent went away): what it waited for goes too, or a job watch's
-            # queue.get would take the next job for a watch that is gone
+            # the call itself cancelled (its agent went away): what it waited for goes too, or it would wait
+            # on, and a job watch's wait_for end in a TimeoutError logged as never retrieved
             waiting.cancel()
             raise
         finally:

@@ -1118,8 +1118,8 @@ def test_get_jobs_takes_whole_job_ids_only_and_a_bounded_number(server):
 
 def test_a_call_cancelled_while_it_waits_cancels_what_it_waited_for():
     """An agent gone while its job watch waited for a job: the call is cancelled, and the wait for the queue
-    must go with it. Left running, it took the next job offered to that (closed) watch, and its wait_for's
-    TimeoutError was logged as "Task exception was never retrieved"."""
+    must go with it. Left running, it went on waiting on a queue no one reads (taking whatever came), and
+    its wait_for's TimeoutError was logged as "Task exception was never retrieved"."""
     from perfctl.server.jobs import JobHub, JobKeeper
     from perfctl.server.service import AgentService, Decoders
 
