@@ -41,7 +41,11 @@ HEARTBEAT_SECONDS = 10  # how often agents heartbeat, at most (RegisterResponse.
 DISPATCH_POLL_S = 1.0  # how soon a job submitted through another replica reaches an agent connected here
 DEFAULT_LEASE_S = 300.0  # `perfctl server --job-lease`: thirty missed heartbeats (HEARTBEAT_SECONDS 10)
 MIN_LEASE_S = 3.0  # agents heartbeat at least three times per lease (heartbeat_seconds), at most once a second
-FLEET_GAUGES_S = 30.0  # the per-machine and database gauges: a count of every sample, so not every second
+FLEET_GAUGES_S = 30.0  # the per-machine and database gauges: not every second
+# perfctl_samples_stored is a count of every sample stored, which reads a whole index: on months of fleet
+# history it takes seconds. It is counted again only after 1/COUNT_SHARE times as long as it took (30 s at
+# least), so that it costs each replica at most this share of its time and of the database's.
+COUNT_SHARE = 0.01
 
 
 def heartbeat_seconds(lease_s: float, most: int) -> int:
@@ -98,7 +102,7 @@ class JobKeeper:
         # this process among the replicas (machines.watched_by): a restarted server is another replica
         self.replica = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.heartbeat_s = heartbeat_seconds(lease_s, HEARTBEAT_SECONDS)
-        self._gauges_due = 0.0
+        self._gauges_due = self._count_due = 0.0
 
     def connected(self, machine: str, watched_by: str | None, last_heard_ns: int) -> bool:
         """Whether the machine's agent has a job watch open: here, or at another replica that heard from it
@@ -154,7 +158,10 @@ class JobKeeper:
         for machine, audit in self.storage.latest_audits().items():
             MACHINE_AUDIT_VERDICT.labels(machine, audit["verdict"]).set(1)
             MACHINE_AUDIT_TIME.labels(machine).set(audit["time_ns"] / 1e9)
-        size, count = self.storage.size()
-        DATABASE_SIZE.set(size)
-        SAMPLES_STORED.set(count)
+        DATABASE_SIZE.set(self.storage.size())
+        if time.monotonic() >= self._count_due:
+            started = time.monotonic()
+            SAMPLES_STORED.set(self.storage.count_samples())
+            took = time.monotonic() - started
+            self._count_due = time.monotonic() + max(FLEET_GAUGES_S, took / COUNT_SHARE)
 

@@ -216,16 +216,13 @@ class Storage:
         with self.engine.connect() as conn:
             return dict(conn.execute(select(machines.c.name, machines.c.last_heard_ns)).all())
 
-    def size(self) -> tuple[int, int]:
-        """(bytes the database takes, samples stored): SQLite's file with its write-ahead log, PostgreSQL's
-        pg_database_size."""
+    def size(self) -> int:
+        """Bytes the database takes: SQLite's file with its write-ahead log, PostgreSQL's pg_database_size."""
         if self.is_sqlite:
             path = self.engine.url.database
-            size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-        else:
-            with self.engine.connect() as conn:
-                size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar()
-        return int(size), self.count_samples()
+            return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+        with self.engine.connect() as conn:
+            return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar())
 
     # --- samples ---
 
