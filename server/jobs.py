@@ -122,12 +122,24 @@ class JobKeeper:
         return self.hub.offer(machine, job)
 
     async def run(self) -> None:
+        counting = asyncio.create_task(self._count_samples())  # at its own pace: a count never delays a dispatch
+        try:
+            while True:
+                await asyncio.sleep(self.poll_s)
+                try:
+                    await self.tick()
+                except StorageError as err:
+                    log.warning("job keeper: %s; trying again in %.0f s", err, self.poll_s)
+        finally:
+            counting.cancel()
+
+    async def _count_samples(self) -> None:
         while True:
-            await asyncio.sleep(self.poll_s)
             try:
-                await self.tick()
+                await asyncio.to_thread(self.samples_gauge)
             except StorageError as err:
-                log.warning("job keeper: %s; trying again in %.0f s", err, self.poll_s)
+                log.warning("counting the samples stored: %s", err)
+            await asyncio.sleep(max(FLEET_GAUGES_S, self._count_due - time.monotonic()))
 
     async def tick(self) -> None:
         for machine, job in await asyncio.to_thread(self.storage.queued_jobs, self.hub.names()):
@@ -150,7 +162,7 @@ class JobKeeper:
 
     def fleet_gauges(self) -> None:
         """What the alert rules watch (deploy/prometheus/perfctl-alerts.yml): each machine's last heartbeat
-        and latest audit, the jobs by state, the database's size and samples."""
+        and latest audit, the jobs by state, the database's size (the samples: samples_gauge)."""
         self.job_gauge()
         for machine, heard_ns in self.storage.last_heard().items():
             MACHINE_HEARTBEAT.labels(machine).set(heard_ns / 1e9)
@@ -159,9 +171,11 @@ class JobKeeper:
             MACHINE_AUDIT_VERDICT.labels(machine, audit["verdict"]).set(1)
             MACHINE_AUDIT_TIME.labels(machine).set(audit["time_ns"] / 1e9)
         DATABASE_SIZE.set(self.storage.size())
-        if time.monotonic() >= self._count_due:
-            started = time.monotonic()
-            SAMPLES_STORED.set(self.storage.count_samples())
-            took = time.monotonic() - started
-            self._count_due = time.monotonic() + max(FLEET_GAUGES_S, took / COUNT_SHARE)
+
+    def samples_gauge(self) -> None:
+        """perfctl_samples_stored, and when to count again (COUNT_SHARE)."""
+        started = time.monotonic()
+        SAMPLES_STORED.set(self.storage.count_samples())
+        took = time.monotonic() - started
+        self._count_due = time.monotonic() + max(FLEET_GAUGES_S, took / COUNT_SHARE)
 
