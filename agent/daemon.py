@@ -540,7 +540,7 @@ class Agent:
                 self._spool_write(self.spool.set_job_state, job_id, "done", done)
                 return
         stored = set(job.stored_runs)  # a retried job: these runs reached the server before it was lost
-        failure = ""  # how the first measured run that failed (since this agent started) failed
+        failure = ""  # how a measured run failed: the first this agent saw (one before a restart may have, too)
         for index in range(next_index, len(order)):
             if self.stopping.is_set():
                 return
@@ -556,7 +556,7 @@ class Agent:
             if self.stopping.is_set():  # a run the stop cut short measures nothing: it runs again at restart
                 return
             if sample.outcome != "ok" and not warmup and not failure:
-                failure = f"; the first measured run to fail: {describe_failure(sample)}"
+                failure = f"; a measured run that failed: {describe_failure(sample)}"
             value = rounds.value(sample) if rounds is not None and not warmup else None
             # While the disk is full the measured run waits here; if the agent stops meanwhile, the run
             # (whose index was not advanced) is measured again, under the same uuid.

@@ -143,14 +143,14 @@ def test_a_wait_ends_0_when_all_are_done_1_when_one_failed_or_was_refused_124_wh
 def test_a_job_done_with_runs_that_failed_fails_the_wait_as_stat_fails_on_a_run():
     """JobStatus.failed_runs, counted by the server when the job ended: a wait over /bin/false's job exited 0."""
     clean, broken = _job("j1", "done", 11, failed_runs=0), _job("j2", "done", 11, machine="box-b", failed_runs=10,
-                                                                  message="11 runs; the first measured run to "
-                                                                          "fail: run 0 exited with status 1")
+                                                                  message="11 runs; a measured run that "
+                                                                          "failed: run 0 exited with status 1")
     assert JobsWaitReport([clean]).exit_code() == 0 and JobsWaitReport([_job("j0", "done", 11)]).exit_code() == 0
     assert JobsWaitReport([clean, broken]).exit_code() == 1
     assert JobsWaitReport.progress_line(clean) == "box-a\tj1\tdone\t11/11 runs\t"
     assert JobsWaitReport.progress_line(broken).split("\t")[2:4] == ["done", "11/11 runs (10 failed)"]
     assert JobsWaitReport([clean, broken]).summary() == (
-        "2 of 2 jobs done; box-b done, 10 measured runs failed (11 runs; the first measured run to fail: run 0 "
+        "2 of 2 jobs done; box-b done, 10 measured runs failed (11 runs; a measured run that failed: run 0 "
         "exited with status 1)")
     assert [row["failed_runs"] for row in JobsReport([clean, broken, _job("j3", "running")]).document()] == [0, 10,
                                                                                                              None]
@@ -378,3 +378,15 @@ def test_machines_name_and_benchmarks_machine_from_the_command_line(scripted):
     listed = perfctl("benchmarks", *scripted.connection, "box-b", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout)[0]["machine"] == "box-b", listed.stderr
     assert scripted.submitted[-1] == pb.ListBenchmarksRequest(machine="box-b")
+
+
+def test_a_wait_on_whole_ids_that_are_not_the_servers_resolves_them_as_prefixes(scripted):
+    """36 characters that are not a lower-case UUID (an upper-case copy, a trailing space) went to the server as
+    whole ids and came back as its raw INVALID_ARGUMENT; they are matched against the list as any prefix is."""
+    job_id = "c06f0fde-9ee4-4a2f-b295-e01c876f9d7e"
+    scripted.script = [[_job(job_id, "done", 11)]]
+    for given in (job_id.upper(), job_id[:35] + " "):
+        result = perfctl("jobs", *scripted.connection, "--wait", given)
+        assert result.returncode == 2 and "INVALID_ARGUMENT" not in result.stderr, result.stderr
+        assert result.stderr == f"perfctl jobs: no job on the server has an id starting with {given!r}\n"
+    assert perfctl("jobs", *scripted.connection, "--wait", job_id).returncode == 0

@@ -222,7 +222,7 @@ def test_a_job_whose_runs_fail_fails_the_wait_and_says_how(tmp_path):
         assert failing.returncode == 1, failing.stderr
         (job_id,) = [line.split("\t")[1] for line in failing.stdout.splitlines()]
         assert f"box\t{job_id}\tdone\t5/5 runs (4 failed)\t" in failing.stderr, failing.stderr
-        assert re.search(r"the first measured run to fail: run \d+ exited with status 3: cannot open input",
+        assert re.search(r"a measured run that failed: run \d+ exited with status 3: cannot open input",
                          failing.stderr), failing.stderr
         assert "perfctl submit: 1 of 1 job done; box done, 4 measured runs failed (" in failing.stderr
         fine = fleet.client("submit", "--machines", "box", "-r", "4", "--wait", "--", "/bin/true", server=address,

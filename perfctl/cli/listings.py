@@ -4,6 +4,7 @@ benchmarks, from the server; and the one wait for jobs to end (`perfctl jobs --w
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -12,7 +13,7 @@ from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
 
 POLL_SECONDS = 1.0
-UUID_LENGTH = 36  # a whole job id
+WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")  # as the server makes them
 
 
 def wait_exit_codes(usage: str) -> tuple[str, ...]:
@@ -132,7 +133,7 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
     live = interactive(stderr=True) and not quiet
     progress = _LiveProgress() if live else _LineProgress(quiet)
     ids, listed = list(job_ids), None
-    if any(len(job_id) != UUID_LENGTH for job_id in ids):  # first characters of ids: the whole list resolves them
+    if not all(WHOLE_JOB_ID.match(job_id) for job_id in ids):  # first characters of ids: the list resolves them
         listed = select_jobs(call(args, "GetJobs", pb.GetJobsRequest()).jobs, ids, command)
         ids = [j.job_id for j in listed]
 

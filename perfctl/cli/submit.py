@@ -59,7 +59,8 @@ def add_parser(sub) -> None:
                             help="no verdict is settled before K rounds (default 5, at most the most rounds)")
     wait_options(submit, "every job is")
     loudness(submit, verbose="accepted (the job ids are all there is to say)",
-             quiet="the job ids, and with --wait only the jobs that failed or were refused")
+             quiet="the job ids, and with --wait only the jobs that failed, were refused or lost, or have runs "
+                   "that failed")
     submit.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS [::: CMD2 ARGS ...]")
 
 
