@@ -299,6 +299,8 @@ def test_jobs_dispatched_before_leases_get_one_at_the_upgrade(database_url):
     storage = Storage(database_url)
     leases = {row["id"][0]: row["lease_ns"] for row in storage.list_jobs()}
     assert leases == {"d": 5 + 300 * 10**9, "q": None, "f": None}
+    # 0007: jobs that ended before failed runs were counted say nothing of them (not 0: they were not counted)
+    assert [row["failed_runs"] for row in storage.list_jobs()] == [None] * 3
     assert storage.expire_leases(300, now_ns=5 + 301 * 10**9) == [("d" * 36, "box")]
     storage.close()
 
