@@ -411,6 +411,12 @@ class Agent:
         with self._spool_full_lock:
             if not self._spool_full:
                 return
+        # a write the spool's reserve let through (a job's record, an ack) does not mean a sample can be
+        if not self.spool.room_for_samples():
+            return
+        with self._spool_full_lock:
+            if not self._spool_full:
+                return
             self._spool_full = False
         SPOOL_FULL.set(0)
         log.info("the spool is writable again; measuring resumed")

@@ -12,16 +12,27 @@ WAL holds (release_wal) and tries it again. The WAL is kept small (WAL_AUTOCHECK
 with SQLite's default of 1000 pages (4 MB) a WAL on a small filesystem grew into every byte freed, and the
 checkpoint that would have emptied it could then never grow the database, so measuring never resumed.
 
+A spool that filled its own filesystem (the server away for long) must still drain once acks come: each
+delete needs room in the WAL, and the WAL's frames a checkpoint could not land need the database to grow,
+on a filesystem with no byte left (the agent then waited forever, acked but unable to delete). So the spool
+holds a reserve: a file of RESERVE_BYTES (a sixteenth of a small filesystem) that only measuring may not
+use. A write other than a new sample that finds the disk full gives the reserve back and tries again, so
+acks always free samples; a new sample is written only while the reserve is held, or while the database's
+own free pages (what the acks freed) cover as much, and the reserve is taken again once the filesystem has
+twice its size free.
+
 A spool damaged while the agent runs (a read or write fails with any database error but a full disk) raises
 SpoolError: the agent stops with one line rather than going on with a spool it cannot trust.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
 import threading
+import time
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (seq INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT UNIQUE NOT NULL,
@@ -43,6 +54,9 @@ CREATE TABLE IF NOT EXISTS round_values (job_id TEXT NOT NULL, run INTEGER NOT N
 # with the sample in one transaction: the sample itself leaves the spool once acked, and an agent restarted
 # in mid-job must decide on all the rounds, not only on those it measures after the restart.
 _TABLES = {"samples", "jobs", "rejected", "audits", "meta", "round_values"}
+RESERVE_BYTES = 1 << 20  # at most: 4 times the WAL's autocheckpoint, room for a checkpoint and an ack's delete
+FULL_DISK_DELETES = 8  # samples deleted per transaction when a batch's delete finds the disk full
+RESERVE_RETRY_S = 1.0  # while the reserve is given back, how often a new sample tries to take it again
 WAL_AUTOCHECKPOINT_PAGES = 64  # 256 KiB of WAL at most between checkpoints (SQLite's default: 1000 pages)
 JOURNAL_SIZE_LIMIT = 1 << 20  # bytes of WAL file kept after a checkpoint empties it
 
@@ -69,6 +83,7 @@ class Spool:
         except OSError as err:
             raise SpoolError(f"spool directory {directory}: {err.strerror}") from None
         self.path = os.path.join(directory, "spool.db")
+        self._reserve = os.path.join(directory, "spool.reserve")
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -105,26 +120,103 @@ class Spool:
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not _TABLES <= tables:
             self._db.executescript(_SCHEMA)
+        self._reserve_tried = 0.0
+        self._reserved = self._hold_reserve(os.path.exists(self._reserve))
 
-    def _tx(self, statements: list[tuple[str, tuple]]) -> None:
-        with self._lock:
+    def _reserve_size(self) -> int:
+        fs = os.statvfs(os.path.dirname(self.path))
+        return min(RESERVE_BYTES, fs.f_blocks * fs.f_frsize // 16)
+
+    def _hold_reserve(self, held: bool) -> bool:
+        """Whether the reserve is held: the file is there, or it was made now (only with twice its size
+        free: taken back the moment an ack freed it, it would leave the acks no room again)."""
+        if held:
+            return True
+        self._reserve_tried = time.monotonic()
+        size = self._reserve_size()
+        fs = os.statvfs(os.path.dirname(self.path))
+        if fs.f_bavail * fs.f_frsize < 2 * size:
+            return False
+        partial = self._reserve + ".new"
+        try:
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                for sql, args in statements:
-                    self._db.execute(sql, args)
-                self._db.execute("COMMIT")
-            except BaseException as err:
-                # SQLite rolls back by itself after some errors (a full disk among them); a ROLLBACK then
-                # would fail with "no transaction is active" and hide the error that matters.
-                if self._db.in_transaction:
-                    try:
-                        self._db.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # a damaged spool may fail this too; err, raised below, is the one to report
-                if is_disk_full(err):
-                    raise SpoolFull(f"spool {self.path}: {err}") from err
-                self._raise_if_damaged(err)
-                raise
+                os.posix_fallocate(fd, 0, size)
+            finally:
+                os.close(fd)
+            os.replace(partial, self._reserve)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            return False
+        return True
+
+    def room_for_samples(self) -> bool:
+        """Whether a new sample would be written now, as far as the reserve goes (the disk may still refuse)."""
+        with self._lock:
+            return self._room_for_samples()
+
+    def _room_for_samples(self) -> bool:
+        """A new sample may be written: the reserve is held (or taken again now), or the database's free pages,
+        freed by acks, hold as much as the reserve would."""
+        if self._reserved:
+            return True
+        if time.monotonic() - self._reserve_tried >= RESERVE_RETRY_S:
+            self._reserved = self._hold_reserve(False)
+            if self._reserved:
+                return True
+        free_pages, page_size = (self._db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("freelist_count",
+                                                                                         "page_size"))
+        return free_pages * page_size >= self._reserve_size()
+
+    def _give_back_reserve(self) -> bool:
+        """The reserve's space, given to the filesystem for a write that is not a new sample; False if none
+        was held."""
+        if not self._reserved:
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._reserve)
+        self._reserved = False
+        self._reserve_tried = time.monotonic()
+        return True
+
+    def _tx(self, statements: list[tuple[str, tuple]], new_sample: bool = False) -> None:
+        """Run ``statements`` in one transaction. A full disk: SpoolFull, after the reserve was given back and
+        the transaction tried again, unless it writes a new sample (which never takes the reserve)."""
+        with self._lock:
+            if new_sample and not self._room_for_samples():
+                raise SpoolFull(f"spool {self.path}: database or disk is full (the space left is kept for "
+                                "acks to free samples)")
+            try:
+                self._commit(statements)
+            except SpoolFull:
+                if new_sample or not self._give_back_reserve():
+                    raise
+                # first the checkpoint the full disk held back: the database grows into the reserve's space
+                # by the pages the WAL added, and the WAL (kept at its size) is written from its start again
+                with contextlib.suppress(sqlite3.DatabaseError):
+                    self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                self._commit(statements)
+
+    def _commit(self, statements: list[tuple[str, tuple]]) -> None:
+        """One transaction, with the lock held."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            for sql, args in statements:
+                self._db.execute(sql, args)
+            self._db.execute("COMMIT")
+        except BaseException as err:
+            # SQLite rolls back by itself after some errors (a full disk among them); a ROLLBACK then
+            # would fail with "no transaction is active" and hide the error that matters.
+            if self._db.in_transaction:
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # a damaged spool may fail this too; err, raised below, is the one to report
+            if is_disk_full(err):
+                raise SpoolFull(f"spool {self.path}: {err}") from err
+            self._raise_if_damaged(err)
+            raise
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._lock:
@@ -167,7 +259,7 @@ class Spool:
             if value is not None:
                 statements.append(("INSERT OR REPLACE INTO round_values (job_id, run, value) VALUES (?, ?, ?)",
                                    (job_id, next_index - 1, value)))
-        self._tx(statements)
+        self._tx(statements, new_sample=True)
 
     def round_values(self, job_id: str) -> dict[int, float]:
         """The metric values add_sample kept for a job, by run index."""
@@ -177,7 +269,17 @@ class Spool:
         return self._query("SELECT seq, payload FROM samples WHERE seq > ? ORDER BY seq LIMIT ?", (after_seq, limit))
 
     def acked(self, seqs: list[int]) -> None:
-        self._tx([("DELETE FROM samples WHERE seq = ?", (seq,)) for seq in seqs])
+        def deleted(some: list[int]) -> list[tuple[str, tuple]]:
+            return [("DELETE FROM samples WHERE seq = ?", (seq,)) for seq in some]
+
+        try:
+            self._tx(deleted(seqs))
+        except SpoolFull:
+            # A batch's delete rewrites every page it touches into the WAL (~0.5 MB for 500 samples), more
+            # than the reserve: on a full disk, a few samples per transaction, which the checkpoints after
+            # them land in the database (what is deleted stays deleted; a sample deleted twice is no matter).
+            for start in range(0, len(seqs), FULL_DISK_DELETES):
+                self._tx(deleted(seqs[start:start + FULL_DISK_DELETES]))
 
     def reject(self, seqs: list[int], reason: str) -> None:
         """Move samples the server refuses as invalid aside, so they stop blocking the stream."""
