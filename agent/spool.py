@@ -145,10 +145,12 @@ class Spool:
             finally:
                 os.close(fd)
             os.replace(partial, self._reserve)
-        except OSError:
+        except OSError as err:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
-            return False
+            # a filesystem that cannot hold one (no fallocate, no room for the file's name) must not stop
+            # measuring for good: the spool goes on without a reserve, as it did before it had one
+            return not is_disk_full(err)
         return True
 
     def room_for_samples(self) -> bool:
