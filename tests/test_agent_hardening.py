@@ -2,6 +2,7 @@
 symlinks and `*`, jobs that would block the worker or leak file digests, a full spool disk, a spool that is
 not a database. Real server and agent processes; pure functions tested directly."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -331,16 +332,32 @@ def _mount_reason() -> str | None:
         os.rmdir(probe)
 
 
-@pytest.fixture
-def small_fs(tmp_path):
+@contextlib.contextmanager
+def _tmpfs(tmp_path: Path, size: str):
+    """A tmpfs of ``size`` at tmp_path/spoolfs for a spool to fill; skipped with the probe's reason."""
     reason = _mount_reason()
     if reason:
         pytest.skip(reason)
     mount = tmp_path / "spoolfs"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mount)], check=True)
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    with _tmpfs(tmp_path, "2m") as mount:
+        yield mount
+
+
+@pytest.fixture
+def spool_fs(tmp_path):
+    """8 MiB: a spool reserve of 512 KiB, and thousands of samples before it is full."""
+    with _tmpfs(tmp_path, "8m") as mount:
+        yield mount
 
 
 def _fill(directory: Path) -> Path:
@@ -458,21 +475,15 @@ def test_a_disk_filled_while_a_job_runs_pauses_it_and_it_finishes_once_space_ret
 
 
 @needs_root
-def test_a_spool_that_filled_its_own_disk_drains_once_the_server_is_back(fleet, tmp_path):
+def test_a_spool_that_filled_its_own_disk_drains_once_the_server_is_back(fleet, spool_fs):
     """The server away, the agent measures until its samples alone fill the spool's filesystem. With the
     server back the acks must free samples, though each delete needs WAL room on that full filesystem and the
     WAL's last frames need the database to grow: without the spool's reserve the agent waited forever, acked
     but unable to delete, measuring never resumed (spool.db 7.5 MB and its WAL filled an 8 MB tmpfs)."""
-    reason = _mount_reason()
-    if reason:
-        pytest.skip(reason)
-    mount = tmp_path / "spoolfs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(mount)], check=True)
     try:
         server = _server(fleet)
         port = free_port()
-        agent = _agent(fleet, "box-a", server, mount / "spool", ["/bin/*"], ["--metrics", f"127.0.0.1:{port}"])
+        agent = _agent(fleet, "box-a", server, spool_fs / "spool", ["/bin/*"], ["--metrics", f"127.0.0.1:{port}"])
         _connected(fleet, server, "box-a")
         job_id = _submit(fleet, server, "box-a", "-r", "100000", "--", "/bin/true")
         wait_for(lambda: _jobs(fleet, server)[job_id]["state"] == "running", 30, "the job to start")
@@ -489,39 +500,29 @@ def test_a_spool_that_filled_its_own_disk_drains_once_the_server_is_back(fleet, 
         assert _metric(port, "perfctl_agent_spool_full") == 0 and agent.poll() is None, fleet.log("box-a")
         assert "measuring resumed" in fleet.log("box-a")
     finally:
-        fleet.stop_all()
-        subprocess.run(["umount", "-l", str(mount)], check=True)
+        fleet.stop_all()  # before the filesystem goes
 
 
-def test_a_spool_full_of_its_own_samples_deletes_them_all_and_refills(tmp_path):
+def test_a_spool_full_of_its_own_samples_deletes_them_all_and_refills(spool_fs):
     """The spool alone fills its filesystem: every ack's delete still goes through (the reserve, then a few
     samples per transaction), and new samples fit in the pages the deletes freed."""
-    reason = _mount_reason()
-    if reason:
-        pytest.skip(reason)
-    mount = tmp_path / "spoolfs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(mount)], check=True)
-    try:
-        spool = Spool(str(mount / "spool"))
-        assert (mount / "spool" / "spool.reserve").stat().st_size == 512 << 10  # a sixteenth of 8 MiB
-        spool.add_job("j", b"spec")
-        added = 0
-        with pytest.raises(SpoolFull):
-            while True:
-                spool.add_sample(str(uuid.uuid4()), os.urandom(700), "j", added + 1)
-                added += 1
-        assert added > 5000
-        seqs = [seq for seq, _ in spool.pending(0, added)]
-        for start in range(0, len(seqs), 500):  # as acks come, a batch at a time, none refused
-            spool.acked(seqs[start:start + 500])
-        assert spool.count() == 0 and spool.room_for_samples()
-        for more in range(3000):
-            spool.add_sample(str(uuid.uuid4()), os.urandom(700), "j", added + more + 1)
-        assert spool.count() == 3000
-        spool.close()
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
+    spool = Spool(str(spool_fs / "spool"))
+    assert (spool_fs / "spool" / "spool.reserve").stat().st_size == 512 << 10  # a sixteenth of 8 MiB
+    spool.add_job("j", b"spec")
+    added = 0
+    with pytest.raises(SpoolFull):
+        while True:
+            spool.add_sample(str(uuid.uuid4()), os.urandom(700), "j", added + 1)
+            added += 1
+    assert added > 5000
+    seqs = [seq for seq, _ in spool.pending(0, added)]
+    for start in range(0, len(seqs), 500):  # as acks come, a batch at a time, none refused
+        spool.acked(seqs[start:start + 500])
+    assert spool.count() == 0 and spool.room_for_samples()
+    for more in range(3000):
+        spool.add_sample(str(uuid.uuid4()), os.urandom(700), "j", added + more + 1)
+    assert spool.count() == 3000
+    spool.close()
 
 
 def test_a_full_spool_says_so_and_keeps_what_it_had(tmp_path):
