@@ -16,7 +16,7 @@ A spool that filled its own filesystem (the server away for long) must still dra
 delete needs room in the WAL, and the WAL's frames a checkpoint could not land need the database to grow,
 on a filesystem with no byte left (the agent then waited forever, acked but unable to delete). So the spool
 holds a reserve: a file of RESERVE_BYTES (a sixteenth of a small filesystem) that only measuring may not
-use. A write other than a new sample that finds the disk full gives the reserve back and tries again, so
+use. An ack's delete that finds the disk full gives the reserve back (job and audit records never take it), so
 acks always free samples; a new sample is written only while the reserve is held, or while the database's
 own free pages (what the acks freed) cover as much, and the reserve is taken again once the filesystem has
 twice its size free.
@@ -31,6 +31,7 @@ import contextlib
 import errno
 import os
 import sqlite3
+import stat
 import threading
 import time
 
@@ -121,7 +122,14 @@ class Spool:
         if not _TABLES <= tables:
             self._db.executescript(_SCHEMA)
         self._reserve_tried = 0.0
-        self._reserved = self._hold_reserve(os.path.exists(self._reserve))
+        self._reserved = self._hold_reserve(self._reserve_is_held())
+
+    def _reserve_is_held(self) -> bool:
+        """A regular file at the reserve's path (a directory or symbolic link put there holds nothing)."""
+        try:
+            return stat.S_ISREG(os.lstat(self._reserve).st_mode)
+        except OSError:
+            return False
 
     def _reserve_size(self) -> int:
         fs = os.statvfs(os.path.dirname(self.path))
@@ -139,7 +147,9 @@ class Spool:
             return False
         partial = self._reserve + ".new"
         try:
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)  # what a crash left, or whatever was put there: a new file, not through a link
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             try:
                 os.posix_fallocate(fd, 0, size)
             finally:
@@ -154,9 +164,10 @@ class Spool:
         return True
 
     def room_for_samples(self) -> bool:
-        """Whether a new sample would be written now, as far as the reserve goes (the disk may still refuse)."""
+        """Whether a new sample may be written now: as far as the reserve goes, and the filesystem not full."""
         with self._lock:
-            return self._room_for_samples()
+            fs = os.statvfs(os.path.dirname(self.path))
+            return self._room_for_samples() and fs.f_bavail > 0
 
     def _room_for_samples(self) -> bool:
         """A new sample may be written: the reserve is held (or taken again now), or the database's free pages,
@@ -176,29 +187,30 @@ class Spool:
         was held."""
         if not self._reserved:
             return False
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # gone, or not a file (a directory put there): nothing to give
             os.unlink(self._reserve)
         self._reserved = False
         self._reserve_tried = time.monotonic()
         return True
 
-    def _tx(self, statements: list[tuple[str, tuple]], new_sample: bool = False) -> None:
-        """Run ``statements`` in one transaction. A full disk: SpoolFull, after the reserve was given back and
-        the transaction tried again, unless it writes a new sample (which never takes the reserve)."""
+    def _tx(self, statements: list[tuple[str, tuple]], kind: str = "record") -> None:
+        """Run ``statements`` in one transaction; SpoolFull on a full disk. ``kind``: "sample" (a new sample:
+        refused while the reserve is not held and the database has not as much free), "ack" (deletes: a
+        full disk gives the reserve back and lands the checkpoint it held back, for acked's next tries), or
+        "record" (a job's or an audit's: never the reserve; they fit in the pages acks free)."""
         with self._lock:
-            if new_sample and not self._room_for_samples():
+            if kind == "sample" and not self._room_for_samples():
                 raise SpoolFull(f"spool {self.path}: database or disk is full (the space left is kept for "
                                 "acks to free samples)")
             try:
                 self._commit(statements)
             except SpoolFull:
-                if new_sample or not self._give_back_reserve():
-                    raise
-                # first the checkpoint the full disk held back: the database grows into the reserve's space
-                # by the pages the WAL added, and the WAL (kept at its size) is written from its start again
-                with contextlib.suppress(sqlite3.DatabaseError):
-                    self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
-                self._commit(statements)
+                if kind == "ack" and self._give_back_reserve():
+                    # the database grows into the reserve's space by the pages the WAL added, and the WAL
+                    # (kept at its size) is written from its start again
+                    with contextlib.suppress(sqlite3.DatabaseError):
+                        self._db.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                raise
 
     def _commit(self, statements: list[tuple[str, tuple]]) -> None:
         """One transaction, with the lock held."""
@@ -261,7 +273,7 @@ class Spool:
             if value is not None:
                 statements.append(("INSERT OR REPLACE INTO round_values (job_id, run, value) VALUES (?, ?, ?)",
                                    (job_id, next_index - 1, value)))
-        self._tx(statements, new_sample=True)
+        self._tx(statements, "sample")
 
     def round_values(self, job_id: str) -> dict[int, float]:
         """The metric values add_sample kept for a job, by run index."""
@@ -274,14 +286,18 @@ class Spool:
         def deleted(some: list[int]) -> list[tuple[str, tuple]]:
             return [("DELETE FROM samples WHERE seq = ?", (seq,)) for seq in some]
 
-        try:
-            self._tx(deleted(seqs))
-        except SpoolFull:
-            # A batch's delete rewrites every page it touches into the WAL (~0.5 MB for 500 samples), more
-            # than the reserve: on a full disk, a few samples per transaction, which the checkpoints after
-            # them land in the database (what is deleted stays deleted; a sample deleted twice is no matter).
-            for start in range(0, len(seqs), FULL_DISK_DELETES):
-                self._tx(deleted(seqs[start:start + FULL_DISK_DELETES]))
+        if self._reserved:
+            try:
+                self._tx(deleted(seqs), "ack")
+                return
+            except SpoolFull:
+                pass  # the reserve is given back
+        # A batch's delete rewrites every page it touches into the WAL (~0.5 MB for 500 samples), more than
+        # the reserve, and a failed one leaves the WAL grown into the space it took: without the reserve, a
+        # few samples per transaction, which the checkpoints after them land in the database in place (what
+        # is deleted stays deleted; a sample deleted twice is no matter).
+        for start in range(0, len(seqs), FULL_DISK_DELETES):
+            self._tx(deleted(seqs[start:start + FULL_DISK_DELETES]), "ack")
 
     def reject(self, seqs: list[int], reason: str) -> None:
         """Move samples the server refuses as invalid aside, so they stop blocking the stream."""
