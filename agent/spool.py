@@ -15,8 +15,8 @@ checkpoint that would have emptied it could then never grow the database, so mea
 A spool that filled its own filesystem (the server away for long) must still drain once acks come: each
 delete needs room in the WAL, and the WAL's frames a checkpoint could not land need the database to grow,
 on a filesystem with no byte left (the agent then waited forever, acked but unable to delete). So the spool
-holds a reserve: a file of RESERVE_BYTES (a sixteenth of a small filesystem) that only measuring may not
-use. An ack's delete that finds the disk full gives the reserve back (job and audit records never take it), so
+holds a reserve: a file of RESERVE_BYTES (a sixteenth of a small filesystem) kept for acks alone. An ack's
+delete that finds the disk full gives the reserve back (new samples, job and audit records never take it), so
 acks always free samples; a new sample is written only while the reserve is held, or while the database's
 own free pages (what the acks freed) cover as much, and the reserve is taken again once the filesystem has
 twice its size free.
@@ -183,8 +183,7 @@ class Spool:
         return free_pages * page_size >= self._reserve_size()
 
     def _give_back_reserve(self) -> bool:
-        """The reserve's space, given to the filesystem for a write that is not a new sample; False if none
-        was held."""
+        """The reserve's space, given to the filesystem for an ack's delete; False if none was held."""
         if not self._reserved:
             return False
         with contextlib.suppress(OSError):  # gone, or not a file (a directory put there): nothing to give
