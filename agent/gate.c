@@ -20,13 +20,13 @@
  * and text for the usual ones ("execve failed: EACCES (Permission denied)"), else "errno N", since
  * without libc there is no strerror and a sample's stderr is all the user sees.
  *
- * With -L FD the gate loops (agent/runner.py LoopedGate): for every byte read from stdin it forks a child
- * that does all of the above and execs the benchmark, waits for it and writes a record (struct record) to FD;
- * EOF ends the loop (exit 0). A child that stops (SIGSTOP, SIGTSTP...) is reported by a record of kind
- * STOPPED with the signal, and waited for again. perfctl then starts runs by writing one byte rather than
- * by spawning a process from Python (~0.3 ms a run on these VMs, with the gate's own exec), and the loop's
- * fork of a 13 KB program without libc costs tens of microseconds. Counting is unchanged: the child joins
- * the cgroup as its last step before execve, as the single-run gate does.
+ * With -L FD the gate loops (agent/runner.py LoopedGate): for every byte read from stdin it starts a child
+ * (spawn_child: a vfork, sharing the loop's memory until its execve) that does all of the above and execs
+ * the benchmark, waits for it and writes a record (struct record) to FD; EOF ends the loop (exit 0). A child
+ * that stops (SIGSTOP, SIGTSTP...) is reported by a record of kind STOPPED with the signal, and waited for
+ * again. perfctl then starts runs by writing one byte rather than by spawning a process from Python (~0.3 ms
+ * a run on these VMs, with the gate's own exec). Counting is unchanged: the child joins the cgroup as its
+ * last step before execve, as the single-run gate does.
  */
 #include <asm/unistd.h>
 #include <fcntl.h>
@@ -107,7 +107,7 @@ struct record {
     long code;        /* waitid's si_code: CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_STOPPED, CLD_TRAPPED */
     long status;      /* waitid's si_status: the exit status or the signal */
     long max_rss_kib; /* ru_maxrss */
-    long start_ns;    /* CLOCK_MONOTONIC before the fork */
+    long start_ns;    /* CLOCK_MONOTONIC before the clone */
     long end_ns;      /* CLOCK_MONOTONIC when wait4 returned */
 };
 
@@ -164,6 +164,47 @@ static long number(const char *text, const char **end) {
 
 static void __attribute__((noreturn)) run(char **command, char **envp, long group_count, unsigned int *groups,
                                           long gid, long uid, const char *directory, long join);
+
+/* The loop's child is made as posix_spawn makes its own: clone(CLONE_VM | CLONE_VFORK) on a stack of its own.
+ * It shares the loop's memory until its execve (the loop sleeps meanwhile), so nothing is copied: a fork
+ * copied the loop's page tables and faulted its pages back in, ~60 us of every run on these VMs. It runs
+ * run() on child_stack and writes nothing the loop reads; what it needs is in child (set before each run). */
+struct child_args {
+    char **command, **envp;
+    long group_count;
+    unsigned int *groups;
+    long gid, uid;
+    const char *directory;
+    long join;
+};
+static struct child_args child;
+static char child_stack[16384] __attribute__((aligned(16)));
+
+static void __attribute__((noreturn, used)) child_main(void) {
+    run(child.command, child.envp, child.group_count, child.groups, child.gid, child.uid, child.directory,
+        child.join);
+}
+
+/* clone(CLONE_VM | CLONE_VFORK | SIGCHLD, stack): in the parent the child's pid (or -errno) once the child has
+ * exec'd or exited; the child calls ``entry`` on ``stack`` and never returns. In assembly, since the child
+ * must not touch the parent's stack frame: the compiler's code after a raw syscall would. */
+long spawn_child(char *stack, void (*entry)(void));
+__asm__(".globl spawn_child\n"
+        "spawn_child:\n"
+        "\tmov %rsi, %r9\n"      /* entry: syscall keeps r9 (it clobbers rcx and r11) */
+        "\tmov %rdi, %rsi\n"     /* the child's stack */
+        "\tmov $0x4111, %edi\n"  /* CLONE_VM 0x100 | CLONE_VFORK 0x4000 | SIGCHLD 17 */
+        "\txor %edx, %edx\n"
+        "\txor %r10d, %r10d\n"
+        "\txor %r8d, %r8d\n"
+        "\tmov $56, %eax\n"      /* __NR_clone */
+        "\tsyscall\n"
+        "\ttest %rax, %rax\n"
+        "\tjnz 1f\n"
+        "\txor %ebp, %ebp\n"
+        "\tcall *%r9\n"          /* the child: entry never returns */
+        "\thlt\n"
+        "1:\tret\n");
 
 void __attribute__((noreturn, used)) gate_main(long *stack) {
     long argc = stack[0];
@@ -227,12 +268,11 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         fail_errno(126, "bad record descriptor for the loop", result);
     while (syscall3(__NR_read, 0, (long)&byte, 1) == 1) {
         struct record record = {0, 0, 0, 0, 0, monotonic_ns(), 0};
-        long pid = syscall3(__NR_fork, 0, 0, 0);
-        if (pid == 0)
-            run(argv + i, envp, group_count, groups, gid, uid, directory, join);
+        child = (struct child_args){argv + i, envp, group_count, groups, gid, uid, directory, join};
+        long pid = spawn_child(child_stack + sizeof child_stack, child_main);
         record.pid = pid;
         if (pid < 0) { /* as a child that could not start: perfctl reads exit 126 and this line */
-            say("perfctl-gate: fork failed\n");
+            say("perfctl-gate: clone failed\n");
             record.code = 1; /* CLD_EXITED */
             record.status = 126;
         } else {
