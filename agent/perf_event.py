@@ -53,7 +53,7 @@ from perfctl.agent import tracefs
 from perfctl.agent.events import TYPE_HARDWARE, TYPE_RAW, TYPE_SOFTWARE, TYPE_TRACEPOINT, EventSpec
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Exit, RunControl, Runner
-from perfctl.model import Reading
+from perfctl.model import Reading, counted_reading, ok_fields
 
 BACKEND = "perf_event"
 
@@ -183,10 +183,14 @@ def resolve(spec: EventSpec, cpu_vendor: str, cpu_family: int) -> Opener:
     return Opener(spec, TYPE_TRACEPOINT, tracefs.tracepoint_id(tracepoint), source=tracepoint)
 
 
-def reading_from_counts(opener: Opener, backend: str, value: int, enabled: int, running: int) -> Reading:
-    """Turn a counter's raw triple into a Reading; multiplexed values keep the raw count and get a scaled one."""
+def reading_from_counts(opener: Opener, backend: str, value: int, enabled: int, running: int,
+                        fields: dict | None = None) -> Reading:
+    """Turn a counter's raw triple into a Reading; multiplexed values keep the raw count and get a scaled one.
+    ``fields``: the opener's model.ok_fields, where the caller keeps them (a run's hot path)."""
     spec = opener.spec
     if 0 < running == enabled:  # nearly every reading: built directly, without the keyword dict below
+        if fields is not None:
+            return counted_reading(fields, value, enabled, running)
         return Reading(event=spec.name, backend=backend, scope=spec.scope, unit=spec.unit, source=opener.source,
                        value=value, time_enabled=enabled, time_running=running, status="ok")
     base = dict(event=spec.name, backend=backend, scope=spec.scope, unit=spec.unit, source=opener.source,
@@ -381,6 +385,7 @@ class PerfEventBackend:
         # the same (frozen) reading for every run: an unsupported event stays so for the backend's lifetime
         self._unsupported = {i: unsupported_reading(o, BACKEND) for i, o in enumerate(self._openers)
                              if o.unsupported is not None}
+        self._ok_fields = [ok_fields(o.spec.name, BACKEND, o.spec.scope, o.spec.unit, o.source) for o in self._openers]
     def _probe(self, opener: Opener) -> Opener:
         """Open the counter once on ourselves: an unsupported event is known before the first run.
 
@@ -460,7 +465,8 @@ class PerfEventBackend:
                 value, enabled, running = counts[i]
                 counts[i] = (max(0, value - exits), enabled, running)
         readings = [self._unsupported[i] if i in self._unsupported else
-                    reading_from_counts(opener, BACKEND, *counts[i]) for i, opener in enumerate(self._openers)]
+                    reading_from_counts(opener, BACKEND, *counts[i], self._ok_fields[i])
+                    for i, opener in enumerate(self._openers)]
         if lost:
             for i in self._context_switches:
                 if i not in self._unsupported:

@@ -17,7 +17,7 @@ perf_event,ebpf` takes its turn too, and the per-run cost eBPF adds is printed b
 figure (issue 6). `perfctl ab` takes a turn with the same runs as rounds of /bin/true against itself (issue 16: its
 per-run rate within 10% of stat's).
 
-    python bench/stat_rate.py [--runs 1000] [--perf-runs 200]
+    python bench/stat_rate.py [--runs 1000] [--perf-runs 100] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def perf_events() -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--perf-runs", type=int, default=100, help="perf stat is slow: fewer runs suffice")
+    parser.add_argument("--perf-runs", type=int, default=100,
+                        help="cold perf stat's runs (~40 ms each): warm, it runs as many as perfctl")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     for tool in ("perf", "hyperfine"):
@@ -125,6 +126,9 @@ def main() -> None:
         events = [arg for name in perf_events() for arg in ("-e", name)]
         perf = ["perf", "stat", "-r", str(args.perf_runs), "-x,", "-o", os.path.join(tmp, "perf.csv"), *events,
                 "--", TARGET]
+        # warm, perf stat runs as many runs as perfctl: its start-up (~10 ms) spread over --perf-runs alone
+        # was a cost it paid only here (~0.1 ms a run of ~1.1)
+        warm_perf = [*perf[:3], str(args.runs), *perf[4:]]
         hyperfine = ["hyperfine", "-N", "--runs", str(args.runs), "--export-json", os.path.join(tmp, "h.json"),
                      TARGET]
         # the same runs as stat's, in rounds of the two commands, deciding after every round (issue 16: ab's
@@ -138,12 +142,12 @@ def main() -> None:
         times: dict[str, list[float]] = {"perfctl": [], "perf stat -r": [], "hyperfine -N": [], WARM_PERFCTL: [],
                                          WARM_PERF: [], AB: []}
         runs = {"perfctl": args.runs, "perf stat -r": args.perf_runs, "hyperfine -N": args.runs,
-                WARM_PERFCTL: args.runs, WARM_PERF: args.perf_runs, AB: args.runs // 2 * 2}
+                WARM_PERFCTL: args.runs, WARM_PERF: args.runs, AB: args.runs // 2 * 2}
         if ebpf is None:
             times[EBPF] = []
             runs[EBPF] = args.runs
         perfctl_rss = ebpf_rss = 0
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             elapsed, perfctl_rss = timed_perfctl(perfctl, samples, args.runs)
             times["perfctl"].append(elapsed)
             times["perf stat -r"].append(timed(perf)[0])
@@ -152,9 +156,11 @@ def main() -> None:
             if ebpf is None:
                 elapsed, ebpf_rss = timed_perfctl(with_ebpf, samples, args.runs)
                 times[EBPF].append(elapsed)
-            with holding(holder):
-                times[WARM_PERFCTL].append(timed_perfctl(perfctl, samples, args.runs)[0])
-                times[WARM_PERF].append(timed(perf)[0])
+            with holding(holder):  # in turns, first one then the other: neither always meets the holder fresh
+                turns = [(WARM_PERFCTL, lambda: timed_perfctl(perfctl, samples, args.runs)[0]),
+                         (WARM_PERF, lambda: timed(warm_perf)[0])]
+                for tool, measure in turns if round_ % 2 == 0 else reversed(turns):
+                    times[tool].append(measure())
 
     rates = {tool: statistics.median(runs[tool] / t for t in elapsed) for tool, elapsed in times.items()}
     print(f"events: {', '.join(perf_events())}")
