@@ -185,8 +185,10 @@ def interactive(stderr: bool = True) -> bool:
 
 def console(stderr: bool = False) -> Console:
     """The console every table and message is printed on. Colour only on a terminal and without NO_COLOR;
-    wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns)."""
+    wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns). No emoji
+    codes: a benchmark's argument such as ":fire:" is printed as given (and rich's table of them is not
+    loaded, ~3 ms of every start)."""
     terminal = interactive(stderr)
-    return _console_class()(stderr=stderr, highlight=False, width=None if terminal else 150,
+    return _console_class()(stderr=stderr, highlight=False, emoji=False, width=None if terminal else 150,
                     color_system="auto" if terminal and not no_color() else None, no_color=no_color(),
                     force_terminal=terminal)

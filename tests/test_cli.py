@@ -97,6 +97,13 @@ def test_failed_runs_are_recorded_and_exit_1(tmp_path):
     assert [s.outcome for s in samples] == ["signal", "signal"]
 
 
+def test_a_failed_runs_stderr_is_shown_as_it_was_written():
+    """Not read as rich's emoji codes: a run that wrote ":fire:" was shown as the emoji."""
+    result = perfctl("stat", "-r", "1", "--", "/bin/sh", "-c", "echo bad :fire: :smile: >&2; exit 3")
+    assert result.returncode == 1
+    assert "exited with status 3: bad :fire: :smile:" in result.stdout, result.stdout
+
+
 def test_timeout_is_recorded_and_exit_1(tmp_path):
     out = tmp_path / "s.jsonl"
     result = perfctl("stat", "-r", "1", "--timeout", "0.3", "-o", str(out), "--", "/bin/sleep", "20")
