@@ -2,12 +2,17 @@
  * the benchmark in place (same pid), so counters attached with enable_on_exec start at the benchmark's
  * own exec.
  *
- *   gate [-u UID] [-g GID] [-G GID,GID...] [-C DIR] [-J FD] [-L FD] -- /abs/path/to/benchmark ARGS...
+ *   gate [-u UID] [-g GID] [-G GID,GID...] [-C DIR] [-J FD] [-T FD] [-L FD] -- /abs/path/to/benchmark ARGS...
  *   (stdin: the release pipe)
  *
  * It reads one byte from stdin (EOF: perfctl died before releasing; exit 125 without running anything),
  * points stdin at /dev/null, drops to the given groups, gid and uid (all three of real, effective and
- * saved), changes to DIR, and execve()s the benchmark with the environment it was given. With -J, FD is
+ * saved), changes to DIR, and execve()s the benchmark with the environment it was given. With -T, FD gets
+ * CLOCK_MONOTONIC (8 bytes, native order) right before the execve: where the run's wall time starts, so that
+ * it leaves out the gate's steps, above all the move into the cgroup, which waits for an RCU grace period
+ * whenever no move came within the last one (6-17 ms here: the first run of every command, and every run of
+ * a benchmark longer than that). Counters scoped to the cgroup then also see that clock_gettime and that
+ * write (a microsecond or two of task-clock, no fault: the page it is written from is touched at start). With -J, FD is
  * a cgroup's cgroup.procs, opened by perfctl (as root): the gate marks it close-on-exec before anything
  * else and writes "0" to it (moving itself into that cgroup) as its very last step before execve, so
  * counters scoped to the cgroup (agent/perf_event.py, cgroup counting) see nothing of the gate but that
@@ -107,7 +112,7 @@ struct record {
     long code;        /* waitid's si_code: CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_STOPPED, CLD_TRAPPED */
     long status;      /* waitid's si_status: the exit status or the signal */
     long max_rss_kib; /* ru_maxrss */
-    long start_ns;    /* CLOCK_MONOTONIC before the clone */
+    long start_ns;    /* CLOCK_MONOTONIC at the benchmark's execve (before the clone if it never got there) */
     long end_ns;      /* CLOCK_MONOTONIC when wait4 returned */
 };
 
@@ -181,6 +186,9 @@ struct child_args {
     long join;
 };
 static struct child_args child;
+static long timing = -1;    /* -T FD */
+static volatile long exec_ns; /* set by run() right before the execve: the loop's child writes the loop's memory */
+static struct timespec exec_time;
 static char child_stack[16384] __attribute__((aligned(16)));
 
 static void __attribute__((noreturn, used)) child_main(void) {
@@ -242,6 +250,8 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
             }
         } else if (same(argv[i], "-L")) {
             loop = number(value, &end);
+        } else if (same(argv[i], "-T")) {
+            timing = number(value, &end);
         } else if (same(argv[i], "-J")) {
             join = number(value, &end);
         } else if (same(argv[i], "-C")) {
@@ -258,9 +268,14 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     }
     if (i >= argc)
         fail(126, "no command");
+    /* their pages are touched now, not by run() in the cgroup, where a fault was counted as the benchmark's */
+    exec_ns = 0;
+    *(volatile long *)&exec_time.tv_sec = 0;
     long result;
     if (join >= 0 && (result = syscall3(__NR_fcntl, join, F_SETFD, FD_CLOEXEC)) < 0)
         fail_errno(126, "bad cgroup descriptor", result);
+    if (timing >= 0 && (result = syscall3(__NR_fcntl, timing, F_SETFD, FD_CLOEXEC)) < 0)
+        fail_errno(126, "bad timing descriptor", result);
     char byte;
     if (loop < 0) {
         if (syscall3(__NR_read, 0, (long)&byte, 1) != 1)
@@ -272,6 +287,7 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     while (syscall3(__NR_read, 0, (long)&byte, 1) == 1) {
         struct record record = {0, 0, 0, 0, 0, monotonic_ns(), 0};
         child = (struct child_args){argv + i, envp, group_count, groups, gid, uid, directory, join};
+        exec_ns = 0;
         long pid = spawn_child(child_stack + sizeof child_stack, child_main);
         record.pid = pid;
         if (pid < 0) { /* as a child that could not start: perfctl reads exit 126 and this line */
@@ -288,7 +304,8 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
                 if (result < 0)
                     fail_errno(126, "waitid failed", result);
                 if (info.code == 5 /* CLD_STOPPED */ || info.code == 4 /* CLD_TRAPPED */) { /* say so, wait on */
-                    struct record stopped = {1, pid, info.code, info.status, 0, record.start_ns, monotonic_ns()};
+                    struct record stopped = {1, pid, info.code, info.status, 0, exec_ns ? exec_ns : record.start_ns,
+                                             monotonic_ns()};
                     syscall3(__NR_write, loop, (long)&stopped, sizeof stopped);
                     continue;
                 }
@@ -299,6 +316,8 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
             record.max_rss_kib = usage.maxrss;
         }
         record.end_ns = monotonic_ns();
+        if (exec_ns) /* the wall time starts at the execve, as with -T: the cgroup move is not the benchmark's */
+            record.start_ns = exec_ns;
         if (syscall3(__NR_write, loop, (long)&record, sizeof record) != sizeof record)
             leave(1);
     }
@@ -325,6 +344,11 @@ static void __attribute__((noreturn)) run(char **command, char **envp, long grou
         fail_errno(126, "cannot change to the working directory", result);
     if (join >= 0 && (result = syscall3(__NR_write, join, (long)"0", 1)) != 1)
         fail_errno(126, "cannot move into the run's cgroup", result);
+    /* read into and written from memory touched at start: a first touch here would be a fault in the cgroup */
+    syscall3(__NR_clock_gettime, CLOCK_MONOTONIC, (long)&exec_time, 0);
+    exec_ns = exec_time.tv_sec * 1000000000L + exec_time.tv_nsec;
+    if (timing >= 0)
+        syscall3(__NR_write, timing, (long)&exec_ns, sizeof exec_ns);
     result = syscall3(__NR_execve, (long)command[0], (long)command, (long)envp);
     fail_errno(127, "execve failed", result);
 }

@@ -396,8 +396,10 @@ class _Persona:
             self.current = self.original
 
 
-# gate.c struct record: kind, pid, si_code, si_status, max_rss_kib, start_ns, end_ns (CLOCK_MONOTONIC)
+# gate.c struct record: kind, pid, si_code, si_status, max_rss_kib, start_ns (at the execve), end_ns
+# (CLOCK_MONOTONIC)
 LOOP_RECORD = struct.Struct("=7q")
+EXEC_TIME = struct.Struct("=q")  # gate.c -T: CLOCK_MONOTONIC right before the execve
 _LOOP_STOPPED = 1
 
 
@@ -418,7 +420,7 @@ class LoopedGate:
     Only runs counted by cgroup take this way (Runner.looped): the child joins the cgroup as its last step
     before execve, as the single-run gate does, so the counts are the same. The benchmark is the loop's child,
     not perfctl's, so what perfctl reads of it comes from the loop: its exit, signal, stop and ru_maxrss,
-    and its wall time from the fork to the loop's wait returning. A timeout and a stop that would never end
+    and its wall time from its execve to the loop's wait returning. A timeout and a stop that would never end
     kill the run's tree through the cgroup; what the benchmark left behind is killed through the cgroup and
     reaped by perfctl, its subreaper, as for a gated run.
     """
@@ -567,16 +569,22 @@ class GatedProcess:
         self._stderr_file = stderr_file
         self._reaped = False
         read_end, self._gate = os.pipe()
+        # the static gate writes the time of its execve here (gate.c -T): where the wall time starts
+        self._timing, timing_write = os.pipe() if gate_to_use.static else (-1, -1)
         persona.ensure(control.aslr_off)
         self._born = _ticks_now()  # what the benchmark leaves behind started no earlier (kill_leftovers)
         try:
             self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds,
-                                           None if join is None else join.procs_fd())
+                                           None if join is None else join.procs_fd(),
+                                           timing_fd=None if timing_write == -1 else timing_write)
         except OSError as err:
             self._close_gate()
+            self._close_timing()
             raise _spawn_error(err, argv, control) from None
         finally:
             os.close(read_end)
+            if timing_write != -1:
+                os.close(timing_write)
         _live_gates.add(self.pid)
         self._cleaned = False
         self._pidfd = -1
@@ -592,11 +600,26 @@ class GatedProcess:
                 os.sched_setaffinity(self.pid, {control.pin_cpu})
         except BaseException:  # the gate has run nothing yet: it goes, and nobody is left holding it
             self._close_gate()
+            self._close_timing()
             kill_tree(self.pid)
             self._reap()
             if self._pidfd != -1:
                 os.close(self._pidfd)
             raise
+
+    def _exec_ns(self) -> int | None:
+        """When the gate exec'd the benchmark (gate.c -T), on perf_counter_ns's clock (CLOCK_MONOTONIC);
+        None from the sh gate or a gate that never got that far (the release is the start then). Read once
+        the benchmark has exited: the write end closed at its execve, so the read cannot block."""
+        if self._timing == -1:
+            return None
+        data = os.read(self._timing, 8)
+        return EXEC_TIME.unpack(data)[0] if len(data) == EXEC_TIME.size else None
+
+    def _close_timing(self) -> None:
+        fd, self._timing = self._timing, -1
+        if fd != -1:
+            os.close(fd)
 
     def _close_gate(self) -> None:
         """Close the gate's write end, once. The descriptor leaves the object before it is closed: a stop
@@ -617,7 +640,7 @@ class GatedProcess:
             pass
         self._close_gate()
         timed_out, stop = self._wait()
-        wall_ns = time.perf_counter_ns() - start
+        wall_ns = time.perf_counter_ns() - max(start, self._exec_ns() or start)
         if timed_out or stop is not None:
             self._kill_tree()
         status, rusage = self._reap()
@@ -715,7 +738,7 @@ class GatedProcess:
         if self._pidfd != -1:
             os.close(self._pidfd)
             self._pidfd = -1
-
+        self._close_timing()
 
     def _reaped_unrecorded(self) -> bool:
         """Reaped although _reaped says not: a stop signal's exception (output.stop_on_signals) is raised
@@ -791,7 +814,7 @@ def _context_switches(pid: int) -> int | None:
 
 def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
            stderr_file, pass_fds: tuple[int, ...], join_fd: int | None = None,
-           loop_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
+           loop_fd: int | None = None, timing_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
     """Start the gate with posix_spawn (vfork-based: no fork handlers, no Python in the child). The static
     gate switches user and directory itself; only the sh fallback needs subprocess's forking child for
     that, and says so in `perfctl info`."""
@@ -806,6 +829,9 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
         if join_fd is not None:
             options += ["-J", str(join_fd)]
             pass_fds = (*pass_fds, join_fd)
+        if timing_fd is not None:
+            options += ["-T", str(timing_fd)]
+            pass_fds = (*pass_fds, timing_fd)
         if loop_fd is not None:  # the loop (LoopedGate): its records go to loop_fd
             options += ["-L", str(loop_fd)]
             pass_fds = (*pass_fds, loop_fd)
