@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 from collections.abc import Iterator
 from typing import IO
 
@@ -64,9 +65,14 @@ def sample_line(sample: Sample) -> str:
     return json.dumps(fields, separators=(",", ":"))
 
 
+# A reading's fields that hold numbers (Reading's types): the others hold text or None. Fetched in one C call
+# per reading; going through all 14 fields of every reading was a tenth of perfctl's own work per run.
+_NUMBERS = operator.attrgetter("value", "time_enabled", "time_running", "scaled", "corrected")
+
+
 def _all_finite(sample: Sample) -> bool:
     for reading in sample.readings:
-        for value in reading.__dict__.values():
+        for value in _NUMBERS(reading):
             if value.__class__ is float and not math.isfinite(value):
                 return False
     return _finite(sample.extra)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import signal
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from perfctl.text import cell, visible
 from perfctl.units import quantity
 
 WALL_TIME = "wall-time"
+_LABELLED = operator.attrgetter("event", "scope", "backend")  # what a reading's distinct name is made of
 
 
 @dataclass
@@ -52,6 +54,8 @@ class StatSummary:
     # labels of the hardware events asked for on a machine without a PMU: their unsupported lines (and the
     # correction note, which then says the same) fold into one
     no_pmu_events: frozenset[str] = frozenset()
+    # the readings' distinct names by what decides them (_LABELLED): the same for nearly every run
+    _names: dict = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, sample: Sample) -> None:
         if sample.warmup:
@@ -63,7 +67,8 @@ class StatSummary:
             if len(self.failure_examples) < 3:
                 self.failure_examples.append(describe_failure(sample))
             return
-        if self.interference.flags(sample.readings, sample.wall_ns):
+        # only the ebpf backend accounts for interference: a run without it is never flagged
+        if "ebpf" in sample.backends and self.interference.flags(sample.readings, sample.wall_ns):
             self.interfered.append(sample.run_index)
             if self.interference.exclude:
                 return
@@ -71,7 +76,10 @@ class StatSummary:
         # the rest of add (bench/stat_rate.py)
         wall = self.events.get(WALL_TIME) or self.events.setdefault(WALL_TIME, EventSummary(WALL_TIME, "ns", "perfctl"))
         wall.values.append(sample.wall_ns)
-        labels = distinct_labels([(r.label, r.backend) for r in sample.readings])
+        key = tuple(map(_LABELLED, sample.readings))
+        labels = self._names.get(key)
+        if labels is None:
+            labels = self._names[key] = distinct_labels([(r.label, r.backend) for r in sample.readings])
         for reading, name in zip(sample.readings, labels):
             entry = self.events.get(name)
             if entry is None:
