@@ -522,6 +522,34 @@ def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_pat
 
 
 @needs_root
+def test_where_clone3_cannot_start_a_run_inside_the_cgroup_the_loop_moves_it_in(tmp_path, monkeypatch):
+    """The loop starts each run inside the cgroup (clone3, CLONE_INTO_CGROUP); where that fails (a seccomp
+    filter's ENOSYS, as container runtimes' default filters return, or here a directory that is no cgroup:
+    EBADF) it moves each run in as the single-run gate does, and counts the same."""
+    from perfctl.agent.runner import RunCgroup
+
+    plain = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    monkeypatch.setattr(RunCgroup, "dir_fd", lambda self: plain)
+    try:
+        looped, gated, _ = _looped_and_gated(["/bin/true"], 10)
+    finally:
+        os.close(plain)
+    assert [(s.outcome, value(s, "page-faults")) for s in looped] == [(s.outcome, value(s, "page-faults"))
+                                                                       for s in gated]
+    assert all(s.outcome == "ok" for s in looped)
+
+
+@needs_root
+def test_runs_after_the_cgroup_killed_what_a_run_left_behind_still_run():
+    """A cgroup once killed (cgroup.kill, what a run's leftovers get) kills, on this kernel, every process
+    later started inside it by clone3: the loop's second run died of SIGKILL before it ran. The loop is then
+    replaced by one that moves each run in, and every run runs."""
+    looped, gated, _ = _looped_and_gated([SH, "-c", "sleep 5 & exit 0"], 3)
+    assert [(s.outcome, s.extra.get("outlived")) for s in looped + gated] == [("ok", 1)] * 6
+    assert [value(s, "page-faults") > 0 for s in looped] == [True] * 3
+
+
+@needs_root
 def test_the_wall_time_starts_at_the_execve_not_at_the_gates_move_into_the_cgroup():
     """A move into a cgroup waits for an RCU grace period when no move came within the last one: 6-17 ms
     here, which the wall time of every run of a benchmark longer than that took in (sleep 0.2: 206-217 ms
