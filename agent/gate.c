@@ -2,7 +2,7 @@
  * the benchmark in place (same pid), so counters attached with enable_on_exec start at the benchmark's
  * own exec.
  *
- *   gate [-u UID] [-g GID] [-G GID,GID...] [-C DIR] [-J FD] [-T FD] [-L FD [-K FD]] -- /abs/path/to/benchmark ARGS...
+ *   gate [-u UID] [-g GID] [-G GID,GID...] [-C DIR] [-J FD] [-T FD] [-L FD] -- /abs/path/to/benchmark ARGS...
  *   (stdin: the release pipe)
  *
  * It reads one byte from stdin (EOF: perfctl died before releasing; exit 125 without running anything),
@@ -31,13 +31,11 @@
  * that stops (SIGSTOP, SIGTSTP...) is reported by a record of kind STOPPED with the signal, and waited for
  * again. perfctl then starts runs by writing one byte rather than by spawning a process from Python (~0.3 ms
  * a run on these VMs, with the gate's own exec). The loop points its own stdin at /dev/null once (it reads
- * the releases from a copy), so its children need not. With -K FD, the run cgroup's directory, each child is
- * started inside the cgroup (clone3, CLONE_INTO_CGROUP) rather than moved in: no move, none of its waits for
- * an RCU grace period, ~50 us less a run here, and counters scoped to the cgroup see the child's setsid (and
- * --user's and -C's calls) where they saw the move's return; its stack is touched beforehand, so no fault of
- * it is counted. Where clone3 fails (a seccomp filter's ENOSYS, an old kernel), the loop moves its children
- * in (-J) from then on. A cgroup once killed (cgroup.kill) kills every child started inside it afterwards on
- * this kernel, so perfctl starts a loop without -K then (agent/runner.py RunCgroup.killed).
+ * the releases from a copy), so its children need not. Counting is unchanged: the child joins the cgroup as
+ * its last step before execve, as the single-run gate does. It is not started inside the cgroup (clone3's
+ * CLONE_INTO_CGROUP, ~50 us a run faster here): a child started on the loop's CPU is switched out for the
+ * loop before its execve as often as not, and from inside the cgroup that switch was counted as the
+ * benchmark's (context-switches of /bin/true pinned to one CPU: mean 0.7 a run, against 0.07 moved in).
  */
 #include <asm/unistd.h>
 #include <fcntl.h>
@@ -193,24 +191,6 @@ struct child_args {
 };
 static struct child_args child;
 static int stdin_ready; /* the loop made stdin /dev/null for its children */
-
-struct clone_args { /* linux/sched.h, CLONE_ARGS_SIZE_VER2 */
-    unsigned long flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
-        cgroup;
-};
-long spawn_child3(struct clone_args *args, void (*entry)(void));
-__asm__(".globl spawn_child3\n"
-        "spawn_child3:\n"
-        "\tmov %rsi, %r9\n"
-        "\tmov $88, %esi\n"   /* sizeof (struct clone_args) */
-        "\tmov $435, %eax\n"  /* __NR_clone3 */
-        "\tsyscall\n"
-        "\ttest %rax, %rax\n"
-        "\tjnz 1f\n"
-        "\txor %ebp, %ebp\n"
-        "\tcall *%r9\n"
-        "\thlt\n"
-        "1:\tret\n");
 static long timing = -1;    /* -T FD */
 static volatile long exec_ns; /* set by run() right before the execve: the loop's child writes the loop's memory */
 static struct timespec exec_time;
@@ -246,7 +226,7 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     long argc = stack[0];
     char **argv = (char **)(stack + 1);
     char **envp = argv + argc + 1;
-    long uid = -1, gid = -1, group_count = -1, join = -1, loop = -1, born_in = -1;
+    long uid = -1, gid = -1, group_count = -1, join = -1, loop = -1;
     unsigned int groups[MAX_GROUPS];
     const char *directory = 0;
     long i = 1;
@@ -275,8 +255,6 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
             }
         } else if (same(argv[i], "-L")) {
             loop = number(value, &end);
-        } else if (same(argv[i], "-K")) {
-            born_in = number(value, &end);
         } else if (same(argv[i], "-T")) {
             timing = number(value, &end);
         } else if (same(argv[i], "-J")) {
@@ -311,8 +289,6 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     }
     if ((result = syscall3(__NR_fcntl, loop, F_SETFD, FD_CLOEXEC)) < 0)
         fail_errno(126, "bad record descriptor for the loop", result);
-    if (born_in >= 0 && (result = syscall3(__NR_fcntl, born_in, F_SETFD, FD_CLOEXEC)) < 0)
-        fail_errno(126, "bad cgroup directory descriptor", result);
     /* the loop reads its releases from a copy of stdin, and stdin becomes /dev/null: each child has it so */
     long releases = syscall3(__NR_fcntl, 0, F_DUPFD_CLOEXEC, 3);
     if (releases < 0)
@@ -322,24 +298,11 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         fail(126, "cannot open /dev/null");
     syscall3(__NR_close, null, 0, 0);
     stdin_ready = 1;
-    for (unsigned long page = 0; page < sizeof child_stack; page += 4096) /* no fault of the child's in the cgroup */
-        ((volatile char *)child_stack)[page] = 0;
-    struct clone_args args = {0};
-    args.flags = 0x100 | 0x200000000UL; /* CLONE_VM | CLONE_INTO_CGROUP */
-    args.exit_signal = 17; /* SIGCHLD */
-    args.stack = (unsigned long)child_stack;
-    args.stack_size = sizeof child_stack;
-    args.cgroup = born_in;
     while (syscall3(__NR_read, releases, (long)&byte, 1) == 1) {
         struct record record = {0, 0, 0, 0, 0, monotonic_ns(), 0};
-        child = (struct child_args){argv + i, envp, group_count, groups, gid, uid, directory, -1};
+        child = (struct child_args){argv + i, envp, group_count, groups, gid, uid, directory, join};
         exec_ns = 0;
-        long pid = born_in >= 0 ? spawn_child3(&args, child_main) : -38;
-        if (pid < 0 && join >= 0) { /* no clone3 here (a seccomp filter, an old kernel): it joins, as -J */
-            born_in = -1;
-            child.join = join;
-            pid = spawn_child(child_stack + sizeof child_stack, child_main);
-        }
+        long pid = spawn_child(child_stack + sizeof child_stack, child_main);
         record.pid = pid;
         if (pid < 0) { /* as a child that could not start: perfctl reads exit 126 and this line */
             say("perfctl-gate: clone failed\n");

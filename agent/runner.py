@@ -327,8 +327,7 @@ class Runner:
         # 2). Its content is hashed again only for a new loop: a running loop's file cannot be written.
         key = tuple(argv)
         loop = self._loops.get(key)
-        reuse = loop is not None and loop.alive and loop.control is control and not (
-            loop.born_in and self._cgroup.killed)
+        reuse = loop is not None and loop.alive and loop.control is control
         refused = self._gate.verify(content=not reuse)
         if refused:
             raise RunError(refused)
@@ -432,13 +431,12 @@ class LoopedGate:
         self._stderr_file = stderr_file
         self._cgroup = cgroup
         self._open = False
-        self.born_in = not cgroup.killed  # each run started inside the cgroup (gate.c -K), else moved in
         ctl_read, self._ctl = os.pipe()
         self._records, records_write = os.pipe()
         persona.ensure(control.aslr_off)
         try:
             self.pid, _ = _spawn(gate_to_use, argv, control, ctl_read, stderr_file, (), cgroup.procs_fd(),
-                                 records_write, born_in_fd=cgroup.dir_fd() if self.born_in else None)
+                                 records_write)
         except OSError as err:
             os.close(self._ctl)
             os.close(self._records)
@@ -816,8 +814,7 @@ def _context_switches(pid: int) -> int | None:
 
 def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
            stderr_file, pass_fds: tuple[int, ...], join_fd: int | None = None,
-           loop_fd: int | None = None, timing_fd: int | None = None,
-           born_in_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
+           loop_fd: int | None = None, timing_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
     """Start the gate with posix_spawn (vfork-based: no fork handlers, no Python in the child). The static
     gate switches user and directory itself; only the sh fallback needs subprocess's forking child for
     that, and says so in `perfctl info`."""
@@ -835,9 +832,6 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
         if timing_fd is not None:
             options += ["-T", str(timing_fd)]
             pass_fds = (*pass_fds, timing_fd)
-        if born_in_fd is not None:  # the loop starts each run inside the cgroup (gate.c -K), -J where it cannot
-            options += ["-K", str(born_in_fd)]
-            pass_fds = (*pass_fds, born_in_fd)
         if loop_fd is not None:  # the loop (LoopedGate): its records go to loop_fd
             options += ["-L", str(loop_fd)]
             pass_fds = (*pass_fds, loop_fd)
@@ -886,10 +880,6 @@ class RunCgroup:
         self.path = path
         self._procs_fd = -1
         self._events_fd = -1
-        self._dir_fd = -1
-        # cgroup.kill was written: the kernel here (6.18) then kills every process later started inside the
-        # cgroup by clone3 (CLONE_INTO_CGROUP), before it runs a thing, while one moved in lives (LoopedGate)
-        self.killed = False
 
     def procs_fd(self) -> int:
         """Its cgroup.procs, opened once (close-on-exec; perfctl's credentials, which the kernel checks
@@ -897,13 +887,6 @@ class RunCgroup:
         if self._procs_fd == -1:
             self._procs_fd = os.open(os.path.join(self.path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
         return self._procs_fd
-
-    def dir_fd(self) -> int:
-        """The cgroup's directory, opened once (close-on-exec): what the gate's loop gets as -K, to start each
-        run's process inside it (clone3's CLONE_INTO_CGROUP) rather than move it in."""
-        if self._dir_fd == -1:
-            self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        return self._dir_fd
 
     @classmethod
     def make(cls) -> RunCgroup | None:
@@ -945,7 +928,6 @@ class RunCgroup:
         except OSError:
             return []
         if inside:
-            self.killed = True
             _write(os.path.join(self.path, "cgroup.kill"), "1")
             deadline = time.monotonic() + REAP_SECONDS
             while time.monotonic() < deadline and self.populated():
@@ -970,9 +952,6 @@ class RunCgroup:
         if self._events_fd != -1:
             os.close(self._events_fd)
             self._events_fd = -1
-        if self._dir_fd != -1:
-            os.close(self._dir_fd)
-            self._dir_fd = -1
         with contextlib.suppress(OSError):
             os.rmdir(self.path)
 

@@ -6,6 +6,7 @@ import json
 import os
 import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -472,9 +473,10 @@ def test_a_stop_inside_the_gate_close_closes_it_once(monkeypatch):
         runner.close()
 
 
-def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **control):
+def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), own_cpu=None, **control):
     """The same command measured through the gate's loop (runner.LoopedGate, what stat and ab use) and one
-    gate per run (the agent's way), alternating, on one Runner and one perf_event backend counting by cgroup."""
+    gate per run (the agent's way), alternating, on one Runner and one perf_event backend counting by cgroup;
+    perfctl itself on ``own_cpu`` meanwhile, when given."""
     from perfctl.agent import inventory, session
     from perfctl.agent.events import parse_events
     from perfctl.agent.runner import Runner
@@ -484,6 +486,9 @@ def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **
     runner = Runner()
     plan_control = make_control(**control)
     samples = {True: [], False: []}
+    cpus = os.sched_getaffinity(0)
+    if own_cpu is not None:
+        os.sched_setaffinity(0, {own_cpu})
     try:
         assert backend.counting(runner) == "cgroup", backend.counting(runner)
         for _ in range(runs):
@@ -493,6 +498,7 @@ def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **
                                                inv.machine_id)
         loops = [loop.pid for loop in runner._loops.values()]
     finally:
+        os.sched_setaffinity(0, cpus)
         runner.close()
         backend.close()
     return samples[True], samples[False], loops
@@ -508,6 +514,7 @@ def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_pat
     assert [value(s, "page-faults") for s in looped] == [value(s, "page-faults") for s in gated]
     switches = [sum(value(s, "context-switches") for s in samples) for samples in (looped, gated)]
     assert switches[0] <= switches[1] + 8, switches  # of 30 runs each
+
     walls = [sorted(s.wall_ns for s in samples)[15] for samples in (looped, gated)]
     assert 0.5 < walls[0] / walls[1] < 2, walls  # medians: fork to wait vs release to the exit seen
     assert len(loops) == 1 and all(_dead(pid) for pid in loops)  # one loop, ended with the Runner
@@ -522,28 +529,41 @@ def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_pat
 
 
 @needs_root
-def test_where_clone3_cannot_start_a_run_inside_the_cgroup_the_loop_moves_it_in(tmp_path, monkeypatch):
-    """The loop starts each run inside the cgroup (clone3, CLONE_INTO_CGROUP); where that fails (a seccomp
-    filter's ENOSYS, as container runtimes' default filters return, or here a directory that is no cgroup:
-    EBADF) it moves each run in as the single-run gate does, and counts the same."""
-    from perfctl.agent.runner import RunCgroup
+def test_on_one_cpu_the_loop_counts_no_switch_of_its_run_before_the_execve():
+    """perfctl, its loop and the runs on one CPU (a one-CPU container, `taskset -c 0 perfctl stat`): a run
+    started inside the cgroup (clone3's CLONE_INTO_CGROUP) was switched out for the loop before its execve
+    and counted it (mean 0.6 a run of /bin/true), where one that moves itself in as its last step is not
+    (0.08, as one gate per run)."""
+    from perfctl.agent import inventory, session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner
 
-    plain = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    monkeypatch.setattr(RunCgroup, "dir_fd", lambda self: plain)
+    inv = inventory.collect()
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    means = []
     try:
-        looped, gated, _ = _looped_and_gated(["/bin/true"], 10)
+        for looped in (True, False):
+            backend, _ = session.open_backend(("perf_event",), parse_events(["context-switches"]), inv)
+            runner = Runner()
+            runner.loop_runs = looped
+            try:
+                samples = list(session.run(session.Plan(["/bin/true"], 200, 5, make_control()), backend, runner,
+                                           inv.machine_id))
+            finally:
+                runner.close()
+                backend.close()
+            means.append(statistics.mean(value(s, "context-switches") for s in samples if not s.warmup))
     finally:
-        os.close(plain)
-    assert [(s.outcome, value(s, "page-faults")) for s in looped] == [(s.outcome, value(s, "page-faults"))
-                                                                       for s in gated]
-    assert all(s.outcome == "ok" for s in looped)
+        os.sched_setaffinity(0, cpus)
+    assert means[0] < means[1] + 0.2, means  # looped, gated
 
 
 @needs_root
 def test_runs_after_the_cgroup_killed_what_a_run_left_behind_still_run():
-    """A cgroup once killed (cgroup.kill, what a run's leftovers get) kills, on this kernel, every process
-    later started inside it by clone3: the loop's second run died of SIGKILL before it ran. The loop is then
-    replaced by one that moves each run in, and every run runs."""
+    """What a run leaves behind is killed through the cgroup (cgroup.kill); the runs after it run as before
+    (a loop starting its runs inside the cgroup with clone3 saw each of them killed before it ran, on this
+    kernel)."""
     looped, gated, _ = _looped_and_gated([SH, "-c", "sleep 5 & exit 0"], 3)
     assert [(s.outcome, s.extra.get("outlived")) for s in looped + gated] == [("ok", 1)] * 6
     assert [value(s, "page-faults") > 0 for s in looped] == [True] * 3
@@ -555,8 +575,6 @@ def test_the_wall_time_starts_at_the_execve_not_at_the_gates_move_into_the_cgrou
     here, which the wall time of every run of a benchmark longer than that took in (sleep 0.2: 206-217 ms
     through the loop and the gate alike, 201.4 by perf stat and hyperfine). It starts at the execve now
     (gate.c -T and the loop's record), so it is no longer than what Python sees around a whole spawn."""
-    import statistics
-
     looped, gated, _ = _looped_and_gated(["/bin/sleep", "0.2"], 3, events=("page-faults",))
     around = []
     for _ in range(3):
