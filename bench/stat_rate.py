@@ -9,7 +9,8 @@ counts here (timer and device interrupt tracepoints included); hyperfine counts 
 perf stat is measured cold and warm. Cold, the kernel registers each tracepoint afresh for every one of its
 runs (~40 ms here); when anything else holds them registered (a running agent, any tracer) perf stat pays
 nothing of it. Warm, a background `perf stat -a` counting the same events holds them, and perfctl takes a
-turn under the same holder, so that both pay whatever it costs. Targets (issue 16): perfctl >= 1.2x warm
+turn under the same holder, so that both pay whatever it costs; warm perf stat runs as many runs as perfctl
+(its start-up spread over fewer was a cost it paid only here), and the two take turns at going first. Targets (issue 16): perfctl >= 1.2x warm
 `perf stat -r` (the cold ratio is printed beside it: issue 2's 10x was mostly that registration), and
 >= 0.5x hyperfine -N. Also prints perfctl's peak resident memory
 (ru_maxrss of the perfctl process) after its N runs. Where the ebpf backend loads, `perfctl stat --backend
