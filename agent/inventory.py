@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import gzip
 import hashlib
 import os
 import re
@@ -51,8 +52,6 @@ def _kernel_config() -> dict[str, str]:
     text = read_text(f"/boot/config-{release}")
     if text is None:
         try:
-            import gzip  # only where the config is not in /boot: gzip's import is ~1 ms of every command
-
             with gzip.open("/proc/config.gz", "rt") as f:
                 text = f.read()
         except OSError:

@@ -10,9 +10,9 @@ perf stat is measured cold and warm. Cold, the kernel registers each tracepoint 
 runs (~40 ms here); when anything else holds them registered (a running agent, any tracer) perf stat pays
 nothing of it. Warm, a background `perf stat -a` counting the same events holds them, and perfctl takes a
 turn under the same holder, so that both pay whatever it costs; warm perf stat runs as many runs as perfctl
-(its start-up spread over fewer was a cost it paid only here), and the two take turns at going first. Targets (issue 16): perfctl >= 1.2x warm
-`perf stat -r` (the cold ratio is printed beside it: issue 2's 10x was mostly that registration), and
->= 0.5x hyperfine -N. Also prints perfctl's peak resident memory
+(its start-up spread over fewer was a cost it paid only here), and the two take turns at going first.
+Targets (issue 16): perfctl >= 1.2x warm `perf stat -r` (the cold ratio is printed beside it: issue 2's 10x
+was mostly that registration), and >= 0.5x hyperfine -N. Also prints perfctl's peak resident memory
 (ru_maxrss of the perfctl process) after its N runs. Where the ebpf backend loads, `perfctl stat --backend
 perf_event,ebpf` takes its turn too, and the per-run cost eBPF adds is printed beside the perf_event-only
 figure (issue 6). `perfctl ab` takes a turn with the same runs as rounds of /bin/true against itself (issue 16: its

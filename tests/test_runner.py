@@ -128,7 +128,9 @@ def test_timeout_kills_the_whole_tree_and_records_the_run(tmp_path):
     sample = measure([SH, "-c", script], ["page-faults"], timeout_s=0.5)[0]
     assert time.monotonic() - start < 10
     assert sample.outcome == "timeout" and sample.exit_status is None
-    assert 0.5e9 <= sample.wall_ns < 5e9
+    # the timeout counts from the release, the wall time from the execve: the gate's steps between them
+    # (the move into the cgroup can wait ~17 ms for the kernel) are in the one and not the other
+    assert 0.45e9 <= sample.wall_ns < 5e9
     time.sleep(0.2)
     for pid in map(int, pids.read_text().split()):
         assert _dead(pid), f"descendant {pid} survived the timeout"
