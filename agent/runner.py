@@ -571,6 +571,8 @@ class GatedProcess:
         read_end, self._gate = os.pipe()
         # the static gate writes the time of its execve here (gate.c -T): where the wall time starts
         self._timing, timing_write = os.pipe() if gate_to_use.static else (-1, -1)
+        if self._timing != -1:  # read once the run is over, and then never waited on (_exec_ns)
+            os.set_blocking(self._timing, False)
         persona.ensure(control.aslr_off)
         self._born = _ticks_now()  # what the benchmark leaves behind started no earlier (kill_leftovers)
         try:
@@ -609,11 +611,15 @@ class GatedProcess:
 
     def _exec_ns(self) -> int | None:
         """When the gate exec'd the benchmark (gate.c -T), on perf_counter_ns's clock (CLOCK_MONOTONIC);
-        None from the sh gate or a gate that never got that far (the release is the start then). Read once
-        the benchmark has exited: the write end closed at its execve, so the read cannot block."""
+        None from the sh gate or a gate that never got that far (the release is the start then). Never
+        waits: a gate stopped before its execve still holds the write end, and waiting on it hung perfctl
+        past its --timeout."""
         if self._timing == -1:
             return None
-        data = os.read(self._timing, 8)
+        try:
+            data = os.read(self._timing, 8)
+        except BlockingIOError:
+            return None
         return EXEC_TIME.unpack(data)[0] if len(data) == EXEC_TIME.size else None
 
     def _close_timing(self) -> None:
@@ -640,9 +646,11 @@ class GatedProcess:
             pass
         self._close_gate()
         timed_out, stop = self._wait()
-        wall_ns = time.perf_counter_ns() - max(start, self._exec_ns() or start)
+        end = time.perf_counter_ns()
         if timed_out or stop is not None:
             self._kill_tree()
+        exec_ns = self._exec_ns()
+        wall_ns = end - (exec_ns if exec_ns is not None and start <= exec_ns <= end else start)
         status, rusage = self._reap()
         outlived = len(self._kill_leftovers())  # none after a kill_tree, which took them
         exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
@@ -773,9 +781,12 @@ def _too_big(argv: list[str], control: RunControl) -> str:
 
 
 def _clear(stderr_file) -> None:
-    """Empty the stderr capture for the next run; nearly every run wrote nothing, and then an fstat says so
-    for a fifth of a seek and truncate (the file's offset, which runs share, is still 0)."""
-    if os.fstat(stderr_file.fileno()).st_size:
+    """Empty the stderr capture for the next run, and put its offset, which the runs share, back at 0; nearly
+    every run wrote nothing, and then the file is empty at offset 0 already (an fstat and an lseek say so
+    for less than a seek and truncate cost). Both are asked: a run that truncated its own stderr left the
+    offset where it wrote, and the next run's line came after as many NULs."""
+    fd = stderr_file.fileno()
+    if os.fstat(fd).st_size or os.lseek(fd, 0, os.SEEK_CUR):
         stderr_file.seek(0)
         stderr_file.truncate()
 

@@ -44,12 +44,18 @@ def describe(values) -> Description:
     mean = math.fsum(data) / n
     # the two-pass formula with correctly rounded sums, where statistics.stdev's exact fractions took ~2 us a
     # value: ~20 ms of a 1000-run `perfctl stat` of ten events (bench/stat_rate.py)
-    sd = math.sqrt(math.fsum([(v - mean) ** 2 for v in data]) / (n - 1)) if n > 1 else math.nan
+    lo, hi = min(data), max(data)
+    if n < 2:
+        sd = math.nan
+    elif lo == hi:  # exactly 0 (and the mean the value itself), where rounding would leave ~1e-17
+        sd, mean = 0.0, lo
+    else:
+        sd = math.sqrt(math.fsum([(v - mean) ** 2 for v in data]) / (n - 1))
     return Description(
         n=n, median=statistics.median(data), mean=mean,
         stderr=sd / math.sqrt(n) if n > 1 else math.nan,
         cv=sd / abs(mean) if n > 1 and mean != 0 else math.nan,
-        min=min(data), max=max(data),
+        min=lo, max=hi,
     )
 
 

@@ -561,6 +561,56 @@ def test_on_one_cpu_the_loop_counts_no_switch_of_its_run_before_the_execve():
     assert means[0] < means[1] + 0.2, means  # looped, gated
 
 
+@pytest.mark.parametrize("looped", [True, False])
+def test_a_run_that_empties_its_own_stderr_leaves_the_next_runs_tail_clean(tmp_path, looped):
+    """The runs share one stderr file and its offset: a run that truncated it (`: > /proc/$$/fd/2`) left
+    the offset where it had written, and the next run's tail began with as many NULs."""
+    from perfctl.agent import inventory, session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner
+
+    marker = tmp_path / "second"
+    script = (f"if [ -e {marker} ]; then echo bad >&2; exit 1; fi; touch {marker}; "
+              "echo a line before the truncation >&2; : > /proc/$$/fd/2; exit 0")
+    inv = inventory.collect()
+    backend, _ = session.open_backend(("perf_event",), parse_events(["page-faults"]), inv)
+    runner = Runner()
+    runner.loop_runs = looped
+    try:
+        samples = list(session.run(session.Plan([SH, "-c", script], 2, 0, make_control()), backend, runner,
+                                   inv.machine_id))
+    finally:
+        runner.close()
+        backend.close()
+    assert [(s.outcome, s.stderr_tail) for s in samples] == [("ok", None), ("failed", "bad")]
+
+
+@needs_root
+def test_a_gate_stopped_before_its_execve_times_out_and_records_a_sane_wall_time():
+    """One gate per run (the ebpf backend's and the agent's way): the wall time's start is read from the
+    gate's -T pipe, whose write end a gate stopped before its execve still holds; the read waited for it,
+    past the timeout, for as long as the gate stayed stopped, and the wall time came out negative."""
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    result = []
+    try:
+        gated = runner.start(["/bin/true"], make_control(timeout_s=0.5))
+        os.kill(gated.pid, signal.SIGSTOP)  # before its release: it never reaches the execve
+        waiter = threading.Thread(target=lambda: result.append(gated.release_and_wait()), daemon=True)
+        waiter.start()
+        waiter.join(20)
+        if waiter.is_alive():
+            os.kill(gated.pid, signal.SIGCONT)  # let the test end
+            waiter.join(20)
+            pytest.fail("release_and_wait still waiting 20 s after a 0.5 s timeout")
+        gated.kill()
+    finally:
+        runner.close()
+    exit_ = result[0]
+    assert exit_.timed_out and 0.5e9 <= exit_.wall_ns < 10e9, exit_
+
+
 @needs_root
 def test_runs_after_the_cgroup_killed_what_a_run_left_behind_still_run():
     """What a run leaves behind is killed through the cgroup (cgroup.kill); the runs after it run as before
