@@ -255,17 +255,16 @@ def check_descriptor(fd: int, path: str, digest: str | None) -> None:
     a rename changes nothing that runs through ``fd``. Costs an fstat and reading the file (a static gate
     is a few KB: microseconds); ``digest`` None checks all but the content. Raises UntrustedError (one line,
     ``.reason`` and ``.fix``)."""
-    fix = None  # made when something is wrong: the gate is checked before every run, nearly always fine
     try:
         st = os.fstat(fd)
+        # the fix is made only when something is wrong: the gate is checked before every run, nearly always fine
         if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not stat.S_ISREG(st.st_mode):
             fix = _artifact_fix(path)
             _check_owner_and_mode(st, path, fix)
             raise _not_regular(st, path, fix)
         now = digest if digest is None else _content_digest(fd)
     except OSError as err:
-        raise UntrustedError(f"cannot check {path} again: {err.strerror}",
-                             fix or _artifact_fix(path)) from None
+        raise UntrustedError(f"cannot check {path} again: {err.strerror}", _artifact_fix(path)) from None
     if now != digest:
         raise UntrustedError(f"{path} changed since it was checked: it no longer matches the digest recorded "
                              "when it was built", _artifact_fix(path))

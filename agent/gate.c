@@ -12,9 +12,9 @@
  * it leaves out the gate's steps, above all the move into the cgroup, which waits for an RCU grace period
  * whenever no move came within the last one (6-17 ms here: the first run of every command, and every run of
  * a benchmark longer than that). Counters scoped to the cgroup then also see that clock_gettime and that
- * write (a microsecond or two of task-clock, no fault: the page it is written from is touched at start). With -J, FD is
- * a cgroup's cgroup.procs, opened by perfctl (as root): the gate marks it close-on-exec before anything
- * else and writes "0" to it (moving itself into that cgroup) as its very last step before execve, so
+ * write (a microsecond or two of task-clock, no fault: the page it is written from is touched at start).
+ * With -J, FD is a cgroup's cgroup.procs, opened by perfctl (as root): the gate marks it close-on-exec
+ * before anything else and writes "0" to it (moving itself into that cgroup) as its very last step before execve, so
  * counters scoped to the cgroup (agent/perf_event.py, cgroup counting) see nothing of the gate but that
  * write's return and the first half of the execve. A failed move is a failed setup step (126): the
  * benchmark never runs outside the cgroup it is counted and contained in. The kernel checks the move
@@ -176,10 +176,10 @@ static void __attribute__((noreturn)) run(char **command, char **envp, long grou
 
 /* The loop's child shares the loop's memory until its execve: clone(CLONE_VM) on a stack of its own, so
  * nothing is copied (a fork copied the loop's page tables and faulted its pages back in: a loop of
- * /bin/true took 612 us a run with fork, 587 us with this, medians of 10 rounds on these VMs). Not a vfork (CLONE_VFORK), which posix_spawn is: its parent is woken at the
- * child's execve, on the benchmark's CPU as often as not, and switched the benchmark out right after it had
- * joined the cgroup (context-switches of /bin/true: mean 0.05 a run with fork, 0.23 with vfork, 0.06 with
- * this). The loop goes on to wait for the exit meanwhile and touches nothing the child reads: the child
+ * /bin/true took 612 us a run with fork, 587 us with this, medians of 10 rounds on these VMs). Not a vfork
+ * (CLONE_VFORK), which posix_spawn is: its parent is woken at the child's execve, on the benchmark's CPU as
+ * often as not, and switched the benchmark out right after it had joined the cgroup (context-switches of
+ * /bin/true: mean 0.05 a run with fork, 0.23 with vfork, 0.06 with this). The loop goes on to wait for the exit meanwhile and touches nothing the child reads: the child
  * runs run() on child_stack with what is in child (set before each run, while no child runs). */
 struct child_args {
     char **command, **envp;

@@ -210,7 +210,7 @@ class Sample:
             out[name] = getattr(self, name)
         out["benchmark"] = {**_shallow(self.benchmark), "argv": list(self.benchmark.argv)}
         out["environment"] = _shallow(self.environment)
-        out["readings"] = list(map(_reading_dict, self.readings))
+        out["readings"] = [_reading_dict(r) for r in self.readings]
         out["backends"] = list(self.backends)
         out["extra"] = dict(self.extra)
         if self.labels:  # absent when empty: a sample without labels reads as it did before labels existed

@@ -475,10 +475,9 @@ def test_a_stop_inside_the_gate_close_closes_it_once(monkeypatch):
         runner.close()
 
 
-def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), own_cpu=None, **control):
+def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **control):
     """The same command measured through the gate's loop (runner.LoopedGate, what stat and ab use) and one
-    gate per run (the agent's way), alternating, on one Runner and one perf_event backend counting by cgroup;
-    perfctl itself on ``own_cpu`` meanwhile, when given."""
+    gate per run (the agent's way), alternating, on one Runner and one perf_event backend counting by cgroup."""
     from perfctl.agent import inventory, session
     from perfctl.agent.events import parse_events
     from perfctl.agent.runner import Runner
@@ -488,9 +487,6 @@ def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), ow
     runner = Runner()
     plan_control = make_control(**control)
     samples = {True: [], False: []}
-    cpus = os.sched_getaffinity(0)
-    if own_cpu is not None:
-        os.sched_setaffinity(0, {own_cpu})
     try:
         assert backend.counting(runner) == "cgroup", backend.counting(runner)
         for _ in range(runs):
@@ -500,7 +496,6 @@ def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), ow
                                                inv.machine_id)
         loops = [loop.pid for loop in runner._loops.values()]
     finally:
-        os.sched_setaffinity(0, cpus)
         runner.close()
         backend.close()
     return samples[True], samples[False], loops
@@ -531,30 +526,36 @@ def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_pat
 
 
 @needs_root
-def test_on_one_cpu_the_loop_counts_no_switch_of_its_run_before_the_execve():
-    """perfctl, its loop and the runs on one CPU (a one-CPU container, `taskset -c 0 perfctl stat`): a run
-    started inside the cgroup (clone3's CLONE_INTO_CGROUP) was switched out for the loop before its execve
-    and counted it (mean 0.6 a run of /bin/true), where one that moves itself in as its last step is not
-    (0.08, as one gate per run)."""
+def _runs(argv, runs, events, looped, warmups=0):
+    """``runs`` runs of ``argv`` one after the other on a Runner of their own, through the gate's loop or one
+    gate per run."""
     from perfctl.agent import inventory, session
     from perfctl.agent.events import parse_events
     from perfctl.agent.runner import Runner
 
     inv = inventory.collect()
+    backend, _ = session.open_backend(("perf_event",), parse_events(list(events)), inv)
+    runner = Runner()
+    runner.loop_runs = looped
+    try:
+        return list(session.run(session.Plan(argv, runs, warmups, make_control()), backend, runner, inv.machine_id))
+    finally:
+        runner.close()
+        backend.close()
+
+
+@needs_root
+def test_on_one_cpu_the_loop_counts_no_switch_of_its_run_before_the_execve():
+    """perfctl, its loop and the runs on one CPU (a one-CPU container, `taskset -c 0 perfctl stat`): a run
+    started inside the cgroup (clone3's CLONE_INTO_CGROUP) was switched out for the loop before its execve
+    and counted it (mean 0.6 a run of /bin/true), where one that moves itself in as its last step is not
+    (0.08, as one gate per run)."""
     cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(cpus)})
     means = []
     try:
         for looped in (True, False):
-            backend, _ = session.open_backend(("perf_event",), parse_events(["context-switches"]), inv)
-            runner = Runner()
-            runner.loop_runs = looped
-            try:
-                samples = list(session.run(session.Plan(["/bin/true"], 200, 5, make_control()), backend, runner,
-                                           inv.machine_id))
-            finally:
-                runner.close()
-                backend.close()
+            samples = _runs(["/bin/true"], 200, ["context-switches"], looped, warmups=5)
             means.append(statistics.mean(value(s, "context-switches") for s in samples if not s.warmup))
     finally:
         os.sched_setaffinity(0, cpus)
@@ -565,23 +566,10 @@ def test_on_one_cpu_the_loop_counts_no_switch_of_its_run_before_the_execve():
 def test_a_run_that_empties_its_own_stderr_leaves_the_next_runs_tail_clean(tmp_path, looped):
     """The runs share one stderr file and its offset: a run that truncated it (`: > /proc/$$/fd/2`) left
     the offset where it had written, and the next run's tail began with as many NULs."""
-    from perfctl.agent import inventory, session
-    from perfctl.agent.events import parse_events
-    from perfctl.agent.runner import Runner
-
     marker = tmp_path / "second"
     script = (f"if [ -e {marker} ]; then echo bad >&2; exit 1; fi; touch {marker}; "
               "echo a line before the truncation >&2; : > /proc/$$/fd/2; exit 0")
-    inv = inventory.collect()
-    backend, _ = session.open_backend(("perf_event",), parse_events(["page-faults"]), inv)
-    runner = Runner()
-    runner.loop_runs = looped
-    try:
-        samples = list(session.run(session.Plan([SH, "-c", script], 2, 0, make_control()), backend, runner,
-                                   inv.machine_id))
-    finally:
-        runner.close()
-        backend.close()
+    samples = _runs([SH, "-c", script], 2, ["page-faults"], looped)
     assert [(s.outcome, s.stderr_tail) for s in samples] == [("ok", None), ("failed", "bad")]
 
 
