@@ -179,8 +179,9 @@ static void __attribute__((noreturn)) run(char **command, char **envp, long grou
  * /bin/true took 612 us a run with fork, 587 us with this, medians of 10 rounds on these VMs). Not a vfork
  * (CLONE_VFORK), which posix_spawn is: its parent is woken at the child's execve, on the benchmark's CPU as
  * often as not, and switched the benchmark out right after it had joined the cgroup (context-switches of
- * /bin/true: mean 0.05 a run with fork, 0.23 with vfork, 0.06 with this). The loop goes on to wait for the exit meanwhile and touches nothing the child reads: the child
- * runs run() on child_stack with what is in child (set before each run, while no child runs). */
+ * /bin/true: mean 0.05 a run with fork, 0.23 with vfork, 0.06 with this). The loop goes on to wait for
+ * the exit meanwhile and touches nothing the child reads: the child runs run() on child_stack with what is
+ * in child (set before each run, while no child runs). */
 struct child_args {
     char **command, **envp;
     long group_count;
