@@ -195,9 +195,15 @@ static int stdin_ready; /* the loop made stdin /dev/null for its children */
 static long timing = -1;    /* -T FD */
 static volatile long exec_ns; /* set by run() right before the execve: the loop's child writes the loop's memory */
 static struct timespec exec_time;
+static long release_fd = -1;           /* the loop's copy of the release pipe: its children read it */
+static volatile long released_ns;      /* set by the loop's child when it read its release */
 static char child_stack[16384] __attribute__((aligned(16)));
 
 static void __attribute__((noreturn, used)) child_main(void) {
+    char byte;
+    if (syscall3(__NR_read, release_fd, (long)&byte, 1) != 1)
+        leave(125);
+    released_ns = monotonic_ns();
     run(child.command, child.envp, child.group_count, child.groups, child.gid, child.uid, child.directory,
         child.join);
 }
@@ -299,14 +305,19 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         fail(126, "cannot open /dev/null");
     syscall3(__NR_close, null, 0, 0);
     stdin_ready = 1;
-    while (syscall3(__NR_read, releases, (long)&byte, 1) == 1) {
-        struct record record = {0, 0, 0, 0, 0, monotonic_ns(), 0};
+    release_fd = releases;
+    for (;;) {
+        struct record record = {0, 0, 0, 0, 0, 0, 0};
         child = (struct child_args){argv + i, envp, group_count, groups, gid, uid, directory, join};
         exec_ns = 0;
+        released_ns = 0;
         long pid = spawn_child(child_stack + sizeof child_stack, child_main);
         record.pid = pid;
         if (pid < 0) { /* as a child that could not start: perfctl reads exit 126 and this line */
+            if (syscall3(__NR_read, releases, (long)&byte, 1) != 1)
+                leave(0);
             say("perfctl-gate: clone failed\n");
+            record.start_ns = monotonic_ns();
             record.code = 1; /* CLD_EXITED */
             record.status = 126;
         } else {
@@ -319,13 +330,17 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
                 if (result < 0)
                     fail_errno(126, "waitid failed", result);
                 if (info.code == 5 /* CLD_STOPPED */ || info.code == 4 /* CLD_TRAPPED */) { /* say so, wait on */
-                    struct record stopped = {1, pid, info.code, info.status, 0, exec_ns ? exec_ns : record.start_ns,
+                    long since = exec_ns ? exec_ns : released_ns;
+                    struct record stopped = {1, pid, info.code, info.status, 0, since ? since : monotonic_ns(),
                                              monotonic_ns()};
                     syscall3(__NR_write, loop, (long)&stopped, sizeof stopped);
                     continue;
                 }
                 break;
             }
+            if (!released_ns) /* EOF on the release pipe: perfctl ended the loop */
+                leave(0);
+            record.start_ns = released_ns;
             record.code = info.code;
             record.status = info.status;
             record.max_rss_kib = usage.maxrss;

@@ -401,6 +401,7 @@ class _Persona:
 LOOP_RECORD = struct.Struct("=7q")
 EXEC_TIME = struct.Struct("=q")  # gate.c -T: CLOCK_MONOTONIC right before the execve
 _LOOP_STOPPED = 1
+LOOP_END_S = 1.0  # a loop ends this soon after its release pipe closes, or is killed
 
 
 @dataclass(frozen=True)
@@ -550,10 +551,19 @@ class LoopedGate:
         if not self._open:
             return
         self._open = False
+        # the child waiting for the next release reads EOF and exits, and the loop ends after it (gate.c)
         os.close(self._ctl)
         os.close(self._records)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        ended = False
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(self.pid)
+            try:
+                ended = bool(select.select([pidfd], [], [], LOOP_END_S)[0])
+            finally:
+                os.close(pidfd)
+        if not ended:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
         _live_gates.discard(self.pid)
