@@ -267,6 +267,7 @@ class Runner:
         self.spawn_in_process = False  # Runner.cloned: the caller's choice (stat and ab make it)
         self._commands: dict[tuple[str, ...], spawn.Command] = {}
         self._null = -1  # /dev/null for the standard input and output of cloned runs
+        self._home_cpus: set[int] | None = None
         become_subreaper()
         self._cgroup = RunCgroup.make()
 
@@ -330,13 +331,16 @@ class Runner:
         if command is None or command.control is not control:
             if self._null == -1:
                 self._null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            if self._home_cpus is None:
+                self._home_cpus = os.sched_getaffinity(0)
+                os.sched_setaffinity(0, {os.sched_getcpu() if hasattr(os, "sched_getcpu") else _libc.sched_getcpu()})
             stderr_fd = -1 if control.show_output else self._stderr.fileno()
             self._commands.pop(key, None)
             while len(self._commands) >= MAX_COMMANDS:
                 self._commands.pop(next(iter(self._commands)))
             command = self._commands[key] = spawn.Command(
                 argv, control, self._cgroup.procs_fd(), self._null, -1 if control.show_output else self._null,
-                stderr_fd)
+                stderr_fd, self._home_cpus)
         return ClonedProcess(spawner, command, control, None if control.show_output else self._stderr,
                              self._persona, self._cgroup)
 
@@ -360,6 +364,9 @@ class Runner:
 
     def close(self) -> None:
         self._commands.clear()
+        if self._home_cpus is not None:
+            os.sched_setaffinity(0, self._home_cpus)
+            self._home_cpus = None
         if self._null != -1:
             os.close(self._null)
             self._null = -1

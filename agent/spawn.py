@@ -51,7 +51,8 @@ class Command:
     """One command under one RunControl, as gate.c's spawn_args: built once, and every array it points to
     kept alive here for as long as a child may read it (it does until its execve)."""
 
-    def __init__(self, argv: list[str], control, join_fd: int, stdin_fd: int, stdout_fd: int, stderr_fd: int):
+    def __init__(self, argv: list[str], control, join_fd: int, stdin_fd: int, stdout_fd: int, stderr_fd: int,
+                 home_cpus: set[int]):
         self.control = control  # held: Runner.cloned tells commands apart by this object
         self._argv = _strings([os.fsencode(arg) for arg in argv])
         self._envp = _strings([name + b"=" + value for name, value in control.env_map.items()])
@@ -61,13 +62,13 @@ class Command:
             uid, gid, groups = control.user_ids
             self._groups = (ctypes.c_uint * max(1, len(groups)))(*groups)
         self._directory = os.fsencode(control.cwd) if control.cwd != os.getcwd() else None
-        self._mask = None
-        if control.pin_cpu is not None:
-            self._mask = (ctypes.c_ulong * (_CPU_MASK_BYTES // 8))()
-            self._mask[control.pin_cpu // 64] = 1 << (control.pin_cpu % 64)
+        cpus = {control.pin_cpu} if control.pin_cpu is not None else home_cpus
+        self._mask = (ctypes.c_ulong * (_CPU_MASK_BYTES // 8))()
+        for cpu in cpus:
+            self._mask[cpu // 64] |= 1 << (cpu % 64)
         self.args = SpawnArgs(self._argv, self._envp, -1 if self._groups is None else len(control.user_ids[2]),
                               self._groups, gid, uid, self._directory, join_fd, stdin_fd, stdout_fd, stderr_fd,
-                              0 if self._mask is None else _CPU_MASK_BYTES, self._mask)
+                              _CPU_MASK_BYTES, self._mask)
 
 
 @dataclass
