@@ -2,7 +2,7 @@
  * the benchmark in place (same pid), so counters attached with enable_on_exec start at the benchmark's
  * own exec.
  *
- *   gate [-u UID] [-g GID] [-G GID,GID...] [-C DIR] [-J FD] [-T FD] -- /abs/path/to/benchmark ARGS...
+ *   gate [-u UID] [-g GID] [-G GID,GID...] [-A CPU,CPU...] [-C DIR] [-J FD] [-T FD] [-L FD] -- /abs/path/to/benchmark ARGS...
  *   (stdin: the release pipe)
  *
  * It reads one byte from stdin (EOF: perfctl died before releasing; exit 125 without running anything),
@@ -25,21 +25,24 @@
  * and text for the usual ones ("execve failed: EACCES (Permission denied)"), else "errno N", since
  * without libc there is no strerror and a sample's stderr is all the user sees.
  *
- * Built with -DPERFCTL_SPAWNER -shared, the same code is perfctl's in-process spawner (agent/spawn.py):
- * perfctl_spawn() starts the benchmark from perfctl's own process, as a child that shares perfctl's memory
- * until its execve (clone(CLONE_VM) on a stack of its own, as posix_spawn does, without its vfork wait) and
- * takes the gate's steps itself: every signal back to its default and unblocked, a session of its own, its
- * standard descriptors, its CPU, then run() below. That is how `perfctl stat` and `ab` start runs counted by
- * cgroup: no gate process, no exec of the gate, no hop through a pipe. Started from the process that waits
- * for it, the benchmark runs on that process's CPU and wakes it there when it exits, as perf stat's child
- * does: no wake-up crosses CPUs (each one that did cost ~20 us of an IPI on these VMs, whose idle CPUs halt),
- * and the benchmark is not switched out for its parent at its execve (a vfork's parent wakes right then).
+ * With -L FD the gate loops (agent/runner.py LoopedGate): for every byte read from stdin it starts a child
+ * (spawn_child: sharing the loop's memory until its execve) that does all of the above and execs
+ * the benchmark, waits for it and writes a record (struct record) to FD; EOF ends the loop (exit 0). A child
+ * that stops (SIGSTOP, SIGTSTP...) is reported by a record of kind STOPPED with the signal, and waited for
+ * again. perfctl then starts runs by writing one byte rather than by spawning a process from Python (~0.3 ms
+ * a run on these VMs, with the gate's own exec). The loop points its own stdin at /dev/null once (it reads
+ * the releases from a copy), so its children need not. Counting is unchanged: the child joins the cgroup as
+ * its last step before execve, as the single-run gate does. It is not started inside the cgroup (clone3's
+ * CLONE_INTO_CGROUP, ~50 us a run faster here): a child started on the loop's CPU is switched out for the
+ * loop before its execve as often as not, and from inside the cgroup that switch was counted as the
+ * benchmark's (context-switches of /bin/true pinned to one CPU: mean 0.7 a run, against 0.07 moved in).
  */
 #include <asm/unistd.h>
 #include <fcntl.h>
 #include <linux/time.h>
 
 #define MAX_GROUPS 256
+#define MAX_CPUS 1024
 
 static long syscall3(long number, long a, long b, long c) {
     long result;
@@ -57,6 +60,13 @@ static void say(const char *text) {
     while (text[length])
         length++;
     syscall3(__NR_write, 2, (long)text, length);
+}
+
+static void __attribute__((noreturn)) fail(long status, const char *message) {
+    say("perfctl-gate: ");
+    say(message);
+    say("\n");
+    leave(status);
 }
 
 /* asm-generic/errno-base.h and errno.h numbers, as x86-64 Linux uses them */
@@ -100,21 +110,43 @@ static void __attribute__((noreturn)) fail_errno(long status, const char *messag
     leave(status);
 }
 
-static void __attribute__((noreturn)) run(char **command, char **envp, long group_count, unsigned int *groups,
-                                          long gid, long uid, const char *directory, long join);
+/* What the loop (-L FD) writes to FD after each run (and at each stop); agent/runner.py LOOP_RECORD. */
+struct record {
+    long kind; /* 0 EXITED, 1 STOPPED */
+    long pid;
+    long code;        /* waitid's si_code: CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_STOPPED, CLD_TRAPPED */
+    long status;      /* waitid's si_status: the exit status or the signal */
+    long max_rss_kib; /* ru_maxrss */
+    long start_ns;    /* CLOCK_MONOTONIC at the benchmark's execve (before the clone if it never got there) */
+    long end_ns;      /* CLOCK_MONOTONIC when wait4 returned */
+};
 
-static long timing = -1;              /* -T FD */
-/* CLOCK_MONOTONIC set by run() right before the execve; the spawner's child writes it in perfctl's memory */
-volatile long perfctl_exec_ns;
-static struct timespec exec_time;
+struct kernel_rusage { /* struct rusage as the kernel writes it: two timevals, then 14 longs */
+    long utime[2], stime[2], maxrss, rest[13];
+};
 
-#ifndef PERFCTL_SPAWNER
-static void __attribute__((noreturn)) fail(long status, const char *message) {
-    say("perfctl-gate: ");
-    say(message);
-    say("\n");
-    leave(status);
+static long monotonic_ns(void) {
+    struct timespec now;
+    syscall3(__NR_clock_gettime, CLOCK_MONOTONIC, (long)&now, 0);
+    return now.tv_sec * 1000000000L + now.tv_nsec;
 }
+
+static long syscall5(long number, long a, long b, long c, long d, long e) {
+    long result;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                     : "rcx", "r11", "memory");
+    return result;
+}
+
+struct child_info { /* the start of siginfo_t for SIGCHLD on x86-64 */
+    int signo, error, code, pad;
+    int pid, uid, status;
+    int rest[25];
+};
 
 static int same(const char *a, const char *b) {
     while (*a && *a == *b) {
@@ -140,11 +172,72 @@ static long number(const char *text, const char **end) {
     return value;
 }
 
+static void __attribute__((noreturn)) run(char **command, char **envp, long group_count, unsigned int *groups,
+                                          long gid, long uid, const char *directory, long join);
+
+/* The loop's child shares the loop's memory until its execve: clone(CLONE_VM) on a stack of its own, so
+ * nothing is copied (a fork copied the loop's page tables and faulted its pages back in: a loop of
+ * /bin/true took 612 us a run with fork, 587 us with this, medians of 10 rounds on these VMs). Not a vfork
+ * (CLONE_VFORK), which posix_spawn is: its parent is woken at the child's execve, on the benchmark's CPU as
+ * often as not, and switched the benchmark out right after it had joined the cgroup (context-switches of
+ * /bin/true: mean 0.05 a run with fork, 0.23 with vfork, 0.06 with this). The loop goes on to wait for
+ * the exit meanwhile and touches nothing the child reads: the child runs run() on child_stack with what is
+ * in child (set before each run, while no child runs). */
+struct child_args {
+    char **command, **envp;
+    long group_count;
+    unsigned int *groups;
+    long gid, uid;
+    const char *directory;
+    long join;
+};
+static struct child_args child;
+static int stdin_ready; /* the loop made stdin /dev/null for its children */
+static long timing = -1;    /* -T FD */
+static volatile long exec_ns; /* set by run() right before the execve: the loop's child writes the loop's memory */
+static struct timespec exec_time;
+static unsigned long cpus[MAX_CPUS / 64]; /* -A: the CPUs the benchmark may run on */
+static int cpus_given;
+static long release_fd = -1;           /* the loop's copy of the release pipe: its children read it */
+static volatile long released_ns;      /* set by the loop's child when it read its release */
+static char child_stack[16384] __attribute__((aligned(16)));
+
+static void __attribute__((noreturn, used)) child_main(void) {
+    char byte;
+    if (syscall3(__NR_read, release_fd, (long)&byte, 1) != 1)
+        leave(125);
+    released_ns = monotonic_ns();
+    syscall3(__NR_sched_yield, 0, 0, 0);
+    run(child.command, child.envp, child.group_count, child.groups, child.gid, child.uid, child.directory,
+        child.join);
+}
+
+/* clone(CLONE_VM | SIGCHLD, stack): in the parent the child's pid (or -errno); the child calls ``entry`` on
+ * ``stack`` and never returns. In assembly, since the child must not touch the parent's stack frame: the
+ * compiler's code after a raw syscall would. */
+long spawn_child(char *stack, void (*entry)(void));
+__asm__(".globl spawn_child\n"
+        "spawn_child:\n"
+        "\tmov %rsi, %r9\n"      /* entry: syscall keeps r9 (it clobbers rcx and r11) */
+        "\tmov %rdi, %rsi\n"     /* the child's stack */
+        "\tmov $0x111, %edi\n"   /* CLONE_VM 0x100 | SIGCHLD 17 */
+        "\txor %edx, %edx\n"
+        "\txor %r10d, %r10d\n"
+        "\txor %r8d, %r8d\n"
+        "\tmov $56, %eax\n"      /* __NR_clone */
+        "\tsyscall\n"
+        "\ttest %rax, %rax\n"
+        "\tjnz 1f\n"
+        "\txor %ebp, %ebp\n"
+        "\tcall *%r9\n"          /* the child: entry never returns */
+        "\thlt\n"
+        "1:\tret\n");
+
 void __attribute__((noreturn, used)) gate_main(long *stack) {
     long argc = stack[0];
     char **argv = (char **)(stack + 1);
     char **envp = argv + argc + 1;
-    long uid = -1, gid = -1, group_count = -1, join = -1;
+    long uid = -1, gid = -1, group_count = -1, join = -1, loop = -1;
     unsigned int groups[MAX_GROUPS];
     const char *directory = 0;
     long i = 1;
@@ -171,6 +264,19 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
                 if (*end == ',')
                     end++;
             }
+        } else if (same(argv[i], "-A")) {
+            end = value;
+            while (*end) {
+                long cpu = number(end, &end);
+                if (cpu >= MAX_CPUS)
+                    fail(126, "CPU out of range");
+                cpus[cpu / 64] |= 1UL << (cpu % 64);
+                cpus_given = 1;
+                if (*end == ',')
+                    end++;
+            }
+        } else if (same(argv[i], "-L")) {
+            loop = number(value, &end);
         } else if (same(argv[i], "-T")) {
             timing = number(value, &end);
         } else if (same(argv[i], "-J")) {
@@ -190,7 +296,7 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     if (i >= argc)
         fail(126, "no command");
     /* their pages are touched now, not by run() in the cgroup, where a fault was counted as the benchmark's */
-    perfctl_exec_ns = 0;
+    exec_ns = 0;
     *(volatile long *)&exec_time.tv_sec = 0;
     long result;
     if (join >= 0 && (result = syscall3(__NR_fcntl, join, F_SETFD, FD_CLOEXEC)) < 0)
@@ -198,130 +304,83 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
     if (timing >= 0 && (result = syscall3(__NR_fcntl, timing, F_SETFD, FD_CLOEXEC)) < 0)
         fail_errno(126, "bad timing descriptor", result);
     char byte;
-    if (syscall3(__NR_read, 0, (long)&byte, 1) != 1)
-        leave(125);
-    /* a session of its own, as posix_spawn gives it (it already leads one: EPERM) */
-    syscall3(__NR_setsid, 0, 0, 0);
-    long null = syscall3(__NR_open, (long)"/dev/null", O_RDONLY, 0);
-    if (null > 0) {
-        syscall3(__NR_dup2, null, 0, 0);
-        syscall3(__NR_close, null, 0, 0);
+    if (loop < 0) {
+        if (syscall3(__NR_read, 0, (long)&byte, 1) != 1)
+            leave(125);
+        run(argv + i, envp, group_count, groups, gid, uid, directory, join);
     }
-    run(argv + i, envp, group_count, groups, gid, uid, directory, join);
+    if ((result = syscall3(__NR_fcntl, loop, F_SETFD, FD_CLOEXEC)) < 0)
+        fail_errno(126, "bad record descriptor for the loop", result);
+    /* the loop reads its releases from a copy of stdin, and stdin becomes /dev/null: each child has it so */
+    long releases = syscall3(__NR_fcntl, 0, F_DUPFD_CLOEXEC, 3);
+    if (releases < 0)
+        fail_errno(126, "cannot keep the release pipe", releases);
+    long null = syscall3(__NR_open, (long)"/dev/null", O_RDONLY | O_CLOEXEC, 0);
+    if (null < 0 || (result = syscall3(__NR_dup2, null, 0, 0)) < 0)
+        fail(126, "cannot open /dev/null");
+    syscall3(__NR_close, null, 0, 0);
+    stdin_ready = 1;
+    release_fd = releases;
+    for (;;) {
+        struct record record = {0, 0, 0, 0, 0, 0, 0};
+        child = (struct child_args){argv + i, envp, group_count, groups, gid, uid, directory, join};
+        exec_ns = 0;
+        released_ns = 0;
+        long pid = spawn_child(child_stack + sizeof child_stack, child_main);
+        record.pid = pid;
+        if (pid < 0) { /* as a child that could not start: perfctl reads exit 126 and this line */
+            if (syscall3(__NR_read, releases, (long)&byte, 1) != 1)
+                leave(0);
+            say("perfctl-gate: clone failed\n");
+            record.start_ns = monotonic_ns();
+            record.code = 1; /* CLD_EXITED */
+            record.status = 126;
+        } else {
+            struct kernel_rusage usage;
+            struct child_info info;
+            for (;;) { /* P_PID, WEXITED | WSTOPPED; the kernel's waitid takes a rusage too */
+                result = syscall5(__NR_waitid, 1, pid, (long)&info, 4 | 2, (long)&usage);
+                if (result == -4 /* EINTR */)
+                    continue;
+                if (result < 0)
+                    fail_errno(126, "waitid failed", result);
+                if (info.code == 5 /* CLD_STOPPED */ || info.code == 4 /* CLD_TRAPPED */) { /* say so, wait on */
+                    long since = exec_ns ? exec_ns : released_ns;
+                    struct record stopped = {1, pid, info.code, info.status, 0, since ? since : monotonic_ns(),
+                                             monotonic_ns()};
+                    syscall3(__NR_write, loop, (long)&stopped, sizeof stopped);
+                    continue;
+                }
+                break;
+            }
+            if (!released_ns) /* EOF on the release pipe: perfctl ended the loop */
+                leave(0);
+            record.start_ns = released_ns;
+            record.code = info.code;
+            record.status = info.status;
+            record.max_rss_kib = usage.maxrss;
+        }
+        record.end_ns = monotonic_ns();
+        if (exec_ns) /* the wall time starts at the execve, as with -T: the cgroup move is not the benchmark's */
+            record.start_ns = exec_ns;
+        if (syscall3(__NR_write, loop, (long)&record, sizeof record) != sizeof record)
+            leave(1);
+    }
+    leave(0);
 }
-
-__asm__(".globl _start\n_start:\n\tmov %rsp, %rdi\n\tand $-16, %rsp\n\tcall gate_main\n");
-#else
-static long syscall4(long number, long a, long b, long c, long d) {
-    long result;
-    register long r10 __asm__("r10") = d;
-    __asm__ volatile("syscall" : "=a"(result) : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
-    return result;
-}
-
-/* What perfctl_spawn starts (agent/spawn.py SpawnArgs: the same fields in the same order). A descriptor of -1
- * is left as perfctl has it; cpu_mask_bytes 0: no pinning. */
-struct spawn_args {
-    char **command, **envp;
-    long group_count;
-    unsigned int *groups;
-    long gid, uid;
-    const char *directory;
-    long join;
-    long stdin_fd, stdout_fd, stderr_fd;
-    long cpu_mask_bytes;
-    unsigned long *cpu_mask;
-};
-
-struct kernel_sigaction {
-    unsigned long handler, flags, restorer, mask;
-};
-
-/* Read by the child after perfctl_spawn has returned: perfctl starts no other spawn until this one's child
- * has exited (agent/spawn.py). */
-static struct spawn_args spawning;
-static char child_stack[16384] __attribute__((aligned(16)));
-
-static void standard(long fd, long target) {
-    long result = fd == target ? syscall3(__NR_fcntl, fd, F_SETFD, 0) : syscall3(__NR_dup2, fd, target, 0);
-    if (result < 0)
-        fail_errno(126, "cannot set up the standard descriptors", result);
-}
-
-static void __attribute__((noreturn, used)) spawned_main(void) {
-    /* perfctl's handlers are its own (and in its memory); what it ignores (SIGPIPE, SIGXFSZ) a benchmark does
-     * not: every disposition back to the default, then nothing blocked (perfctl_spawn blocked it all) */
-    struct kernel_sigaction default_action = {0, 0, 0, 0};
-    for (long signal = 1; signal <= 64; signal++)
-        if (signal != 9 && signal != 19) /* SIGKILL, SIGSTOP */
-            syscall4(__NR_rt_sigaction, signal, (long)&default_action, 0, 8);
-    unsigned long none = 0;
-    syscall4(__NR_rt_sigprocmask, 2 /* SIG_SETMASK */, (long)&none, 0, 8);
-    syscall3(__NR_setsid, 0, 0, 0);
-    if (spawning.stderr_fd >= 0) /* first: the failures below are said on the benchmark's stderr */
-        standard(spawning.stderr_fd, 2);
-    if (spawning.stdin_fd >= 0)
-        standard(spawning.stdin_fd, 0);
-    if (spawning.stdout_fd >= 0)
-        standard(spawning.stdout_fd, 1);
-    long result;
-    if (spawning.cpu_mask_bytes &&
-        (result = syscall3(__NR_sched_setaffinity, 0, spawning.cpu_mask_bytes, (long)spawning.cpu_mask)) < 0)
-        fail_errno(126, "cannot pin to the CPU", result);
-    run(spawning.command, spawning.envp, spawning.group_count, spawning.groups, spawning.gid, spawning.uid,
-        spawning.directory, spawning.join);
-}
-
-/* clone(flags, stack, parent_tid): in the parent the child's pid (or -errno); the child calls ``entry`` on
- * ``stack`` and never returns. In assembly, since the child must not touch the parent's stack frame: the
- * compiler's code after a raw syscall would. */
-long spawn_child(char *stack, void (*entry)(void), long flags, int *parent_tid);
-__asm__(".globl spawn_child\n"
-        ".hidden spawn_child\n"
-        "spawn_child:\n"
-        "\tmov %rsi, %r9\n"      /* entry: syscall keeps r9 (it clobbers rcx and r11) */
-        "\tmov %rdi, %rsi\n"     /* the child's stack */
-        "\tmov %rdx, %rdi\n"     /* flags */
-        "\tmov %rcx, %rdx\n"     /* parent_tid: where CLONE_PIDFD puts the pidfd */
-        "\txor %r10d, %r10d\n"
-        "\txor %r8d, %r8d\n"
-        "\tmov $56, %eax\n"      /* __NR_clone */
-        "\tsyscall\n"
-        "\ttest %rax, %rax\n"
-        "\tjnz 1f\n"
-        "\txor %ebp, %ebp\n"
-        "\tcall *%r9\n"          /* the child: entry never returns */
-        "\thlt\n"
-        "1:\tret\n");
-
-/* Called once after loading: the data the child writes after it joined the cgroup is written now, by
- * perfctl, so that no fault there (counted as the benchmark's) is a first write; agent/spawn.py reads every
- * page of this object's code in too. */
-void perfctl_spawner_touch(void) {
-    *(volatile long *)&exec_time.tv_sec = 0;
-    perfctl_exec_ns = 0;
-    for (long at = 0; at < (long)sizeof child_stack; at += 4096)
-        *(volatile char *)(child_stack + at) = 0;
-}
-
-/* Start ``args``'s benchmark: its pid, or -errno; *pidfd gets a pidfd for it (CLONE_PIDFD). Every signal is
- * blocked in the calling thread meanwhile, so that none reaches the child before it has put back the default
- * dispositions: a handler of perfctl's run in the child would act on perfctl's memory. */
-long perfctl_spawn(const struct spawn_args *args, int *pidfd) {
-    spawning = *args;
-    perfctl_exec_ns = 0;
-    unsigned long all = ~0UL, old;
-    syscall4(__NR_rt_sigprocmask, 2 /* SIG_SETMASK */, (long)&all, (long)&old, 8);
-    /* CLONE_VM 0x100 | CLONE_PIDFD 0x1000 | SIGCHLD 17 */
-    long pid = spawn_child(child_stack + sizeof child_stack, spawned_main, 0x1111, pidfd);
-    syscall4(__NR_rt_sigprocmask, 2, (long)&old, 0, 8);
-    return pid;
-}
-#endif
 
 static void __attribute__((noreturn)) run(char **command, char **envp, long group_count, unsigned int *groups,
                                           long gid, long uid, const char *directory, long join) {
     long result;
+    /* a session of its own, as posix_spawn gives the single-run gate (which it already leads: EPERM) */
+    syscall3(__NR_setsid, 0, 0, 0);
+    long null = stdin_ready ? -1 : syscall3(__NR_open, (long)"/dev/null", O_RDONLY, 0);
+    if (null > 0) {
+        syscall3(__NR_dup2, null, 0, 0);
+        syscall3(__NR_close, null, 0, 0);
+    }
+    if (cpus_given && (result = syscall3(__NR_sched_setaffinity, 0, sizeof cpus, (long)cpus)) < 0)
+        fail_errno(126, "cannot set the benchmark's CPUs", result);
     if (group_count >= 0 && (result = syscall3(__NR_setgroups, group_count, (long)groups, 0)) < 0)
         fail_errno(126, "setgroups failed", result);
     if (gid >= 0 && (result = syscall3(__NR_setresgid, gid, gid, gid)) < 0)
@@ -334,10 +393,11 @@ static void __attribute__((noreturn)) run(char **command, char **envp, long grou
         fail_errno(126, "cannot move into the run's cgroup", result);
     /* read into and written from memory touched at start: a first touch here would be a fault in the cgroup */
     syscall3(__NR_clock_gettime, CLOCK_MONOTONIC, (long)&exec_time, 0);
-    perfctl_exec_ns = exec_time.tv_sec * 1000000000L + exec_time.tv_nsec;
+    exec_ns = exec_time.tv_sec * 1000000000L + exec_time.tv_nsec;
     if (timing >= 0)
-        syscall3(__NR_write, timing, (long)&perfctl_exec_ns, sizeof perfctl_exec_ns);
+        syscall3(__NR_write, timing, (long)&exec_ns, sizeof exec_ns);
     result = syscall3(__NR_execve, (long)command[0], (long)command, (long)envp);
     fail_errno(127, "execve failed", result);
 }
 
+__asm__(".globl _start\n_start:\n\tmov %rsp, %rdi\n\tand $-16, %rsp\n\tcall gate_main\n");

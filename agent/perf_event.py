@@ -445,16 +445,17 @@ class PerfEventBackend:
         counters = self._counters_for(runner)
         if counters is None:
             return self._measure_per_run(runner, argv, control)
-        # started from perfctl's process at the release where the caller chose it (runner.ClonedProcess)
-        gated = runner.cloned(argv, control) or runner.start(argv, control, join_cgroup=True)
+        looped = runner.looped(argv, control)  # the gate's loop (runner.LoopedGate) where the caller chose it
+        gated = runner.start(argv, control, join_cgroup=True) if looped is None else None
         try:
             counters.tasks()  # nothing should be pending; whatever is, is not this run's
             before = counters.read()
-            exit_ = gated.release_and_wait()
+            exit_ = looped.run() if looped is not None else gated.release_and_wait()
             after = counters.read()
             execs, exits, lost = counters.tasks()
         finally:
-            gated.kill()
+            if gated is not None:
+                gated.kill()
         counts = counters.triples([a - b for a, b in zip(after, before)])
         if execs == 0 and not lost:  # the gate failed before or at its exec: what it did is not the benchmark's
             counts = [(0, 0, 0)] * len(counts)

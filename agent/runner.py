@@ -39,7 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from perfctl.agent import gate, spawn
+from perfctl.agent import gate
 from perfctl.output import stops_held
 
 ADDR_NO_RANDOMIZE = 0x0040000
@@ -64,7 +64,7 @@ STOP_GRACE_S = 2.0
 # How long killed processes get to end (a task in uninterruptible sleep dies only when it wakes); one still
 # there is reaped by a later run's cleanup, as a leftover.
 REAP_SECONDS = 5.0
-MAX_COMMANDS = 8  # spawn.Command a Runner keeps (perfctl ab: one per command)
+MAX_LOOPS = 8  # LoopedGate processes a Runner keeps (perfctl ab: one per command)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -106,8 +106,8 @@ class RunControl:
 
 @dataclass(frozen=True)
 class Exit:
-    """How a run ended. ``wall_ns`` runs from the benchmark's execve (the release where it never got there)
-    to the exit being observed."""
+    """How a run ended. ``wall_ns`` runs from the gate's release to the exit being observed (LoopedGate: from
+    the loop's fork to its wait returning)."""
 
     start_time_ns: int
     wall_ns: int
@@ -264,10 +264,9 @@ class Runner:
         self._gate = gate_to_use or gate.find_gate()
         self._persona = _Persona()
         self._on_start = None
-        self.spawn_in_process = False  # Runner.cloned: the caller's choice (stat and ab make it)
-        self._commands: dict[tuple[str, ...], spawn.Command] = {}
-        self._null = -1  # /dev/null for the standard input and output of cloned runs
-        self._home_cpus: set[int] | None = None
+        self.loop_runs = False  # Runner.looped: the caller's choice (stat and ab make it)
+        self._loops: dict[tuple[str, ...], LoopedGate] = {}
+        self._home_cpus: set[int] | None = None  # this thread's CPUs before the loops pinned it (Runner.looped)
         become_subreaper()
         self._cgroup = RunCgroup.make()
 
@@ -315,34 +314,43 @@ class Runner:
             raise
         return gated
 
-    def cloned(self, argv: list[str], control: RunControl) -> ClonedProcess | None:
-        """A run of ``argv`` under ``control`` that the in-process spawner starts at its release
-        (ClonedProcess), or None where runs are started one gate process at a time: the caller did not set
-        ``spawn_in_process`` (the agent does not), no cgroup for the counting, not the static gate, a second
-        backend that follows each run from its pid (ebpf: watching), or no spawner (`perfctl info` says
-        why). What the spawner needs of a command is built once (spawn.Command; at most MAX_COMMANDS kept)."""
-        if not self.spawn_in_process or self._on_start is not None or self.counting_cgroup()[0] is None:
+    def looped(self, argv: list[str], control: RunControl) -> LoopedGate | None:
+        """The loop that starts ``argv`` under ``control`` (started on first use; it forks the gate's image it
+        started with for every run, and the gate's file is checked before every run all the same), or None
+        where runs are started one
+        gate at a time: the caller did not set ``loop_runs`` (the agent does not), no cgroup for the counting,
+        not the static gate, or a second backend that follows each run from its pid (ebpf: watching). One
+        loop per command; at most MAX_LOOPS, the oldest ended first."""
+        if not self.loop_runs or self._on_start is not None or self.counting_cgroup()[0] is None:
             return None
-        spawner = spawn.load()
-        if isinstance(spawner, str):
-            return None
+        # checked before every run as a gated run's gate is, though the loop forks the image it checked when
+        # it started: a gate chmod'ed or chown'ed in the cache is said at once, and no more runs start (exit
+        # 2). Its content is hashed again only for a new loop: a running loop's file cannot be written.
         key = tuple(argv)
-        command = self._commands.get(key)
-        if command is None or command.control is not control:
-            if self._null == -1:
-                self._null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-            if self._home_cpus is None:
-                self._home_cpus = os.sched_getaffinity(0)
-                os.sched_setaffinity(0, {os.sched_getcpu() if hasattr(os, "sched_getcpu") else _libc.sched_getcpu()})
-            stderr_fd = -1 if control.show_output else self._stderr.fileno()
-            self._commands.pop(key, None)
-            while len(self._commands) >= MAX_COMMANDS:
-                self._commands.pop(next(iter(self._commands)))
-            command = self._commands[key] = spawn.Command(
-                argv, control, self._cgroup.procs_fd(), self._null, -1 if control.show_output else self._null,
-                stderr_fd, self._home_cpus)
-        return ClonedProcess(spawner, command, control, None if control.show_output else self._stderr,
-                             self._persona, self._cgroup)
+        loop = self._loops.get(key)
+        reuse = loop is not None and loop.alive and loop.control is control
+        refused = self._gate.verify(content=not reuse)
+        if refused:
+            raise RunError(refused)
+        if reuse:
+            return loop
+        if loop is not None:
+            loop.close()
+            del self._loops[key]
+        while len(self._loops) >= MAX_LOOPS:
+            self._loops.pop(next(iter(self._loops))).close()
+        # perfctl's thread, the loop it spawns (which inherits the CPU) and each run until its release share one
+        # CPU, as perf stat and its child do: no wake-up between them crosses CPUs. The run then takes the CPUs
+        # it is allowed (gate.c -A) before it joins the cgroup; --pin pins all three to that CPU.
+        if self._home_cpus is None:
+            self._home_cpus = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {control.pin_cpu if control.pin_cpu is not None else _libc.sched_getcpu()})
+        cpus = {control.pin_cpu} if control.pin_cpu is not None else self._home_cpus
+        with stops_held():  # started and kept in one piece: Runner.close ends every loop it keeps
+            loop = self._loops[key] = LoopedGate(self._gate, argv, control,
+                                                 None if control.show_output else self._stderr, self._persona,
+                                                 self._cgroup, cpus)
+        return loop
 
     def counting_cgroup(self) -> tuple[RunCgroup | None, str | None]:
         """(the cgroup every run's benchmark is born in, None) when a gate can move itself into it right
@@ -363,13 +371,12 @@ class Runner:
             kill_tree(pid)
 
     def close(self) -> None:
-        self._commands.clear()
+        for loop in self._loops.values():
+            loop.close()
+        self._loops.clear()
         if self._home_cpus is not None:
             os.sched_setaffinity(0, self._home_cpus)
             self._home_cpus = None
-        if self._null != -1:
-            os.close(self._null)
-            self._null = -1
         self._stderr.close()
         self._persona.restore()
         if self._cgroup is not None:
@@ -400,7 +407,171 @@ class _Persona:
             self.current = self.original
 
 
+# gate.c struct record: kind, pid, si_code, si_status, max_rss_kib, start_ns (at the execve), end_ns
+# (CLOCK_MONOTONIC)
+LOOP_RECORD = struct.Struct("=7q")
 EXEC_TIME = struct.Struct("=q")  # gate.c -T: CLOCK_MONOTONIC right before the execve
+_LOOP_STOPPED = 1
+LOOP_END_S = 1.0  # a loop ends this soon after its release pipe closes, or is killed
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """A stop as gate.c's loop reports it, in the terms _describe_stop reads off os.waitid's result."""
+
+    si_code: int
+    si_status: int
+
+
+class LoopedGate:
+    """The static gate in its loop (gate.c -L): one process, started once for a command and its controls,
+    that forks, sets up and execs the benchmark for every byte perfctl writes, and writes back how each run
+    ended (LOOP_RECORD). A run then costs perfctl a write and a read, where a gated run costs a posix_spawn
+    from this process and the gate's own exec (~0.3 ms a run on these VMs, bench/stat_rate.py).
+
+    Only runs counted by cgroup take this way (Runner.looped): the child joins the cgroup as its last step
+    before execve, as the single-run gate does, so the counts are the same. The benchmark is the loop's child,
+    not perfctl's, so what perfctl reads of it comes from the loop: its exit, signal, stop and ru_maxrss,
+    and its wall time from its execve to the loop's wait returning. A timeout and a stop that would never end
+    kill the run's tree through the cgroup; what the benchmark left behind is killed through the cgroup and
+    reaped by perfctl, its subreaper, as for a gated run.
+    """
+
+    def __init__(self, gate_to_use: gate.Gate, argv: list[str], control: RunControl, stderr_file,
+                 persona: _Persona, cgroup: RunCgroup, cpus: set[int]) -> None:
+        self.control = control  # held: Runner.looped tells loops apart by this object
+        self._stderr_file = stderr_file
+        self._cgroup = cgroup
+        self._open = False
+        ctl_read, self._ctl = os.pipe()
+        self._records, records_write = os.pipe()
+        persona.ensure(control.aslr_off)
+        try:
+            self.pid, _ = _spawn(gate_to_use, argv, control, ctl_read, stderr_file, (), cgroup.procs_fd(),
+                                 records_write, cpus=cpus)
+        except OSError as err:
+            os.close(self._ctl)
+            os.close(self._records)
+            raise _spawn_error(err, argv, control) from None
+        finally:
+            os.close(ctl_read)
+            os.close(records_write)
+        _live_gates.add(self.pid)
+        self._open = True
+
+    def run(self) -> Exit:
+        """One run: release it, wait for its record, clean up what it left. Anything raised on the way (a stop
+        signal's Interrupted) kills the run's tree and ends the loop; RunError when the loop itself is gone."""
+        if self._stderr_file is not None:
+            _clear(self._stderr_file)
+        born = _ticks_now()
+        start_time_ns = time.time_ns()
+        try:
+            try:
+                os.write(self._ctl, b"\n")
+            except BrokenPipeError:
+                raise RunError(self._gone()) from None
+            record, timed_out, stop = self._wait()
+        except BaseException:
+            self._cgroup.kill()
+            self.close()
+            raise
+        _, _, code, status, max_rss_kib, start_ns, end_ns = record
+        outlived = self._kill_leftovers(born)
+        exit_status = status if code == os.CLD_EXITED else None
+        signal_number = status if code in (os.CLD_KILLED, os.CLD_DUMPED) else None
+        stderr_tail = _stderr_tail(self._stderr_file)
+        if stop is not None:  # recorded as the signal that stopped it: the SIGKILL that ended it was perfctl's
+            signal_number, stderr_tail = stop.si_status, _describe_stop(stop)
+        return Exit(start_time_ns=start_time_ns, wall_ns=end_ns - start_ns, exit_status=exit_status,
+                    signal=None if timed_out else signal_number, timed_out=timed_out, max_rss_kib=max_rss_kib,
+                    stderr_tail=stderr_tail, outlived=outlived)
+
+    def _wait(self) -> tuple[tuple[int, ...], bool, _Stop | None]:
+        """The run's exit record, whether the timeout came first, and the stop that would never end (both
+        kill the tree; the exit record follows). A stopped run is watched as GatedProcess._wait does."""
+        poller = select.poll()
+        poller.register(self._records, select.POLLIN)
+        timeout_s = self.control.timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        timed_out, killed_for = False, None
+        stopped: tuple[float, int | None, _Stop, int] | None = None  # since, switches then, the stop, its pid
+        while True:
+            slice_s = STOP_CHECK_S if deadline is None else min(STOP_CHECK_S, deadline - time.monotonic())
+            if slice_s <= 0:  # the timeout: the tree goes, and its exit record follows
+                self._cgroup.kill()
+                timed_out, deadline = True, time.monotonic() + REAP_SECONDS
+                continue
+            if poller.poll(math.ceil(slice_s * 1000)):
+                data = os.read(self._records, LOOP_RECORD.size)
+                if len(data) != LOOP_RECORD.size:
+                    raise RunError(self._gone())
+                record = LOOP_RECORD.unpack(data)
+                if record[0] != _LOOP_STOPPED:
+                    return record, timed_out, killed_for
+                if not timed_out and killed_for is None:
+                    stopped = (time.monotonic(), _context_switches(record[1]), _Stop(record[2], record[3]), record[1])
+                continue
+            if timed_out:  # REAP_SECONDS after the kill and still no exit: the tree cannot be killed
+                raise RunError(f"the benchmark ran past --timeout {timeout_s:g}s and its processes could not be "
+                               f"killed within {REAP_SECONDS:g}s")
+            if stopped is not None and killed_for is None:
+                since, switches, stop, pid = stopped
+                now, switches_now = time.monotonic(), _context_switches(pid)
+                if switches_now != switches:  # it ran since: continued by someone
+                    stopped = None
+                elif now - since >= STOP_GRACE_S:
+                    killed_for = stop
+                    self._cgroup.kill()
+
+    def _kill_leftovers(self, born: int) -> int:
+        """Kill what the run left running (through the cgroup) and reap what was reparented to perfctl; how
+        many were still running. Nearly every run leaves nothing: the cgroup is empty, no child exited."""
+        try:
+            exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT | _WALL)
+        except ChildProcessError:
+            exited = None
+        if exited is None and not self._cgroup.populated():
+            return 0
+        running = self._cgroup.kill()
+        kill_leftovers(born)  # reaps them: they were reparented to perfctl, their subreaper
+        return len(running)
+
+    @property
+    def alive(self) -> bool:
+        """Open and its process still there (one that something killed between runs is replaced)."""
+        if not self._open:
+            return False
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return False
+
+    def _gone(self) -> str:
+        self.close()
+        return "the exec gate's loop ended before the run did (killed?); the run's outcome is unknown"
+
+    def close(self) -> None:
+        """End the loop (it has no run in progress, or that run was killed) and reap it."""
+        if not self._open:
+            return
+        self._open = False
+        # the child waiting for the next release reads EOF and exits, and the loop ends after it (gate.c)
+        os.close(self._ctl)
+        os.close(self._records)
+        ended = False
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(self.pid)
+            try:
+                ended = bool(select.select([pidfd], [], [], LOOP_END_S)[0])
+            finally:
+                os.close(pidfd)
+        if not ended:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        _live_gates.discard(self.pid)
 
 
 class GatedProcess:
@@ -484,7 +655,11 @@ class GatedProcess:
         (both kill the whole tree); then kill what the benchmark left running."""
         start_time_ns = time.time_ns()
         start = time.perf_counter_ns()
-        self._release()
+        try:
+            os.write(self._gate, b"\n")
+        except BrokenPipeError:  # the gate exited before its release (it refused its options): its status says why
+            pass
+        self._close_gate()
         timed_out, stop = self._wait()
         end = time.perf_counter_ns()
         if timed_out or stop is not None:
@@ -502,13 +677,6 @@ class GatedProcess:
         return Exit(start_time_ns=start_time_ns, wall_ns=wall_ns, exit_status=exit_status,
                     signal=None if timed_out else signal_number, timed_out=timed_out,
                     max_rss_kib=rusage.ru_maxrss, stderr_tail=stderr_tail, outlived=outlived)
-
-    def _release(self) -> None:
-        try:
-            os.write(self._gate, b"\n")
-        except BrokenPipeError:  # the gate exited before its release (it refused its options): its status says why
-            pass
-        self._close_gate()
 
     def _wait(self) -> tuple[bool, os.waitid_result | None]:
         """Wait for the benchmark to exit: (whether the timeout came first, the stop that would never end).
@@ -606,51 +774,8 @@ class GatedProcess:
         return False
 
 
-class ClonedProcess(GatedProcess):
-    """A run started by the in-process spawner (agent/spawn.py) at its release, rather than a gate process
-    spawned ahead and released through a pipe: the benchmark is perfctl's own child, cloned from perfctl,
-    and joins the runner's cgroup right before its execve as the static gate does, so it is counted the same.
-    Waited for, timed out, reaped and cleaned up as a GatedProcess; its wall time starts at its execve,
-    which the child writes in perfctl's memory."""
-
-    def __init__(self, spawner: spawn.Spawner, command: spawn.Command, control: RunControl, stderr_file,
-                 persona: _Persona, cgroup: RunCgroup) -> None:
-        self._spawner, self._command = spawner, command
-        self._control, self._stderr_file, self._persona, self._cgroup = control, stderr_file, persona, cgroup
-        self._gate = self._timing = self._pidfd = -1
-        self._popen = None
-        self.pid = None
-        self._reaped = self._cleaned = False
-
-    def _release(self) -> None:
-        if self._stderr_file is not None:
-            _clear(self._stderr_file)
-        self._persona.ensure(self._control.aslr_off)  # personality(2) is per thread: the clone inherits it
-        self._born = _ticks_now()
-        with stops_held():  # the child is held by this object before a stop signal's exception can leave it
-            try:
-                self.pid, self._pidfd = self._spawner.spawn(self._command)
-            except OSError as err:
-                raise RunError(f"cannot start the benchmark: the clone failed: {err.strerror}") from None
-            _live_gates.add(self.pid)
-
-    def _exec_ns(self) -> int | None:
-        return self._spawner.exec_ns()
-
-    def _reap(self) -> tuple[int, object]:
-        result = super()._reap()
-        self._spawner.busy = False  # its child has exited: the spawner's stack is free
-        return result
-
-    def kill(self) -> None:
-        if self.pid is None:  # never started
-            return
-        super().kill()
-        self._spawner.busy = False
-
-
 def _spawn_error(err: OSError, argv: list[str], control: RunControl) -> RunError:
-    """Why a gate could not be spawned, in the user's terms."""
+    """Why a gate (single-run or loop) could not be spawned, in the user's terms."""
     if err.errno == errno.E2BIG:
         return RunError(_too_big(argv, control))
     return RunError(f"cannot start the benchmark: {err.strerror}: {err.filename or argv[0]}")
@@ -715,7 +840,8 @@ def _context_switches(pid: int) -> int | None:
 
 def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_fd: int,
            stderr_file, pass_fds: tuple[int, ...], join_fd: int | None = None,
-           timing_fd: int | None = None) -> tuple[int, subprocess.Popen | None]:
+           loop_fd: int | None = None, timing_fd: int | None = None,
+           cpus: set[int] | None = None) -> tuple[int, subprocess.Popen | None]:
     """Start the gate with posix_spawn (vfork-based: no fork handlers, no Python in the child). The static
     gate switches user and directory itself; only the sh fallback needs subprocess's forking child for
     that, and says so in `perfctl info`."""
@@ -727,12 +853,17 @@ def _spawn(gate_to_use: gate.Gate, argv: list[str], control: RunControl, stdin_f
             options += ["-u", str(uid), "-g", str(gid), "-G", ",".join(map(str, groups))]
         if control.cwd != os.getcwd():
             options += ["-C", control.cwd]
+        if cpus is not None:
+            options += ["-A", ",".join(map(str, sorted(cpus)))]
         if join_fd is not None:
             options += ["-J", str(join_fd)]
             pass_fds = (*pass_fds, join_fd)
         if timing_fd is not None:
             options += ["-T", str(timing_fd)]
             pass_fds = (*pass_fds, timing_fd)
+        if loop_fd is not None:  # the loop (LoopedGate): its records go to loop_fd
+            options += ["-L", str(loop_fd)]
+            pass_fds = (*pass_fds, loop_fd)
         options.append("--")
     command = [*gate_to_use.prefix, *options, *argv]
     if gate_to_use.static or (control.user is None and control.cwd == os.getcwd()):

@@ -150,7 +150,7 @@ def run(args) -> int:
         raise
     result.metric = metric
     runner = Runner()
-    runner.spawn_in_process = True  # runs started from perfctl's process where they can be (runner.ClonedProcess)
+    runner.loop_runs = True  # runs started by the gate's loop where they can be (runner.LoopedGate)
     policy = interference(args)
     live = _live(args)
     stopped_by: Interrupted | None = None

@@ -80,7 +80,7 @@ def run(args) -> int:
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl stat", outputs)
     runner = Runner()
-    runner.spawn_in_process = True  # runs started from perfctl's process where they can be (runner.ClonedProcess)
+    runner.loop_runs = True  # runs started by the gate's loop where they can be (runner.LoopedGate)
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
         () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
     total = args.warmup + args.repeat
