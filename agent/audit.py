@@ -22,7 +22,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from perfctl.agent import calibration, errata, inventory, session
-from perfctl.agent.events import parse_events
+from perfctl.agent.events import parse_events, uncorrectable
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Runner, make_control
 from perfctl.analysis.correction import EXCESS_TOLERANCE, MODEL_VERSION, ArtifactFit, Correction, correct, fit_artifacts
@@ -464,11 +464,10 @@ def make_corrector(inv: Inventory, resolved_argv: list[str], bench, control, run
     """A function readings -> readings applying the machine's current correction, or None; and the sentence
     the output shows either way. The fldcw term needs the benchmark's fldcw count, taken once from the dbi
     backend, only where the erratum makes it matter (k_fldcw != 1)."""
+    impossible = uncorrectable(specs, inv.pmu.present)
+    if impossible is not None:
+        return None, impossible
     labels = {spec.label for spec in specs}
-    if "instructions:u" not in labels:
-        return None, ""
-    if not inv.pmu.present:
-        return None, "instructions not corrected: no PMU counts them here"
     # the ebpf backend counts user page faults and user-mode interrupts itself
     if not ebpf and not {"page-faults:u", "timer-interrupts"} <= labels:
         return None, ("instructions not corrected: the correction needs page-faults:u and timer-interrupts measured "

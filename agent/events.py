@@ -196,3 +196,14 @@ def missing_tracepoints(specs: list[EventSpec], available) -> list[str]:
 
 def known_names() -> set[str]:
     return set(_HARDWARE) | set(_SOFTWARE) | set(_INTERRUPTS) | set(_DBI) | {"retired-stores"}
+
+
+def uncorrectable(specs: list[EventSpec], pmu_present: bool) -> str | None:
+    """Why retired instructions cannot be corrected in runs of ``specs`` whatever else holds (the sentence
+    the output shows; "" when instructions are not counted at all), or None when the correction may apply:
+    checked before agent/audit.py, and what it imports, is loaded (audit.make_corrector)."""
+    if "instructions:u" not in {spec.label for spec in specs}:
+        return ""
+    if not pmu_present:
+        return "instructions not corrected: no PMU counts them here"
+    return None

@@ -271,6 +271,9 @@ class CgroupCounters:
 
     def __init__(self, openers: list[Opener], cgroup_path: str) -> None:
         self._fds: list[int] = []
+        # (Runner.starts, what read() returned) when the last run ended, its side-band taken: where the next
+        # run starts if the runner started nothing since (PerfEventBackend.measure): a read and a take a run less
+        self.resting: tuple[int, list[int]] | None = None
         self._groups: list[tuple[int, struct.Struct]] = []  # (leader fd, layout of its group read)
         self._singles: list[tuple[int, int]] = []  # (fd, opener index)
         self._sidebands: list[_Sideband] = []
@@ -445,17 +448,24 @@ class PerfEventBackend:
         counters = self._counters_for(runner)
         if counters is None:
             return self._measure_per_run(runner, argv, control)
+        resting, counters.resting = counters.resting, None
+        before = resting[1] if resting is not None and resting[0] == runner.starts else None
         looped = runner.looped(argv, control)  # the gate's loop (runner.LoopedGate) where the caller chose it
         gated = runner.start(argv, control, join_cgroup=True) if looped is None else None
         try:
-            counters.tasks()  # nothing should be pending; whatever is, is not this run's
-            before = counters.read()
+            if before is None:
+                counters.tasks()  # nothing should be pending; whatever is, is not this run's
+                before = counters.read()
             exit_ = looped.run() if looped is not None else gated.release_and_wait()
             after = counters.read()
             execs, exits, lost = counters.tasks()
         finally:
             if gated is not None:
                 gated.kill()
+        # the cgroup is empty now (the run's leftovers were killed and reaped) and stays so until the runner
+        # starts something else: nothing is counted meanwhile, not even time, so these totals are where the
+        # next run starts if the runner starts nothing before it (Runner.starts)
+        counters.resting = (runner.starts, after)
         counts = counters.triples([a - b for a, b in zip(after, before)])
         if execs == 0 and not lost:  # the gate failed before or at its exec: what it did is not the benchmark's
             counts = [(0, 0, 0)] * len(counts)

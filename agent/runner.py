@@ -265,6 +265,7 @@ class Runner:
         self._persona = _Persona()
         self._on_start = None
         self.loop_runs = False  # Runner.looped: the caller's choice (stat and ab make it)
+        self.starts = 0  # runs started (start, looped): counters that saw none since need not read again
         self._loops: dict[tuple[str, ...], LoopedGate] = {}
         self._home_cpus: set[int] | None = None  # this thread's CPUs before the loops pinned it (Runner.looped)
         become_subreaper()
@@ -291,6 +292,7 @@ class Runner:
         a run here, with cgroup counters open). The sh gate is moved in while it blocks. ``join_cgroup``: the
         caller counts by cgroup and needs the gate to join itself (a RunError where it cannot:
         :meth:`counting_cgroup` says why)."""
+        self.starts += 1
         # the static gate runs as root before it drops to --user: its content is checked before every run
         refused = self._gate.verify()
         if refused:
@@ -303,9 +305,11 @@ class Runner:
         try:
             # a stop signal waits until the gate is in hands that kill it on every exit: the caller's
             with stops_held():
+                # where a loop pinned this thread (looped), the gate takes back the CPUs the run may use
+                cpus = self._home_cpus if self._gate.static and control.pin_cpu is None else None
                 gated = GatedProcess(self._gate, gate_target or argv, control,
                                      None if control.show_output else self._stderr, self._persona, pass_fds,
-                                     self._cgroup, join)
+                                     self._cgroup, join, cpus)
                 if self._on_start is not None:
                     self._on_start(gated.pid)
         except BaseException:
@@ -323,6 +327,7 @@ class Runner:
         loop per command; at most MAX_LOOPS, the oldest ended first."""
         if not self.loop_runs or self._on_start is not None or self.counting_cgroup()[0] is None:
             return None
+        self.starts += 1
         # checked before every run as a gated run's gate is, though the loop forks the image it checked when
         # it started: a gate chmod'ed or chown'ed in the cache is said at once, and no more runs start (exit
         # 2). Its content is hashed again only for a new loop: a running loop's file cannot be written.
@@ -579,7 +584,7 @@ class GatedProcess:
 
     def __init__(self, gate_to_use: gate.Gate, argv: list[str], control: RunControl, stderr_file,
                  persona: _Persona, pass_fds: tuple[int, ...], cgroup: RunCgroup | None,
-                 join: RunCgroup | None = None) -> None:
+                 join: RunCgroup | None = None, cpus: set[int] | None = None) -> None:
         self._control = control
         self._stderr_file = stderr_file
         self._reaped = False
@@ -593,7 +598,7 @@ class GatedProcess:
         try:
             self.pid, self._popen = _spawn(gate_to_use, argv, control, read_end, stderr_file, pass_fds,
                                            None if join is None else join.procs_fd(),
-                                           timing_fd=None if timing_write == -1 else timing_write)
+                                           timing_fd=None if timing_write == -1 else timing_write, cpus=cpus)
         except OSError as err:
             self._close_gate()
             self._close_timing()

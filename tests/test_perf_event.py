@@ -365,6 +365,38 @@ def test_one_set_of_counters_serves_commands_measured_alternately(programs):
     assert faults[2100].pop() - faults[100].pop() == 2000
 
 
+def test_a_run_started_in_the_cgroup_between_two_measured_runs_is_not_counted_in_the_second(programs):
+    """A run's end totals are the next run's start (CgroupCounters.resting) only while the runner starts
+    nothing else in its cgroup meanwhile: a run that another backend starts there in between (the corrector's
+    dbi run; a first backend of two) would be counted in the next one."""
+    from perfctl.agent import session
+    from perfctl.agent.events import parse_events
+    from perfctl.agent.runner import Runner, make_control
+
+    backend = session.make_backend("perf_event", parse_events(["page-faults"]), inventory.collect())
+    runner = Runner()
+    runner.loop_runs = True
+    control = make_control()
+    resolved, bench = session.identify([str(programs / "pagetouch"), "100"], control)
+    environment = session.environment_of(control)
+    faults = []
+    try:
+        for index in range(4):
+            if index == 2:  # 2000 pages touched in the cgroup, by a run nobody counts
+                other = runner.start([str(programs / "pagetouch"), "2000"], control, join_cgroup=True)
+                try:
+                    assert other.release_and_wait().exit_status == 0
+                finally:
+                    other.kill()
+            sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=index,
+                                          warmup=False, sample_uuid=f"u{index}", machine_id="test")
+            faults.append(value(sample, "page-faults"))
+    finally:
+        backend.close()
+        runner.close()
+    assert len(set(faults)) == 1 and faults[0] > 100, faults
+
+
 def test_the_sh_gate_is_counted_per_run_and_says_why():
     from perfctl.agent import gate, session
     from perfctl.agent.events import parse_events

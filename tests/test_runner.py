@@ -573,6 +573,45 @@ def test_a_run_that_empties_its_own_stderr_leaves_the_next_runs_tail_clean(tmp_p
     assert [(s.outcome, s.stderr_tail) for s in samples] == [("ok", None), ("failed", "bad")]
 
 
+@pytest.mark.parametrize("looped", [True, False])
+def test_a_benchmark_starts_with_every_signal_at_its_default_and_none_blocked(looped):
+    """Python ignores SIGPIPE and SIGXFSZ, and glibc's posix_spawn (which starts the gate) its own signals 32
+    and 33; all four stayed ignored across the gate's execs (SigIgn 0000000181001000), so `yes | head -1`
+    in a benchmark did not end yes by SIGPIPE: it failed with "Broken pipe" (exit 1, not 141)."""
+    script = ('grep -E "^Sig(Ign|Blk)" /proc/self/status | tr "\\t\\n" "  " >&2; '
+              '(yes; echo "yes $?" >&2) | head -n 1 >/dev/null; exit 9')
+    samples = _runs([SH, "-c", script], 1, ["page-faults"], looped)
+    assert (samples[0].exit_status, samples[0].stderr_tail) == (
+        9, "SigBlk: 0000000000000000 SigIgn: 0000000000000000 yes 141")
+
+
+def _cpu_list(cpus) -> str:
+    """A set of CPUs as /proc/PID/status's Cpus_allowed_list writes it: 0-3,6."""
+    ranges, cpus = [], sorted(cpus)
+    for cpu in cpus:
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+@needs_root
+def test_the_loop_runs_on_perfctls_cpu_but_its_runs_may_use_every_cpu_perfctl_may():
+    """perfctl's thread, its loop and each run until its release share one CPU (no wake-up between them
+    crosses CPUs), yet the benchmark is not pinned: it may use every CPU perfctl could, or the one --pin
+    names, as a gated run may; and perfctl's own CPUs come back when the runner closes."""
+    cpus = os.sched_getaffinity(0)
+    script = "grep Cpus_allowed_list /proc/self/status | tr '\\t' ' ' >&2; exit 1"
+    looped, gated, _ = _looped_and_gated([SH, "-c", script], 1)
+    assert [s.stderr_tail for s in looped + gated] == [f"Cpus_allowed_list: {_cpu_list(cpus)}"] * 2
+    assert os.sched_getaffinity(0) == cpus
+    pin = max(cpus)
+    looped, gated, _ = _looped_and_gated([SH, "-c", script], 1, pin_cpu=pin)
+    assert [s.stderr_tail for s in looped + gated] == [f"Cpus_allowed_list: {pin}"] * 2
+    assert os.sched_getaffinity(0) == cpus
+
+
 @needs_root
 def test_a_gate_stopped_before_its_execve_times_out_and_records_a_sane_wall_time():
     """One gate per run (the ebpf backend's and the agent's way): the wall time's start is read from the

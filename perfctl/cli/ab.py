@@ -13,6 +13,7 @@ from perfctl.cli.measure import (
     OutputError,
     SampleOutputs,
     control_options,
+    corrector_for,
     open_backend,
     prepare,
     write_summary,
@@ -159,9 +160,7 @@ def run(args) -> int:
         try:
             correctors = [None] * len(sides)
             if backend.name == "perf_event":
-                from perfctl.agent.audit import make_corrector
-
-                correctors = [make_corrector(inv, *ident, control, runner, specs, ebpf="ebpf" in backend.names)[0]
+                correctors = [corrector_for(inv, ident, control, runner, specs, ebpf="ebpf" in backend.names)[0]
                               for ident in identified]
             environment = session.environment_of(control)
             side_labels = [{**sample_labels, SIDE_LABEL: side.label} for side in sides]

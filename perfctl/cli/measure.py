@@ -9,6 +9,7 @@ import os
 import sys
 import threading
 
+from perfctl.agent.events import uncorrectable
 from perfctl.cli.options import (
     backends,
     int_at_least,
@@ -255,6 +256,18 @@ def write_summary(report, fmt: str, console, command: str, stopped_by) -> int:
             raise
         quiet_stdout()
         raise UsageError(f"{command}: cannot write the summary: {err.strerror}") from None
+
+
+def corrector_for(inv, identified, control, runner, specs, ebpf: bool) -> tuple[object | None, str]:
+    """audit.make_corrector's corrector and sentence for a perf_event run of ``identified`` (resolved argv,
+    Benchmark). Where nothing can be corrected (events.uncorrectable) that is said without importing
+    agent/audit.py and what it imports, ~7 ms of every start."""
+    impossible = uncorrectable(specs, inv.pmu.present)
+    if impossible is not None:
+        return None, impossible
+    from perfctl.agent.audit import make_corrector
+
+    return make_corrector(inv, *identified, control, runner, specs, ebpf=ebpf)
 
 
 class ClosingMeanwhile:

@@ -11,6 +11,7 @@ from perfctl.cli.measure import (
     OutputError,
     SampleOutputs,
     control_options,
+    corrector_for,
     open_backend,
     prepare,
     write_summary,
@@ -92,10 +93,8 @@ def run(args) -> int:
         try:
             corrector = None
             if backend.name == "perf_event":
-                from perfctl.agent.audit import make_corrector
-
-                corrector, summary.correction_note = make_corrector(inv, *identified, control, runner, specs,
-                                                                    ebpf="ebpf" in backend.names)
+                corrector, summary.correction_note = corrector_for(inv, identified, control, runner, specs,
+                                                                   ebpf="ebpf" in backend.names)
             with progress or contextlib.nullcontext():
                 task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total) if progress else None
                 for sample in session.run(plan, backend, runner, inv.machine_id, corrector, identified):
