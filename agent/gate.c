@@ -5,9 +5,10 @@
  *   gate [-u UID] [-g GID] [-G GID,GID...] [-A CPU,CPU...] [-C DIR] [-J FD] [-T FD] [-L FD] -- /abs/path/to/benchmark ARGS...
  *   (stdin: the release pipe)
  *
- * It reads one byte from stdin (EOF: perfctl died before releasing; exit 125 without running anything),
- * points stdin at /dev/null, drops to the given groups, gid and uid (all three of real, effective and
- * saved), changes to DIR, and execve()s the benchmark with the environment it was given. With -T, FD gets
+ * It puts every signal's disposition back to the default and unblocks them all, reads one byte from stdin
+ * (EOF: perfctl died before releasing; exit 125 without running anything), points stdin at /dev/null, takes
+ * the CPUs -A lists (its own are perfctl's: see -L), drops to the given groups, gid and uid (all three of
+ * real, effective and saved), changes to DIR, and execve()s the benchmark with the environment it was given. With -T, FD gets
  * CLOCK_MONOTONIC (8 bytes, native order) right before the execve: where the run's wall time starts, so that
  * it leaves out the gate's steps, above all the move into the cgroup, which waits for an RCU grace period
  * whenever no move came within the last one (6-17 ms here: the first run of every command, and every run of
@@ -25,13 +26,20 @@
  * and text for the usual ones ("execve failed: EACCES (Permission denied)"), else "errno N", since
  * without libc there is no strerror and a sample's stderr is all the user sees.
  *
- * With -L FD the gate loops (agent/runner.py LoopedGate): for every byte read from stdin it starts a child
- * (spawn_child: sharing the loop's memory until its execve) that does all of the above and execs
- * the benchmark, waits for it and writes a record (struct record) to FD; EOF ends the loop (exit 0). A child
- * that stops (SIGSTOP, SIGTSTP...) is reported by a record of kind STOPPED with the signal, and waited for
- * again. perfctl then starts runs by writing one byte rather than by spawning a process from Python (~0.3 ms
- * a run on these VMs, with the gate's own exec). The loop points its own stdin at /dev/null once (it reads
- * the releases from a copy), so its children need not. Counting is unchanged: the child joins the cgroup as
+ * With -L FD the gate loops (agent/runner.py LoopedGate): it starts a child (spawn_child: sharing the
+ * loop's memory until its execve) that waits for the next byte on stdin itself, then does all of the above
+ * and execs the benchmark; the loop waits for it, writes a record (struct record) to FD and starts the next
+ * child; a child that reads EOF exits and the loop ends (exit 0). A child that stops (SIGSTOP, SIGTSTP...)
+ * is reported by a record of kind STOPPED with the signal, and waited for again. perfctl then starts runs
+ * by writing one byte rather than by spawning a process from Python (~0.3 ms a run on these VMs, with the
+ * gate's own exec). The child is started before its release, as perf stat starts its own, so the release
+ * wakes it directly rather than the loop, which would then start it. perfctl pins its own thread to one
+ * CPU before it spawns the loop, which inherits that CPU, and so do its children until they take the CPUs
+ * of -A: perfctl, the loop and the run until its release share one CPU, and no wake-up between them
+ * crosses CPUs (each one that did cost ~20 us of an IPI on these VMs, whose idle CPUs halt; ~0.1 ms a run
+ * in all, bench/stat_rate.py). The child yields the CPU once released, so that perfctl goes to sleep first
+ * rather than preempting the benchmark later on that CPU. The loop points its own stdin at /dev/null once
+ * (it reads nothing but keeps the release pipe as a copy its children read), so its children need not. Counting is unchanged: the child joins the cgroup as
  * its last step before execve, as the single-run gate does. It is not started inside the cgroup (clone3's
  * CLONE_INTO_CGROUP, ~50 us a run faster here): a child started on the loop's CPU is switched out for the
  * loop before its execve as often as not, and from inside the cgroup that switch was counted as the
@@ -117,7 +125,7 @@ struct record {
     long code;        /* waitid's si_code: CLD_EXITED, CLD_KILLED, CLD_DUMPED, CLD_STOPPED, CLD_TRAPPED */
     long status;      /* waitid's si_status: the exit status or the signal */
     long max_rss_kib; /* ru_maxrss */
-    long start_ns;    /* CLOCK_MONOTONIC at the benchmark's execve (before the clone if it never got there) */
+    long start_ns;    /* CLOCK_MONOTONIC at the benchmark's execve (at its release if it never got there) */
     long end_ns;      /* CLOCK_MONOTONIC when wait4 returned */
 };
 
@@ -368,9 +376,12 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
                 }
                 break;
             }
-            if (!released_ns) /* EOF on the release pipe: perfctl ended the loop */
+            /* A child that ended before it read a release read EOF (perfctl ended the loop), or was killed
+             * while it waited (a stop that never ended, a stray kill): the next release, once perfctl writes
+             * it, was that child's, and gets this record, so that every release still gets exactly one. */
+            if (!released_ns && syscall3(__NR_read, releases, (long)&byte, 1) != 1)
                 leave(0);
-            record.start_ns = released_ns;
+            record.start_ns = released_ns ? released_ns : monotonic_ns();
             record.code = info.code;
             record.status = info.status;
             record.max_rss_kib = usage.maxrss;

@@ -528,6 +528,10 @@ class LoopedGate:
                 elif now - since >= STOP_GRACE_S:
                     killed_for = stop
                     self._cgroup.kill()
+                    # and by its pid: a child stopped while it waited for its release is not in the cgroup yet
+                    # (the loop has not reaped it, so the pid is still that child's)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
 
     def _kill_leftovers(self, born: int) -> int:
         """Kill what the run left running (through the cgroup) and reap what was reparented to perfctl; how

@@ -613,6 +613,39 @@ def test_the_loop_runs_on_perfctls_cpu_but_its_runs_may_use_every_cpu_perfctl_ma
 
 
 @needs_root
+@pytest.mark.parametrize("how", [signal.SIGSTOP, signal.SIGKILL])
+def test_a_loop_child_stopped_or_killed_while_it_waits_for_its_release_is_that_runs_outcome(how):
+    """The loop starts each child before its release (gate.c -L): a child stopped or killed while it waits
+    ends the run that release was for, said so, and every later release still gets its own record. Stopped,
+    the child was never killed, since the cgroup it is killed through is one it joins after its release, and
+    the loop took the kill for its end: the run failed with "the exec gate's loop ended"."""
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    runner.loop_runs = True
+    control = make_control()
+    try:
+        assert runner.looped(["/bin/true"], control).run().outcome == "ok"
+        loop = runner.looped(["/bin/true"], control)
+        deadline = time.monotonic() + 5
+        while not (waiting := _children(loop.pid)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(waiting[0], how)
+        time.sleep(0.1)
+        hit = runner.looped(["/bin/true"], control).run()
+        assert (hit.outcome, hit.signal) == ("signal", how)
+        assert runner.looped(["/bin/true"], control) is loop
+        assert [runner.looped(["/bin/true"], control).run().outcome for _ in range(3)] == ["ok"] * 3
+    finally:
+        runner.close()
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+@needs_root
 def test_a_gate_stopped_before_its_execve_times_out_and_records_a_sane_wall_time():
     """One gate per run (the ebpf backend's and the agent's way): the wall time's start is read from the
     gate's -T pipe, whose write end a gate stopped before its execve still holds; the read waited for it,
