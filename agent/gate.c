@@ -37,9 +37,9 @@
  * CPU before it spawns the loop, which inherits that CPU, and so do its children until they take the CPUs
  * of -A: perfctl, the loop and the run until its release share one CPU, and no wake-up between them
  * crosses CPUs (each one that did cost ~20 us of an IPI on these VMs, whose idle CPUs halt; ~0.1 ms a run
- * in all, bench/stat_rate.py). The child yields the CPU once released, so that perfctl goes to sleep first
- * rather than preempting the benchmark later on that CPU. The loop points its own stdin at /dev/null once
- * (it reads nothing but keeps the release pipe as a copy its children read), so its children need not. Counting is unchanged: the child joins the cgroup as
+ * in all, bench/stat_rate.py). The child waits as SCHED_BATCH (child_main), so that perfctl goes to sleep
+ * before the released benchmark starts on that CPU. The loop points its own stdin at /dev/null once (it
+ * reads nothing but keeps the release pipe as a copy its children read), so its children need not. Counting is unchanged: the child joins the cgroup as
  * its last step before execve, as the single-run gate does. It is not started inside the cgroup (clone3's
  * CLONE_INTO_CGROUP, ~50 us a run faster here): a child started on the loop's CPU is switched out for the
  * loop before its execve as often as not, and from inside the cgroup that switch was counted as the
@@ -47,6 +47,8 @@
  */
 #include <asm/unistd.h>
 #include <fcntl.h>
+#include <linux/sched.h>
+#include <linux/sched/types.h>
 #include <linux/time.h>
 
 #define MAX_GROUPS 256
@@ -213,13 +215,23 @@ static int cpus_given;
 static long release_fd = -1;           /* the loop's copy of the release pipe: its children read it */
 static volatile long released_ns;      /* set by the loop's child when it read its release */
 static char child_stack[16384] __attribute__((aligned(16)));
+static long loop_policy;                 /* the loop's scheduling, which its children run with once released */
+static struct sched_param loop_priority;
 
 static void __attribute__((noreturn, used)) child_main(void) {
+    /* It waits as SCHED_BATCH, which never preempts at its wake-up: released, it runs once perfctl, which
+     * released it on this CPU, has gone to sleep, rather than preempting perfctl and then starting the
+     * benchmark beside it, where the execve's balancing moved the benchmark to the other CPU, a migration and
+     * a switch counted as the benchmark's. Its scheduling comes back before anything else. */
+    struct sched_param batch = {0};
+    syscall3(__NR_sched_setscheduler, 0, SCHED_BATCH, (long)&batch);
     char byte;
     if (syscall3(__NR_read, release_fd, (long)&byte, 1) != 1)
         leave(125);
     released_ns = monotonic_ns();
-    syscall3(__NR_sched_yield, 0, 0, 0);
+    long result = syscall3(__NR_sched_setscheduler, 0, loop_policy, (long)&loop_priority);
+    if (result < 0)
+        fail_errno(126, "cannot restore the scheduling policy", result);
     run(child.command, child.envp, child.group_count, child.groups, child.gid, child.uid, child.directory,
         child.join);
 }
@@ -343,6 +355,9 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         fail(126, "cannot open /dev/null");
     syscall3(__NR_close, null, 0, 0);
     stdin_ready = 1;
+    loop_policy = syscall3(__NR_sched_getscheduler, 0, 0, 0);
+    if (loop_policy < 0 || (result = syscall3(__NR_sched_getparam, 0, (long)&loop_priority, 0)) < 0)
+        fail(126, "cannot read the scheduling policy");
     release_fd = releases;
     for (;;) {
         struct record record = {0, 0, 0, 0, 0, 0, 0};

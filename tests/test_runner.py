@@ -486,14 +486,19 @@ def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **
     backend, _ = session.open_backend(("perf_event",), parse_events(list(events)), inv)
     runner = Runner()
     plan_control = make_control(**control)
+    # identified once, as stat and ab do: identify hashes the inputs on a thread of its own, which was still
+    # ending on perfctl's CPU when a run was released
+    resolved, bench = session.identify(argv, plan_control)
+    environment = session.environment_of(plan_control)
     samples = {True: [], False: []}
     try:
         assert backend.counting(runner) == "cgroup", backend.counting(runner)
-        for _ in range(runs):
+        for index in range(runs):
             for looped in (True, False):
                 runner.loop_runs = looped
-                samples[looped] += session.run(session.Plan(argv, 1, 0, plan_control), backend, runner,
-                                               inv.machine_id)
+                samples[looped].append(session.measure_once(
+                    backend, runner, resolved, bench, plan_control, environment, run_index=index, warmup=False,
+                    sample_uuid=f"u{index}", machine_id=inv.machine_id))
         loops = [loop.pid for loop in runner._loops.values()]
     finally:
         runner.close()
@@ -602,13 +607,15 @@ def test_the_loop_runs_on_perfctls_cpu_but_its_runs_may_use_every_cpu_perfctl_ma
     crosses CPUs), yet the benchmark is not pinned: it may use every CPU perfctl could, or the one --pin
     names, as a gated run may; and perfctl's own CPUs come back when the runner closes."""
     cpus = os.sched_getaffinity(0)
-    script = "grep Cpus_allowed_list /proc/self/status | tr '\\t' ' ' >&2; exit 1"
+    # and its scheduling policy is perfctl's (0: SCHED_OTHER), not SCHED_BATCH, which the loop's child waits as
+    script = ("""printf '%s policy %s' "$(grep Cpus_allowed_list /proc/self/status | tr '\\t' ' ')" """
+              """"$(cut -d ' ' -f 41 /proc/$$/stat)" >&2; exit 1""")
     looped, gated, _ = _looped_and_gated([SH, "-c", script], 1)
-    assert [s.stderr_tail for s in looped + gated] == [f"Cpus_allowed_list: {_cpu_list(cpus)}"] * 2
+    assert [s.stderr_tail for s in looped + gated] == [f"Cpus_allowed_list: {_cpu_list(cpus)} policy 0"] * 2
     assert os.sched_getaffinity(0) == cpus
     pin = max(cpus)
     looped, gated, _ = _looped_and_gated([SH, "-c", script], 1, pin_cpu=pin)
-    assert [s.stderr_tail for s in looped + gated] == [f"Cpus_allowed_list: {pin}"] * 2
+    assert [s.stderr_tail for s in looped + gated] == [f"Cpus_allowed_list: {pin} policy 0"] * 2
     assert os.sched_getaffinity(0) == cpus
 
 
