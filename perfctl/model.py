@@ -202,15 +202,20 @@ class Sample:
         reading = self.reading(metric)
         return float(reading.value) if reading is not None and reading.status == "ok" else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self, recurring=None) -> dict:
+        """The sample as the JSON Lines format has it. ``recurring(obj, make)`` puts what recurs unchanged,
+        the same object, in sample after sample of a session (the benchmark, the environment, an unsupported
+        reading): by default ``make(obj)``, its dict (jsonl.sample_line passes orjson fragments it keeps)."""
         # By hand rather than dataclasses.asdict: asdict deep-copies every value and cost more per run
         # than the counters themselves (bench/stat_rate.py).
+        put = recurring or _made
         out = {"type": "sample"}
         for name in _SAMPLE_FIELDS:
             out[name] = getattr(self, name)
-        out["benchmark"] = {**_shallow(self.benchmark), "argv": list(self.benchmark.argv)}
-        out["environment"] = _shallow(self.environment)
-        out["readings"] = [_reading_dict(r) for r in self.readings]
+        out["benchmark"] = put(self.benchmark, _benchmark_dict)
+        out["environment"] = put(self.environment, _shallow)
+        out["readings"] = [put(r, _reading_dict) if r.status == "unsupported" else _reading_dict(r)
+                           for r in self.readings]
         out["backends"] = list(self.backends)
         out["extra"] = dict(self.extra)
         if self.labels:  # absent when empty: a sample without labels reads as it did before labels existed
@@ -335,6 +340,14 @@ def _shallow(obj) -> dict:
     if len(fields) == len(names):
         return dict(fields)
     return {name: getattr(obj, name) for name in names}
+
+
+def _made(obj, make):
+    return make(obj)
+
+
+def _benchmark_dict(benchmark: Benchmark) -> dict:
+    return {**_shallow(benchmark), "argv": list(benchmark.argv)}
 
 
 def _reading_dict(reading: Reading) -> dict:
