@@ -319,12 +319,12 @@ class Runner:
         return gated
 
     def looped(self, argv: list[str], control: RunControl) -> LoopedGate | None:
-        """The loop that starts ``argv`` under ``control`` (started on first use; it forks the gate's image it
+        """The loop that starts ``argv`` under ``control`` (started on first use; it clones the gate's image it
         started with for every run, and the gate's file is checked before every run all the same), or None
-        where runs are started one
-        gate at a time: the caller did not set ``loop_runs`` (the agent does not), no cgroup for the counting,
-        not the static gate, or a second backend that follows each run from its pid (ebpf: watching). One
-        loop per command; at most MAX_LOOPS, the oldest ended first."""
+        where runs are started one gate at a time: the caller did not set ``loop_runs`` (the agent does not),
+        no cgroup for the counting, not the static gate, or a second backend that follows each run from its
+        pid (ebpf: watching). One loop per command; at most MAX_LOOPS, the oldest ended first. Starting a loop
+        pins this thread to its CPU (below) until :meth:`close`."""
         if not self.loop_runs or self._on_start is not None or self.counting_cgroup()[0] is None:
             return None
         self.starts += 1
@@ -430,9 +430,10 @@ class _Stop:
 
 class LoopedGate:
     """The static gate in its loop (gate.c -L): one process, started once for a command and its controls,
-    that forks, sets up and execs the benchmark for every byte perfctl writes, and writes back how each run
-    ended (LOOP_RECORD). A run then costs perfctl a write and a read, where a gated run costs a posix_spawn
-    from this process and the gate's own exec (~0.3 ms a run on these VMs, bench/stat_rate.py).
+    that keeps a child ready which, at every byte perfctl writes, sets up and execs the benchmark, and that
+    writes back how each run ended (LOOP_RECORD). A run then costs perfctl a write and a read, where a gated
+    run costs a posix_spawn from this process and the gate's own exec (~0.3 ms a run on these VMs,
+    bench/stat_rate.py).
 
     Only runs counted by cgroup take this way (Runner.looped): the child joins the cgroup as its last step
     before execve, as the single-run gate does, so the counts are the same. The benchmark is the loop's child,
