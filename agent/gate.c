@@ -214,6 +214,11 @@ static unsigned long cpus[MAX_CPUS / 64]; /* -A: the CPUs the benchmark may run 
 static int cpus_given;
 static long release_fd = -1;           /* the loop's copy of the release pipe: its children read it */
 static volatile long released_ns;      /* set by the loop's child when it read its release */
+/* The child reads its release into this byte of the memory it shares with the loop, cleared before each
+ * child starts: the kernel has copied the byte before a kill can end the read, so the loop knows whether a
+ * child that died took its release with it (a kill between the read and released_ns, the loop waiting for
+ * a release that had already come: a hang). perfctl's release byte is never 0. */
+static volatile char release_taken;
 static char child_stack[16384] __attribute__((aligned(16)));
 static long loop_policy;                 /* the loop's scheduling, which its children run with once released */
 static struct sched_param loop_priority;
@@ -225,8 +230,7 @@ static void __attribute__((noreturn, used)) child_main(void) {
      * a switch counted as the benchmark's. Its scheduling comes back before anything else. */
     struct sched_param batch = {0};
     syscall3(__NR_sched_setscheduler, 0, SCHED_BATCH, (long)&batch);
-    char byte;
-    if (syscall3(__NR_read, release_fd, (long)&byte, 1) != 1)
+    if (syscall3(__NR_read, release_fd, (long)&release_taken, 1) != 1)
         leave(125);
     released_ns = monotonic_ns();
     long result = syscall3(__NR_sched_setscheduler, 0, loop_policy, (long)&loop_priority);
@@ -364,6 +368,7 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
         child = (struct child_args){argv + i, envp, group_count, groups, gid, uid, directory, join};
         exec_ns = 0;
         released_ns = 0;
+        release_taken = 0;
         long pid = spawn_child(child_stack + sizeof child_stack, child_main);
         record.pid = pid;
         if (pid < 0) { /* as a child that could not start: perfctl reads exit 126 and this line */
@@ -394,7 +399,7 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
             /* A child that ended before it read a release read EOF (perfctl ended the loop), or was killed
              * while it waited (a stop that never ended, a stray kill): the next release, once perfctl writes
              * it, was that child's, and gets this record, so that every release still gets exactly one. */
-            if (!released_ns && syscall3(__NR_read, releases, (long)&byte, 1) != 1)
+            if (!release_taken && syscall3(__NR_read, releases, (long)&byte, 1) != 1)
                 leave(0);
             record.start_ns = released_ns ? released_ns : monotonic_ns();
             record.code = info.code;

@@ -521,6 +521,9 @@ class LoopedGate:
             if timed_out:  # REAP_SECONDS after the kill and still no exit: the tree cannot be killed
                 raise RunError(f"the benchmark ran past --timeout {timeout_s:g}s and its processes could not be "
                                f"killed within {REAP_SECONDS:g}s")
+            if _stopped(self.pid):  # the loop times the run: stopped, it would record the stop as run time
+                raise RunError(f"the exec gate's loop (pid {self.pid}) was stopped during a run, whose wall time "
+                               "it measures; the run's outcome is unknown")
             if stopped is not None and killed_for is None:
                 since, switches, stop, pid = stopped
                 now, switches_now = time.monotonic(), _context_switches(pid)
@@ -1214,14 +1217,25 @@ def kill_leftovers(born_since: int) -> list[int]:
     return sorted(running)
 
 
-def _is_zombie(pid: int) -> bool:
-    """Exited, waiting only to be reaped (state Z in /proc/PID/stat); a process gone already counts too."""
+def _state(pid: int) -> bytes | None:
+    """The process's state letter (field 3 of /proc/PID/stat), or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             task_stat = f.read()
     except OSError:
-        return True
-    return task_stat[task_stat.rindex(b")") + 2:task_stat.rindex(b")") + 3] in (b"Z", b"X")
+        return None
+    return task_stat[task_stat.rindex(b")") + 2:task_stat.rindex(b")") + 3]
+
+
+def _stopped(pid: int) -> bool:
+    """Stopped by a signal (state T); checked once per STOP_CHECK_S without a record, so a shorter stop of
+    the loop goes unseen (and into that run's wall time)."""
+    return _state(pid) == b"T"
+
+
+def _is_zombie(pid: int) -> bool:
+    """Exited, waiting only to be reaped (state Z); a process gone already counts too."""
+    return _state(pid) in (None, b"Z", b"X")
 
 
 def kill_tree(pid: int) -> None:

@@ -647,6 +647,39 @@ def test_a_loop_child_stopped_or_killed_while_it_waits_for_its_release_is_that_r
         runner.close()
 
 
+@needs_root
+def test_a_loop_child_killed_as_it_takes_its_release_still_ends_that_run():
+    """Released while perfctl still runs on its CPU, the child (SCHED_BATCH) wakes but waits: a SIGKILL then
+    ends its read only after the kernel has copied the byte, so the release is taken though the child never
+    ran a line after it. The loop took such a child for one killed before its release and waited for
+    another release: perfctl and its loop waited on each other for ever (helper's reproduction, 3 in 4)."""
+    from perfctl.agent.runner import Runner
+
+    runner = Runner()
+    runner.loop_runs = True
+    control = make_control(timeout_s=10)
+    try:
+        assert runner.looped(["/bin/true"], control).run().outcome == "ok"
+        loop = runner.looped(["/bin/true"], control)
+        deadline = time.monotonic() + 5
+        while not ((waiting := _children(loop.pid)) and _waits_in_read(waiting[0])) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.write(loop._ctl, b"\n")  # the release, as run() writes it, and the kill before the child runs
+        os.kill(waiting[0], signal.SIGKILL)
+        started = time.monotonic()
+        record, timed_out, _ = loop._wait()
+        assert (record[1], record[2], record[3], timed_out) == (waiting[0], os.CLD_KILLED, signal.SIGKILL, False)
+        assert time.monotonic() - started < 5
+        assert [runner.looped(["/bin/true"], control).run().outcome for _ in range(3)] == ["ok"] * 3
+    finally:
+        runner.close()
+
+
+def _waits_in_read(pid: int) -> bool:
+    with open(f"/proc/{pid}/wchan") as f:
+        return "pipe_read" in f.read()
+
+
 def _children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(child) for child in f.read().split()]
