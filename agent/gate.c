@@ -2,18 +2,19 @@
  * the benchmark in place (same pid), so counters attached with enable_on_exec start at the benchmark's
  * own exec.
  *
- *   gate [-u UID] [-g GID] [-G GID,GID...] [-A CPU,CPU...] [-C DIR] [-J FD] [-T FD] [-L FD] -- /abs/path/to/benchmark ARGS...
+ *   gate [-u UID] [-g GID] [-G GID,GID...] [-A CPU,CPU...] [-C DIR] [-J FD] [-T FD] [-L FD] --
+ *        /abs/path/to/benchmark ARGS...
  *   (stdin: the release pipe)
  *
  * It puts every signal's disposition back to the default and unblocks them all, reads one byte from stdin
  * (EOF: perfctl died before releasing; exit 125 without running anything), points stdin at /dev/null, takes
  * the CPUs -A lists (its own are perfctl's: see -L), drops to the given groups, gid and uid (all three of
- * real, effective and saved), changes to DIR, and execve()s the benchmark with the environment it was given. With -T, FD gets
- * CLOCK_MONOTONIC (8 bytes, native order) right before the execve: where the run's wall time starts, so that
- * it leaves out the gate's steps, above all the move into the cgroup, which waits for an RCU grace period
- * whenever no move came within the last one (6-17 ms here: the first run of every command, and every run of
- * a benchmark longer than that). Counters scoped to the cgroup then also see that clock_gettime and that
- * write (a microsecond or two of task-clock, no fault: the page it is written from is touched at start).
+ * real, effective and saved), changes to DIR, and execve()s the benchmark with the environment it was given.
+ * With -T, FD gets CLOCK_MONOTONIC (8 bytes, native order) right before the execve: where the run's wall time starts,
+ * so that it leaves out the gate's steps, above all the move into the cgroup, which waits for an RCU grace period
+ * whenever no move came within the last one (6-17 ms here: the first run of every command, and every run of a benchmark
+ * longer than that). Counters scoped to the cgroup then also see that clock_gettime and that write (a microsecond or
+ * two of task-clock, no fault: the page it is written from is touched at start).
  * With -J, FD is a cgroup's cgroup.procs, opened by perfctl (as root): the gate marks it close-on-exec
  * before anything else and writes "0" to it (moving itself into that cgroup) as its very last step before execve, so
  * counters scoped to the cgroup (agent/perf_event.py, cgroup counting) see nothing of the gate but that
@@ -38,12 +39,12 @@
  * of -A: perfctl, the loop and the run until its release share one CPU, and no wake-up between them
  * crosses CPUs (each one that did cost ~20 us of an IPI on these VMs, whose idle CPUs halt; ~0.1 ms a run
  * in all, bench/stat_rate.py). The child waits as SCHED_BATCH (child_main), so that perfctl goes to sleep
- * before the released benchmark starts on that CPU. The loop points its own stdin at /dev/null once (it
- * reads nothing but keeps the release pipe as a copy its children read), so its children need not. Counting is unchanged: the child joins the cgroup as
- * its last step before execve, as the single-run gate does. It is not started inside the cgroup (clone3's
- * CLONE_INTO_CGROUP, ~50 us a run faster here): a child started on the loop's CPU is switched out for the
- * loop before its execve as often as not, and from inside the cgroup that switch was counted as the
- * benchmark's (context-switches of /bin/true pinned to one CPU: mean 0.7 a run, against 0.07 moved in).
+ * before the released benchmark starts on that CPU. The loop points its own stdin at /dev/null once (it reads nothing
+ * but keeps the release pipe as a copy its children read), so its children need not. Counting is unchanged: the child
+ * joins the cgroup as its last step before execve, as the single-run gate does. It is not started inside the cgroup
+ * (clone3's CLONE_INTO_CGROUP, ~50 us a run faster here): a child started on the loop's CPU is switched out for the
+ * loop before its execve as often as not, and from inside the cgroup that switch was counted as the benchmark's
+ * (context-switches of /bin/true pinned to one CPU: mean 0.7 a run, against 0.07 moved in).
  */
 #include <asm/unistd.h>
 #include <fcntl.h>
@@ -186,6 +187,14 @@ static long number(const char *text, const char **end) {
     return value;
 }
 
+/* The number at *at in a comma-separated list (-G, -A); *at moves past it and its comma. */
+static long list_item(const char **at) {
+    long value = number(*at, at);
+    if (**at == ',')
+        (*at)++;
+    return value;
+}
+
 static void __attribute__((noreturn)) run(char **command, char **envp, long group_count, unsigned int *groups,
                                           long gid, long uid, const char *directory, long join);
 
@@ -288,20 +297,16 @@ void __attribute__((noreturn, used)) gate_main(long *stack) {
             while (*end) {
                 if (group_count == MAX_GROUPS)
                     fail(126, "too many groups");
-                groups[group_count++] = (unsigned int)number(end, &end);
-                if (*end == ',')
-                    end++;
+                groups[group_count++] = (unsigned int)list_item(&end);
             }
         } else if (same(argv[i], "-A")) {
             end = value;
             while (*end) {
-                long cpu = number(end, &end);
+                long cpu = list_item(&end);
                 if (cpu >= MAX_CPUS)
                     fail(126, "CPU out of range");
                 cpus[cpu / 64] |= 1UL << (cpu % 64);
                 cpus_given = 1;
-                if (*end == ',')
-                    end++;
             }
         } else if (same(argv[i], "-L")) {
             loop = number(value, &end);
