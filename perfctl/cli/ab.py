@@ -12,6 +12,7 @@ from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
     SampleOutputs,
+    check_outputs,
     control_options,
     corrector_for,
     open_backend,
@@ -140,6 +141,7 @@ def run(args) -> int:
     if not args.json and stdout_closed():  # the summary goes there: it would be lost without a word
         raise UsageError("perfctl ab: stdout is closed; the summary is written there (-o FILE keeps the samples)")
     summary_console = console(stderr=args.json)
+    check_outputs(args, "perfctl ab", [resolved for resolved, _ in identified], control)
     outputs = SampleOutputs("perfctl ab", args.output, "json" if args.json else None)
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl ab", outputs)

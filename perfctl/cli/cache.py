@@ -9,7 +9,8 @@ import os
 
 from perfctl.cli.options import SIGNAL_EXIT, Parser, command_of, exit_status, loudness, verbosity
 from perfctl.output import UsageError, console, interactive, say
-from perfctl.report import QUIET, write, write_file
+from perfctl.output_files import Output, check, replace, replace_with
+from perfctl.report import QUIET, write
 from perfctl.report.cache import LINE
 
 AUTO_SAMPLES = 100_000  # 50 windows of 2000: StatStack's own error, not the sample's, dominates (docs/cache.md)
@@ -133,24 +134,39 @@ def _command(args) -> list[str]:
     return cmd
 
 
-def _trace(args):
-    """(benchmark description, agent.lackey.Trace) of CMD run once under lackey, or of --from-lackey LOG."""
-    from perfctl.agent import lackey, session
-    from perfctl.agent.runner import RunError, Runner, make_control
-    from perfctl.report.cache import TraceProgress
+def _traced_command(args):
+    """(resolved argv, Benchmark, RunControl) of CMD, or None with --from-lackey LOG: resolved before any
+    output is checked (perfctl/output_files.py refuses one that is the benchmark or names its files)."""
+    from perfctl.agent import session
+    from perfctl.agent.runner import RunError, make_control
 
     if args.from_lackey:
         if args.cmd:
             raise UsageError("perfctl cache mrc: give either --from-lackey LOG or a command, not both")
-        return {"name": args.name or os.path.basename(args.from_lackey)}, lackey.parse(args.from_lackey)
+        return None
     cmd = _command(args)
+    try:
+        control = make_control()
+        return (*session.identify(cmd, control, args.name), control)
+    except RunError as err:
+        raise UsageError(f"perfctl cache mrc: {err}") from None
+
+
+def _trace(args, command):
+    """(benchmark description, agent.lackey.Trace) of the command (_traced_command) run once under lackey,
+    or of --from-lackey LOG."""
+    from perfctl.agent import lackey
+    from perfctl.agent.runner import RunError, Runner
+    from perfctl.report.cache import TraceProgress
+
+    if command is None:
+        return {"name": args.name or os.path.basename(args.from_lackey)}, lackey.parse(args.from_lackey)
+    resolved, bench, control = command
     max_bytes = parse_bytes(args.max_trace_bytes)
     if max_bytes < 1:
         raise UsageError("perfctl cache mrc: --max-trace-bytes must be at least 1 byte")
     progress = TraceProgress() if interactive(stderr=True) and not args.quiet else None
     try:
-        control = make_control()
-        resolved, bench = session.identify(cmd, control, args.name)
         if verbosity(args) > QUIET:
             say(f"perfctl cache mrc: tracing {bench.name} under valgrind lackey (tens of times slower than native)")
         runner = Runner()
@@ -176,11 +192,14 @@ def _mrc(args) -> int:
 
     sizes = parse_sizes(args.sizes)
     lines = np.array([max(1, s // LINE) for s in sizes])
-    for path in (args.rds, args.csv, args.plot):  # before the slow trace, not after it
-        directory = os.path.dirname(os.path.abspath(path)) if path else None
-        if directory and not (os.path.isdir(directory) and os.access(directory, os.W_OK)):
-            raise UsageError(f"perfctl cache mrc: cannot write {path}: {directory} is not a writable directory")
-    benchmark, trace = _trace(args)
+    if args.plot and not os.path.splitext(args.plot)[1]:  # matplotlib would add one: another file than named
+        raise UsageError(f"perfctl cache mrc: --plot {args.plot}: name the format by the extension (.png, .svg, "
+                         ".pdf)")
+    command = _traced_command(args)
+    check("perfctl cache mrc", [Output("--rds", args.rds), Output("--csv", args.csv), Output("--plot", args.plot)],
+          inputs=[(args.from_lackey, args.from_lackey)] if args.from_lackey else [],
+          benchmarks=[command[0]] if command else [], cwd=command[2].cwd if command else None)  # before the trace
+    benchmark, trace = _trace(args, command)
     rate = args.rate or min(1.0, AUTO_SAMPLES / len(trace.lines))
     settings = reuse.settings_for_rate(rate, len(trace.lines))
     sample = reuse.hierarchical_sample(trace.lines, settings, args.seed, trace.instructions)
@@ -204,14 +223,11 @@ def _mrc(args) -> int:
     report = MrcReport(summary, len(np.unique(sample.windows)), exact is None and not args.no_exact, EXACT_LIMIT,
                        verbosity(args))
     if args.rds:
-        try:
-            rds.write(args.rds, sample, benchmark)
-        except OSError as err:
-            raise UsageError(f"perfctl cache mrc: cannot write {args.rds}: {err.strerror}") from None
+        replace_with(args.rds, lambda temporary: rds.write(temporary, sample, benchmark), "perfctl cache mrc")
     if args.csv:
-        write_file(args.csv, report.csv(), "perfctl cache")
+        replace(args.csv, report.csv(), "perfctl cache mrc")
     if args.plot:
-        plot(args.plot, rows, benchmark["name"])
+        replace_with(args.plot, lambda temporary: plot(temporary, rows, benchmark["name"]), "perfctl cache mrc")
     return write(report, "json" if args.json else "table", console())
 
 
@@ -283,6 +299,7 @@ def _pirate(args) -> int:
     try:
         control = make_control(pin_cpu=args.target_cpu, timeout_s=args.timeout)
         resolved, bench = session.identify(cmd, control)
+        check("perfctl cache pirate", [Output("--csv", args.csv)], benchmarks=[resolved], cwd=control.cwd)
         if args.dynamic:
             if not inv.pmu.present:
                 raise UsageError(f"perfctl cache pirate --dynamic needs instructions and cycles per interval: "
@@ -298,5 +315,5 @@ def _pirate(args) -> int:
              "discarded": p.discarded, "verified": p.verified} for p in curve(result.points)]
     report = PirateReport(bench.name, cache_bytes, source, result, rows, verbosity(args))
     if args.csv:
-        write_file(args.csv, report.csv(), "perfctl cache")
+        replace(args.csv, report.csv(), "perfctl cache pirate")
     return write(report, "json" if args.json else "table", console())

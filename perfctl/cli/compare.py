@@ -18,7 +18,7 @@ from perfctl.cli.options import (
 )
 from perfctl.output import UsageError, console
 from perfctl.report import FAIL_ON, write
-from perfctl.report.html import check_target, write_report
+from perfctl.report.html import write_report
 
 
 def add_parser(sub) -> None:
@@ -189,16 +189,25 @@ def _machines(args) -> bool:
     return bool(server_given) and not os.path.exists(args.a) and not os.path.exists(args.b)
 
 
+def check_output(args, option: str, path: str | None, command: str) -> None:
+    """Refuse the report's FILE before anything is read or asked of a server when it must not be written
+    (perfctl/output_files.py): one of the inputs, found as the file each side names once its
+    ``@selectors`` are taken off (`compare F@ab=A F@ab=B --html F` names F three times)."""
+    from perfctl.output_files import REPORT, Output, check
+
+    sides = [text for text in (args.a, args.b) if text]
+    check(command, [Output(option, path, REPORT)], inputs=[(text, file_side(text, command)[0]) for text in sides])
+
+
 def run(args) -> int:
-    if args.html:
-        check_target(args.html, "perfctl compare", (args.a, args.b))
+    check_output(args, "--html", args.html, "perfctl compare")
     if _machines(args) and not args.html:  # the server compares its stored runs itself
         report = _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
         return write(report, args.format, console())
     report = comparison(args, "perfctl compare")
     code = write(report, args.format, console())
     if args.html:
-        write_report(report, args.html, "perfctl compare", quiet=args.quiet, inputs=(args.a, args.b))
+        write_report(report, args.html, "perfctl compare", quiet=args.quiet)
     return code
 
 

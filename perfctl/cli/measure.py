@@ -21,6 +21,7 @@ from perfctl.cli.options import (
     seconds,
 )
 from perfctl.output import OUTPUT_ERRNOS, UsageError, quiet_stdout, say, stdout_closed
+from perfctl.output_files import REPORT, SAMPLES, Output, SampleFile, check
 
 # Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
 # follows nothing more and only asks the kernel for memory it may refuse.
@@ -77,6 +78,15 @@ def prepare(args, command: str):
     return specs, control, sample_labels
 
 
+def check_outputs(args, command: str, resolved: list[list[str]], control) -> None:
+    """Refuse -o FILE and --html FILE (stat) before anything runs when either must not be written: the
+    benchmark's executable or a file its arguments name (``resolved``: each command's argv as
+    session.identify resolved it), the other output, or (-o) a file that is not perfctl's JSON Lines.
+    The rules: perfctl/output_files.py, docs/outputs.md."""
+    check(command, [Output("-o", args.output, SAMPLES), Output("--html", getattr(args, "html", None), REPORT)],
+          benchmarks=resolved, cwd=control.cwd)
+
+
 def open_backend(args, specs, inventory, command: str, outputs: SampleOutputs):
     """The backend the options ask for (a fallback from ebpf is said once), or a UsageError, which closes
     ``outputs`` first (a file created for the samples goes again: nothing ran)."""
@@ -101,63 +111,11 @@ class OutputError(Exception):
         self.where, self.error = where, error
 
 
-class _AppendFile:
-    """-o FILE, appended to a whole line at a time: a line that cannot be written in full (a full disk) is
-    cut off again, so the file always ends with a complete sample and the next `stat -o FILE` appends to a
-    file every reader still takes. A partial line found at the end when opening (a write cut short by a kill
-    or a crash) is cut off first, and said; it was never a sample."""
-
-    def __init__(self, path: str, command: str):
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            self._size = os.fstat(self._fd).st_size
-            if self._size:
-                self._cut_partial_line(path, command)
-        except OSError:
-            os.close(self._fd)
-            raise
-
-    def _cut_partial_line(self, path: str, command: str) -> None:
-        with open(path, "rb") as f:
-            end = self._size
-            while end > 0:  # back to the last newline, a block at a time
-                start = max(0, end - 65536)
-                f.seek(start)
-                block = f.read(end - start)
-                newline = block.rfind(b"\n")
-                if newline >= 0:
-                    end = start + newline + 1
-                    break
-                end = start
-        if end != self._size:
-            os.ftruncate(self._fd, end)
-            say(f"{command}: {path} ended in a partial line ({self._size - end} bytes, a write cut short "
-                "before); removed it before appending")
-            self._size = end
-
-    def write(self, text: str) -> None:
-        data = text.encode("utf-8")
-        written = 0
-        try:
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-            raise
-        self._size += len(data)
-
-    def flush(self) -> None:
-        """Every write went to the file already."""
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
 class SampleOutputs:
-    """Where each sample is written as its run ends: -o FILE (appended), JSON Lines or CSV on stdout. The
-    machine's inventory line goes first, with the first sample and not before: a run that cannot start must
-    leave -o FILE as it was. A file created here that received nothing is removed on close."""
+    """Where each sample is written as its run ends: -o FILE (appended, output_files.SampleFile), JSON Lines
+    or CSV on stdout. The machine's inventory line goes first, with the first sample and not before: a run
+    that cannot start must leave -o FILE as it was. A file created here that received nothing is removed on
+    close. check_outputs has refused, before, an -o FILE that must not be written."""
 
     def __init__(self, command: str, path: str | None, stdout: str | None = None):
         from perfctl.formats.csv import CsvWriter
@@ -168,11 +126,9 @@ class SampleOutputs:
             raise UsageError(f"{command}: stdout is closed; --{stdout} writes the samples there (use -o FILE)")
         self._writers = []  # (where it writes, writer): an output that fails is named in the message
         self._file = None
-        self._created = False
         if path:
-            self._created = not os.path.lexists(path)
             try:
-                self._file = _AppendFile(path, command)
+                self._file = SampleFile(path, command)  # checked again on the file opened (output_files.py)
             except OSError as err:
                 raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
             self._writers.append((path, JsonlWriter(self._file)))
@@ -200,14 +156,8 @@ class SampleOutputs:
     def close(self) -> None:
         if self._file is None:
             return
-        try:
+        with contextlib.suppress(OSError):  # only a write that already failed and was reported leaves data here
             self._file.close()
-        except OSError:  # only a write that already failed and was reported leaves data here
-            pass
-        if self._created and self.written == 0:  # opened early to fail fast; nothing came to write
-            with contextlib.suppress(OSError):
-                if os.stat(self.path).st_size == 0:
-                    os.unlink(self.path)
 
     def failed(self, err: OutputError, runs: int) -> UsageError:
         """The one line for a sample output that cannot be written; stdout is silenced so that nothing

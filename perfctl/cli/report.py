@@ -3,10 +3,10 @@ whose runs the server holds), or of the fleet's audits (--machines). docs/report
 
 from __future__ import annotations
 
-from perfctl.cli.compare import comparison, inputs
+from perfctl.cli.compare import check_output, comparison, inputs
 from perfctl.cli.options import SIGNAL_EXIT, exit_status, loudness
 from perfctl.output import UsageError
-from perfctl.report.html import check_target, write_report
+from perfctl.report.html import write_report
 
 COMMAND = "perfctl report"
 
@@ -32,13 +32,12 @@ def run(args) -> int:
         raise UsageError(f"{COMMAND}: --machines reports the whole fleet: give no A and B")
     if not args.machines and not (args.a and args.b):
         raise UsageError(f"{COMMAND}: give A and B (files or machines), or --machines")
-    inputs = [path for path in (args.a, args.b) if path]
-    check_target(args.output, COMMAND, inputs)
+    check_output(args, "-o", args.output, COMMAND)
     if args.machines:
         from perfctl.cli.audit import audit_history
 
         result = audit_history(args)
     else:
         result = comparison(args, COMMAND)
-    write_report(result, args.output, COMMAND, quiet=args.quiet, inputs=inputs)
+    write_report(result, args.output, COMMAND, quiet=args.quiet)
     return result.exit_code()

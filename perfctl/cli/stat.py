@@ -10,6 +10,7 @@ from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
     SampleOutputs,
+    check_outputs,
     control_options,
     corrector_for,
     open_backend,
@@ -72,10 +73,7 @@ def run(args) -> int:
     if not machine_readable and stdout_closed():  # the summary goes there: it would be lost without a word
         raise UsageError("perfctl stat: stdout is closed; the summary is written there (-o FILE keeps the samples)")
     summary_console = console(stderr=machine_readable)
-    if args.html:
-        from perfctl.report.html import check_target  # only then: the report's imports cost every start
-
-        check_target(args.html, "perfctl stat", [args.output] if args.output else [])
+    check_outputs(args, "perfctl stat", [identified[0]], control)  # before anything runs or is written
     outputs = SampleOutputs("perfctl stat", args.output, "json" if args.json else "csv" if args.csv else None)
 
     inv = inventory.collect()
@@ -121,7 +119,7 @@ def run(args) -> int:
     if args.html and summary.runs + summary.warmups:
         from perfctl.report.html import write_report
 
-        write_report(report, args.html, "perfctl stat", quiet=args.quiet, inputs=[args.output] if args.output else [])
+        write_report(report, args.html, "perfctl stat", quiet=args.quiet)
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")

@@ -14,11 +14,7 @@ test or a script can check the page against ``--format json``."""
 from __future__ import annotations
 
 import datetime
-import errno
 import math
-import os
-import stat
-import tempfile
 from collections.abc import Sequence
 
 from perfctl import units
@@ -99,70 +95,16 @@ def document(title: str, body: Sequence[str], script: bool = False) -> str:
             + (f"<script>{SCRIPT}</script>" if script else "") + "</body></html>\n")
 
 
-def target(path: str, inputs=()) -> str:
-    """Where the report of ``path`` goes: the file a symbolic link points to, or the path. Raises OSError
-    (with the reason in its strerror) for what must not be replaced by a report: a directory, a device,
-    a pipe or socket, one of the command's ``inputs``."""
-    real = os.path.realpath(path)
-    if path.endswith(os.sep) or os.path.isdir(real):
-        raise IsADirectoryError(errno.EISDIR, "it is a directory")
-    if os.path.lexists(real) and not stat.S_ISREG(os.stat(real).st_mode):
-        raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket is never replaced)")
-    if any(os.path.exists(i) and os.path.samefile(i, real) for i in inputs if os.path.exists(real)):
-        raise OSError(errno.EEXIST, "it is one of the inputs")
-    return real
+def write_report(report, path: str, command: str, quiet: bool = False) -> None:
+    """The report's HTML page into ``path``, whole or not at all (perfctl/output_files.py, which has also
+    refused, before the command did anything, a ``path`` that must not be written); a failure is one line
+    naming the file. The command says where it went, on stderr (stdout may be a table or JSON)."""
+    from perfctl.output import say
+    from perfctl.output_files import replace
 
-
-def check_target(path: str, command: str, inputs=()) -> None:
-    """Fail before any work when ``path`` cannot take the report (see ``target``; a missing directory, no
-    permission): a directory that refuses a temporary file would refuse the report after the measurement
-    too. One line for the user."""
-    from perfctl.output import UsageError
-
-    try:
-        real = target(path, inputs)
-        with tempfile.NamedTemporaryFile(dir=os.path.dirname(real), prefix=".perfctl-check-"):
-            pass
-    except OSError as err:
-        raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
-
-
-def write(path: str, text: str, inputs=()) -> None:
-    """Write the report whole or not at all: a temporary file beside the target, renamed over it, so an
-    interrupted or failed write leaves no half page behind (or the previous report). A link is followed;
-    an existing file keeps its mode and owner; a new one gets 0666 less the umask, as open() would."""
-    real = target(path, inputs)
-    previous = os.stat(real) if os.path.exists(real) else None
-    fd, temporary = tempfile.mkstemp(prefix=".perfctl-report-", suffix=".html", dir=os.path.dirname(real))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        if previous is not None:
-            os.chmod(temporary, stat.S_IMODE(previous.st_mode))
-            if (previous.st_uid, previous.st_gid) != (os.geteuid(), os.getegid()):
-                os.chown(temporary, previous.st_uid, previous.st_gid)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, real)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
-def write_report(report, path: str, command: str, quiet: bool = False, inputs=()) -> None:
-    """The report's HTML page into ``path``, whole or not at all (perfctl/report/html.py); a failure is one
-    line naming the file. The command says where it went, on stderr (stdout may be a table or JSON)."""
-    from perfctl.output import UsageError, say
-
-    text = report.html()
-    try:
-        write(path, text, inputs)
-    except OSError as err:
-        raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
+    written = replace(path, report.html(), command)
     if not quiet:
-        say(f"{command}: HTML report written to {path} ({len(text.encode()) / 1e3:,.0f} kB)")
+        say(f"{command}: HTML report written to {path} ({written / 1e3:,.0f} kB)")
 
 
 # -- comparisons ---------------------------------------------------------------------------------------

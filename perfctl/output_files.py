@@ -1,0 +1,298 @@
+"""The one owner of every file a user names for perfctl to write: `stat`'s and `ab`'s ``-o FILE`` (samples,
+appended), ``--html FILE`` of `stat` and `compare`, `report -o FILE`, and `cache`'s ``--csv``, ``--rds`` and
+``--plot`` (reports, replaced whole). docs/outputs.md states the rules; each is here once:
+
+1. An output is resolved to the file it would write: relative forms made absolute, symbolic links followed
+   (os.path.realpath), and, where the file exists, its identity (device and inode), so ``./x`` and ``x``, a
+   link and its target, and two hard links of one file are one file. The caller takes ``@selectors`` off an
+   input (compare's ``FILE@ab=A``) before handing its path here.
+2. Before anything runs or is read, an output is refused (one line, exit 2) when it is one of the command's
+   inputs, the benchmark's executable (as the runner resolves it, through PATH), a file the benchmark's
+   arguments name (``data.txt``, or the value of ``--opt=data.txt``), another output of the same command, a
+   directory; a report also when it exists and is not a regular file (a device, pipe or socket).
+3. Samples are appended only to a new or empty file, a stream (a pipe, a character device such as
+   /dev/stdout), or a regular file whose first line is perfctl's JSON Lines (a machine or a sample line):
+   appending to anything else would mix samples into, or cut the last line off, a file that is not perfctl's.
+4. Reports are written whole or not at all: a temporary file beside the target, renamed over it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from perfctl.output import UsageError, say
+
+REPORT, SAMPLES = "report", "samples"  # replaced whole, or appended to
+# perfctl's writers (formats/jsonl.py, agent/machine.py) start every line with one of these: a file whose
+# only line was cut short by a kill is still known as perfctl's by it
+_PERFCTL_PREFIXES = (b'{"type":"machine",', b'{"type":"sample",')
+# A machine line is a few kB and a sample line a few tens: a first line longer than this is not perfctl's
+_FIRST_LINE_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class Output:
+    """A file the command is asked to write: the option that names it (``-o``, ``--html``), the path as the
+    user wrote it, and whether it is appended to (SAMPLES) or replaced (REPORT)."""
+
+    option: str
+    path: str | None
+    kind: str = REPORT
+
+
+def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str, str]] = (),
+          benchmarks: Sequence[Sequence[str]] = (), cwd: str | None = None) -> None:
+    """Refuse, with one line naming the output and why (a UsageError, exit 2), any of ``outputs`` that must
+    not be written (the module's rules 1-3). ``inputs``: (as the user wrote it, the file's path) of every
+    file the command reads; ``benchmarks``: each benchmark's resolved argv (its executable's path first, as
+    session.identify returns it); ``cwd``: the directory the benchmark runs in, where its arguments are
+    looked up (perfctl's own by default). Called before anything runs, so a refusal costs nothing."""
+    protected = _protected(inputs, benchmarks, cwd or os.getcwd())
+    claimed: dict[object, str] = {}
+    for output in outputs:
+        if not output.path:
+            continue
+        refused = _refusal(output, protected, claimed)
+        if refused:
+            raise UsageError(f"{command}: refusing {output.option} {output.path}: {refused}; nothing was done")
+        claimed[_identity(output.path)] = output.option
+
+
+def _refusal(output: Output, protected: dict[object, str], claimed: dict[object, str]) -> str | None:
+    """Why ``output`` must not be written, or None."""
+    try:
+        real = os.path.realpath(output.path)
+        identity = _identity(output.path)
+    except ValueError:  # a NUL byte: no file has that name
+        return "not a file name"
+    if output.path.endswith(os.sep) or os.path.isdir(real):
+        return "it is a directory"
+    if identity in protected:
+        return protected[identity]
+    if identity in claimed:
+        return f"{claimed[identity]} names the same file"
+    try:
+        status = os.stat(real)
+    except FileNotFoundError:
+        status = None
+    except OSError as err:
+        return f"cannot check it: {err.strerror}"
+    if output.kind == SAMPLES:
+        if status is not None and stat.S_ISREG(status.st_mode) and status.st_size:
+            return _not_perfctl(real)
+        if status is not None and not (stat.S_ISREG(status.st_mode) or stat.S_ISFIFO(status.st_mode)
+                                       or stat.S_ISCHR(status.st_mode)):
+            return "not a regular file, pipe or terminal"
+        return None
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        return "not a regular file (a device, pipe or socket is never replaced)"
+    import tempfile  # here: stat's start would pay for it on every run without --html
+
+    try:  # the directory must take the temporary file the report is renamed from, or it fails after the runs
+        with tempfile.NamedTemporaryFile(dir=os.path.dirname(real), prefix=".perfctl-check-"):
+            pass
+    except OSError as err:
+        return f"cannot write in {os.path.dirname(real)}: {err.strerror}"
+    return None
+
+
+def _identity(path: str, cwd: str | None = None) -> object:
+    """What makes two names one file: (device, inode) of an existing file (links followed), else its real
+    path. ValueError for a name with a NUL byte."""
+    real = os.path.realpath(os.path.join(cwd, path) if cwd else path)
+    try:
+        status = os.stat(real)
+    except OSError:
+        return real
+    return (status.st_dev, status.st_ino)
+
+
+def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[str]],
+               cwd: str) -> dict[object, str]:
+    """identity -> why an output that is this file is refused. Inputs count where they exist (a name that is
+    no file, a machine on a server, holds nothing to destroy); the benchmark's arguments count whether or
+    not they exist (a file the benchmark writes is no place for perfctl's output either)."""
+    protected: dict[object, str] = {}
+    for shown, path in inputs:
+        with contextlib.suppress(ValueError):
+            if path and os.path.exists(path):
+                protected.setdefault(_identity(path), f"it is one of the inputs ({shown})")
+    for argv in benchmarks:
+        if not argv:
+            continue
+        with contextlib.suppress(ValueError):
+            protected.setdefault(_identity(argv[0]), f"it is the benchmark's executable ({argv[0]})")
+        for word in argv[1:]:
+            # --input=data.txt, if=data.txt (dd): the value names a file as much as a word of its own does
+            for name in (word, word.partition("=")[2]) if "=" in word else (word,):
+                if not name:
+                    continue
+                with contextlib.suppress(ValueError):
+                    protected.setdefault(_identity(name, cwd), f"the benchmark's arguments name it ({word})")
+    return protected
+
+
+def _not_perfctl(path: str) -> str | None:
+    """None when the non-empty file at ``path`` starts with perfctl's JSON Lines, else why it does not."""
+    try:
+        with open(path, "rb") as f:
+            read = f.read(_FIRST_LINE_LIMIT)
+    except OSError as err:
+        return f"cannot read it: {err.strerror}"
+    head = read.lstrip(b" \t\r\n")
+    line, newline, _ = head.partition(b"\n")
+    if not newline:
+        if len(read) < _FIRST_LINE_LIMIT and head.startswith(_PERFCTL_PREFIXES):
+            return None  # a first line cut short by a kill: perfctl's all the same (SampleFile cuts it off)
+        return "it is not perfctl JSON Lines (samples are appended only to a new or empty file or to one)"
+    if _record_kind(line) is None:
+        return "it is not perfctl JSON Lines (its first line is neither a machine nor a sample line; samples " \
+               "are appended only to a new or empty file or to perfctl's own)"
+    return None
+
+
+def _record_kind(line: bytes) -> str | None:
+    """"machine" or "sample" for one of perfctl's JSON Lines records, else None."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    kind = record.get("type") if isinstance(record, dict) else None
+    return kind if kind in ("machine", "sample") else None
+
+
+class SampleFile:
+    """-o FILE, appended to a whole line at a time: a line that cannot be written in full (a full disk) is
+    cut off again, so the file always ends with a complete sample and the next `stat -o FILE` appends to a
+    file every reader still takes. When opened, the file is checked again to be new, empty, a stream or
+    perfctl's (rule 3, on the file actually opened). A last line without its newline is a whole record
+    (the newline is added) or a write cut short by a kill or a crash (cut off; it was never a sample); either
+    is said. A file created here that received nothing is removed on close."""
+
+    def __init__(self, path: str, command: str):
+        self.path = path
+        created = not os.path.lexists(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            status = os.fstat(self._fd)
+            self._created = created and stat.S_ISREG(status.st_mode)
+            self._size = status.st_size if stat.S_ISREG(status.st_mode) else 0
+            if self._size:
+                refused = _not_perfctl(path)
+                if refused:
+                    raise UsageError(f"{command}: refusing -o {path}: {refused}; nothing was done")
+                self._end_with_a_whole_line(path, command)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._start = self._size
+
+    def _end_with_a_whole_line(self, path: str, command: str) -> None:
+        with open(path, "rb") as f:
+            end = self._size
+            while end > 0:  # back to the last newline, a block at a time
+                start = max(0, end - 65536)
+                f.seek(start)
+                block = f.read(end - start)
+                newline = block.rfind(b"\n")
+                if newline >= 0:
+                    end = start + newline + 1
+                    break
+                end = start
+            if end == self._size:
+                return
+            f.seek(end)
+            tail = f.read(min(self._size - end, _FIRST_LINE_LIMIT))
+        if self._size - end < _FIRST_LINE_LIMIT and _record_kind(tail) is not None:
+            self.write("\n")
+            say(f"{command}: {path} ended in a whole record without its newline; added the newline before "
+                "appending")
+            return
+        os.ftruncate(self._fd, end)
+        say(f"{command}: {path} ended in a partial line ({self._size - end} bytes, a write cut short before); "
+            "removed it before appending")
+        self._size = end
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
+            raise
+        self._size += len(data)
+
+    def flush(self) -> None:
+        """Every write went to the file already."""
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        finally:
+            if self._created and self._size == self._start == 0:  # opened early to fail fast; nothing came
+                with contextlib.suppress(OSError):
+                    if os.stat(self.path).st_size == 0:
+                        os.unlink(self.path)
+
+
+def replace(path: str, content: str | bytes, command: str) -> int:
+    """Write ``content`` into the file ``path`` names, whole or not at all (rule 4); the bytes written. A
+    failure is one line naming the file (a UsageError)."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+
+    def put(temporary: str) -> None:
+        with open(temporary, "wb") as f:
+            f.write(data)
+
+    replace_with(path, put, command)
+    return len(data)
+
+
+def replace_with(path: str, make: Callable[[str], None], command: str) -> None:
+    """``make(temporary)`` writes a file (a library that takes a path: matplotlib's savefig), which then
+    replaces the file ``path`` names: a temporary file beside the target (with its suffix, which tells such
+    a library the format), renamed over it, so an interrupted or failed write leaves no half file behind
+    (or the previous one). A link is followed; an existing file keeps its mode and owner; a new one gets
+    0666 less the umask, as open() would."""
+    import tempfile
+
+    try:
+        real = os.path.realpath(path)
+        if path.endswith(os.sep) or os.path.isdir(real):
+            raise UsageError(f"{command}: cannot write {path}: it is a directory")
+        previous = os.stat(real) if os.path.exists(real) else None
+        if previous is not None and not stat.S_ISREG(previous.st_mode):
+            raise UsageError(f"{command}: cannot write {path}: not a regular file (a device, pipe or socket is "
+                             "never replaced)")
+        fd, temporary = tempfile.mkstemp(prefix=".perfctl-", suffix=os.path.splitext(real)[1],
+                                         dir=os.path.dirname(real))
+    except OSError as err:
+        raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
+    os.close(fd)
+    try:
+        make(temporary)
+        if previous is not None:
+            os.chmod(temporary, stat.S_IMODE(previous.st_mode))
+            if (previous.st_uid, previous.st_gid) != (os.geteuid(), os.getegid()):
+                os.chown(temporary, previous.st_uid, previous.st_gid)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, real)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
