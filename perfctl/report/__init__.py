@@ -106,12 +106,3 @@ def csv_text(rows: list[dict], fields) -> str:
     for row in rows:
         writer.writerow({k: "" if v is None else visible(v) if isinstance(v, str) else v for k, v in row.items()})
     return buffer.getvalue()
-
-
-def write_file(path: str, text: str, what: str) -> None:
-    """``text`` into ``path`` (a --csv FILE beside the table); a failure is one line naming the file."""
-    try:
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as err:
-        raise UsageError(f"{what}: cannot write {path}: {err.strerror}") from None
