@@ -1,0 +1,280 @@
+"""Issue 28, part 1: no output perfctl is asked to write destroys one of its inputs (perfctl/output_files.py,
+docs/outputs.md). Every refusal is checked the same way: exit 2, one line on stderr naming the option, the
+protected file's bytes unchanged, and nothing run (the benchmark, a script that leaves a mark, left none)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import perfctl
+
+
+@pytest.fixture
+def bench(tmp_path) -> Path:
+    """A benchmark that marks every run it makes: ``ran`` exists once it has run."""
+    script = tmp_path / "bench"
+    script.write_text(f"#!/bin/sh\necho ran >> {tmp_path / 'ran'}\n")
+    script.chmod(0o755)
+    return script
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _refused(result, command: str, option: str, why: str) -> None:
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"{command}: refusing {option} "), result.stderr
+    assert why in lines[0], lines[0]
+
+
+def _nothing_ran(tmp_path: Path) -> None:
+    assert not (tmp_path / "ran").exists(), "the benchmark ran"
+
+
+def _stat(tmp_path, *args, **kwargs):
+    return perfctl("stat", "-r", "2", "-e", "task-clock", "--no-progress", *args, cwd=tmp_path, **kwargs)
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    path = tmp_path / "data.txt"
+    path.write_text("".join(f"{i}\n" for i in range(1000)))
+    return path
+
+
+# --- stat --html: the executable and the files its arguments name, in every form of path --------------------
+
+
+def test_stat_html_refuses_the_executable(tmp_path, bench):
+    """`stat --html ./bench -- ./bench` replaced the executable with the HTML page, exit 0."""
+    before = _digest(bench)
+    _refused(_stat(tmp_path, "--html", "./bench", "--", "./bench"), "perfctl stat", "--html",
+             "it is the benchmark's executable")
+    assert _digest(bench) == before
+    _nothing_ran(tmp_path)
+
+
+def test_stat_html_refuses_the_executable_found_through_path(tmp_path, bench):
+    """The benchmark named without a slash is found through PATH, as the runner finds it."""
+    before = _digest(bench)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    _refused(_stat(tmp_path, "--html", str(bench), "--", "bench", env=env), "perfctl stat", "--html",
+             "it is the benchmark's executable")
+    assert _digest(bench) == before
+    _nothing_ran(tmp_path)
+
+
+def test_stat_html_refuses_a_file_in_the_arguments(tmp_path, bench, data):
+    """`--html data.txt -- gzip -c data.txt` replaced the input with the page."""
+    before = _digest(data)
+    _refused(_stat(tmp_path, "--html", "data.txt", "--", "./bench", "-c", "data.txt"), "perfctl stat", "--html",
+             "the benchmark's arguments name it (data.txt)")
+    assert _digest(data) == before
+    _nothing_ran(tmp_path)
+
+
+def test_stat_html_refuses_a_file_given_as_an_option_value(tmp_path, bench, data):
+    before = _digest(data)
+    _refused(_stat(tmp_path, "--html", str(data), "--", "./bench", "--input=data.txt"), "perfctl stat", "--html",
+             "the benchmark's arguments name it (--input=data.txt)")
+    assert _digest(data) == before
+    _nothing_ran(tmp_path)
+
+
+def test_stat_html_refuses_a_symlink_to_an_argument(tmp_path, bench, data):
+    (tmp_path / "link.html").symlink_to(data)
+    before = _digest(data)
+    _refused(_stat(tmp_path, "--html", "link.html", "--", "./bench", "./data.txt"), "perfctl stat", "--html",
+             "the benchmark's arguments name it")
+    assert _digest(data) == before and (tmp_path / "link.html").is_symlink()
+    _nothing_ran(tmp_path)
+
+
+def test_stat_html_refuses_a_hard_link_to_an_argument(tmp_path, bench, data):
+    os.link(data, tmp_path / "other-name.html")
+    before = _digest(data)
+    _refused(_stat(tmp_path, "--html", "other-name.html", "--", "./bench", "data.txt"), "perfctl stat", "--html",
+             "the benchmark's arguments name it")
+    assert _digest(data) == before
+    _nothing_ran(tmp_path)
+
+
+def test_stat_html_refuses_the_samples_file_before_any_run(tmp_path, bench):
+    """`stat -o same.html --html same.html` refused only after all the runs."""
+    _refused(_stat(tmp_path, "-o", "same.html", "--html", "./same.html", "--", "./bench"), "perfctl stat",
+             "--html", "-o names the same file")
+    assert not (tmp_path / "same.html").exists()
+    _nothing_ran(tmp_path)
+
+
+# --- stat -o: appended only to perfctl's own JSON Lines ----------------------------------------------------
+
+
+def test_stat_o_refuses_a_file_that_is_not_perfctls(tmp_path, bench):
+    """`-o notes.txt` deleted the user's last line (it had no newline), then appended samples."""
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"line one\nmy last line")
+    _refused(_stat(tmp_path, "-o", "notes.txt", "--", "./bench"), "perfctl stat", "-o",
+             "it is not perfctl JSON Lines")
+    assert notes.read_bytes() == b"line one\nmy last line"
+    _nothing_ran(tmp_path)
+
+
+def test_stat_o_refuses_the_executable(tmp_path, programs):
+    """`-o ./bench -- ./bench` cut 4,111 bytes off the ELF and appended JSON; every run then failed (ETXTBSY)."""
+    elf = tmp_path / "spin"
+    shutil.copy(programs / "spin", elf)
+    before = _digest(elf)
+    result = _stat(tmp_path, "-o", "./spin", "--", "./spin", "0.001")
+    _refused(result, "perfctl stat", "-o", "it is the benchmark's executable")
+    assert _digest(elf) == before and "task-clock" not in result.stdout
+
+
+def test_stat_o_refuses_a_file_in_the_arguments_even_when_it_is_perfctls(tmp_path, bench):
+    """A samples file the benchmark reads (or writes) is an input like any other."""
+    samples = tmp_path / "s.jsonl"
+    assert _stat(tmp_path, "-o", str(samples), "--", "/bin/true").returncode == 0
+    before = _digest(samples)
+    _refused(_stat(tmp_path, "-o", "s.jsonl", "--", "./bench", "./s.jsonl"), "perfctl stat", "-o",
+             "the benchmark's arguments name it")
+    assert _digest(samples) == before
+    _nothing_ran(tmp_path)
+
+
+def test_stat_o_appends_to_perfctls_file_and_never_cuts_a_whole_record(tmp_path):
+    """A perfctl file whose last record lacks only its newline keeps the record (the newline is added); an
+    empty file takes samples."""
+    samples = tmp_path / "s.jsonl"
+    assert _stat(tmp_path, "-o", str(samples), "--", "/bin/true").returncode == 0
+    whole = samples.read_bytes()
+    samples.write_bytes(whole.rstrip(b"\n"))
+    result = _stat(tmp_path, "-o", str(samples), "--", "/bin/true")
+    assert result.returncode == 0 and "without its newline; added the newline" in result.stderr, result.stderr
+    lines = samples.read_bytes().splitlines()
+    assert samples.read_bytes().startswith(whole) and len(lines) == 2 * 3  # machine + 2 runs, twice
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert _stat(tmp_path, "-o", str(empty), "--", "/bin/true").returncode == 0
+    assert len(empty.read_bytes().splitlines()) == 3
+
+
+# --- ab -o --------------------------------------------------------------------------------------------------
+
+
+def _ab(tmp_path, *args):
+    return perfctl("ab", "-e", "task-clock", "--no-progress", "--max-runs", "2", *args, cwd=tmp_path)
+
+
+def test_ab_o_refuses_the_second_commands_executable(tmp_path, bench):
+    before = _digest(bench)
+    _refused(_ab(tmp_path, "-o", str(bench), "--", "/bin/true", ":::", "./bench"), "perfctl ab", "-o",
+             "it is the benchmark's executable")
+    assert _digest(bench) == before
+    _nothing_ran(tmp_path)
+
+
+def test_ab_o_refuses_a_file_in_an_argument(tmp_path, bench, data):
+    before = _digest(data)
+    _refused(_ab(tmp_path, "-o", "data.txt", "--", "./bench", ":::", "./bench", "--in=./data.txt"), "perfctl ab",
+             "-o", "the benchmark's arguments name it (--in=./data.txt)")
+    assert _digest(data) == before
+    _nothing_ran(tmp_path)
+
+
+def test_ab_o_refuses_a_file_that_is_not_perfctls(tmp_path, bench):
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b'{"results": []}')  # JSON, but no perfctl line: a hyperfine export
+    _refused(_ab(tmp_path, "-o", "notes.txt", "--", "./bench", ":::", "./bench"), "perfctl ab", "-o",
+             "it is not perfctl JSON Lines")
+    assert notes.read_bytes() == b'{"results": []}'
+    _nothing_ran(tmp_path)
+
+
+# --- compare --html and report -o: the input behind an @selector ---------------------------------------------
+
+
+@pytest.fixture
+def ab_file(tmp_path) -> Path:
+    """One file holding two labelled sides, as `perfctl ab -o` writes it."""
+    path = tmp_path / "F.jsonl"
+    for side in ("A", "B"):
+        result = perfctl("stat", "-r", "5", "-e", "task-clock", "--no-progress", "--name", "true", "--label",
+                         f"ab={side}", "-o", str(path), "--", "/bin/true")
+        assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.mark.parametrize("form", ["plain", "./x", "symlink", "hard link"])
+def test_compare_html_refuses_the_file_behind_the_selectors(tmp_path, ab_file, form):
+    """`compare F@ab=A F@ab=B --html F` (the follow-up ab prints) replaced the sample file with the report:
+    the check compared the literal 'F@ab=A' with 'F'."""
+    target = {"plain": "F.jsonl", "./x": "./F.jsonl", "symlink": "link.html", "hard link": "hard.html"}[form]
+    if form == "symlink":
+        (tmp_path / target).symlink_to(ab_file)
+    elif form == "hard link":
+        os.link(ab_file, tmp_path / target)
+    before = _digest(ab_file)
+    result = perfctl("compare", "F.jsonl@ab=A", "F.jsonl@ab=B", "--metric", "task-clock", "--html", target,
+                     cwd=tmp_path)
+    _refused(result, "perfctl compare", "--html", "it is one of the inputs (F.jsonl@ab=A)")
+    assert _digest(ab_file) == before and result.stdout == ""  # nothing compared either
+    fine = perfctl("compare", "F.jsonl@ab=A", "F.jsonl@ab=B", "--metric", "task-clock", "--html", "r.html",
+                   cwd=tmp_path)
+    assert fine.returncode in (0, 3, 4) and (tmp_path / "r.html").read_bytes().startswith(b"<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("form", ["plain", "hard link"])
+def test_report_o_refuses_the_file_behind_the_selectors(tmp_path, ab_file, form):
+    target = "F.jsonl" if form == "plain" else "hard.html"
+    if form == "hard link":
+        os.link(ab_file, tmp_path / target)
+    before = _digest(ab_file)
+    result = perfctl("report", "F.jsonl@ab=A", "F.jsonl@ab=B", "--metric", "task-clock", "-o", target, cwd=tmp_path)
+    _refused(result, "perfctl report", "-o", "it is one of the inputs (F.jsonl@ab=A)")
+    assert _digest(ab_file) == before
+
+
+# --- cache: --csv, --rds, --plot -----------------------------------------------------------------------------
+
+
+def test_cache_mrc_refuses_its_lackey_log_and_two_outputs_naming_one_file(tmp_path):
+    log = tmp_path / "trace.log"
+    log.write_text("".join(f" L {0x1000 + 64 * (i % 50):x},8\n" for i in range(2000)) + "==1==   guest instrs:  9,000\n")
+    before = _digest(log)
+    result = perfctl("cache", "mrc", "--from-lackey", "trace.log", "--sizes", "4K", "--csv", "./trace.log",
+                     cwd=tmp_path)
+    _refused(result, "perfctl cache mrc", "--csv", "it is one of the inputs (trace.log)")
+    assert _digest(log) == before
+    result = perfctl("cache", "mrc", "--from-lackey", "trace.log", "--sizes", "4K", "--rds", "out", "--csv",
+                     str(tmp_path / "out"), cwd=tmp_path)
+    _refused(result, "perfctl cache mrc", "--csv", "--rds names the same file")
+    assert not (tmp_path / "out").exists()
+    fine = perfctl("cache", "mrc", "--from-lackey", "trace.log", "--sizes", "4K", "--rds", "t.rds", "--csv", "t.csv",
+                   cwd=tmp_path)
+    assert fine.returncode == 0, fine.stderr
+    assert (tmp_path / "t.csv").read_text().startswith("bytes,") and (tmp_path / "t.rds").stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".perfctl-")] == []
+
+
+def test_cache_mrc_refuses_the_traced_executable_before_tracing(tmp_path, bench):
+    before = _digest(bench)
+    result = perfctl("cache", "mrc", "--sizes", "4K", "--csv", "bench", "--", "./bench", cwd=tmp_path)
+    _refused(result, "perfctl cache mrc", "--csv", "it is the benchmark's executable")
+    assert _digest(bench) == before
+    _nothing_ran(tmp_path)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="probe: the Pirate needs a second CPU")
+def test_cache_pirate_refuses_a_file_in_the_arguments(tmp_path, bench, data):
+    before = _digest(data)
+    result = perfctl("cache", "pirate", "--llc", "1M", "--sizes", "0,512K", "--csv", "data.txt", "--", "./bench",
+                     "data.txt", cwd=tmp_path)
+    _refused(result, "perfctl cache pirate", "--csv", "the benchmark's arguments name it (data.txt)")
+    assert _digest(data) == before
+    _nothing_ran(tmp_path)
