@@ -52,6 +52,8 @@ def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str
     file the command reads; ``benchmarks``: each benchmark's resolved argv (its executable's path first, as
     session.identify returns it); ``cwd``: the directory the benchmark runs in, where its arguments are
     looked up (perfctl's own by default). Called before anything runs, so a refusal costs nothing."""
+    if not any(output.path for output in outputs):
+        return
     protected = _protected(inputs, benchmarks, cwd or os.getcwd())
     claimed: dict[object, str] = {}
     for output in outputs:
@@ -171,8 +173,9 @@ class SampleFile:
     cut off again, so the file always ends with a complete sample and the next `stat -o FILE` appends to a
     file every reader still takes. When opened, the file is checked again to be new, empty, a stream or
     perfctl's (rule 3, on the file actually opened). A last line without its newline is a whole record
-    (the newline is added) or a write cut short by a kill or a crash (cut off; it was never a sample); either
-    is said. A file created here that received nothing is removed on close."""
+    (the newline is added), a line of perfctl's that a kill or a crash cut short (cut off: it was never a
+    sample), or something else (refused: it is not perfctl's to cut); what is done is said. A file created
+    here that received nothing is removed on close."""
 
     def __init__(self, path: str, command: str):
         self.path = path
@@ -213,6 +216,9 @@ class SampleFile:
             say(f"{command}: {path} ended in a whole record without its newline; added the newline before "
                 "appending")
             return
+        if not tail.startswith(_PERFCTL_PREFIXES):  # only a torn line of perfctl's own is cut off
+            raise UsageError(f"{command}: refusing -o {path}: its last line is not perfctl's and has no newline; "
+                             "nothing was done")
         os.ftruncate(self._fd, end)
         say(f"{command}: {path} ended in a partial line ({self._size - end} bytes, a write cut short before); "
             "removed it before appending")

@@ -164,6 +164,19 @@ def test_stat_o_appends_to_perfctls_file_and_never_cuts_a_whole_record(tmp_path)
     assert len(empty.read_bytes().splitlines()) == 3
 
 
+def test_stat_o_never_cuts_a_last_line_that_is_not_perfctls(tmp_path, bench):
+    """Only a line of perfctl's own that a kill cut short is cut off; a note someone added to the end of a
+    sample file without a newline is not perfctl's to delete."""
+    samples = tmp_path / "s.jsonl"
+    assert _stat(tmp_path, "-o", str(samples), "--", "/bin/true").returncode == 0
+    samples.write_bytes(samples.read_bytes() + b"measured after the kernel update")
+    before = _digest(samples)
+    _refused(_stat(tmp_path, "-o", "s.jsonl", "--", "./bench"), "perfctl stat", "-o",
+             "its last line is not perfctl's and has no newline")
+    assert _digest(samples) == before
+    _nothing_ran(tmp_path)
+
+
 # --- ab -o --------------------------------------------------------------------------------------------------
 
 
@@ -245,7 +258,8 @@ def test_report_o_refuses_the_file_behind_the_selectors(tmp_path, ab_file, form)
 
 def test_cache_mrc_refuses_its_lackey_log_and_two_outputs_naming_one_file(tmp_path):
     log = tmp_path / "trace.log"
-    log.write_text("".join(f" L {0x1000 + 64 * (i % 50):x},8\n" for i in range(2000)) + "==1==   guest instrs:  9,000\n")
+    accesses = "".join(f" L {0x1000 + 64 * (i % 50):x},8\n" for i in range(2000))
+    log.write_text(accesses + "==1==   guest instrs:  9,000\n")
     before = _digest(log)
     result = perfctl("cache", "mrc", "--from-lackey", "trace.log", "--sizes", "4K", "--csv", "./trace.log",
                      cwd=tmp_path)
