@@ -93,7 +93,7 @@ def _refusal(output: Output, protected: dict[object, str], claimed: dict[object,
         return None
     if status is not None and not stat.S_ISREG(status.st_mode):
         return "not a regular file (a device, pipe or socket is never replaced)"
-    import tempfile  # here: stat's start would pay for it on every run without --html
+    import tempfile  # here, not at the top: every start of stat would pay for it
 
     try:  # the directory must take the temporary file the report is renamed from, or it fails after the runs
         with tempfile.NamedTemporaryFile(dir=os.path.dirname(real), prefix=".perfctl-check-"):

@@ -66,7 +66,7 @@ def add_parser(sub) -> None:
                     "confidence sequence, so stopping when it settles keeps the stated confidence (docs/ab.md).",
         epilog=exit_status("0 settled, no relevant slowdown of any command", "3 a command shown slower than A "
                            "(--fail-on)", "4 a verdict not settled within the budget", "1 a run failed",
-                           "2 bad usage or input, or an output that cannot be written",
+                           "2 bad usage or input, or an output that cannot or must not be written (docs/outputs.md)",
                            f"{SIGNAL_EXIT}: the run in progress is killed, finished runs are kept"))
     ab.add_argument("--margin", type=probability, default=0.05,
                     help="equivalence margin: ratios in [1-margin, 1+margin] are equivalent (0.05)")

@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
                                         "(docs/report.md). A and B as for compare: files or machine names.",
                             epilog=exit_status("0 no relevant slowdown (always, with --machines)",
                                                "3 a relevant slowdown of B", "4 no benchmark could be judged (as "
-                                               "compare)", "2 bad usage or input, or a FILE that cannot be "
-                                               "written", SIGNAL_EXIT))
+                                               "compare)", "2 bad usage or input, or a FILE that cannot or must "
+                                               "not be written (docs/outputs.md)", SIGNAL_EXIT))
     inputs(report, inputs_required=False)
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
     report.add_argument("--machines", action="store_true",

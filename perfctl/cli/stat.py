@@ -34,9 +34,10 @@ def add_parser(sub) -> None:
     stat = sub.add_parser("stat", help="run a command N times and count events per run",
                           description="Run CMD N times under controlled conditions and count events per run.",
                           epilog=exit_status("0 every measured run exited 0", "1 a run failed, died of a signal or "
-                                             "timed out", "2 bad usage or input, or an output that cannot be "
-                                             "written", f"{SIGNAL_EXIT}: the run in progress is killed with its "
-                                             "process tree, finished runs are kept (docs/stat.md)"))
+                                             "timed out", "2 bad usage or input, or an output that cannot or "
+                                             "must not be written (docs/outputs.md)", f"{SIGNAL_EXIT}: the run "
+                                             "in progress is killed with its process tree, finished runs are "
+                                             "kept (docs/stat.md)"))
     stat.add_argument("-r", "--repeat", type=positive_int, default=10, metavar="N", help="measured runs (default 10)")
     stat.add_argument("--warmup", type=non_negative_int, default=0, metavar="K",
                       help="warmup runs before the measured ones, recorded and flagged")
