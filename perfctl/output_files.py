@@ -1,6 +1,7 @@
 """The one owner of every file a user names for perfctl to write: `stat`'s and `ab`'s ``-o FILE`` (samples,
 appended), ``--html FILE`` of `stat` and `compare`, `report -o FILE`, and `cache`'s ``--csv``, ``--rds`` and
-``--plot`` (reports, replaced whole). docs/outputs.md states the rules; each is here once:
+``--plot`` (reports, replaced whole), `token add --file` (a tokens file, appended to). docs/outputs.md
+states the rules; each is here once:
 
 1. An output is resolved to the file it would write: relative forms made absolute, symbolic links followed
    (os.path.realpath), and, where the file exists, its identity (device and inode), so ``./x`` and ``x``, a
@@ -13,6 +14,8 @@ appended), ``--html FILE`` of `stat` and `compare`, `report -o FILE`, and `cache
 3. Samples are appended only to a new or empty file, a stream (a pipe, a character device such as
    /dev/stdout), or a regular file whose first line is perfctl's JSON Lines (a machine or a sample line):
    appending to anything else would mix samples into, or cut the last line off, a file that is not perfctl's.
+   Lines of another format (`perfctl token add --file`) are appended only to a new or empty file, or to a
+   file of that format that ends with a newline.
 4. Reports are written whole or not at all: a temporary file beside the target, renamed over it.
 """
 
@@ -27,7 +30,8 @@ from dataclasses import dataclass
 
 from perfctl.output import UsageError, say
 
-REPORT, SAMPLES = "report", "samples"  # replaced whole, or appended to
+# replaced whole; perfctl's JSON Lines, appended to; a file of another format that its own writer appends to
+REPORT, SAMPLES, APPENDED = "report", "samples", "appended"
 # perfctl's writers (formats/jsonl.py, agent/machine.py) start every line with one of these: a file whose
 # only line was cut short by a kill is still known as perfctl's by it
 _PERFCTL_PREFIXES = (b'{"type":"machine",', b'{"type":"sample",')
@@ -38,11 +42,13 @@ _FIRST_LINE_LIMIT = 1 << 20
 @dataclass(frozen=True)
 class Output:
     """A file the command is asked to write: the option that names it (``-o``, ``--html``), the path as the
-    user wrote it, and whether it is appended to (SAMPLES) or replaced (REPORT)."""
+    user wrote it, and whether it is replaced (REPORT) or appended to: samples (SAMPLES), or lines of
+    another format (APPENDED), which ``recognise(path)`` knows: None for a file of that format, else why not."""
 
     option: str
     path: str | None
     kind: str = REPORT
+    recognise: Callable[[str], str | None] | None = None
 
 
 def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str, str]] = (),
@@ -84,6 +90,10 @@ def _refusal(output: Output, protected: dict[object, str], claimed: dict[object,
         status = None
     except OSError as err:
         return f"cannot check it: {err.strerror}"
+    if output.kind == APPENDED:
+        if status is not None and not stat.S_ISREG(status.st_mode):
+            return "not a regular file"
+        return _not_appendable(real, output.recognise) if status is not None and status.st_size else None
     if output.kind == SAMPLES:
         if status is not None and stat.S_ISREG(status.st_mode) and status.st_size:
             return _not_perfctl(real)
@@ -156,6 +166,21 @@ def _not_perfctl(path: str) -> str | None:
         return "it is not perfctl JSON Lines (its first line is neither a machine nor a sample line; samples " \
                "are appended only to a new or empty file or to perfctl's own)"
     return None
+
+
+def _not_appendable(path: str, recognise: Callable[[str], str | None]) -> str | None:
+    """None when lines can be appended to the non-empty file at ``path``: ``recognise`` knows it, and it ends
+    with a newline (a line appended to an unterminated last line would be joined to it)."""
+    problem = recognise(path)
+    if problem:
+        return problem
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+    except OSError as err:
+        return f"cannot read it: {err.strerror}"
+    return None if last == b"\n" else "its last line has no newline (a line appended would be joined to it)"
 
 
 def _record_kind(line: bytes) -> str | None:

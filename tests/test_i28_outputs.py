@@ -292,3 +292,23 @@ def test_cache_pirate_refuses_a_file_in_the_arguments(tmp_path, bench, data):
     _refused(result, "perfctl cache pirate", "--csv", "the benchmark's arguments name it (data.txt)")
     assert _digest(data) == before
     _nothing_ran(tmp_path)
+
+
+# --- token add --file: a line appended only to a tokens file that ends with a newline -----------------------
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"line one\nmy last line", "not a tokens file"),
+    (b"client local " + b"t" * 43, "its last line has no newline"),  # a real tokens file, hand-edited
+])
+def test_token_add_refuses_a_file_it_would_damage(tmp_path, content, why):
+    """`token add --file notes.txt` joined its token to the user's last line, exit 0."""
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    path.chmod(0o600)
+    _refused(perfctl("token", "add", "--file", str(path), "--client", "ci"), "perfctl token", "--file", why)
+    assert path.read_bytes() == content
+    fresh = tmp_path / "tokens"
+    assert perfctl("token", "add", "--file", str(fresh), "--client", "ci").returncode == 0
+    assert perfctl("token", "add", "--file", str(fresh), "--agent", "box").returncode == 0
+    assert [line.split()[:2] for line in fresh.read_text().splitlines()] == [["client", "ci"], ["agent", "box"]]

@@ -20,11 +20,26 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from perfctl.output_files import APPENDED, Output, check
     from perfctl.server.auth import TokenFileError, add_token
 
+    # a line is appended to FILE: only to a new or empty file or a tokens file (docs/outputs.md), never to
+    # one where it would be joined to the last line or mixed into another format
+    check("perfctl token", [Output("--file", args.file, APPENDED, _not_a_tokens_file)])
     try:
         value = add_token(args.file, "agent" if args.agent else "client", args.agent or args.client)
     except (TokenFileError, OSError) as err:
         raise UsageError(f"perfctl token: {err}") from None
     print(value)
     return EXIT_OK
+
+
+def _not_a_tokens_file(path: str) -> str | None:
+    """None for a file the server takes as its tokens file (server/auth.py reads it), else why not."""
+    from perfctl.server.auth import TokenFileError, Tokens
+
+    try:
+        Tokens._parse(path)  # the tokens file's one reader; a file of comments only is a tokens file too
+    except TokenFileError as err:
+        return f"not a tokens file: {err}"
+    return None
