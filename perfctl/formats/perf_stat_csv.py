@@ -35,6 +35,16 @@ def read_dataset(path: str) -> Dataset:
     return runs.dataset
 
 
+def is_perf_stat_line(line: str) -> bool:
+    """Whether a line has the field layout of perf stat -x, (format detection): a counter value (or
+    ``<not counted>``/``<not supported>``) and a unit, then an event name; or, as -I, -A and ``--per-*``
+    write it, one column (a time, a CPU) before them, so that the reader can say which option made it.
+    A comma alone is not enough: a hyperfine CSV export, an HTML page or UTF-16 text have commas too."""
+    fields = line.split(",")
+    return any(len(fields) > column + 2 and _is_value(fields[column]) and fields[column + 2].strip()
+               and not _is_value(fields[column + 2]) for column in (0, 1))
+
+
 def _is_value(field: str) -> bool:
     """Whether a field holds a counter value (or -I's time): digits, or perf's <not counted>/<not supported>."""
     if field.startswith("<not "):
