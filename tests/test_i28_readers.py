@@ -149,14 +149,34 @@ def test_files_that_are_no_format_say_what_they_look_like(hyperfine_exports, tmp
 
 @needs_perf
 @pytest.mark.parametrize("syntax, fmt", [("-x,", "perf-stat"), ("-j", "perf-stat-json")])
-@pytest.mark.parametrize("options", [("--append",), ("-r", "2"), ("-I", "100")], ids=["runs", "repeat", "interval"])
-def test_every_perf_stat_layout_is_detected_so_its_reader_can_speak(tmp_path, syntax, fmt, options):
-    """The field-layout check accepts what perf writes, -r and -I too: their reader, not detection, says
-    which option made them."""
+@pytest.mark.parametrize("options, refused", [
+    (("--append",), None), (("-r", "2"), "perf stat -r output"), (("-I", "100"), "perf stat -I output"),
+    (("-a", "--per-socket"), "per-"), (("-a", "-I", "100", "--per-core"), "perf stat -I output")],
+    ids=["runs", "repeat", "interval", "per-socket", "interval-per-core"])
+def test_every_perf_stat_layout_is_detected_so_its_reader_can_speak(tmp_path, syntax, fmt, options, refused):
+    """The field-layout check accepts what perf writes, -r, -I and --per-* (one or two columns before the
+    value) too: their reader, not detection, says which option made them."""
     path = tmp_path / "out"
-    subprocess.run(["perf", "stat", syntax, "-o", str(path), *options, "-e", "task-clock,page-faults", "--",
-                    "sleep", "0.15"], check=True)
+    try:
+        subprocess.run(["perf", "stat", syntax, "-o", str(path), *options, "-e", "task-clock,page-faults", "--",
+                        "sleep", "0.15"], check=True, capture_output=True)
+    except subprocess.CalledProcessError:  # -a wants CAP_PERFMON or perf_event_paranoid <= 0
+        pytest.skip(f"probe: perf stat {' '.join(options)} cannot count here")
     assert detect(str(path)) == fmt
+    if refused:
+        with pytest.raises(DatasetError, match=f"{path}:3: .*{refused}"):
+            read_dataset(str(path))
+    else:
+        assert read_dataset(str(path)).benchmarks["out"].metrics.keys() == {"task-clock", "page-faults"}
+
+
+def test_a_comma_is_not_a_perf_stat_line(tmp_path):
+    """Three numbers, or words, with commas: no value, unit and event in perf's order."""
+    for name, text in (("numbers.csv", "1,2,3\n4,5,6\n"), ("words.csv", "name,value,unit\nx,1,ms\n"),
+                       ("time-series.csv", "1,2,foo\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        _unknown(path, f"text whose first line is {text.splitlines()[0]!r}")
 
 
 # --- a perf stat file cut inside its last line ---
@@ -182,3 +202,30 @@ def test_a_perf_stat_file_cut_inside_its_last_event_is_refused(tmp_path, syntax,
                               "written") and message.endswith("task-cl'") and "\n" not in message
     result = perfctl("compare", str(cut), str(whole))
     assert result.returncode == 2 and result.stderr == f"perfctl compare: {message}\n"
+
+
+@needs_perf
+@pytest.mark.parametrize("syntax", ["-x,", "-j"])
+def test_a_perf_stat_file_cut_at_a_line_end_says_which_run_is_short(tmp_path, syntax):
+    """Cut after a whole line, a file parses: its last run then lacks events the others have (perf writes a
+    run's events together), or has none after its '# started on' line. Its values are real: kept, and said."""
+    whole = tmp_path / "whole.out"
+    for _ in range(3):
+        subprocess.run(["perf", "stat", syntax, "-o", str(whole), "--append", "-e", "page-faults,task-clock", "--",
+                        "/bin/true"], check=True)
+    lines = whole.read_text().splitlines(keepends=True)
+    headers = [number for number, line in enumerate(lines, 1) if line.startswith("# started on")]
+    assert len(headers) == 3 and read_dataset(str(whole)).notes == []
+    events = [number for number, line in enumerate(lines, 1) if "page-faults" in line]
+    short = tmp_path / "short.out"
+    short.write_text("".join(lines[:events[-1]]))  # the last run's first event, page-faults, and no more
+    dataset = read_dataset(str(short))
+    assert dataset.benchmarks["short"].metrics.keys() == {"page-faults", "task-clock"}
+    assert len(dataset.benchmarks["short"].metrics["page-faults"]) == 3
+    assert dataset.notes == [f"short: the run from line {events[-1]} lacks task-clock, which other runs have "
+                             "(the last: the file may have been cut)"]
+    header_only = tmp_path / "header.out"
+    header_only.write_text("".join(lines[:headers[-1]]))
+    assert read_dataset(str(header_only)).notes == [
+        f"header: no event after the '# started on' line {headers[-1]}: a run that perf did not count, or a file "
+        "cut after it"]
