@@ -3,14 +3,12 @@
 Every reader turns a file into a :class:`Dataset`: per benchmark, per metric, one value per run (one
 process execution: pyperf's values inside a run are averaged into one, never treated as independent).
 Times are in nanoseconds whatever the tool wrote. ``read_dataset`` detects the format from the content
-unless it is named.
+unless it is named (perfctl/formats/detection.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import stat
 import tempfile
 
@@ -27,73 +25,13 @@ from perfctl.formats.dataset import (
     stem,
     type_problem,
 )
+from perfctl.formats.detection import detect
 
 # Re-exported: the readers' shared types are the package's interface to the rest of perfctl.
 __all__ = ["BOM", "FORMATS", "WALL_TIME", "BenchmarkData", "Dataset", "DatasetError", "detect", "finite",
            "json_field", "json_kind", "load_json", "read_dataset", "stem", "type_problem"]
 
 FORMATS = ("perfctl", "hyperfine", "pyperf", "google-benchmark", "pytest-benchmark", "perf-stat", "perf-stat-json")
-
-# Keys only one tool's JSON has, looked for in the first 4 KiB. Google Benchmark and pytest-benchmark
-# files, like pyperf's, hold a "benchmarks" list: their own keys are checked before pyperf is assumed. Top
-# level keys as the tools write them ("context", "machine_info"), and keys of their benchmark entries for
-# files whose keys were sorted since ("jq -S" puts "benchmarks" with long data first).
-_PYTEST_BENCHMARK_KEYS = re.compile(r'"(machine_info|commit_info|fullname)"\s*:')
-_GOOGLE_BENCHMARK_KEYS = re.compile(r'"context"\s*:\s*\{|"(run_type|time_unit)"\s*:')
-
-
-def detect(path: str) -> str:
-    """The format of a file, from its content."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError as err:
-        raise DatasetError(f"{path}: {err.strerror}") from None
-    text = head.decode("utf-8", errors="replace").removeprefix(BOM).lstrip()
-    if not text:
-        raise DatasetError(f"{path}: empty file")
-    if text.startswith("{"):
-        first_line = text.splitlines()[0]
-        if len(head) == 4096 and b"\n" not in head:  # a long first line (a machine line with a big inventory)
-            with open(path, "rb") as f:
-                first_line = f.readline(1 << 20).decode("utf-8", errors="replace").removeprefix(BOM).strip()
-        line_format = _json_line_format(first_line)
-        if line_format:
-            return line_format
-        if '"results"' in text:
-            return "hyperfine"
-        if _PYTEST_BENCHMARK_KEYS.search(text):  # machine_info can fill the first 4 KiB before "benchmarks"
-            return "pytest-benchmark"
-        if '"benchmarks"' in text:
-            if _GOOGLE_BENCHMARK_KEYS.search(text):
-                return "google-benchmark"
-            return "pyperf"
-        raise DatasetError(f"{path}: JSON, but neither perfctl JSON Lines, a hyperfine export, pyperf, Google "
-                           "Benchmark or pytest-benchmark JSON, nor perf stat -j")
-    if text.startswith("#"):
-        # perf stat -o FILE starts with "# started on ...": the first other line says -j or -x,
-        body = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
-        return "perf-stat-json" if body and body[0].lstrip().startswith("{") else "perf-stat"
-    if "," in text.splitlines()[0]:
-        return "perf-stat"
-    raise DatasetError(f"{path}: unknown format (expected perfctl JSON Lines, hyperfine, pyperf, Google Benchmark "
-                       "or pytest-benchmark JSON, perf stat -j JSON or perf stat -x, CSV)")
-
-
-def _json_line_format(line: str) -> str | None:
-    """perfctl JSON Lines or perf stat -j, from the first line; None for any other JSON."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):  # not a whole JSON object on one line: a JSON document
-        return None
-    if not isinstance(record, dict):
-        return None
-    if record.get("type") in ("machine", "sample"):
-        return "perfctl"
-    if "counter-value" in record and "event" in record:
-        return "perf-stat-json"
-    return None
-
 
 MAX_PIPE_BYTES = 4 << 30
 

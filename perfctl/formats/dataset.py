@@ -167,12 +167,19 @@ def json_list(path: str, what: str, key: str) -> list:
 
 
 def read_lines(path: str) -> list[str]:
-    """A text format's lines (perf stat's CSV and JSON), BOM and undecodable bytes tolerated."""
+    """A text format's lines (perf stat's CSV and JSON), BOM and undecodable bytes tolerated. The tools end
+    every line, so a last line without its end was cut while written (a full disk, a copy interrupted, a
+    run killed) and refused: a CSV line cut inside its event name (``task-cl``) still parses, as a new event."""
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as f:
-            return f.read().splitlines()
+            text = f.read()
     except OSError as err:
         raise DatasetError(f"{path}: {err.strerror}") from None
+    lines = text.splitlines()
+    if lines and lines[-1].strip() and not text.endswith(("\n", "\r")):
+        raise DatasetError(f"{path}:{len(lines)}: the last line has no line end: the file was cut while it was "
+                           f"written; remove that line or record the run again: {lines[-1][-60:]!r}")
+    return lines
 
 
 def stem(path: str) -> str:

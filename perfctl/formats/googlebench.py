@@ -8,14 +8,15 @@ process runs each benchmark N times and each repetition's time is the mean over 
 repetitions share one process (its heap layout, its ASLR, its warm caches). A file without repetitions
 holds one run per benchmark. Entries that report ``error_occurred`` are left out and counted in a note.
 
-User counters (``state.counters["name"]``, ``SetItemsProcessed``, ``SetBytesProcessed``) are further metrics
-of the benchmark, one value per repetition: the JSON reporter writes each counter as a numeric key of the
-run beside the standard fields (``_STANDARD_FIELDS``, from the library's json_reporter.cc), and so does the
-memory manager (``allocs_per_iter``, ``max_bytes_used``, ...); every other numeric key is read as a metric
-named after it. The file does not say which counters are rates (``Counter::kIsRate``): a name ending in
-``_per_second`` (as ``items_per_second`` and ``bytes_per_second`` do) has the unit "per second", any other
-"count". For a rate higher is better, while compare reads lower as better for every metric: a rate that
-compare calls slower in B went up."""
+User counters (``state.counters["name"]``, ``SetItemsProcessed``, ``SetBytesProcessed``) and the memory
+manager's fields (``allocs_per_iter``, ``max_bytes_used``, ...) are not read, and a note names them. The JSON
+reporter writes a counter as a bare number beside the standard fields (``_STANDARD_FIELDS``, from the
+library's json_reporter.cc), after ``Counter::Finish`` has applied its flags: ``kIsRate`` divided it by the
+CPU time, ``kInvert`` took its reciprocal (counter.cc), and neither flag is written. So the file does not say
+whether a higher or a lower value is better (``items_per_second`` up is faster, ``kInvert`` seconds per item
+up is slower, a plain count of hits or of misses either way), while compare reads every metric as a cost,
+lower is better: a rate read as a cost turns "B 20% faster" into "B slower, 0.80x". The times carry the
+same information with a known direction: a rate of items per iteration is that count over ``cpu_time``."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ def read_dataset(path: str) -> Dataset:
     dataset = Dataset(path, "google-benchmark")
     aggregates = 0
     errors: dict[str, int] = {}
+    counters: dict[str, None] = {}  # the counters' names, in the file's order
     for index, entry in enumerate(benchmarks):
         where = f"benchmarks[{index}]"
         if not isinstance(entry, dict):
@@ -75,13 +77,12 @@ def read_dataset(path: str) -> Dataset:
             bench.add(metric, finite(path, field_where, value * _TO_NS[unit]), "ns", "google-benchmark")
             bench.note(metric, _NOTE)
         for key, value in entry.items():
-            if key in _STANDARD_FIELDS or type_problem(value, (int, float), "a number"):
-                continue  # a field of the reporter's, or one of a later version that is not a number
-            if key in (WALL_TIME, CPU_TIME):
-                raise DatasetError(f"{path}: {where}.{key}: a counter named as perfctl's {key} metric; rename it")
-            unit = "per second" if key.endswith("_per_second") else "count"
-            bench.add(key, finite(path, f"{where}.{key}", value), unit, "google-benchmark")
-            bench.note(key, _NOTE)
+            if key not in _STANDARD_FIELDS and not type_problem(value, (int, float), "a number"):
+                counters[key] = None  # a counter: named in a note, not read
+    if counters:
+        names = ", ".join(list(counters)[:8]) + (f", {len(counters) - 8} more" if len(counters) > 8 else "")
+        dataset.notes.append(f"user counters not read ({names}): the file does not say which are rates or "
+                             "inverted, so not whether higher or lower is better; real_time and cpu_time are read")
     for name, count in errors.items():
         dataset.notes.append(f"{name}: left out {count} repetitions that reported error_occurred")
     if aggregates and not dataset.benchmarks:

@@ -45,10 +45,14 @@ class PerfStatRuns:
         self._bench = self.dataset.benchmark(stem(path))
         self._run_events: dict[str, int] = {}  # event -> its line in the run being read
         self._run_header: int | None = None  # the line of the "# started on" that began that run
+        self._runs: list[dict[str, int]] = []  # every run's events (the last is _run_events), for finish()
+        self._empty: list[int] = []  # the "# started on" lines followed by no event
 
     def start_run(self, number: int) -> None:
         """perf's ``# started on`` line at ``number``: the lines after it are one run."""
-        self._run_events.clear()
+        if self._run_header is not None and not self._run_events:
+            self._empty.append(self._run_header)
+        self._run_events = {}
         self._run_header = number
 
     def count(self, at: str, number: int, event: str, value: str | float, unit: str,
@@ -63,7 +67,9 @@ class PerfStatRuns:
             if self._run_header is not None:
                 raise DatasetError(f"{at}: {event}: a second value in the run started on line {self._run_header} "
                                    f"(the first on line {first}): -e named it twice; name each event once")
-            self._run_events.clear()  # no "# started on" lines: the event repeats, a new run begins
+            self._run_events = {}  # no "# started on" lines: the event repeats, a new run begins
+        if not self._run_events:
+            self._runs.append(self._run_events)
         self._run_events[event] = number
         if isinstance(value, str) and value.startswith("<not supported>"):
             self._bench.note(event, "unsupported: perf stat printed <not supported>")
@@ -77,3 +83,24 @@ class PerfStatRuns:
         self._bench.add(event, scaled, out_unit, "perf-stat")
         if running is not None and running != 100:
             self._bench.note(event, f"multiplexed: counted {running:.2f}% of the time in some runs (scaled by perf)")
+
+    def finish(self) -> Dataset:
+        """The runs read, with a note for each run that lacks events the others have: perf writes a run's
+        events together, so a run short of some was cut at a line end (the last) or measured other events."""
+        if self._run_header is not None and not self._run_events:
+            self._empty.append(self._run_header)
+        if self._empty and self._runs:
+            self.dataset.notes.append(f"{stem(self.dataset.path)}: no event after the '# started on' line "
+                                      f"{', '.join(map(str, self._empty[:4]))}: a run that perf did not count, or "
+                                      "a file cut after it")
+        counted = set().union(*self._runs)
+        short = [events for events in self._runs if counted - events.keys()]
+        for events in short[:3]:
+            missing = sorted(counted - events.keys())
+            last = " (the last: the file may have been cut)" if events is self._runs[-1] else ""
+            self.dataset.notes.append(f"{stem(self.dataset.path)}: the run from line {min(events.values())} "
+                                      f"lacks {', '.join(missing[:4])}, which other runs have{last}")
+        if len(short) > 3:
+            self.dataset.notes.append(f"{stem(self.dataset.path)}: {len(short) - 3} more runs lack events that "
+                                      "other runs have")
+        return self.dataset

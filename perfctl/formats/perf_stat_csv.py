@@ -22,9 +22,12 @@ def read_dataset(path: str) -> Dataset:
             continue
         at = f"{path}:{number}"
         fields = line.split(",")
-        if len(fields) < 3 or not fields[2]:
+        column = _value_column(fields)
+        if column is None and len(fields) > 2 and fields[2].strip() and not _is_value(fields[1]):
+            column = 0  # value, unit, event, with a value that is not a number: finite() says so below
+        if column is None:
             raise DatasetError(f"{at}: not a perf stat -x, line: {line[:80]!r}")
-        if _is_value(fields[1]):  # the unit's place holds a value: a column was put before it
+        if column:  # columns before the value
             if _is_value(fields[0]):
                 raise refuse_intervals(at, SYNTAX)
             raise refuse_aggregation(at, f"{fields[0][:40]!r}: per-CPU, per-core or per-thread")
@@ -32,7 +35,25 @@ def read_dataset(path: str) -> Dataset:
             raise refuse_repeat(at, SYNTAX, "spread")
         running = finite(at, "pcnt-running", fields[4], text=True) if len(fields) > 4 and fields[4] else None
         runs.count(at, number, fields[2], fields[0], fields[1], running)
-    return runs.dataset
+    return runs.finish()
+
+
+def is_perf_stat_line(line: str) -> bool:
+    """Whether a line has the field layout of perf stat -x, (format detection). A comma alone is not
+    enough: a hyperfine CSV export, an HTML page or UTF-16 text have commas too."""
+    return _value_column(line.split(",")) is not None
+
+
+def _value_column(fields: list[str]) -> int | None:
+    """Where a line's counter value is: 0 as perf writes a run's counts; 1 to 3 after the columns -I (a
+    time), -A (a CPU) or --per-core/--per-socket (the core and its CPU count), alone or together, put
+    before it, which the reader refuses by name. The value is followed by a unit (perhaps empty) and an
+    event name, neither of them a value; None when no column fits."""
+    for column in range(4):
+        if (len(fields) > column + 2 and _is_value(fields[column]) and not _is_value(fields[column + 1])
+                and fields[column + 2].strip() and not _is_value(fields[column + 2])):
+            return column
+    return None
 
 
 def _is_value(field: str) -> bool:

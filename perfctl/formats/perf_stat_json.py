@@ -43,4 +43,4 @@ def read_dataset(path: str) -> Dataset:
         unit = json_field(at, "unit", record, "unit", str, "a string", default="")
         running = record.get("pcnt-running")
         runs.count(at, number, event, value, unit, None if running is None else finite(at, "pcnt-running", running))
-    return runs.dataset
+    return runs.finish()
