@@ -16,14 +16,27 @@ as compare reads its verdict off an interval (analysis/sparc.py ``read_off``, Ta
 A relevant difference whose CS still crosses an edge of the band is not settled: more rounds will show it
 beyond the margin or inside it. Because the CS covers the true median at every round at once with
 probability >= 1 - alpha, stopping at the first settled round (or when the budget ends) keeps that
-guarantee, and so does the running intersection of the CS over the rounds, which is what is reported: it
-can only narrow, so a verdict once settled cannot be taken back by a later round. With k commands compared
+guarantee. What is reported is the CS of all the rounds so far, and the estimate beside it is the median of
+the same rounds (always between the CS's order statistics: their ranks straddle the middle), so the ratio
+printed lies inside the interval printed and the verdict reads off that interval. With k commands compared
 against the first, each CS is held at alpha / k (Bonferroni): all k cover together with probability >= 1 -
 alpha, so every verdict of the run is right together with that probability.
 
 The guarantee assumes the rounds' log ratios are independent and identically distributed. Interleaving A and
-B in random order within each round is what makes a slow drift of the machine cancel in the ratio; a
-sequence whose running intersection becomes empty has shown that assumption false (``contradicted``).
+B in random order within each round is what makes a slow drift of the machine cancel in the ratio; a change
+of the programs themselves, or of the machine under one of them, does not cancel. So before a verdict is
+settled the rounds are tested for alikeness after every round (analysis/alike.py), at the same alpha / k:
+
+- the Simple Jumper conformal test martingale on the log ratios reaches 1/alpha (Vovk et al. 2021,
+  Algorithm 1; Ville's inequality bounds the chance of that on alike rounds by alpha, however long they
+  run);
+- or the running intersection of the CS over the rounds becomes empty (``contradicted``): no median is in
+  every round's CS, which on alike rounds happens only when some CS missed (probability <= alpha).
+
+Either makes the comparison *not alike* from that round on: no interval is claimed (``low``, ``high``
+None), nothing is settled, and ``change`` says when it was seen, where the rounds changed (Pettitt's change
+point) and the ratio before and after. Alike rounds are called not alike with probability at most 2 alpha
+/ k (each test alpha / k); the chance that a settled verdict is wrong stays at most alpha / k.
 
 Pure: no I/O.
 """
@@ -35,6 +48,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from perfctl.analysis.alike import TIE_SEED, AlikeTest, change_point
 from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.summary import linear_quantile
 from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
@@ -62,11 +76,27 @@ def confidence_problem(confidence) -> str | None:
 
 
 @dataclass(frozen=True)
+class Change:
+    """Where a comparison's rounds stopped being alike: the round at which that was seen (``seen_at``) and by
+    which test (``test``: "exchangeability", the conformal test martingale reached 1/alpha; "disjoint", the
+    rounds' confidence sequences no longer overlap); Pettitt's change point over the rounds so far
+    (``last_before``: the last round of the first stretch; None when no split separates anything) and the
+    ratio A/B over the rounds up to it (``before``) and after it (``after``)."""
+
+    seen_at: int
+    test: str
+    last_before: int | None
+    before: float | None
+    after: float | None
+
+
+@dataclass(frozen=True)
 class Settlement:
-    """One comparison's state after ``rounds`` rounds: the ratio A/B (exp of the median log ratio), its
-    confidence sequence [low, high] (None: that end not yet bounded), the verdict read off it, whether the
-    verdict is settled (see the module docstring), and ``beyond`` ("faster"/"slower" when the CS lies
-    beyond the margin, else None). ``alpha`` is this comparison's share of the family's risk."""
+    """One comparison's state after ``rounds`` rounds: the ratio A/B (exp of the median log ratio of the
+    rounds), its confidence sequence [low, high] over the same rounds (None: that end not yet bounded, or the
+    rounds not alike), the verdict read off it, whether the verdict is settled (see the module docstring),
+    and ``beyond`` ("faster"/"slower" when the CS lies beyond the margin, else None). ``alpha`` is this
+    comparison's share of the family's risk. ``change`` is None while the rounds are alike."""
 
     rounds: int
     ratio: float | None
@@ -79,10 +109,15 @@ class Settlement:
     margin: float
     alpha: float
     method: str
+    change: Change | None = None
 
     @property
     def confidence(self) -> float:
         return 1 - self.alpha
+
+    @property
+    def alike(self) -> bool:
+        return self.change is None
 
 
 def settles(low: float | None, high: float | None, margin: float) -> bool:
@@ -111,11 +146,13 @@ class SequentialComparison:
     """The rounds of one command B against the baseline A, decided after every round.
 
     ``alpha``: the family's risk; ``comparisons``: how many commands are compared with the baseline (each
-    CS is held at alpha / comparisons). ``method``: a boundary of analysis/sequential.py.
+    CS is held at alpha / comparisons). ``method``: a boundary of analysis/sequential.py. ``tie_seed``: the
+    seed of the alikeness test's smoothing draws (analysis/alike.py TIE_SEED; a simulation of many streams
+    gives each its own).
     """
 
     def __init__(self, margin: float = 0.05, alpha: float = 0.05, comparisons: int = 1,
-                 method: str = METHOD, t_opt: int = T_OPT):
+                 method: str = METHOD, t_opt: int = T_OPT, tie_seed: int = TIE_SEED):
         if not 0 < margin < 1:
             raise ValueError(f"margin must be strictly between 0 and 1, got {margin!r}")
         if not 0 < alpha < 1:
@@ -130,9 +167,15 @@ class SequentialComparison:
         self.margin, self.method, self.t_opt = float(margin), method, int(t_opt)
         self.alpha = alpha / comparisons
         self._sorted: list[float] = []
-        # the running intersection of the CS (log scale); -inf/inf while an end is unbounded
+        self._in_order: list[float] = []  # the same log ratios in round order: where the rounds changed
+        # the running intersection of the CS (log scale); -inf/inf while an end is unbounded. Not reported:
+        # only its becoming empty is (a test of alikeness, module docstring)
         self._low, self._high = -math.inf, math.inf
         self.contradicted = False
+        self._alike = AlikeTest(self.alpha, seed=tie_seed)
+        self.not_alike_at: int | None = None
+        self._not_alike_by = ""
+        self._change: Change | None = None  # computed once asked, for the rounds at that time
 
     @property
     def rounds(self) -> int:
@@ -150,16 +193,23 @@ class SequentialComparison:
         if not math.isfinite(d):  # a NaN would leave the sorted rounds out of order, and every CS after wrong
             raise ValueError(f"a round's log ratio must be finite, got {d!r}")
         bisect.insort(self._sorted, d)
+        self._in_order.append(d)
+        self._change = None
+        alarm = self._alike.add(self._sorted, d)
         low, high = self._current()
         new_low, new_high = max(self._low, low), min(self._high, high)
         if new_low > new_high:
             # no value is in every CS so far: the rounds are not i.i.d. (or this is the alpha chance of a
-            # miss); keep the last sequence that held together, and say so
+            # miss); the intersection keeps the last rounds that held together, for later rounds to test
             self.contradicted = True
-            return
-        self._low, self._high = new_low, new_high
+        else:
+            self._low, self._high = new_low, new_high
+        if self.not_alike_at is None and (alarm or self.contradicted):
+            self.not_alike_at = len(self._sorted)
+            self._not_alike_by = "exchangeability" if alarm else "disjoint"
 
     def _current(self) -> tuple[float, float]:
+        """The CS of all the rounds so far (log scale; -inf/inf: that end not bounded)."""
         t = len(self._sorted)
         lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
         low = self._sorted[lower - 1] if lower >= 1 else -math.inf
@@ -167,29 +217,54 @@ class SequentialComparison:
         return low, high
 
     @property
+    def alike(self) -> bool:
+        return self.not_alike_at is None
+
+    @property
     def settled(self) -> bool:
-        """settlement().settled, from the running intersection alone (what ab asks after every round)."""
-        if not (math.isfinite(self._low) and math.isfinite(self._high)):
+        """settlement().settled, without building it (what ab asks after every round)."""
+        if not self.alike or not self._sorted:
             return False
-        return settles(math.exp(self._low), math.exp(self._high), self.margin)
+        low, high = self._current()
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return False
+        return settles(math.exp(low), math.exp(high), self.margin)
+
+    def change(self) -> Change | None:
+        """Where the rounds changed (None while they are alike): Pettitt's change point over the rounds so
+        far and the median ratio on either side of it."""
+        if self.not_alike_at is None:
+            return None
+        if self._change is None:
+            split = change_point(self._in_order)
+            before = after = None
+            if split is not None:
+                before = math.exp(_sorted_median(sorted(self._in_order[:split])))
+                after = math.exp(_sorted_median(sorted(self._in_order[split:])))
+            self._change = Change(self.not_alike_at, self._not_alike_by, split, before, after)
+        return self._change
 
     def settlement(self) -> Settlement:
         t = len(self._sorted)
         ratio = math.exp(_sorted_median(self._sorted)) if t else None
-        low = math.exp(self._low) if math.isfinite(self._low) else None
-        high = math.exp(self._high) if math.isfinite(self._high) else None
+        low = high = None
+        if t and self.alike:
+            cs_low, cs_high = self._current()
+            low = math.exp(cs_low) if math.isfinite(cs_low) else None
+            high = math.exp(cs_high) if math.isfinite(cs_high) else None
         return Settlement(rounds=t, ratio=ratio, low=low, high=high,
                           verdict=relevance(*read_off(low, high, self.margin)),
                           beyond=beyond(low, high, self.margin), settled=settles(low, high, self.margin),
-                          contradicted=self.contradicted, margin=self.margin, alpha=self.alpha, method=self.method)
+                          contradicted=self.contradicted, margin=self.margin, alpha=self.alpha, method=self.method,
+                          change=self.change())
 
     def rounds_to_settle(self) -> int | None:
         """An estimate of the rounds after which the verdict would settle, if the log ratios to come are
         distributed as those seen so far: the first t at which the CS's ranks, read off the rounds' empirical
         distribution, settle. None when even LOOK_AHEAD times the rounds done would not (the median sits on
-        an edge of the band) or when there are no rounds yet."""
+        an edge of the band), when there are no rounds yet, or when the rounds are not alike."""
         t_now = len(self._sorted)
-        if t_now == 0:
+        if t_now == 0 or not self.alike:  # rounds not alike: more of them settle nothing
             return None
         if self.settlement().settled:
             return t_now
@@ -244,6 +319,12 @@ class SequentialSuite:
 
     def unsettled(self) -> list[int]:
         return [i for i, comparison in self.comparisons.items() if not comparison.settled]
+
+    def undecided(self, settling: bool = True) -> list[int]:
+        """The comparisons that need more rounds: neither shown not alike (final: an alarm is not taken
+        back) nor, when ``settling`` (at or after the minimum of rounds), settled."""
+        return [i for i, comparison in self.comparisons.items()
+                if comparison.alike and not (settling and comparison.settled)]
 
     def settlements(self) -> dict[int, Settlement]:
         return {i: comparison.settlement() for i, comparison in self.comparisons.items()}

@@ -1,27 +1,42 @@
 #!/usr/bin/env python3
-"""Validity of `perfctl ab`'s sequential comparison by simulation (issue 16; fast version in
+"""Validity of `perfctl ab`'s sequential comparison by simulation (issues 16 and 28; fast version in
 tests/test_ab_validity.py).
 
 Each simulated stream is one `perfctl ab` run: per round a value a_i of A and b_i of B, fed to the comparison
 after every round as the CLI feeds analysis/ab.py's SequentialComparison (margin 0.05, confidence 0.95, one
-command against the baseline, ab's CS: analysis/ab.py METHOD and T_OPT, at least 5 rounds). Four sections:
+command against the baseline, ab's CS: analysis/ab.py METHOD and T_OPT, at least 5 rounds, and its test of
+alike rounds: analysis/alike.py). Five sections:
 
-1. Validity: the share of streams in which the reported CS (the running intersection, as
-   ``SequentialComparison.settlement()`` reports it, checked after every round up to --max-rounds) ever
+1. Validity: the share of streams in which the reported CS (that of all rounds so far while they are alike,
+   as ``SequentialComparison.settlement()`` reports it, checked after every round up to --max-rounds) ever
    excludes the true median ratio, per data family, with its Clopper-Pearson 95% upper bound; beside it the
    same for the raw per-round CS, and for the naive procedure (compare's fixed-n paired interval recomputed
    after every round from round 5 on, on the first --naive-streams streams up to --naive-rounds rounds).
-2. Wrong verdicts with ab's stopping rule (stop at the first settled round at or after round 5, else at
-   --max-rounds): a true ratio of exactly 1 called a difference (relevant or trivial: the CS excludes 1),
-   and a 10% slowdown (A/B = 10/11) called equivalent or trivial (the CS inside the band); beside them the
-   naive procedure, which stops at the first round where compare's fixed-n test shows anything (a difference
-   or equivalence).
+2. Wrong verdicts with ab's stopping rule (stop at the first settled round at or after round 5, or at the
+   round the rounds are seen not alike, else at --max-rounds): a true ratio of exactly 1 called a difference
+   (relevant or trivial: the CS excludes 1), and a 10% slowdown (A/B = 10/11) called equivalent or trivial
+   (the CS inside the band); beside them the naive procedure, which stops at the first round where compare's
+   fixed-n test shows anything (a difference or equivalence).
 3. Rounds to a settled verdict for true ratios 1.00, 1.01, 1.03, 1.10, 1.50 on log-normal runs (sigma 0.03
    per run), against the smallest fixed n on a grid at which compare's paired test reaches the same verdict in
    at least 1 - alpha of simulations.
 4. The vectorised path used above against SequentialComparison itself, round by round, on a few hundred
-   streams (a step change included, so that the "contradicted" branch is exercised): every reported CS,
-   verdict, settlement and contradiction must be identical.
+   streams (a step change included, so that the "contradicted" branch and the exchangeability test's alarm
+   are exercised): every reported CS, verdict, settlement, contradiction, not alike and stop must be
+   identical.
+5. Rounds that are not alike (issue 28), --drift-streams streams of --drift-rounds rounds per scenario: B
+   slowing 1 ms a run from 10 ms against A at 20 ms (the issue's case, with --min-runs 40 and 5); the machine
+   slowing under both commands (cancels in the ratio); B 10% slower from round 30 (spreads 3% and 8%, min
+   rounds 5 and 40); B drifting to 10% slower over 300 rounds; B drifting from A/B 1.10 to 0.90 over 300
+   rounds (spread 8%: it crosses the band while the CS narrows); a periodic background job slowing the
+   runs that start at positions p mod 17 < 5 by 1.3x (A/B 1 and 10/11). Per scenario: the share settled,
+   seen not alike, out of budget; and the wrong settled verdicts: a settled verdict false of the median of
+   the rounds it was read from, pooled (the median of the average of the rounds' distributions, which the
+   CS of independent rounds covers; computed exactly from the scenario), beside the share false of the
+   last round's own ratio (shown only: a change in the last rounds before a stop cannot be seen by any
+   test). Targets: wrong settled verdicts not shown above alpha in every scenario; the issue's case with
+   --min-runs 40 seen not alike (never settled) in at least 1 - alpha of streams; the machine's own drift
+   (alike ratios) called not alike in no more than alpha of them.
 
 The data families, per round i (X_a, X_b: independent draws of one per-run distribution; A/B = num/den):
 a_i = num * X_a * D_i * O_a,  b_i = den * X_b * D_i * O_b, with D_i = 1 and O = 1 except in
@@ -49,13 +64,15 @@ guarantee (400 streams: sd 0.011). The estimate and its 95% upper bound are prin
 procedure's inflation PASSES (is shown) when the Clopper-Pearson 95% LOWER bound of its ratio-1 wrong-verdict
 rate exceeds alpha: the excess is then not Monte Carlo noise. Exit status 1 on any FAIL.
 
-    python bench/sequential.py [--streams 2000] [--max-rounds 1000] [--seed 16] [--quick]
+    python bench/sequential.py [--streams 2000] [--max-rounds 1000] [--seed 16] [--quick] [--only-drift]
+                               [--drift-streams 2000] [--drift-rounds 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import random
 import sys
 import time
 from dataclasses import dataclass
@@ -63,6 +80,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from perfctl.analysis import alike
 from perfctl.analysis.ab import METHOD, T_OPT, SequentialComparison
 from perfctl.analysis.sequential import quantile_cs_ranks
 from perfctl.analysis.sparc import family_level, ratio_interval, simultaneous_suite, sparc_tests
@@ -135,10 +153,11 @@ def cs_ranks(rounds: int, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]
 
 @dataclass
 class Trace:
-    """Per stream: did the reported (running-intersection) CS ever exclude the truth, did a raw per-round CS,
-    the round ab stops at (first settled round >= MIN_ROUNDS, else the last), whether it had settled, and the
-    reported CS there (log scale, -inf/inf unbounded). ``history``: per round (low, high, settled,
-    contradicted) when recorded."""
+    """Per stream: did the reported CS (the CS of all rounds so far, while the rounds are alike) ever exclude
+    the truth, did a per-round CS (alike or not), the round ab stops at (the first settled round >=
+    MIN_ROUNDS, or the round the rounds are seen not alike, else the last), whether it had settled, whether
+    the rounds were seen not alike by then, and the reported CS there (log scale, -inf/inf unbounded or not
+    alike). ``history``: per round (low, high, settled, contradicted, not alike) when recorded."""
 
     missed: np.ndarray
     missed_raw: np.ndarray
@@ -146,6 +165,7 @@ class Trace:
     settled: np.ndarray
     stop_low: np.ndarray
     stop_high: np.ndarray
+    not_alike: np.ndarray
     history: tuple[np.ndarray, ...] | None = None
 
     def verdicts(self) -> list[Relevance]:
@@ -158,13 +178,23 @@ def _ratio_bounds(low: float, high: float) -> tuple[float | None, float | None]:
     return (math.exp(low) if math.isfinite(low) else None, math.exp(high) if math.isfinite(high) else None)
 
 
-def trace(d: np.ndarray, truth: float, record: bool = False) -> Trace:
-    """Every stream's SequentialComparison fed d[s, 0], d[s, 1], ..., all streams at once.
+def tie_draws(seeds, rounds: int) -> np.ndarray:
+    """The smoothing draws of each stream's alikeness test, as analysis/alike.py AlikeTest draws them with
+    ``tie_seed`` = the stream's seed: one random.Random(seed).random() per round."""
+    return np.array([[generator.random() for _ in range(rounds)]
+                     for generator in map(random.Random, np.asarray(seeds).tolist())])
+
+
+def trace(d: np.ndarray, truth: float, record: bool = False, min_rounds: int = MIN_ROUNDS,
+          tie_seeds=None) -> Trace:
+    """Every stream's SequentialComparison fed d[s, 0], d[s, 1], ..., all streams at once (stream s with
+    ``tie_seed`` tie_seeds[s], default s).
 
     The order statistics of each stream's first t values come from a Fenwick tree over the stream's ranks
     (the stream is sorted once; round t inserts its rank; the k-th smallest inserted is found by binary
     lifting): O(log T) vectorised steps per round instead of a sort of the t values. Ties are harmless: the
-    k-th smallest value is the same whichever of the tied values holds rank k.
+    k-th smallest value is the same whichever of the tied values holds rank k. The same tree counts the
+    values above and equal to the newest one for its conformal p-value (analysis/alike.py).
     """
     streams, rounds = d.shape
     lower_ranks, upper_ranks = cs_ranks(rounds)
@@ -172,6 +202,15 @@ def trace(d: np.ndarray, truth: float, record: bool = False) -> Trace:
     ordered = np.take_along_axis(d, order, axis=1)
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.broadcast_to(np.arange(rounds), d.shape), axis=1)
+    # each sorted position's run of equal values [first, end): the values equal to the newest one
+    positions = np.broadcast_to(np.arange(rounds), d.shape)
+    starts = np.concatenate([np.ones((streams, 1), bool), ordered[:, 1:] != ordered[:, :-1]], axis=1)
+    first = np.maximum.accumulate(np.where(starts, positions, 0), axis=1)
+    ends = np.concatenate([ordered[:, 1:] != ordered[:, :-1], np.ones((streams, 1), bool)], axis=1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(ends, positions + 1, rounds), axis=1), axis=1), axis=1)
+    tie_first = np.take_along_axis(first, rank, axis=1)
+    tie_end = np.take_along_axis(end, rank, axis=1)
+    draws = tie_draws(np.arange(streams) if tie_seeds is None else tie_seeds, rounds)
     tree = np.zeros((streams, rounds + 1), dtype=np.int64)
     rows = np.arange(streams)
     top = 1 << (rounds.bit_length() - 1)
@@ -189,15 +228,33 @@ def trace(d: np.ndarray, truth: float, record: bool = False) -> Trace:
             step >>= 1
         return ordered[rows, position]
 
+    def inserted_below(k: np.ndarray) -> np.ndarray:
+        """How many of the values inserted so far sit at sorted positions < k."""
+        total = np.zeros(streams, dtype=np.int64)
+        index = k.copy()
+        while True:
+            live = index > 0
+            if not live.any():
+                return total
+            total[live] += tree[rows[live], index[live]]
+            index = index - (index & -index)
+
     low, high = np.full(streams, -np.inf), np.full(streams, np.inf)
     missed = np.zeros(streams, bool)
     missed_raw = np.zeros(streams, bool)
     contradicted = np.zeros(streams, bool)
+    not_alike = np.zeros(streams, bool)
     stopped = np.zeros(streams, bool)
     stop_round = np.full(streams, rounds)
-    stop_low, stop_high = low.copy(), high.copy()
+    stop_low, stop_high = np.full(streams, -np.inf), np.full(streams, np.inf)
+    stop_not_alike = np.zeros(streams, bool)
+    # the Simple Jumper's shares of capital in the bets e = -1, 0, 1 and the log of the whole (alike.py)
+    shares = np.full((streams, 3), 1 / 3)
+    bets = np.array([-1.0, 0.0, 1.0])
+    log_capital = np.zeros(streams)
+    threshold = math.log(1 / ALPHA)
     history = tuple(np.empty((streams, rounds)) for _ in range(2)) + tuple(
-        np.empty((streams, rounds), bool) for _ in range(2)) if record else None
+        np.empty((streams, rounds), bool) for _ in range(3)) if record else None
     lower_edge, upper_edge = 1 - MARGIN, 1 + MARGIN
     for t in range(1, rounds + 1):
         index = rank[:, t - 1] + 1
@@ -207,6 +264,15 @@ def trace(d: np.ndarray, truth: float, record: bool = False) -> Trace:
                 break
             tree[rows[live], index[live]] += 1
             index = index + (index & -index)
+        # the conformal p-value of the newest value, and the jumper's bet on it (only until its alarm)
+        up_to, below = inserted_below(tie_end[:, t - 1]), inserted_below(tie_first[:, t - 1])
+        p = ((t - up_to) + draws[:, t - 1] * (up_to - below)) / t
+        betting = log_capital < threshold
+        moved = ((1 - alike.JUMP) * shares + alike.JUMP / 3) * (1 + bets * (p[:, None] - 0.5))
+        whole = moved.sum(axis=1)
+        log_capital = np.where(betting, log_capital + np.log(whole), log_capital)
+        shares = np.where(betting[:, None], moved / whole[:, None], shares)
+        alarm = log_capital >= threshold
         lower, upper = int(lower_ranks[t - 1]), int(upper_ranks[t - 1])
         cs_low = kth(lower) if lower >= 1 else np.full(streams, -np.inf)
         cs_high = kth(upper) if upper <= t else np.full(streams, np.inf)
@@ -215,25 +281,32 @@ def trace(d: np.ndarray, truth: float, record: bool = False) -> Trace:
         empty = new_low > new_high
         contradicted |= empty
         low, high = np.where(empty, low, new_low), np.where(empty, high, new_high)
-        missed |= (low > truth) | (high < truth)
+        not_alike |= alarm | contradicted
+        # what is reported: the CS of all rounds while they are alike, nothing after
+        shown_low = np.where(not_alike, -np.inf, cs_low)
+        shown_high = np.where(not_alike, np.inf, cs_high)
+        missed |= (shown_low > truth) | (shown_high < truth)
         # settles(): both ends bounded, and the CS inside the band or beyond it (compared on the ratio scale)
         with np.errstate(over="ignore"):
-            ratio_low, ratio_high = np.exp(low), np.exp(high)
-        bounded = np.isfinite(low) & np.isfinite(high)
+            ratio_low, ratio_high = np.exp(shown_low), np.exp(shown_high)
+        bounded = np.isfinite(shown_low) & np.isfinite(shown_high)
         inside = (lower_edge <= ratio_low) & (ratio_high <= upper_edge)
         outside = (ratio_high < lower_edge) | (ratio_low > upper_edge)
         settled = bounded & (inside | outside)
-        if t >= MIN_ROUNDS:
-            stopping = settled & ~stopped
-            stop_round[stopping] = t
-            stop_low[stopping], stop_high[stopping] = low[stopping], high[stopping]
-            stopped |= settled
+        # ab's rule: a comparison seen not alike stops at once; a settled one from min_rounds on
+        stopping = ~stopped & (not_alike | (settled if t >= min_rounds else False))
+        stop_round[stopping] = t
+        stop_low[stopping], stop_high[stopping] = shown_low[stopping], shown_high[stopping]
+        stop_not_alike[stopping] = not_alike[stopping]
+        stopped |= stopping
         if record:
-            history[0][:, t - 1], history[1][:, t - 1] = low, high
-            history[2][:, t - 1], history[3][:, t - 1] = settled, contradicted
+            history[0][:, t - 1], history[1][:, t - 1] = shown_low, shown_high
+            history[2][:, t - 1], history[3][:, t - 1], history[4][:, t - 1] = settled, contradicted, not_alike
     unstopped = ~stopped
-    stop_low[unstopped], stop_high[unstopped] = low[unstopped], high[unstopped]
-    return Trace(missed, missed_raw, stop_round, stopped, stop_low, stop_high, history)
+    stop_low[unstopped], stop_high[unstopped] = shown_low[unstopped], shown_high[unstopped]
+    stop_not_alike[unstopped] = not_alike[unstopped]
+    return Trace(missed, missed_raw, stop_round, stopped & ~stop_not_alike, stop_low, stop_high, stop_not_alike,
+                 history)
 
 
 # --- the naive procedure: compare's fixed-n test after every round -----------------------------------------
@@ -296,8 +369,8 @@ def validity_and_verdicts(args, rng: np.random.Generator, targets: list[tuple[st
     naive_rounds = min(args.naive_rounds, args.max_rounds)
     print(f"1. Validity: {args.streams} streams per row, a check after every round up to {args.max_rounds} "
           f"rounds; alpha {ALPHA}, margin {MARGIN}")
-    print("   missed = the reported CS (running intersection) ever excluded the true median ratio; raw = a "
-          "per-round CS did; (<= x): Clopper-Pearson 95% upper bound")
+    print("   missed = the reported CS (that of all rounds so far, while they are alike) ever excluded the true "
+          "median ratio; raw = a per-round CS did, alike or not; (<= x): Clopper-Pearson 95% upper bound")
     print(f"   naive = compare's fixed-n paired interval at {FIXED_LEVEL:g} recomputed after every round from "
           f"round {MIN_ROUNDS}, first {naive_streams} streams, up to {naive_rounds} rounds")
     header = f"   {'family':22} {'A/B':>6} {'missed (ab)':>19} {'raw CS':>19} {'naive':>19}"
@@ -326,8 +399,8 @@ def validity_and_verdicts(args, rng: np.random.Generator, targets: list[tuple[st
           f"equivalence ({naive_streams} streams)")
     print("   A/B 1.0000 wrong = a difference shown (relevant or trivial); A/B 0.9091 (10% slowdown) wrong = "
           "equivalence or trivial (inside the band)")
-    print(f"   {'family':22} {'A/B':>6} {'ab wrong':>19} {'ab relevant':>11} {'rounds':>7} {'unsettled':>9} "
-          f"{'naive wrong':>19} {'rounds':>7}")
+    print(f"   {'family':22} {'A/B':>6} {'ab wrong':>19} {'ab relevant':>11} {'rounds':>7} {'budget':>6} "
+          f"{'not alike':>9} {'naive wrong':>19} {'rounds':>7}")
     for family, ratio, a, b, result in verdict_rows:
         wrong_set = DIFFERENCE if ratio == NULL else INSIDE
         verdicts = result.verdicts()
@@ -348,7 +421,8 @@ def validity_and_verdicts(args, rng: np.random.Generator, targets: list[tuple[st
             inflation = "  inflated" if shown else "  NOT INFLATED (FAIL)"
         print(f"   {family:22} {ratio[0] / ratio[1]:6.4f} {rate(wrong, args.streams):>19} "
               f"{relevant / args.streams:11.4f} {result.stop_round.mean():7.1f} "
-              f"{int((~result.settled).sum()):9d} {rate(naive_wrong, naive_streams):>19} "
+              f"{int((~result.settled & ~result.not_alike).sum()):6d} {int(result.not_alike.sum()):9d} "
+              f"{rate(naive_wrong, naive_streams):>19} "
               f"{np.mean([t for t, _ in stops]):7.1f}{'' if ok else '  FAIL'}{inflation}")
 
 
@@ -395,20 +469,140 @@ def rounds_to_verdict(args, rng: np.random.Generator) -> None:
               f"{int((~result.settled).sum()):9d} {needed if needed else 'beyond the grid':>18}")
 
 
+# --- rounds that are not alike: drift, a step, a periodic disturbance ---------------------------------------
+
+# (name, min rounds, per-run log spread): the issue's steady spin has a spread of about 1%
+SCENARIOS = (
+    ("B slows 1 ms a run from 10 ms, A 20 ms (issue 28)", 40, 0.01),
+    ("B slows 1 ms a run from 10 ms, A 20 ms (issue 28)", MIN_ROUNDS, 0.01),
+    ("the machine slows 0.2% a round (both commands)", MIN_ROUNDS, 0.03),
+    ("B 10% slower from round 30", MIN_ROUNDS, 0.03),
+    ("B 10% slower from round 30", 40, 0.03),
+    ("B 10% slower from round 30", MIN_ROUNDS, 0.08),
+    ("B drifts to 10% slower over 300 rounds", MIN_ROUNDS, 0.03),
+    ("B drifts from A/B 1.10 to 0.90 over 300 rounds", MIN_ROUNDS, 0.08),
+    ("periodic disturbance, A/B 1", MIN_ROUNDS, 0.03),
+    ("periodic disturbance, A/B 0.9091", MIN_ROUNDS, 0.03),
+)
+
+
+def drift_rounds(name: str, sigma: float, streams: int, rounds: int, rng: np.random.Generator):
+    """(a, b, centres, normal): each round's runs and the true median log ratio of each round (its
+    distribution is N(centre, 2 sigma^2) when ``normal``; symmetric about the centre always, so the centre
+    is that round's median).
+
+    The periodic disturbance: a background job slows every run that starts at a sequence position p (two
+    runs a round, the order drawn at random) with p mod 17 < 5 by 1.3x; the random order puts it on A or B
+    with probability 1/2 each, so every round's ratio stays symmetric about the true one."""
+    shape = (streams, rounds)
+    i = np.arange(rounds)
+    x_a, x_b = np.exp(sigma * rng.standard_normal(shape)), np.exp(sigma * rng.standard_normal(shape))
+    num, den = (10, 11) if "0.9091" in name else (1, 1)
+    if "issue 28" in name:
+        a_level, b_level = np.full(rounds, 20.0), 10.0 + i
+    elif "machine slows" in name:  # both runs of a round alike: the ratio does not move
+        a_level = b_level = 1 + 0.002 * i
+    elif "from round 30" in name:
+        a_level, b_level = np.ones(rounds), np.where(i >= 30, 1.1, 1.0)
+    elif "to 10% slower over 300 rounds" in name:
+        a_level, b_level = np.ones(rounds), 1 + 0.1 * np.minimum(i, 300) / 300
+    elif "from A/B 1.10 to 0.90" in name:
+        a_level, b_level = 1.1 - 0.2 * np.minimum(i, 300) / 300, np.ones(rounds)
+    elif "periodic" in name:
+        a_level, b_level = np.full(rounds, float(num)), np.full(rounds, float(den))
+    else:
+        raise ValueError(f"scenario: unknown {name!r}")
+    a, b = a_level * x_a, b_level * x_b
+    if "periodic" in name:
+        a_first = rng.random(shape) < 0.5
+        slowed = lambda position: np.where(position % 17 < 5, 1.3, 1.0)  # noqa: E731
+        a, b = a * slowed(2 * i + np.where(a_first, 0, 1)), b * slowed(2 * i + np.where(a_first, 1, 0))
+    centres = np.log(a_level / b_level)
+    return a, b, centres, "periodic" not in name
+
+
+def pooled_medians(centres: np.ndarray, spread: float | None) -> np.ndarray:
+    """For T = 1..rounds, the median of the rounds' distributions pooled over rounds 1..T (the average of
+    their CDFs): the one median rounds 1..T have together, which their CS covers when they are independent.
+    ``spread``: each round's sd (normal rounds); None: all rounds share one median, the centre."""
+    rounds = centres.size
+    if spread is None:
+        return np.full(rounds, centres[0])
+    low = np.full(rounds, centres.min() - 12 * spread)
+    high = np.full(rounds, centres.max() + 12 * spread)
+    included = np.tril(np.ones((rounds, rounds), bool))  # row T-1 holds rounds 1..T
+    for _ in range(60):
+        middle = (low + high) / 2
+        cdf = np.where(included, special.ndtr((middle[:, None] - centres[None, :]) / spread), 0).sum(axis=1)
+        below = cdf / np.arange(1, rounds + 1) < 0.5
+        low, high = np.where(below, middle, low), np.where(below, high, middle)
+    return (low + high) / 2
+
+
+def claim_wrong(low: np.ndarray, high: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Whether what a settled CS [low, high] (log scale) claims is false of ``truth``: beyond the band on
+    its side, inside the band, and on the side of 0 the CS shows when it excludes 0 (a trivial difference)."""
+    edge_low, edge_high = math.log(1 - MARGIN), math.log(1 + MARGIN)
+    faster, slower = low > edge_high, high < edge_low
+    inside = ~faster & ~slower
+    wrong = (faster & (truth <= edge_high)) | (slower & (truth >= edge_low))
+    wrong |= inside & ((truth < edge_low) | (truth > edge_high))
+    wrong |= inside & (((low > 0) & (truth <= 0)) | ((high < 0) & (truth >= 0)))
+    return wrong
+
+
+def not_alike_rounds(args, rng: np.random.Generator, targets: list[tuple[str, bool]]) -> None:
+    streams, rounds = args.drift_streams, args.drift_rounds
+    print(f"5. Rounds that are not alike: {streams} streams per row, at most {rounds} rounds; ab's rule (stop at "
+          "the first settled round >= min rounds, or as soon as the rounds are seen not alike)")
+    print("   wrong = a settled verdict false of the median of the rounds it was read from, pooled (the average "
+          "of their distributions); at end = false of the last round's own ratio (shown, not a target)")
+    print(f"   {'scenario':51} {'sd':>4} {'min':>3} {'settled':>7} {'not alike':>9} {'budget':>6} {'rounds':>6} "
+          f"{'wrong (settled)':>19} {'at end':>7} {'change at':>9}")
+    for name, min_rounds, sigma in SCENARIOS:
+        a, b, centres, normal = drift_rounds(name, sigma, streams, rounds, rng)
+        d = log_ratios(a, b)
+        result = trace(d, 0.0, min_rounds=min_rounds, tie_seeds=np.arange(streams) + 10_000)
+        pooled = pooled_medians(centres, sigma * math.sqrt(2) if normal else None)
+        stop = result.stop_round - 1
+        settled = result.settled
+        wrong_pooled = settled & claim_wrong(result.stop_low, result.stop_high, pooled[stop])
+        wrong_end = settled & claim_wrong(result.stop_low, result.stop_high, centres[stop])
+        hits, seen = int(wrong_pooled.sum()), int(result.not_alike.sum())
+        # where Pettitt's change point puts the change, for the streams seen not alike (median round)
+        splits = [alike.change_point(d[s, :result.stop_round[s]].tolist())
+                  for s in np.flatnonzero(result.not_alike)]
+        where = f"{np.median([k for k in splits if k]):9.0f}" if any(splits) else f"{'-':>9}"
+        budget = streams - int(settled.sum()) - seen
+        print(f"   {name:51} {sigma:4.2f} {min_rounds:3d} {settled.mean():7.4f} {seen / streams:9.4f} "
+              f"{budget / streams:6.4f} {result.stop_round.mean():6.1f} {rate(hits, streams):>19} "
+              f"{wrong_end.mean():7.4f} {where}")
+        label = f"{name}, sd {sigma}, min rounds {min_rounds}"
+        targets.append((f"not alike, {label}: wrong settled verdicts {hits / streams:.4f}, not shown above alpha "
+                        f"{ALPHA}", within_alpha(hits, streams)))
+        if "issue 28" in name and min_rounds == 40:
+            targets.append((f"not alike, {label}: seen not alike (never settled) in {seen / streams:.4f} of streams, "
+                            f">= {1 - ALPHA}", seen >= (1 - ALPHA) * streams and not settled.any()))
+        if "machine slows" in name:  # the drift cancels in the ratio: the rounds are alike
+            targets.append((f"not alike, {label}: called not alike in {seen / streams:.4f} of streams, not shown "
+                            f"above alpha {ALPHA} (the drift cancels in the ratio)", within_alpha(seen, streams)))
+
+
 # --- the vectorised path against SequentialComparison -----------------------------------------------------
 
 def equality_check(streams: int, rounds: int, seed: int) -> tuple[int, list[str]]:
     """Feed the same rounds to SequentialComparison (one object per stream, add(a, b) after every round, as
     the CLI does) and to ``trace``; return (rounds compared, the first disagreements). Streams come from every
     family, both ratios, and a step change (A/B 1 for 20 rounds, then 1.5: not i.i.d., so the running
-    intersection goes empty and ``contradicted`` is exercised). Also checks that the naive procedure's verdict
+    intersection goes empty and ``contradicted`` is exercised, and so is the exchangeability test's alarm;
+    stream s has tie_seed s on both paths). Also checks that the naive procedure's verdict
     is compare's: simultaneous_suite on sparc_tests gives the same relevance as ``fixed_n``."""
     rng = np.random.default_rng(seed)
     kinds = [(f, r) for f in FAMILIES for r in (NULL, SLOWDOWN)] + [("step", NULL)]
     per_kind = max(1, streams // len(kinds))
     problems: list[str] = []
     compared = 0
-    contradictions = 0
+    contradictions = alarms = 0
     for family, ratio in kinds:
         if family == "step":
             a, b = rounds_of("log-normal", ratio, per_kind, rounds, rng)
@@ -416,25 +610,27 @@ def equality_check(streams: int, rounds: int, seed: int) -> tuple[int, list[str]
         else:
             a, b = rounds_of(family, ratio, per_kind, rounds, rng)
         result = trace(log_ratios(a, b), math.log(ratio[0] / ratio[1]), record=True)
-        lows, highs, settled, contradicted = result.history
+        lows, highs, settled, contradicted, not_alike = result.history
         for s in range(per_kind):
-            comparison = SequentialComparison(MARGIN, ALPHA, 1)
+            comparison = SequentialComparison(MARGIN, ALPHA, 1, tie_seed=s)
             stop = None
             for t in range(rounds):
                 comparison.add(float(a[s, t]), float(b[s, t]))
                 got = comparison.settlement()
                 low, high = _ratio_bounds(lows[s, t], highs[s, t])
                 verdict = relevance(*read_off(low, high, MARGIN))
-                mine = (low, high, bool(settled[s, t]), bool(contradicted[s, t]), verdict)
-                theirs = (got.low, got.high, got.settled, got.contradicted, got.verdict)
+                mine = (low, high, bool(settled[s, t]), bool(contradicted[s, t]), bool(not_alike[s, t]), verdict)
+                theirs = (got.low, got.high, got.settled, got.contradicted, not got.alike, got.verdict)
                 compared += 1
                 if mine != theirs and len(problems) < 5:
                     problems.append(f"{family} stream {s} round {t + 1}: vectorised {mine}, "
                                     f"SequentialComparison {theirs}")
-                if stop is None and t + 1 >= MIN_ROUNDS and got.settled:
+                if stop is None and (not got.alike or (t + 1 >= MIN_ROUNDS and got.settled)):
                     stop = t + 1
             contradictions += comparison.contradicted
-            if stop != (int(result.stop_round[s]) if result.settled[s] else None) and len(problems) < 5:
+            alarms += comparison.change() is not None and comparison.change().test == "exchangeability"
+            if stop != (int(result.stop_round[s]) if result.settled[s] or result.not_alike[s] else None) \
+                    and len(problems) < 5:
                 problems.append(f"{family} stream {s}: stop round {stop}, vectorised {result.stop_round[s]}")
         # compare's own path for the naive verdict, on a few prefixes
         for s in range(min(per_kind, 3)):
@@ -447,6 +643,8 @@ def equality_check(streams: int, rounds: int, seed: int) -> tuple[int, list[str]
                                     f"fixed_n says {fixed_n(x, y)[2]}")
     if contradictions == 0:
         problems.append("no stream was contradicted: the step change did not exercise that branch")
+    if alarms == 0:
+        problems.append("no stream was seen not alike by the exchangeability test: the step did not exercise it")
     return compared, problems
 
 
@@ -461,25 +659,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fixed-trials", type=int, default=400, help="simulations per fixed n")
     parser.add_argument("--check-streams", type=int, default=390, help="streams of the equality check")
     parser.add_argument("--check-rounds", type=int, default=300, help="rounds of the equality check")
+    parser.add_argument("--drift-streams", type=int, default=2000, help="streams per not-alike scenario")
+    parser.add_argument("--drift-rounds", type=int, default=1000, help="rounds of the not-alike scenarios")
+    parser.add_argument("--only-drift", action="store_true", help="section 5 only (rounds that are not alike)")
     args = parser.parse_args(argv)
     if args.quick:
         args.streams, args.max_rounds = 400, 400
         args.naive_streams, args.naive_rounds, args.fixed_trials = 150, 60, 100
         args.check_streams, args.check_rounds = 130, 150
+        args.drift_streams, args.drift_rounds = 300, 300
     if args.streams < 1 or args.max_rounds < MIN_ROUNDS:
         parser.error(f"--streams must be >= 1 and --max-rounds >= {MIN_ROUNDS}")
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     targets: list[tuple[str, bool]] = []
 
-    compared, problems = equality_check(args.check_streams, args.check_rounds, args.seed + 1)
-    for problem in problems:
-        print(f"   {problem}")
-    targets.append((f"vectorised path identical to SequentialComparison ({compared} rounds compared: CS, "
-                    "verdict, settled, contradicted, stop round)", not problems))
-    validity_and_verdicts(args, rng, targets)
-    print()
-    rounds_to_verdict(args, rng)
+    if not args.only_drift:
+        compared, problems = equality_check(args.check_streams, args.check_rounds, args.seed + 1)
+        for problem in problems:
+            print(f"   {problem}")
+        targets.append((f"vectorised path identical to SequentialComparison ({compared} rounds compared: CS, "
+                        "verdict, settled, contradicted, not alike, stop round)", not problems))
+        validity_and_verdicts(args, rng, targets)
+        print()
+        rounds_to_verdict(args, rng)
+        print()
+    not_alike_rounds(args, rng, targets)
     print()
     for label, ok in targets:
         print(f"{'PASS' if ok else 'FAIL'}: {label}")

@@ -87,23 +87,27 @@ def test_a_difference_inside_the_margin_is_trivial():
     assert trivial.settled and trivial.verdict is Relevance.TRIVIAL and 1 < trivial.low and trivial.high <= 1.05
 
 
-def test_the_running_intersection_only_narrows_and_a_shift_is_reported():
+def test_the_reported_sequence_is_that_of_all_rounds_and_a_shift_is_not_alike():
     rng = np.random.default_rng(8)
     comparison = SequentialComparison()
-    widths = []
     for _ in range(300):
         b = rng.lognormal(0, 0.2)
         comparison.add(b * rng.lognormal(0, 0.2), b)
         s = comparison.settlement()
-        if s.low is not None and s.high is not None:
-            widths.append(s.high - s.low)
-    assert widths and all(later <= earlier for earlier, later in zip(widths, widths[1:]))
+        low, high = comparison._current()  # the CS of all the rounds so far, on the log scale
+        assert (s.low, s.high) == (math.exp(low) if math.isfinite(low) else None,
+                                   math.exp(high) if math.isfinite(high) else None)
+        assert s.low is None or s.low <= s.ratio <= s.high  # the estimate lies in the interval beside it
+    assert comparison.alike
     shifted = SequentialComparison()
     for _ in range(100):
         shifted.add(1.0, 1.0)
     for _ in range(400):  # the machine changed: B is now twice as fast
         shifted.add(2.0, 1.0)
-    assert shifted.settlement().contradicted
+    s = shifted.settlement()
+    assert s.contradicted and not s.alike and not s.settled and (s.low, s.high, s.beyond) == (None, None, None)
+    assert s.verdict is Relevance.INDETERMINATE and s.change.last_before == 100
+    assert (s.change.before, s.change.after) == (1.0, 2.0)
 
 
 def test_bonferroni_share_per_comparison():

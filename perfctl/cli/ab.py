@@ -65,7 +65,8 @@ def add_parser(sub) -> None:
                     "margin, a difference inside it, or equivalence. The verdict reads off an anytime-valid "
                     "confidence sequence, so stopping when it settles keeps the stated confidence (docs/ab.md).",
         epilog=exit_status("0 settled, no relevant slowdown of any command", "3 a command shown slower than A "
-                           "(--fail-on)", "4 a verdict not settled within the budget", "1 a run failed",
+                           "(--fail-on)", "4 a verdict not settled within the budget, or rounds not alike (the "
+                           "machine or a program changed during the run)", "1 a run failed",
                            "2 bad usage or input, or an output that cannot or must not be written (docs/outputs.md)",
                            f"{SIGNAL_EXIT}: the run in progress is killed, finished runs are kept"))
     ab.add_argument("--margin", type=probability, default=0.05,
@@ -200,11 +201,13 @@ def run(args) -> int:
                     else:
                         suite.add_round({i: _value(sample, metric, round_, sides[i].label)
                                          for i, sample in samples.items()})
-                    if round_ + 1 >= args.min_runs:
-                        active = suite.unsettled()
+                    # a comparison whose rounds are not alike leaves at once (that is final); a settled one
+                    # only from --min-runs on
+                    undecided = set(suite.undecided(settling=round_ + 1 >= args.min_runs))
+                    active = [i for i in active if i in undecided]
                     live.show(suite, sides, result, args, started)
                     if not active:
-                        result.stop = "settled"
+                        result.stop = "settled" if not suite.unsettled() else "not-alike"
                         break
                     if args.max_time is not None and time.monotonic() - started >= args.max_time:
                         result.stop = "max-time"
@@ -226,7 +229,7 @@ def run(args) -> int:
         raise outputs.failed(err, sum(side.runs for side in sides)) from None
 
     result.settlements = {sides[i].label: settlement for i, settlement in suite.settlements().items()}
-    result.to_settle = {sides[i].label: suite.comparisons[i].rounds_to_settle() for i in suite.unsettled()}
+    result.to_settle = {sides[i].label: suite.comparisons[i].rounds_to_settle() for i in suite.undecided()}
     if outputs.written == 0:
         result.output = None
     report = AbReport(result, args.fail_on, verbosity(args), stopped_by)

@@ -23,6 +23,12 @@ STOPS = {
     "failed": "a run failed",
     "interrupted": "interrupted",
     "unusable": "a run's metric gives no ratio",
+    "not-alike": "a command's rounds are not alike",
+}
+# how each test of alikeness (analysis/alike.py, analysis/ab.py) saw the change, in the note that names it
+SEEN_BY = {
+    "exchangeability": "a test of alike rounds (a conformal test martingale)",
+    "disjoint": "the rounds' confidence sequences no longer overlapping",
 }
 
 
@@ -67,6 +73,8 @@ def reading(settlement: Settlement, label: str = "B") -> str:
     """The verdict in words, as the confidence sequence shows it, for the command ``label``."""
     if settlement.ratio is None:
         return "no rounds"
+    if not settlement.alike:
+        return "not alike: the machine or a program changed during the rounds; no verdict"
     if settlement.beyond:
         return f"{label} {settlement.beyond} than A by more than the margin"
     if settlement.verdict is Relevance.RELEVANT:
@@ -132,17 +140,19 @@ class AbReport(Report):
             table.add_row(r.sides[0].label, cell(" ".join(r.sides[0].argv)), str(r.sides[0].runs), "baseline", "",
                           "")
             for side, s in rows:
-                verdict = s.verdict.value + ("" if s.settled else " (not settled)")
-                table.add_row(side.label, cell(" ".join(side.argv)), str(side.runs), _number(s.ratio),
-                              f"[{_number(s.low)}, {_number(s.high)}] at {s.confidence:.4g}", verdict)
+                if s.alike:
+                    verdict = s.verdict.value + ("" if s.settled else " (not settled)")
+                    sequence = f"[{_number(s.low)}, {_number(s.high)}] at {s.confidence:.4g}"
+                else:  # no interval is claimed of rounds that are not alike
+                    verdict, sequence = "not alike", "-"
+                table.add_row(side.label, cell(" ".join(side.argv)), str(side.runs), _number(s.ratio), sequence,
+                              verdict)
             console.print(table)
         for side, s in rows:
-            if self.verbosity > QUIET or slowdown(s, self.fail_on):
+            if s.change is not None:  # what exit 4 is about: said even with -q
+                console.print(change_line(side.label, s), highlight=False, markup=False)
+            elif self.verbosity > QUIET or slowdown(s, self.fail_on):
                 console.print(visible(f"{side.label}: {reading(s, side.label)}" + _settling_note(side, s, r)),
-                              highlight=False, markup=False)
-            if s.contradicted:
-                console.print(f"{side.label}: the confidence sequences of the rounds do not overlap: the rounds are "
-                              "not alike (the machine drifted?); the last interval that held is shown",
                               highlight=False, markup=False)
         if r.excluded_rounds:
             console.print(f"{r.excluded_rounds} rounds left out: a run was interfered with (--exclude-interfered)",
@@ -156,8 +166,33 @@ class AbReport(Report):
                                   "--paired)"), highlight=False, markup=False, soft_wrap=True)
 
 
+def change_line(label: str, s: Settlement) -> str:
+    """Where the rounds of a comparison that is not alike changed, and how that was seen.
+
+    >>> from perfctl.analysis.ab import SequentialComparison
+    >>> c, i = SequentialComparison(), 0
+    >>> while c.alike:  # B 25% slower from round 16 on; ab stops the rounds once they are not alike
+    ...     c.add(20.0 * (1 + 0.001 * (i % 5)), 20.0 if i < 15 else 25.0)
+    ...     i += 1
+    >>> print(change_line("B", c.settlement()))  # doctest: +NORMALIZE_WHITESPACE
+    B: not alike: A/B 1.0020 over rounds 1-15, 0.8016 over rounds 16-46 (Pettitt's change point), seen at round
+    46 by a test of alike rounds (a conformal test martingale); the machine or a program changed during the
+    rounds, so there is no verdict (exit 4): run again on a quiet machine, or find what changed
+    """
+    change = s.change
+    if change is None:
+        return ""
+    where = ""
+    if change.last_before is not None:
+        where = (f"A/{label} {_number(change.before)} over rounds 1-{change.last_before}, {_number(change.after)} "
+                 f"over rounds {change.last_before + 1}-{s.rounds} (Pettitt's change point), ")
+    return (f"{label}: not alike: {where}seen at round {change.seen_at} by {SEEN_BY.get(change.test, change.test)}; "
+            "the machine or a program changed during the rounds, so there is no verdict (exit 4): run again on a "
+            "quiet machine, or find what changed")
+
+
 def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
-    if s.rounds == 0:
+    if s.rounds == 0 or not s.alike:
         return ""
     if s.settled:
         return f" (settled after {s.rounds} rounds)"
@@ -201,6 +236,8 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
     bar[column(1.0)] = "|"
     if s.ratio is not None:
         bar[column(s.ratio)] = "*"
+    if not s.alike:
+        return f"{label}  ratio {_number(s.ratio)}  not alike from round {s.change.seen_at}: no verdict"
     state = "settled" if s.settled else "so far"
     return (f"{label}  ratio {_number(s.ratio)}  [{_number(s.low)}, {_number(s.high)}]  |{''.join(bar)}|  "
             f"{s.verdict.value}, {state}")
@@ -222,5 +259,9 @@ def replay_document(replayed) -> dict:
 
 def _settlement_fields(s: Settlement) -> dict:
     """A settlement as JSON fields, the same in ab's document and under a compare of a fleet job."""
+    change = s.change
     return {"rounds": s.rounds, "ratio": s.ratio, "low": s.low, "high": s.high, "level": s.confidence,
-            "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled, "contradicted": s.contradicted}
+            "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled, "contradicted": s.contradicted,
+            "alike": s.alike, "change": None if change is None else {
+                "seen_at": change.seen_at, "test": change.test, "last_before": change.last_before,
+                "before": change.before, "after": change.after}}
