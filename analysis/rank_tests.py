@@ -119,8 +119,10 @@ def _rank_sum_pmf(n: int, m: int) -> np.ndarray:
 
 def _exact_pvalue(pmf: np.ndarray, statistic: float, alternative: str) -> float:
     k = int(round(statistic))
-    upper = float(pmf[k:].sum())
-    lower = float(pmf[:k + 1].sum())
+    # a tail holding every outcome sums the pmf's rounded terms to 1.0000000000000002: a probability is
+    # clipped here, where it is made, so that no p-value above 1 reaches a correction (Holm refuses it)
+    upper = min(1.0, float(pmf[k:].sum()))
+    lower = min(1.0, float(pmf[:k + 1].sum()))
     if alternative == "greater":
         return upper
     if alternative == "less":

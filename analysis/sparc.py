@@ -243,8 +243,9 @@ def sparc_suite(tests: Sequence[SparcTests], groups: Sequence[str], alpha: float
         shown_beyond = beyond(test.ratio_low, test.ratio_high, test.delta) if verdict is Relevance.RELEVANT else None
         decisions.append(SparcDecision(test, difference, equivalence, verdict, test.ratio_low, test.ratio_high,
                                        test.confidence, False, shown_beyond))
-    return SparcSuite(tuple(decisions), _overall_tests(decisions, groups, alpha / family), alpha, correction,
-                      family, "sparc", None)
+    # no benchmark judged: an empty family, no overall test (and no share of alpha to divide)
+    return SparcSuite(tuple(decisions), _overall_tests(decisions, groups, alpha / family) if family else {}, alpha,
+                      correction, family, "sparc", None)
 
 
 def ratio_interval(x, y, level: float, *, paired: bool = False) -> tuple[float | None, float | None]:

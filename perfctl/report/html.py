@@ -17,6 +17,7 @@ import datetime
 import errno
 import math
 import os
+import reprlib
 import stat
 import tempfile
 from collections.abc import Sequence
@@ -244,20 +245,45 @@ FIRST_ITEMS = ("hostname", "kernel.release", "cpu.model_name", "cpu.microcode", 
                "aslr", "audit", "audit.verdict", "audit.time_ns", "audit.why")
 
 
+# An inventory is three levels deep (cpu.model_name, audit.verdict); a machine line from a file or a server
+# may be anything, so flattening is bounded: deeper values and items beyond the count are named, not shown
+# (a line nested 1,000 deep ended the report in a RecursionError)
+FLATTEN_DEPTH = 16
+FLATTEN_ITEMS = 2000
+_NESTED = reprlib.Repr()
+_NESTED.maxlevel, _NESTED.maxstring, _NESTED.maxother = 3, 80, 80
+
+
 def flatten(inventory, prefix: str = "") -> dict[str, str]:
     """An inventory (a dict read from a file or the server, or agent/inventory's typed one) as dotted
-    items: {"kernel.release": "6.1.0", ...}."""
+    items: {"kernel.release": "6.1.0", ...}. Iterative, and bounded by FLATTEN_DEPTH levels and
+    FLATTEN_ITEMS items: what lies beyond is one item saying so."""
     if hasattr(inventory, "to_dict"):
         inventory = inventory.to_dict()
     out: dict[str, str] = {}
-    for key, value in (inventory or {}).items():
-        name = f"{prefix}{key}"
+    # depth first, in the mapping's order (as the recursion it replaces), with a stack of open mappings
+    stack = [(prefix, iter((inventory or {}).items()))]
+    while stack:
+        level_prefix, items = stack[-1]
+        entry = next(items, None)
+        if entry is None:
+            stack.pop()
+            continue
+        if len(out) >= FLATTEN_ITEMS:
+            out["(more items)"] = f"not shown: the machine record has more than {FLATTEN_ITEMS} items"
+            break
+        key, value = entry
+        name = f"{level_prefix}{key}"
         if isinstance(value, dict):
-            out.update(flatten(value, name + "."))
+            if len(stack) >= FLATTEN_DEPTH:
+                out[name] = f"not shown: nested deeper than {FLATTEN_DEPTH} levels"
+            else:
+                stack.append((name + ".", iter(value.items())))
         elif key == "time_ns" and isinstance(value, int) and not isinstance(value, bool):
             out[name] = f"{_utc(value)} UTC ({_age(value)})"
         elif isinstance(value, list):
-            out[name] = ", ".join(map(str, value)) or "-"
+            # a list's items are plain values in an inventory; a nested one is shown cut short (reprlib)
+            out[name] = ", ".join(_NESTED.repr(v) if isinstance(v, (dict, list)) else str(v) for v in value) or "-"
         else:
             out[name] = "-" if value is None else str(value)
     return out
