@@ -104,6 +104,10 @@ class Parameters:
             if risk < MIN_RISK * 0.999:  # 1 - (1 - 1e-12) is 0.99998e-12 in floating point
                 bound = f"at least {MIN_RISK:g}" if name == "alpha" else f"at most 1 - {MIN_RISK:g}"
                 raise ValueError(f"{name}: must be {bound}, got {value}")
+        # an interval's end is placed exactly against 1 and both edges (analysis/ratio_edges.py): below
+        # 1e-6 an edge and 1 are within a few ulps of each other, closer than an end can be told apart
+        if self.margin < MIN_PRECISION:
+            raise ValueError(f"margin: must be between {MIN_PRECISION:g} and 1, got {self.margin}")
         if self.correction not in ("holm", "bonferroni", "bh"):
             raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
         if self.family not in FAMILIES:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.compare import Comparison
+from perfctl.analysis.verdicts import beyond, read_off
 from perfctl.pairing import CompareContext, Compared, compared
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text
 from perfctl.text import cell, visible
@@ -44,9 +45,10 @@ def margin_relation(low: float | None, high: float | None, margin: float) -> str
     to exceed the margin), inside it, or across an edge ('-' when an end is unbounded)."""
     if low is None or high is None:
         return "-"
-    if high < 1 - margin or low > 1 + margin:
+    # read as the verdicts are, exactly (analysis/verdicts.py): an end on an edge is inside the closed band
+    if beyond(low, high, margin):
         return "beyond"
-    if low >= 1 - margin and high <= 1 + margin:
+    if read_off(low, high, margin)[1]:
         return "inside"
     return "crosses"
 

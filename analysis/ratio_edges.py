@@ -1,0 +1,181 @@
+"""The ends of a Hodges-Lehmann ratio interval, placed exactly against 1 and the band's edges.
+
+The interval of A/B is computed in log space (rank_tests.py: order statistics of log x_i - log y_j, or of
+the Walsh averages of log(x_i / y_i)) and brought back with exp, so an end is the exact ratio give or take
+a few units in the last place. That is harmless except where the exact ratio sits on, or within those
+few ulps of, 1 or an edge of the band [1 - delta, 1 + delta]: exact counts hit such ratios (95 instructions
+against 100: every A_i/B_j is 19/20, the band's lower edge, yet exp(log 95 - log 100) fell below 0.95 and
+the verdict read "relevant difference, beyond" off a band documented as closed).
+
+``settle_ends`` decides those cases exactly. The k-th smallest ratio q_(k) lies below a threshold t when
+at least k ratios do, above it when fewer than k are at most t, on it otherwise; the ratios are counted
+exactly in rational arithmetic (``fractions.Fraction``: a float is a dyadic rational, the margin is read
+from its decimal text) over the pairs whose floating-point ratio is within a relative 1e-12 of t, the
+others by their floats. The end is then moved by as few ulps as it takes to lie on the exact side of t,
+or, when q_(k) equals an edge, onto the band side of it, so that ``verdicts.read_off`` of the float ends
+(itself exact) gives the verdict of the exact interval. Only ends within ``NEAR`` of a threshold are
+examined: elsewhere the floats already lie on the right side, and nothing is counted.
+
+The order statistics are those of Hollander & Wolfe (Nonparametric Statistical Methods, 3rd ed., 2014,
+section 4.3, Eq. 4.41 for the rank-sum inversion; section 3.3, Eq. 3.27 for the signed-rank inversion of
+the Walsh averages): the k-th smallest and k-th largest, k the critical rank rank_tests.py computes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank
+from perfctl.analysis.verdicts import band
+
+# An end this close (relative) to a threshold is decided by counting: log-space rounding moves an end by
+# about 1e-15 relative for values up to 10^300, so 1e-9 leaves a wide safety factor and is far below any
+# margin (Parameters keeps margins at or above 1e-6).
+NEAR = 1e-9
+# A pair whose floating-point product lies within this relative distance of the bound is compared exactly.
+SLACK = 1e-12
+
+
+def settle_ends(x: np.ndarray, y: np.ndarray, low: float | None, high: float | None, level: float,
+                margin: float, paired: bool) -> tuple[float | None, float | None]:
+    """The interval [low, high] of A/B at ``level`` (computed by rank_tests.py from x and y, validated and
+    positive; ``paired``: Walsh averages of log(x_i / y_i)), each end on the exact side of 1 and of each
+    edge of [1 - margin, 1 + margin] (see the module's docstring). None ends stay None."""
+    thresholds = (band(margin)[0], Fraction(1), band(margin)[1])
+    if not any(end is not None and _near(end, t) for end in (low, high) for t in thresholds):
+        return low, high
+    counter = _WalshCounter(x, y) if paired else _PairCounter(x, y)
+    size, k = counter.size, counter.rank(level)
+    return (None if low is None else _settle(low, k, counter, thresholds),
+            None if high is None else _settle(high, size - k + 1, counter, thresholds))
+
+
+def _near(end: float, threshold: Fraction) -> bool:
+    return abs(end / float(threshold) - 1) <= NEAR
+
+
+def _settle(end: float, rank: int, counter: _Counter, thresholds) -> float:
+    """``end``, the rank-th smallest ratio as computed, moved to the exact side of each threshold near it.
+    On a threshold: the edges of the band are inside it (closed band), so the end goes to the first float
+    at or inside the edge; 1 is a float."""
+    lower_edge, one, upper_edge = thresholds
+    for t in thresholds:
+        if not _near(end, t):
+            continue
+        exact = Fraction(end)
+        if counter.count(t, strict=True) >= rank:  # q_(rank) < t
+            if exact >= t:
+                end = _below(t)
+        elif counter.count(t, strict=False) < rank:  # q_(rank) > t
+            if exact <= t:
+                end = _above(t)
+        elif t == one:
+            end = 1.0
+        elif t == lower_edge:
+            end = _above(t, inclusive=True)
+        else:
+            end = _below(t, inclusive=True)
+    return end
+
+
+def _below(t: Fraction, inclusive: bool = False) -> float:
+    """The largest float below t (at most t when ``inclusive``)."""
+    f = float(t)
+    while Fraction(f) > t or (not inclusive and Fraction(f) == t):
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def _above(t: Fraction, inclusive: bool = False) -> float:
+    """The smallest float above t (at least t when ``inclusive``)."""
+    f = float(t)
+    while Fraction(f) < t or (not inclusive and Fraction(f) == t):
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+class _Counter:
+    """Counts the ratios of one interval's grid below a rational threshold, exactly. ``size``: how many
+    ratios the grid holds; ``rank(level)``: the k of its interval at ``level``."""
+
+    size: int
+
+    def count(self, t: Fraction, strict: bool) -> int:
+        raise NotImplementedError
+
+    def rank(self, level: float) -> int:
+        raise NotImplementedError
+
+
+def _products_below(a: np.ndarray, a_counts: np.ndarray, a_exact: Callable[[int], Fraction], b: np.ndarray,
+                    b_counts: np.ndarray, b_exact: Callable[[int], Fraction], bound: Fraction, strict: bool) -> int:
+    """sum of a_counts[i] * b_counts[j] over the pairs with a_i * b_j < bound (<= unless ``strict``), all
+    values positive. ``a``, ``b``: floats within a relative 1e-15 of the exact values a_exact(i), b_exact(j),
+    ``b`` ascending. A pair is compared exactly only when its float product is within SLACK of the bound:
+    a row's columns below that window count, those above do not."""
+    head = np.concatenate(([0], np.cumsum(b_counts)))  # head[j]: the weight of columns before j
+    guess = float(bound) / a
+    start = np.searchsorted(b, guess * (1 - SLACK), side="left")
+    stop = np.searchsorted(b, guess * (1 + SLACK), side="right")
+    total = int(np.sum(a_counts * head[start]))
+    for i in np.flatnonzero(stop > start):
+        exact_a = a_exact(int(i))
+        for j in range(int(start[i]), int(stop[i])):
+            product = exact_a * b_exact(j)
+            if product < bound or (not strict and product == bound):
+                total += int(a_counts[i]) * int(b_counts[j])
+    return total
+
+
+class _PairCounter(_Counter):
+    """The n m ratios x_i / y_j (the unpaired interval's grid), counted over the distinct values of each
+    side: x_i / y_j < t is x_i * (1 / y_j) < t."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray):
+        self.n, self.m = len(x), len(y)
+        self.size = self.n * self.m
+        self.x, self.x_counts = np.unique(x, return_counts=True)
+        y_values, y_counts = np.unique(y, return_counts=True)
+        self.y, self.y_counts = y_values[::-1], y_counts[::-1]  # 1/y ascending
+
+    def count(self, t: Fraction, strict: bool) -> int:
+        return _products_below(self.x, self.x_counts, lambda i: Fraction(float(self.x[i])), 1 / self.y,
+                               self.y_counts, lambda j: 1 / Fraction(float(self.y[j])), t, strict)
+
+    def rank(self, level: float) -> int:
+        return _shift_critical_rank(self.n, self.m, (1 - level) / 2)
+
+
+class _WalshCounter(_Counter):
+    """The n(n+1)/2 Walsh averages of log r_i, r_i = x_i / y_i (the paired interval's grid), as ratios:
+    exp((log r_i + log r_j) / 2) < t is r_i r_j < t^2. The ordered pairs (i, j) count each i != j twice
+    and each i = j once, so the averages below t number (ordered + diagonal) / 2."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray):
+        self.n = len(x)
+        self.size = self.n * (self.n + 1) // 2
+        pairs, counts = np.unique(np.stack([x, y], axis=1), axis=0, return_counts=True)
+        ratios = pairs[:, 0] / pairs[:, 1]
+        order = np.argsort(ratios, kind="stable")
+        self.pairs, self.counts, self.ratios = pairs[order], counts[order], ratios[order]
+        self._exact: dict[int, Fraction] = {}
+
+    def _ratio(self, i: int) -> Fraction:
+        if i not in self._exact:
+            self._exact[i] = Fraction(float(self.pairs[i, 0])) / Fraction(float(self.pairs[i, 1]))
+        return self._exact[i]
+
+    def count(self, t: Fraction, strict: bool) -> int:
+        ordered = _products_below(self.ratios, self.counts, self._ratio, self.ratios, self.counts, self._ratio,
+                                  t * t, strict)
+        one = np.ones(1)
+        diagonal = _products_below(self.ratios, self.counts, self._ratio, one, np.ones(1, dtype=np.int64),
+                                   lambda j: Fraction(1), t, strict)
+        return (ordered + diagonal) // 2
+
+    def rank(self, level: float) -> int:
+        return _center_critical_rank(self.n, (1 - level) / 2)
