@@ -219,6 +219,8 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
     out = []
     for i, r in enumerate(rows):
         unit = metric_units.get(r["metric"])
+        # the ends with the digits that read as the verdict against the band (units.ratio_ends)
+        low, high = units.ratio_ends(r["ratio_low"], r["ratio_high"], margin)
         out.append(
             f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
             f'<td><a href="#b{i}">{esc(r["benchmark"])}</a></td>{_cell(r["metric"], numeric=False)}'
@@ -226,8 +228,8 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
             f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
             f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
             f'{_cell(r["ratio_a_over_b"], units.ratio(r["ratio_a_over_b"]), "ratio_a_over_b")}'
-            f'{_cell(r["ratio_low"], _plain(r["ratio_low"]), "ratio_low")}'
-            f'{_cell(r["ratio_high"], _plain(r["ratio_high"]), "ratio_high")}'
+            f'{_cell(r["ratio_low"], low, "ratio_low")}'
+            f'{_cell(r["ratio_high"], high, "ratio_high")}'
             f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
             f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td>'
             f'{_cell(r["margin"], field="margin", numeric=False)}</tr>')
@@ -314,7 +316,7 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
     unit = (context.units or {}).get(row["metric"])
     head = (f'<summary><h3>{esc(row["benchmark"])} <span class=note>({esc(row["metric"])})</span></h3> '
             f'<span class="tone-{tone(row["verdict"], row["ratio_a_over_b"])}">{esc(row["verdict"])}</span>, A/B '
-            f'{esc(units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"]))}</summary>')
+            f'{esc(units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"], p.margin))}</summary>')
     facts = [
         ("runs A / B", f"{row['n_a']} / {row['n_b']}"),
         ("median A / B", f"{units.quantity(row['median_a'], unit)} / {units.quantity(row['median_b'], unit)}"),
