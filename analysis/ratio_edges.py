@@ -23,6 +23,7 @@ the Walsh averages): the k-th smallest and k-th largest, k the critical rank ran
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -114,9 +115,11 @@ class _Counter:
 def _products_below(a: np.ndarray, a_counts: np.ndarray, a_exact: Callable[[int], Fraction], b: np.ndarray,
                     b_counts: np.ndarray, b_exact: Callable[[int], Fraction], bound: Fraction, strict: bool) -> int:
     """sum of a_counts[i] * b_counts[j] over the pairs with a_i * b_j < bound (<= unless ``strict``), all
-    values positive. ``a``, ``b``: floats within a relative 1e-15 of the exact values a_exact(i), b_exact(j),
-    ``b`` ascending. A pair is compared exactly only when its float product is within SLACK of the bound:
-    a row's columns below that window count, those above do not."""
+    values positive. ``a``, ``b``: floats within a relative 1e-15 of the exact values a_exact(i), b_exact(j);
+    ``b`` in ascending order of its exact values (its floats then never decrease). Per row, the columns whose
+    float product is below the bound by more than SLACK count, those above it by more do not, and the
+    window between is bisected exactly (the products rise along a row): O(log w) rationals for a row whose
+    window holds w columns, O(n log n) in all even when every ratio is 1."""
     head = np.concatenate(([0], np.cumsum(b_counts)))  # head[j]: the weight of columns before j
     guess = float(bound) / a
     start = np.searchsorted(b, guess * (1 - SLACK), side="left")
@@ -124,27 +127,35 @@ def _products_below(a: np.ndarray, a_counts: np.ndarray, a_exact: Callable[[int]
     total = int(np.sum(a_counts * head[start]))
     for i in np.flatnonzero(stop > start):
         exact_a = a_exact(int(i))
-        for j in range(int(start[i]), int(stop[i])):
-            product = exact_a * b_exact(j)
+        first, last = int(start[i]), int(stop[i])
+        while first < last:
+            middle = (first + last) // 2
+            product = exact_a * b_exact(middle)
             if product < bound or (not strict and product == bound):
-                total += int(a_counts[i]) * int(b_counts[j])
+                first = middle + 1
+            else:
+                last = middle
+        total += int(a_counts[i]) * int(head[first] - head[start[i]])
     return total
 
 
 class _PairCounter(_Counter):
     """The n m ratios x_i / y_j (the unpaired interval's grid), counted over the distinct values of each
-    side: x_i / y_j < t is x_i * (1 / y_j) < t."""
+    side: x_i / y_j < t is x_i * (1 / y_j) < t, and 1/y ascends exactly as y descends."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray):
         self.n, self.m = len(x), len(y)
         self.size = self.n * self.m
         self.x, self.x_counts = np.unique(x, return_counts=True)
         y_values, y_counts = np.unique(y, return_counts=True)
-        self.y, self.y_counts = y_values[::-1], y_counts[::-1]  # 1/y ascending
+        self.y, self.y_counts = y_values[::-1], y_counts[::-1]
+        self.inverse = 1 / self.y
+        self.exact_x = functools.cache(lambda i: Fraction(float(self.x[i])))
+        self.exact_inverse = functools.cache(lambda j: 1 / Fraction(float(self.y[j])))
 
     def count(self, t: Fraction, strict: bool) -> int:
-        return _products_below(self.x, self.x_counts, lambda i: Fraction(float(self.x[i])), 1 / self.y,
-                               self.y_counts, lambda j: 1 / Fraction(float(self.y[j])), t, strict)
+        return _products_below(self.x, self.x_counts, self.exact_x, self.inverse, self.y_counts, self.exact_inverse,
+                               t, strict)
 
     def rank(self, level: float) -> int:
         return _shift_critical_rank(self.n, self.m, (1 - level) / 2)
@@ -153,29 +164,54 @@ class _PairCounter(_Counter):
 class _WalshCounter(_Counter):
     """The n(n+1)/2 Walsh averages of log r_i, r_i = x_i / y_i (the paired interval's grid), as ratios:
     exp((log r_i + log r_j) / 2) < t is r_i r_j < t^2. The ordered pairs (i, j) count each i != j twice
-    and each i = j once, so the averages below t number (ordered + diagonal) / 2."""
+    and each i = j once, so the averages below t number (ordered + diagonal) / 2.
+
+    The distinct ratios (``_lowest_terms``: one integer triple per rational, so equal ratios of different
+    runs merge without rationals) in exact ascending order: sorted by their floats (correctly rounded, so
+    never out of order but for ties), each run of equal floats then ordered as rationals."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray):
         self.n = len(x)
         self.size = self.n * (self.n + 1) // 2
-        pairs, counts = np.unique(np.stack([x, y], axis=1), axis=0, return_counts=True)
-        ratios = pairs[:, 0] / pairs[:, 1]
-        order = np.argsort(ratios, kind="stable")
-        self.pairs, self.counts, self.ratios = pairs[order], counts[order], ratios[order]
-        self._exact: dict[int, Fraction] = {}
-
-    def _ratio(self, i: int) -> Fraction:
-        if i not in self._exact:
-            self._exact[i] = Fraction(float(self.pairs[i, 0])) / Fraction(float(self.pairs[i, 1]))
-        return self._exact[i]
+        terms, counts = np.unique(np.stack(_lowest_terms(x, y), axis=1), axis=0, return_counts=True)
+        approx = np.ldexp(terms[:, 0] / terms[:, 1], terms[:, 2])  # p/q rounded once, times a power of two
+        order = np.argsort(approx, kind="stable")
+        terms, counts, approx = terms[order], counts[order], approx[order]
+        run_starts = np.concatenate(([0], np.flatnonzero(np.diff(approx)) + 1, [len(approx)]))
+        for run in np.flatnonzero(np.diff(run_starts) > 1):  # distinct ratios on one float: rare
+            first, last = int(run_starts[run]), int(run_starts[run + 1])
+            ranked = sorted(range(first, last), key=lambda i: _rational(terms[i]))
+            terms[first:last], counts[first:last] = terms[ranked], counts[ranked]
+        self.terms, self.counts, self.ratios = terms, counts, approx
+        self._ratio = functools.cache(lambda i: _rational(self.terms[i]))
 
     def count(self, t: Fraction, strict: bool) -> int:
         ordered = _products_below(self.ratios, self.counts, self._ratio, self.ratios, self.counts, self._ratio,
                                   t * t, strict)
-        one = np.ones(1)
-        diagonal = _products_below(self.ratios, self.counts, self._ratio, one, np.ones(1, dtype=np.int64),
+        diagonal = _products_below(self.ratios, self.counts, self._ratio, np.ones(1), np.ones(1, dtype=np.int64),
                                    lambda j: Fraction(1), t, strict)
         return (ordered + diagonal) // 2
 
     def rank(self, level: float) -> int:
         return _center_critical_rank(self.n, (1 - level) / 2)
+
+
+def _lowest_terms(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x_i / y_i of positive floats exactly, as p * 2^e / q with p, q odd and coprime: one triple per
+    rational. A float is m * 2^e with m an integer of 53 bits (np.frexp), so the ratio of two is the ratio
+    of their integers times a power of two; the gcd and the factors of two are taken out."""
+    mantissa_x, exponent_x = np.frexp(x)
+    mantissa_y, exponent_y = np.frexp(y)
+    p = np.ldexp(mantissa_x, 53).astype(np.int64)
+    q = np.ldexp(mantissa_y, 53).astype(np.int64)
+    e = exponent_x.astype(np.int64) - exponent_y.astype(np.int64)
+    common = np.gcd(p, q)
+    p, q = p // common, q // common
+    twos_p = np.frexp((p & -p).astype(float))[1] - 1  # the lowest set bit, a power of two, is exact in a float
+    twos_q = np.frexp((q & -q).astype(float))[1] - 1
+    return p >> twos_p, q >> twos_q, e + twos_p - twos_q
+
+
+def _rational(term: np.ndarray) -> Fraction:
+    p, q, e = (int(v) for v in term)
+    return Fraction(p << e, q) if e >= 0 else Fraction(p, q << -e)
