@@ -16,12 +16,14 @@ from conftest import perfctl
 from rich.console import Console
 
 from perfctl import units
+from perfctl.analysis.ab import Settlement
 from perfctl.analysis.compare import Parameters, compare
 from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank
 from perfctl.analysis.sparc import ratio_interval, sparc_tests
-from perfctl.analysis.verdicts import band, beyond, read_off
+from perfctl.analysis.verdicts import Relevance, band, beyond, read_off
 from perfctl.pairing import CompareContext
 from perfctl.report import svg
+from perfctl.report.ab import _sequence, live_line
 from perfctl.report.compare import CompareReport, to_markdown
 
 
@@ -209,6 +211,38 @@ def test_printed_intervals_read_as_their_verdicts():
                 rows += 1
                 assert _reading(Fraction(low), Fraction(high), Fraction(margin_text)) == (verdict, relation), line
     assert rows > 2000
+
+
+HTML_ROW = re.compile(r'data-field="ratio_low"[^>]*>([^<]*)</td><td[^>]*data-field="ratio_high"[^>]*>([^<]*)</td>'
+                      r'.*?data-field="verdict" data-value="([^"]*)".*?data-field="margin" data-value="([^"]*)"')
+
+
+def test_html_intervals_read_as_their_verdicts():
+    """The HTML report's verdict table prints the same ends (units.ratio_ends) as the terminal."""
+    rng = np.random.default_rng(3)
+    rows = 0
+    for _ in range(8):
+        margin_text, comparison = _random_comparison(rng)
+        page = CompareReport(comparison, CompareContext("A", "B", "test", ("t",), "t")).html()
+        for low, high, verdict, relation in HTML_ROW.findall(page):
+            if "…" in (low, high) or verdict not in VERDICT_NAMES:
+                continue
+            rows += 1
+            assert _reading(Fraction(low), Fraction(high), Fraction(margin_text)) == (verdict, relation), (low, high)
+    assert rows > 150
+
+
+VERDICT_NAMES = ("relevant difference", "trivial difference", "equivalence", "indeterminate")
+
+
+def test_ab_sequence_prints_the_digits_its_verdict_needs():
+    """perfctl ab's lines print a confidence sequence through the same owner, at four decimals or more."""
+    s = Settlement(rounds=40, ratio=0.97, low=0.937, high=0.99996, verdict=Relevance.RELEVANT, beyond=None,
+                   settled=True, contradicted=False, margin=0.05, alpha=0.05, method="mixture")
+    assert "[0.93700, 0.99996]" in live_line("B", s) and "[0.93700, 0.99996]" in _sequence(s)
+    on_edge = Settlement(rounds=40, ratio=0.95, low=0.9500000000000001, high=0.96, verdict=Relevance.TRIVIAL,
+                         beyond=None, settled=True, contradicted=False, margin=0.05, alpha=0.05, method="mixture")
+    assert _sequence(on_edge) == "[0.9500, 0.9600]"
 
 
 def test_ratio_ends_take_the_digits_the_reading_needs():
