@@ -16,9 +16,10 @@ or, when q_(k) equals an edge, onto the band side of it, so that ``verdicts.read
 (itself exact) gives the verdict of the exact interval. Only ends within ``NEAR`` of a threshold are
 examined: elsewhere the floats already lie on the right side, and nothing is counted.
 
-The order statistics are those of Hollander & Wolfe (Nonparametric Statistical Methods, 3rd ed., 2014,
-section 4.3, Eq. 4.41 for the rank-sum inversion; section 3.3, Eq. 3.27 for the signed-rank inversion of
-the Walsh averages): the k-th smallest and k-th largest, k the critical rank rank_tests.py computes.
+The order statistics are the distribution-free intervals' (Hollander & Wolfe, Nonparametric Statistical
+Methods, ch. 4.3 for the rank-sum inversion over the n m differences, ch. 3.3 for the signed-rank inversion
+over the n(n+1)/2 Walsh averages; rank_tests.py cites the same): the k-th smallest and the k-th largest,
+k the critical rank rank_tests.py computes, so the exact question is a count against k.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def settle_ends(x: np.ndarray, y: np.ndarray, low: float | None, high: float | N
     """The interval [low, high] of A/B at ``level`` (computed by rank_tests.py from x and y, validated and
     positive; ``paired``: Walsh averages of log(x_i / y_i)), each end on the exact side of 1 and of each
     edge of [1 - margin, 1 + margin] (see the module's docstring). None ends stay None."""
-    thresholds = (band(margin)[0], Fraction(1), band(margin)[1])
+    lower_edge, upper_edge = band(margin)
+    thresholds = (lower_edge, Fraction(1), upper_edge)
     if not any(end is not None and _near(end, t) for end in (low, high) for t in thresholds):
         return low, high
     counter = _WalshCounter(x, y) if paired else _PairCounter(x, y)

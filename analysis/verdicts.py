@@ -10,6 +10,7 @@ Plain Python, no numpy: ``perfctl ab`` imports it at every start. The band's edg
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from fractions import Fraction
 
@@ -33,6 +34,7 @@ def relevance(difference_rejected: bool, equivalence_rejected: bool) -> Relevanc
     return Relevance.EQUIVALENCE if equivalence_rejected else Relevance.INDETERMINATE
 
 
+@functools.lru_cache(maxsize=64)
 def band(delta: float) -> tuple[Fraction, Fraction]:
     """The equivalence band [1 - delta, 1 + delta] as exact rationals, delta read from its shortest decimal
     text (0.05 -> 1/20, not the binary float 0.05000000000000000277): a ratio of counts such as 95/100 lies
