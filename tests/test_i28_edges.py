@@ -323,6 +323,16 @@ def test_machine_line_nested_1000_deep_is_reported(tmp_path, measured, nested):
             assert "[[[[...]]]]" in text
 
 
+def test_flatten_is_bounded_in_items_and_keeps_order(measured):
+    from perfctl.report.html import FLATTEN_ITEMS, flatten
+
+    machine = dict(measured[0], wide={f"k{i}": i for i in range(5 * FLATTEN_ITEMS)})
+    items = flatten(machine)
+    assert len(items) == FLATTEN_ITEMS + 1 and items["(more items)"].startswith("not shown")
+    plain = flatten(measured[0])
+    assert plain["cpu.vendor"] == measured[0]["cpu"]["vendor"] and list(plain)[0] == next(iter(measured[0]))
+
+
 def _nest(pattern: str, depth: int) -> str:
     text = "1"
     for _ in range(depth):
