@@ -64,6 +64,10 @@ MIN_PRECISION = 1e-6
 
 
 MIN_RISK = 1e-12
+# the largest A/B ratio (and smallest, its inverse) a benchmark is judged at: 10^300, within a float's
+# normal range both ways (_precheck)
+MAX_LOG_RATIO_DECADES = 300
+MAX_LOG_RATIO = MAX_LOG_RATIO_DECADES * math.log(10)
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ class Parameters:
             if risk < MIN_RISK * 0.999:  # 1 - (1 - 1e-12) is 0.99998e-12 in floating point
                 bound = f"at least {MIN_RISK:g}" if name == "alpha" else f"at most 1 - {MIN_RISK:g}"
                 raise ValueError(f"{name}: must be {bound}, got {value}")
+        # an interval's end is placed exactly against 1 and both edges (analysis/ratio_edges.py): below
+        # 1e-6 an edge and 1 are within a few ulps of each other, closer than an end can be told apart
+        if self.margin < MIN_PRECISION:
+            raise ValueError(f"margin: must be between {MIN_PRECISION:g} and 1, got {self.margin}")
         if self.correction not in ("holm", "bonferroni", "bh"):
             raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
         if self.family not in FAMILIES:
@@ -242,6 +250,15 @@ def _precheck(x: np.ndarray, y: np.ndarray, paired: bool) -> str | None:
         return "values <= 0: the speed ratio is undefined"
     if paired and x.size != y.size:
         return f"--paired needs as many runs on each side (A has {x.size}, B has {y.size})"
+    # the ratios are formed in log space (log x - log y) and brought back with exp: beyond 10^±300 the
+    # exp overflows or leaves the normal floats (A ~ 1.8e19 ns against B ~ 1e-300 ns ended in an
+    # OverflowError); no two measurements of one benchmark differ by such a factor
+    log_x, log_y = np.log(x), np.log(y)
+    highest, lowest = float(log_x.max() - log_y.min()), float(log_x.min() - log_y.max())
+    extreme = highest if highest >= -lowest else lowest
+    if abs(extreme) > MAX_LOG_RATIO:
+        return (f"A/B ratios reach 10^{extreme / math.log(10):.0f}, beyond 10^±{MAX_LOG_RATIO_DECADES}: no two "
+                "measurements differ so much (a unit or a value is wrong)")
     return None
 
 

@@ -119,8 +119,10 @@ def _rank_sum_pmf(n: int, m: int) -> np.ndarray:
 
 def _exact_pvalue(pmf: np.ndarray, statistic: float, alternative: str) -> float:
     k = int(round(statistic))
-    upper = float(pmf[k:].sum())
-    lower = float(pmf[:k + 1].sum())
+    # a tail holding every outcome sums the pmf's rounded terms to 1.0000000000000002: a probability is
+    # clipped here, where it is made, so that no p-value above 1 reaches a correction (Holm refuses it)
+    upper = min(1.0, float(pmf[k:].sum()))
+    lower = min(1.0, float(pmf[:k + 1].sum()))
     if alternative == "greater":
         return upper
     if alternative == "less":
@@ -548,10 +550,15 @@ def hodges_lehmann_center(d, confidence: float = 0.95) -> ShiftEstimate:
     2.75
     """
     d = _finite_sample("d", d)
-    n = len(d)
-    tail = (1 - confidence) / 2
+    ordered = _ascending(d)
+    return _estimate(_PairGrid(ordered, ordered, walsh=True), _center_critical_rank(len(d), (1 - confidence) / 2),
+                     confidence)
+
+
+def _center_critical_rank(n: int, tail: float) -> int:
+    """k of the signed-rank inversion interval over n values at one-sided ``tail`` (capped at the median's
+    rank among the n(n+1)/2 Walsh averages)."""
     pmf = _signed_rank_pmf(n) if n <= EXACT_MAX_INTERVAL else None
     count = n * (n + 1) // 2
     k = _critical_rank(pmf, count / 2, math.sqrt(n * (n + 1) * (2 * n + 1) / 24), tail)
-    ordered = _ascending(d)
-    return _estimate(_PairGrid(ordered, ordered, walsh=True), min(k, (count + 1) // 2), confidence)
+    return min(k, (count + 1) // 2)

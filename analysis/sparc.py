@@ -50,6 +50,7 @@ from perfctl.analysis.rank_tests import (
     median,
     wilcoxon_signed_rank,
 )
+from perfctl.analysis.ratio_edges import settle_ends
 from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
 
 FAMILIES = ("simultaneous", "sparc")
@@ -120,10 +121,10 @@ def _sparc_tests(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray | None, y_so
         center = _hodges_lehmann_shift_sorted(_ascending(np.log(x)), _ascending(np.log(y)), confidence)
         median_ratio = _sorted_median(x) / _sorted_median(y)
         method = f"Mann-Whitney on x against c*y ({difference.method})"
-    return SparcTests(
-        difference.pvalue, upper.pvalue, lower.pvalue, math.exp(center.estimate),
-        None if center.low is None else math.exp(center.low), None if center.high is None else math.exp(center.high),
-        median_ratio, delta, paired, method, int(x.size), int(y.size), confidence)
+    low, high = settle_ends(x, y, None if center.low is None else math.exp(center.low),
+                            None if center.high is None else math.exp(center.high), confidence, delta, paired)
+    return SparcTests(difference.pvalue, upper.pvalue, lower.pvalue, math.exp(center.estimate), low, high,
+                      median_ratio, delta, paired, method, int(x.size), int(y.size), confidence)
 
 
 @dataclass(frozen=True)
@@ -243,22 +244,26 @@ def sparc_suite(tests: Sequence[SparcTests], groups: Sequence[str], alpha: float
         shown_beyond = beyond(test.ratio_low, test.ratio_high, test.delta) if verdict is Relevance.RELEVANT else None
         decisions.append(SparcDecision(test, difference, equivalence, verdict, test.ratio_low, test.ratio_high,
                                        test.confidence, False, shown_beyond))
-    return SparcSuite(tuple(decisions), _overall_tests(decisions, groups, alpha / family), alpha, correction,
-                      family, "sparc", None)
+    # no benchmark judged: an empty family, no overall test (and no share of alpha to divide)
+    return SparcSuite(tuple(decisions), _overall_tests(decisions, groups, alpha / family) if family else {}, alpha,
+                      correction, family, "sparc", None)
 
 
-def ratio_interval(x, y, level: float, *, paired: bool = False) -> tuple[float | None, float | None]:
+def ratio_interval(x, y, level: float, *, paired: bool = False,
+                   margin: float | None = None) -> tuple[float | None, float | None]:
     """The Hodges-Lehmann interval of the ratio A/B at ``level`` on positive samples: unpaired, the
     rank-sum inversion on log x - log y (a scale shift X/Y = c); paired, the signed-rank inversion on
-    log(x_i / y_i). None for an end the sample is too small to bound at this level."""
+    log(x_i / y_i). None for an end the sample is too small to bound at this level. With ``margin``, each
+    end lies on the exact side of 1 and of the band's edges (analysis/ratio_edges.py), as a verdict needs."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if paired:
         center = hodges_lehmann_center(np.log(x / y), level)
     else:
         center = hodges_lehmann_shift(np.log(x), np.log(y), level)
-    return (None if center.low is None else math.exp(center.low),
-            None if center.high is None else math.exp(center.high))
+    low = None if center.low is None else math.exp(center.low)
+    high = None if center.high is None else math.exp(center.high)
+    return (low, high) if margin is None else settle_ends(x, y, low, high, level, margin, paired)
 
 
 def family_level(m: int, alpha: float) -> float | None:
@@ -298,7 +303,7 @@ def simultaneous_suite(tests: Sequence[SparcTests], samples: Sequence[tuple], gr
         if test.confidence == level:  # the interval sparc_tests computed from the same values at this level
             low, high = test.ratio_low, test.ratio_high
         else:
-            low, high = ratio_interval(x, y, level, paired=test.paired)
+            low, high = ratio_interval(x, y, level, paired=test.paired, margin=test.delta)
         difference_shown, equivalence_shown = read_off(low, high, test.delta)
         decisions.append(SparcDecision(
             test, min(1.0, m * test.difference_pvalue), min(1.0, 2 * m * test.equivalence_pvalue),

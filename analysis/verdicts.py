@@ -3,12 +3,16 @@ OJ-CS 2021, Table I; ../shared/seeds/001_b0b9677f55f20b9d.txt) and whether a cha
 equivalence margin. ``compare`` reads them off its intervals (analysis/sparc.py), ``ab`` and the fleet's
 ``--until-settled`` off a confidence sequence (analysis/ab.py): one vocabulary for all three.
 
-Plain Python, no numpy: ``perfctl ab`` imports it at every start.
+Plain Python, no numpy: ``perfctl ab`` imports it at every start. The band's edges are exact rationals
+(``band``): an interval's end is compared with them without rounding.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import math
+from fractions import Fraction
 
 
 class Relevance(enum.Enum):
@@ -30,29 +34,52 @@ def relevance(difference_rejected: bool, equivalence_rejected: bool) -> Relevanc
     return Relevance.EQUIVALENCE if equivalence_rejected else Relevance.INDETERMINATE
 
 
+@functools.lru_cache(maxsize=64)
+def band(delta: float) -> tuple[Fraction, Fraction]:
+    """The equivalence band [1 - delta, 1 + delta] as exact rationals, delta read from its shortest decimal
+    text (0.05 -> 1/20, not the binary float 0.05000000000000000277): a ratio of counts such as 95/100 lies
+    on the edge, and the band is closed.
+
+    >>> band(0.05)
+    (Fraction(19, 20), Fraction(21, 20))
+    """
+    margin = Fraction(repr(float(delta)))
+    return 1 - margin, 1 + margin
+
+
+def _exact(value: float) -> Fraction | float:
+    """A finite float as the rational it is; infinity stays a float (it compares with a Fraction as such)."""
+    return Fraction(value) if math.isfinite(value) else value
+
+
 def read_off(low: float | None, high: float | None, delta: float) -> tuple[bool, bool]:
     """(difference shown, equivalence shown) read off a ratio interval [low, high]: the interval excludes 1;
-    it lies inside [1 - delta, 1 + delta]. An unbounded end (None: too few runs for the level) shows neither.
+    it lies inside [1 - delta, 1 + delta] (closed). An unbounded end (None: too few runs for the level) shows
+    neither. Compared exactly (``band``; a float is a dyadic rational), so that an end on an edge is inside
+    however the margin's decimal rounds in binary.
 
     >>> read_off(0.912, 0.946, 0.05), read_off(0.96, 0.99, 0.05), read_off(0.98, 1.01, 0.05)
     ((True, False), (True, True), (False, True))
     """
     if low is None or high is None:
         return False, False
-    return (high < 1 or low > 1), (1 - delta <= low and high <= 1 + delta)
+    lower_edge, upper_edge = band(delta)
+    return (high < 1 or low > 1), (lower_edge <= _exact(low) and _exact(high) <= upper_edge)
 
 
 def beyond(low: float | None, high: float | None, delta: float) -> str | None:
     """"slower" when the whole interval is below 1 - delta, "faster" when above 1 + delta, else None: the
     change is shown to exceed the equivalence margin (not only to exist, which is all "relevant" says).
+    Exact, as ``read_off``: an end on an edge is not beyond it.
 
     >>> beyond(0.912, 0.946, 0.05), beyond(0.950, 0.974, 0.05), beyond(1.06, 1.2, 0.05)
     ('slower', None, 'faster')
     """
     if low is None or high is None:
         return None
-    if high < 1 - delta:
+    lower_edge, upper_edge = band(delta)
+    if _exact(high) < lower_edge:
         return "slower"
-    if low > 1 + delta:
+    if _exact(low) > upper_edge:
         return "faster"
     return None

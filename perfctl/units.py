@@ -5,6 +5,9 @@ both print through it. JSON and CSV keep raw numbers; only tables and Markdown u
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+
+from perfctl.analysis.verdicts import band
 
 # units a reader or backend may give a time in, as nanoseconds per unit
 TIME_UNITS_NS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
@@ -46,14 +49,51 @@ def quantity(value: float, unit: str | None) -> str:
     return count(value)
 
 
-def ratio(value: float | None, low: float | None = None, high: float | None = None) -> str:
-    """A ratio with its interval: '1.045× [1.024, 1.072]' ('…' for an open end)."""
+def ratio(value: float | None, low: float | None = None, high: float | None = None,
+          margin: float | None = None) -> str:
+    """A ratio with its interval: '1.045× [1.024, 1.072]' ('…' for an open end); the digits are
+    ``ratio_ends``'s, the estimate printed with as many as the ends."""
     if _missing(value):
         return "-"
-    text = f"{value:.3f}×"
     if low is None and high is None:
-        return text
-    return f"{text} [{'…' if _missing(low) else f'{low:.3f}'}, {'…' if _missing(high) else f'{high:.3f}'}]"
+        return f"{value:.{RATIO_DECIMALS}f}×"
+    low_text, high_text, decimals = _ratio_ends(low, high, margin)
+    return f"{value:.{decimals}f}× [{low_text}, {high_text}]"
+
+
+# the decimals of a ratio, unless an interval's end needs more to read as its value reads
+RATIO_DECIMALS = 3
+_MOST_DECIMALS = 1100  # a float's exact decimal expansion is never longer (2^-1074)
+
+
+def ratio_ends(low: float | None, high: float | None, margin: float | None = None,
+               decimals: int = RATIO_DECIMALS) -> tuple[str, str]:
+    """The ends of an A/B interval as printed, with the fewest decimals (at least three, the same for both)
+    at which each printed end lies on the same side of 1, and of each edge of [1 - margin, 1 + margin],
+    as its value: the relations a verdict is read from (analysis/verdicts.py: low >= 1 - margin, low > 1,
+    low > 1 + margin; high <= 1 + margin, high < 1, high < 1 - margin). So [0.937, 0.99996] is never
+    printed [0.937, 1.000] beside "relevant difference", and an end just below an edge never prints on it.
+    Read against the printed band (its edges are short decimals, ``band``), the printed ends give the
+    verdict the values give. '…' for an open end."""
+    low_text, high_text, _ = _ratio_ends(low, high, margin, decimals)
+    return low_text, high_text
+
+
+def _ratio_ends(low, high, margin, fewest: int = RATIO_DECIMALS) -> tuple[str, str, int]:
+    edges = band(margin) if margin is not None else None
+    for decimals in range(fewest, _MOST_DECIMALS):
+        texts = [None if _missing(end) else f"{end:.{decimals}f}" for end in (low, high)]
+        if all(text is None or _sides(Fraction(text), is_low, edges) == _sides(Fraction(end), is_low, edges)
+               for text, end, is_low in zip(texts, (low, high), (True, False))):
+            break
+    return ("…" if texts[0] is None else texts[0]), ("…" if texts[1] is None else texts[1]), decimals
+
+
+def _sides(end: Fraction, is_low: bool, edges) -> tuple[bool, ...]:
+    """The relations of an interval's end that a verdict reads (``ratio_ends``)."""
+    if is_low:
+        return (end > 1,) + (() if edges is None else (end >= edges[0], end > edges[1]))
+    return (end < 1,) + (() if edges is None else (end <= edges[1], end < edges[0]))
 
 
 def interval(low: float | None, high: float | None, unit: str | None) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
+from perfctl import units
 from perfctl.analysis.ab import Settlement
 from perfctl.analysis.verdicts import Relevance
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, Interrupted
@@ -142,7 +143,7 @@ class AbReport(Report):
             for side, s in rows:
                 if s.alike:
                     verdict = s.verdict.value + ("" if s.settled else " (not settled)")
-                    sequence = f"[{_number(s.low)}, {_number(s.high)}] at {s.confidence:.4g}"
+                    sequence = f"{_sequence(s)} at {s.confidence:.4g}"
                 else:  # no interval is claimed of rounds that are not alike
                     verdict, sequence = "not alike", "-"
                 table.add_row(side.label, cell(" ".join(side.argv)), str(side.runs), _number(s.ratio), sequence,
@@ -206,6 +207,12 @@ def _number(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
 
 
+def _sequence(s: Settlement) -> str:
+    """A confidence sequence's ends, with the digits that make them read as its verdict (units.ratio_ends)."""
+    low, high = units.ratio_ends(s.low, s.high, s.margin, decimals=4)
+    return f"[{'-' if low == '…' else low}, {'-' if high == '…' else high}]"
+
+
 def live_line(label: str, s: Settlement, width: int = 40) -> str:
     """One comparison while the rounds run: the estimate, its confidence sequence drawn against the margin
     band on a log scale, and the verdict so far.
@@ -239,7 +246,7 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
     if not s.alike:
         return f"{label}  ratio {_number(s.ratio)}  not alike from round {s.change.seen_at}: no verdict"
     state = "settled" if s.settled else "so far"
-    return (f"{label}  ratio {_number(s.ratio)}  [{_number(s.low)}, {_number(s.high)}]  |{''.join(bar)}|  "
+    return (f"{label}  ratio {_number(s.ratio)}  {_sequence(s)}  |{''.join(bar)}|  "
             f"{s.verdict.value}, {state}")
 
 
@@ -249,7 +256,7 @@ def replay_line(replayed) -> str:
     state = f"settled after {s.rounds} rounds" if s.settled else f"not settled after {s.rounds} rounds"
     return (f"sequential (the job's --until-settled rule, {replayed.metric}): {replayed.label}: "
             f"{reading(s, replayed.label)}; ratio A/{replayed.label} {_number(s.ratio)}, confidence sequence "
-            f"[{_number(s.low)}, {_number(s.high)}] at {s.confidence:.4g}; {s.verdict.value}, {state}")
+            f"{_sequence(s)} at {s.confidence:.4g}; {s.verdict.value}, {state}")
 
 
 def replay_document(replayed) -> dict:

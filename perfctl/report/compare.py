@@ -15,6 +15,7 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.compare import Comparison
+from perfctl.analysis.verdicts import beyond, read_off
 from perfctl.pairing import CompareContext, Compared, compared
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text
 from perfctl.text import cell, visible
@@ -44,9 +45,10 @@ def margin_relation(low: float | None, high: float | None, margin: float) -> str
     to exceed the margin), inside it, or across an edge ('-' when an end is unbounded)."""
     if low is None or high is None:
         return "-"
-    if high < 1 - margin or low > 1 + margin:
+    # read as the verdicts are, exactly (analysis/verdicts.py): an end on an edge is inside the closed band
+    if beyond(low, high, margin):
         return "beyond"
-    if low >= 1 - margin and high <= 1 + margin:
+    if read_off(low, high, margin)[1]:
         return "inside"
     return "crosses"
 
@@ -135,8 +137,10 @@ def _number(value, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def _ratio(row: dict) -> str:
-    return units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"])
+def _ratio(row: dict, margin: float) -> str:
+    """The A/B ratio and its interval, with the digits that make the printed ends read as the verdict does
+    against the printed band (units.ratio_ends)."""
+    return units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"], margin)
 
 
 def _table(columns: tuple[str, ...], right: tuple[str, ...]) -> Table:
@@ -176,8 +180,8 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
         unit = metric_units.get(row["metric"])
         metric = (cell(row["metric"]),) if several else ()
         table.add_row(cell(row["benchmark"]), *metric, f"{row['n_a']}/{row['n_b']}",
-                      units.quantity(row["median_a"], unit), units.quantity(row["median_b"], unit), _ratio(row),
-                      row["verdict"], row["margin"])
+                      units.quantity(row["median_a"], unit), units.quantity(row["median_b"], unit),
+                      _ratio(row, p.margin), row["verdict"], row["margin"])
         details.add_row(cell(row["benchmark"]), *metric, *((row["mean_protocol"] or "-",) if verbose else ()),
                         row["median_protocol"] or "-", _number(row["p_a_greater_b"], 3),
                         units.interval(row["spa_a_low"], row["spa_a_high"], unit),
@@ -307,7 +311,8 @@ def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str
         unit = metric_units.get(row["metric"])
         lines.append(f"| {_markdown_cell(row['benchmark'])} | {_markdown_cell(row['metric'])} | "
                      f"{row['n_a']}/{row['n_b']} | {units.quantity(row['median_a'], unit)} "
-                     f"| {units.quantity(row['median_b'], unit)} | {_ratio(row)} | {row['verdict']} | "
+                     f"| {units.quantity(row['median_b'], unit)} | {_ratio(row, comparison.parameters.margin)} | "
+                     f"{row['verdict']} | "
                      f"{row['margin']} | "
                      f"{row['mean_protocol'] or '-'} | "
                      f"{row['median_protocol'] or '-'} | {_number(row['p_a_greater_b'], 3)} |")
@@ -402,7 +407,7 @@ def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str
     """What makes the exit code non-zero, one line each (the table under --quiet)."""
     slow = {(r.benchmark, r.metric) for r in comparison.failures(fail_on)}
     what = "relevant slowdown of B" if fail_on == "relevant" else "slowdown of B beyond the margin"
-    lines = [f"{what}: {row['benchmark']} ({row['metric']}) A/B {_ratio(row)}"
+    lines = [f"{what}: {row['benchmark']} ({row['metric']}) A/B {_ratio(row, comparison.parameters.margin)}"
              for row in rows(comparison) if (row["benchmark"], row["metric"]) in slow]
     if not lines and exit_code(comparison, fail_on) == EXIT_NOTHING_JUDGED:
         reasons = "; ".join(f"{r.benchmark}: {r.cannot_conclude or 'disturbed: ' + r.disturbed}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import reprlib
 from collections.abc import Sequence
 
 from perfctl import units
@@ -160,6 +161,8 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
     out = []
     for i, r in enumerate(rows):
         unit = metric_units.get(r["metric"])
+        # the ends with the digits that read as the verdict against the band (units.ratio_ends)
+        low, high = units.ratio_ends(r["ratio_low"], r["ratio_high"], margin)
         out.append(
             f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
             f'<td><a href="#b{i}">{esc(r["benchmark"])}</a></td>{_cell(r["metric"], numeric=False)}'
@@ -167,8 +170,8 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
             f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
             f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
             f'{_cell(r["ratio_a_over_b"], units.ratio(r["ratio_a_over_b"]), "ratio_a_over_b")}'
-            f'{_cell(r["ratio_low"], _plain(r["ratio_low"]), "ratio_low")}'
-            f'{_cell(r["ratio_high"], _plain(r["ratio_high"]), "ratio_high")}'
+            f'{_cell(r["ratio_low"], low, "ratio_low")}'
+            f'{_cell(r["ratio_high"], high, "ratio_high")}'
             f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
             f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td>'
             f'{_cell(r["margin"], field="margin", numeric=False)}</tr>')
@@ -186,20 +189,45 @@ FIRST_ITEMS = ("hostname", "kernel.release", "cpu.model_name", "cpu.microcode", 
                "aslr", "audit", "audit.verdict", "audit.time_ns", "audit.why")
 
 
+# An inventory is three levels deep (cpu.model_name, audit.verdict); a machine line from a file or a server
+# may be anything, so flattening is bounded: deeper values and items beyond the count are named, not shown
+# (a line nested 1,000 deep ended the report in a RecursionError)
+FLATTEN_DEPTH = 16
+FLATTEN_ITEMS = 2000
+_NESTED = reprlib.Repr()
+_NESTED.maxlevel, _NESTED.maxstring, _NESTED.maxother = 3, 80, 80
+
+
 def flatten(inventory, prefix: str = "") -> dict[str, str]:
     """An inventory (a dict read from a file or the server, or agent/inventory's typed one) as dotted
-    items: {"kernel.release": "6.1.0", ...}."""
+    items: {"kernel.release": "6.1.0", ...}. Iterative, and bounded by FLATTEN_DEPTH levels and
+    FLATTEN_ITEMS items: what lies beyond is one item saying so."""
     if hasattr(inventory, "to_dict"):
         inventory = inventory.to_dict()
     out: dict[str, str] = {}
-    for key, value in (inventory or {}).items():
-        name = f"{prefix}{key}"
+    # depth first, in the mapping's order (as the recursion it replaces), with a stack of open mappings
+    stack = [(prefix, iter((inventory or {}).items()))]
+    while stack:
+        level_prefix, items = stack[-1]
+        entry = next(items, None)
+        if entry is None:
+            stack.pop()
+            continue
+        if len(out) >= FLATTEN_ITEMS:
+            out["(more items)"] = f"not shown: the machine record has more than {FLATTEN_ITEMS} items"
+            break
+        key, value = entry
+        name = f"{level_prefix}{key}"
         if isinstance(value, dict):
-            out.update(flatten(value, name + "."))
+            if len(stack) >= FLATTEN_DEPTH:
+                out[name] = f"not shown: nested deeper than {FLATTEN_DEPTH} levels"
+            else:
+                stack.append((name + ".", iter(value.items())))
         elif key == "time_ns" and isinstance(value, int) and not isinstance(value, bool):
             out[name] = f"{_utc(value)} UTC ({_age(value)})"
         elif isinstance(value, list):
-            out[name] = ", ".join(map(str, value)) or "-"
+            # a list's items are plain values in an inventory; a nested one is shown cut short (reprlib)
+            out[name] = ", ".join(_NESTED.repr(v) if isinstance(v, (dict, list)) else str(v) for v in value) or "-"
         else:
             out[name] = "-" if value is None else str(value)
     return out
@@ -230,7 +258,7 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
     unit = (context.units or {}).get(row["metric"])
     head = (f'<summary><h3>{esc(row["benchmark"])} <span class=note>({esc(row["metric"])})</span></h3> '
             f'<span class="tone-{tone(row["verdict"], row["ratio_a_over_b"])}">{esc(row["verdict"])}</span>, A/B '
-            f'{esc(units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"]))}</summary>')
+            f'{esc(units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"], p.margin))}</summary>')
     facts = [
         ("runs A / B", f"{row['n_a']} / {row['n_b']}"),
         ("median A / B", f"{units.quantity(row['median_a'], unit)} / {units.quantity(row['median_b'], unit)}"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,13 +40,22 @@ class Scale:
     log: bool = False
 
     def __call__(self, value: float) -> float:
-        low, high, value = ((math.log(v) for v in (self.low, self.high, value)) if self.log
+        low, high, value = ((_log(v) for v in (self.low, self.high, value)) if self.log
                             else (self.low, self.high, value))
         # halves: the span of two values near the float limit (±1.7e308) would overflow to inf
         span = high / 2 - low / 2
         if span == 0 or not math.isfinite(span):
             return (self.start + self.end) / 2
         return self.start + (value / 2 - low / 2) / span * (self.end - self.start)
+
+
+def _log(value: float) -> float:
+    """The log of a value on a log scale, which takes any float: 0, a negative value or one that underflowed
+    (a ratio of 1.8e19 to 1e-300 padded by (high/low)^0.05 became 0: log(0) ended the report) is drawn at
+    the smallest positive float, infinity at the largest, NaN at the scale's middle (1)."""
+    if math.isnan(value):
+        return 0.0
+    return math.log(min(max(value, math.ulp(0.0)), sys.float_info.max))
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -138,7 +148,9 @@ def forest(rows: Sequence[ForestRow], margin: float, width: int = 900) -> str:
     height = 40 + 18 * max(1, len(rows)) + 40
     ends = [v for r in rows for v in (r.low, r.high, r.ratio) if v is not None and v > 0 and math.isfinite(v)]
     low, high = min(ends + [1 - margin]), max(ends + [1 + margin])
-    low, high = low / (high / low) ** 0.05, high * (high / low) ** 0.05
+    # padded by 5% of the span in log space: high / low itself overflows for ends 10^±300 apart
+    pad = 0.05 * (_log(high) - _log(low))
+    low, high = math.exp(max(_log(low) - pad, _log(0.0))), math.exp(min(_log(high) + pad, _log(math.inf)))
     scale = Scale(low, high, label_width, width - right, log=True)
     body = [f'<rect x="{_n(scale(1 - margin))}" y="24" width="{_n(scale(1 + margin) - scale(1 - margin))}" '
             f'height="{height - 64}" fill="{BAND}" opacity="0.18"/>',

@@ -1,0 +1,219 @@
+"""The ends of a Hodges-Lehmann ratio interval, placed exactly against 1 and the band's edges.
+
+The interval of A/B is computed in log space (rank_tests.py: order statistics of log x_i - log y_j, or of
+the Walsh averages of log(x_i / y_i)) and brought back with exp, so an end is the exact ratio give or take
+a few units in the last place. That is harmless except where the exact ratio sits on, or within those
+few ulps of, 1 or an edge of the band [1 - delta, 1 + delta]: exact counts hit such ratios (95 instructions
+against 100: every A_i/B_j is 19/20, the band's lower edge, yet exp(log 95 - log 100) fell below 0.95 and
+the verdict read "relevant difference, beyond" off a band documented as closed).
+
+``settle_ends`` decides those cases exactly. The k-th smallest ratio q_(k) lies below a threshold t when
+at least k ratios do, above it when fewer than k are at most t, on it otherwise; the ratios are counted
+exactly in rational arithmetic (``fractions.Fraction``: a float is a dyadic rational, the margin is read
+from its decimal text) over the pairs whose floating-point ratio is within a relative 1e-12 of t, the
+others by their floats. The end is then moved by as few ulps as it takes to lie on the exact side of t,
+or, when q_(k) equals an edge, onto the band side of it, so that ``verdicts.read_off`` of the float ends
+(itself exact) gives the verdict of the exact interval. Only ends within ``NEAR`` of a threshold are
+examined: elsewhere the floats already lie on the right side, and nothing is counted.
+
+The order statistics are the distribution-free intervals' (Hollander & Wolfe, Nonparametric Statistical
+Methods, ch. 4.3 for the rank-sum inversion over the n m differences, ch. 3.3 for the signed-rank inversion
+over the n(n+1)/2 Walsh averages; rank_tests.py cites the same): the k-th smallest and the k-th largest,
+k the critical rank rank_tests.py computes, so the exact question is a count against k.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank
+from perfctl.analysis.verdicts import band
+
+# An end this close (relative) to a threshold is decided by counting: log-space rounding moves an end by
+# about 1e-15 relative for values up to 10^300, so 1e-9 leaves a wide safety factor and is far below any
+# margin (Parameters keeps margins at or above 1e-6).
+NEAR = 1e-9
+# A pair whose floating-point product lies within this relative distance of the bound is compared exactly.
+SLACK = 1e-12
+
+
+def settle_ends(x: np.ndarray, y: np.ndarray, low: float | None, high: float | None, level: float,
+                margin: float, paired: bool) -> tuple[float | None, float | None]:
+    """The interval [low, high] of A/B at ``level`` (computed by rank_tests.py from x and y, validated and
+    positive; ``paired``: Walsh averages of log(x_i / y_i)), each end on the exact side of 1 and of each
+    edge of [1 - margin, 1 + margin] (see the module's docstring). None ends stay None."""
+    lower_edge, upper_edge = band(margin)
+    thresholds = (lower_edge, Fraction(1), upper_edge)
+    if not any(end is not None and _near(end, t) for end in (low, high) for t in thresholds):
+        return low, high
+    counter = _WalshCounter(x, y) if paired else _PairCounter(x, y)
+    size, k = counter.size, counter.rank(level)
+    return (None if low is None else _settle(low, k, counter, thresholds),
+            None if high is None else _settle(high, size - k + 1, counter, thresholds))
+
+
+def _near(end: float, threshold: Fraction) -> bool:
+    return abs(end / float(threshold) - 1) <= NEAR
+
+
+def _settle(end: float, rank: int, counter: _Counter, thresholds) -> float:
+    """``end``, the rank-th smallest ratio as computed, moved to the exact side of each threshold near it.
+    On a threshold: the edges of the band are inside it (closed band), so the end goes to the first float
+    at or inside the edge; 1 is a float."""
+    lower_edge, one, upper_edge = thresholds
+    for t in thresholds:
+        if not _near(end, t):
+            continue
+        exact = Fraction(end)
+        if counter.count(t, strict=True) >= rank:  # q_(rank) < t
+            if exact >= t:
+                end = _below(t)
+        elif counter.count(t, strict=False) < rank:  # q_(rank) > t
+            if exact <= t:
+                end = _above(t)
+        elif t == one:
+            end = 1.0
+        elif t == lower_edge:
+            end = _above(t, inclusive=True)
+        else:
+            end = _below(t, inclusive=True)
+    return end
+
+
+def _below(t: Fraction, inclusive: bool = False) -> float:
+    """The largest float below t (at most t when ``inclusive``)."""
+    f = float(t)
+    while Fraction(f) > t or (not inclusive and Fraction(f) == t):
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def _above(t: Fraction, inclusive: bool = False) -> float:
+    """The smallest float above t (at least t when ``inclusive``)."""
+    f = float(t)
+    while Fraction(f) < t or (not inclusive and Fraction(f) == t):
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+class _Counter:
+    """Counts the ratios of one interval's grid below a rational threshold, exactly. ``size``: how many
+    ratios the grid holds; ``rank(level)``: the k of its interval at ``level``."""
+
+    size: int
+
+    def count(self, t: Fraction, strict: bool) -> int:
+        raise NotImplementedError
+
+    def rank(self, level: float) -> int:
+        raise NotImplementedError
+
+
+def _products_below(a: np.ndarray, a_counts: np.ndarray, a_exact: Callable[[int], Fraction], b: np.ndarray,
+                    b_counts: np.ndarray, b_exact: Callable[[int], Fraction], bound: Fraction, strict: bool) -> int:
+    """sum of a_counts[i] * b_counts[j] over the pairs with a_i * b_j < bound (<= unless ``strict``), all
+    values positive. ``a``, ``b``: floats within a relative 1e-15 of the exact values a_exact(i), b_exact(j);
+    ``b`` in ascending order of its exact values (its floats then never decrease). Per row, the columns whose
+    float product is below the bound by more than SLACK count, those above it by more do not, and the
+    window between is bisected exactly (the products rise along a row): O(log w) rationals for a row whose
+    window holds w columns, O(n log n) in all even when every ratio is 1."""
+    head = np.concatenate(([0], np.cumsum(b_counts)))  # head[j]: the weight of columns before j
+    guess = float(bound) / a
+    start = np.searchsorted(b, guess * (1 - SLACK), side="left")
+    stop = np.searchsorted(b, guess * (1 + SLACK), side="right")
+    total = int(np.sum(a_counts * head[start]))
+    for i in np.flatnonzero(stop > start):
+        exact_a = a_exact(int(i))
+        first, last = int(start[i]), int(stop[i])
+        while first < last:
+            middle = (first + last) // 2
+            product = exact_a * b_exact(middle)
+            if product < bound or (not strict and product == bound):
+                first = middle + 1
+            else:
+                last = middle
+        total += int(a_counts[i]) * int(head[first] - head[start[i]])
+    return total
+
+
+class _PairCounter(_Counter):
+    """The n m ratios x_i / y_j (the unpaired interval's grid), counted over the distinct values of each
+    side: x_i / y_j < t is x_i * (1 / y_j) < t, and 1/y ascends exactly as y descends."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray):
+        self.n, self.m = len(x), len(y)
+        self.size = self.n * self.m
+        self.x, self.x_counts = np.unique(x, return_counts=True)
+        y_values, y_counts = np.unique(y, return_counts=True)
+        self.y, self.y_counts = y_values[::-1], y_counts[::-1]
+        self.inverse = 1 / self.y
+        self.exact_x = functools.cache(lambda i: Fraction(float(self.x[i])))
+        self.exact_inverse = functools.cache(lambda j: 1 / Fraction(float(self.y[j])))
+
+    def count(self, t: Fraction, strict: bool) -> int:
+        return _products_below(self.x, self.x_counts, self.exact_x, self.inverse, self.y_counts, self.exact_inverse,
+                               t, strict)
+
+    def rank(self, level: float) -> int:
+        return _shift_critical_rank(self.n, self.m, (1 - level) / 2)
+
+
+class _WalshCounter(_Counter):
+    """The n(n+1)/2 Walsh averages of log r_i, r_i = x_i / y_i (the paired interval's grid), as ratios:
+    exp((log r_i + log r_j) / 2) < t is r_i r_j < t^2. The ordered pairs (i, j) count each i != j twice
+    and each i = j once, so the averages below t number (ordered + diagonal) / 2.
+
+    The distinct ratios (``_lowest_terms``: one integer triple per rational, so equal ratios of different
+    runs merge without rationals) in exact ascending order: sorted by their floats (correctly rounded, so
+    never out of order but for ties), each run of equal floats then ordered as rationals."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray):
+        self.n = len(x)
+        self.size = self.n * (self.n + 1) // 2
+        terms, counts = np.unique(np.stack(_lowest_terms(x, y), axis=1), axis=0, return_counts=True)
+        approx = np.ldexp(terms[:, 0] / terms[:, 1], terms[:, 2])  # p/q rounded once, times a power of two
+        order = np.argsort(approx, kind="stable")
+        terms, counts, approx = terms[order], counts[order], approx[order]
+        run_starts = np.concatenate(([0], np.flatnonzero(np.diff(approx)) + 1, [len(approx)]))
+        for run in np.flatnonzero(np.diff(run_starts) > 1):  # distinct ratios on one float: rare
+            first, last = int(run_starts[run]), int(run_starts[run + 1])
+            ranked = sorted(range(first, last), key=lambda i: _rational(terms[i]))
+            terms[first:last], counts[first:last] = terms[ranked], counts[ranked]
+        self.terms, self.counts, self.ratios = terms, counts, approx
+        self._ratio = functools.cache(lambda i: _rational(self.terms[i]))
+
+    def count(self, t: Fraction, strict: bool) -> int:
+        ordered = _products_below(self.ratios, self.counts, self._ratio, self.ratios, self.counts, self._ratio,
+                                  t * t, strict)
+        diagonal = _products_below(self.ratios, self.counts, self._ratio, np.ones(1), np.ones(1, dtype=np.int64),
+                                   lambda j: Fraction(1), t, strict)
+        return (ordered + diagonal) // 2
+
+    def rank(self, level: float) -> int:
+        return _center_critical_rank(self.n, (1 - level) / 2)
+
+
+def _lowest_terms(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x_i / y_i of positive floats exactly, as p * 2^e / q with p, q odd and coprime: one triple per
+    rational. A float is m * 2^e with m an integer of 53 bits (np.frexp), so the ratio of two is the ratio
+    of their integers times a power of two; the gcd and the factors of two are taken out."""
+    mantissa_x, exponent_x = np.frexp(x)
+    mantissa_y, exponent_y = np.frexp(y)
+    p = np.ldexp(mantissa_x, 53).astype(np.int64)
+    q = np.ldexp(mantissa_y, 53).astype(np.int64)
+    e = exponent_x.astype(np.int64) - exponent_y.astype(np.int64)
+    common = np.gcd(p, q)
+    p, q = p // common, q // common
+    twos_p = np.frexp((p & -p).astype(float))[1] - 1  # the lowest set bit, a power of two, is exact in a float
+    twos_q = np.frexp((q & -q).astype(float))[1] - 1
+    return p >> twos_p, q >> twos_q, e + twos_p - twos_q
+
+
+def _rational(term: np.ndarray) -> Fraction:
+    p, q, e = (int(v) for v in term)
+    return Fraction(p << e, q) if e >= 0 else Fraction(p, q << -e)
