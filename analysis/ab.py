@@ -129,8 +129,8 @@ def settles(low: float | None, high: float | None, margin: float) -> bool:
     """
     if low is None or high is None:
         return False
-    inside = 1 - margin <= low and high <= 1 + margin
-    return inside or beyond(low, high, margin) is not None
+    # read exactly, as the verdict beside it is (analysis/verdicts.py): an end on the band's edge is inside
+    return read_off(low, high, margin)[1] or beyond(low, high, margin) is not None
 
 
 @lru_cache(maxsize=1 << 16)
