@@ -1,5 +1,10 @@
 """hyperfine ``--export-json``: ``results[]`` with ``command`` and per-run ``times`` in seconds (and
-``exit_codes``); runs whose exit code is not 0 are left out, as perfctl leaves out failed runs."""
+``exit_codes``); runs whose exit code is not 0 are left out, as perfctl leaves out failed runs.
+
+Each entry of ``results`` is one command (with its ``parameters`` under --parameter-scan): two entries under
+one name (``-n`` given twice, or a scan with a fixed ``-n``) are two programs, recorded as two variants of
+the benchmark, which formats.dataset.unmix leaves out unless pooled (--pool), as it does for perfctl files.
+hyperfine records no round or run index: --paired pairs these runs by position (perfctl/pairing.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ def read_dataset(path: str) -> Dataset:
             # zip would pair the first runs only and drop the rest without a word
             raise DatasetError(f"{path}: results[{index}]: {len(times)} times but {len(codes)} exit codes")
         bench = dataset.benchmark(name)
+        parameters = result.get("parameters")
+        scanned = [f"{key}={value}" for key, value in parameters.items()] if isinstance(parameters, dict) else []
+        variant = (None, None, (f"hyperfine results[{index}]", *map(str, scanned)), "")
         failed = 0
         for run, (seconds, code) in enumerate(zip(times, codes)):
             where = f"results[{index}].times[{run}]"
@@ -32,6 +40,7 @@ def read_dataset(path: str) -> Dataset:
                 failed += 1
                 continue
             bench.add(WALL_TIME, value, "ns", "hyperfine")
+            bench.variants[variant] += 1
         if failed:
             dataset.notes.append(f"{name}: left out {failed} runs with a non-zero exit code")
     return dataset
