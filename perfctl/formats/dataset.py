@@ -119,12 +119,13 @@ class RunIdentity:
         """A machine line: the runs that follow were appended by another measurement."""
         self._segment += 1
 
-    def repeats(self, uuid) -> bool:
-        """Whether ``uuid`` (a string, or None for a hand-made record without one) was read before; counted."""
-        if uuid is not None and uuid in self._uuids:
-            self.repeated += 1
-            return True
-        return False
+    def seen(self, uuid) -> bool:
+        """Whether ``uuid`` (a string, or None for a hand-made record without one) was read before."""
+        return uuid is not None and uuid in self._uuids
+
+    def repeat(self) -> None:
+        """A record was left out as a repeat of a run read before."""
+        self.repeated += 1
 
     def read(self, uuid) -> None:
         """``uuid``'s run was kept or left out: read, either way, so its repeats are."""

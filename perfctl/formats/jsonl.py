@@ -166,7 +166,9 @@ class DatasetBuilder:
         self._records += 1
         try:
             uuid = _uuid(record)
-            if self.identity.repeats(uuid):
+            if self.identity.seen(uuid):
+                _checked(record)  # a repeat is checked as any record (a bad line is refused, repeat or not)
+                self.identity.repeat()
                 return
             key = _run_key(self.identity, record)
             if not self._add_measured(record, key):
@@ -208,7 +210,7 @@ class DatasetBuilder:
             return f"sample {str(record.get('uuid'))[:36]}: {detail}"
         return None
 
-    def _add_measured(self, record, key) -> bool:
+    def _add_measured(self, record, key=None) -> bool:
         """Add a measured run (no warm-up, ended ok, not interfered with) whose every field is plainly
         right, as _checked then _add would, and say so; False, having changed nothing, sends the record
         the general way, which names what is wrong. The runs of a file repeat a few benchmark identities
