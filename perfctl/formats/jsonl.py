@@ -116,7 +116,9 @@ def _finite(value) -> bool:
 
 
 def read(path: str) -> Iterator[dict | Sample]:
-    """Yield machine records (dicts) and Samples in file order."""
+    """Yield machine records (dicts) and Samples in file order, every sample line checked as compare checks
+    it (_checked), then built (Sample.from_dict). Runs are yielded as written, repeats included: what
+    counts a run once is RunIdentity, in read_dataset."""
     try:
         stream = open(path, encoding="utf-8")
     except OSError as err:
@@ -131,6 +133,7 @@ def read(path: str) -> Iterator[dict | Sample]:
                 if kind == "machine":
                     yield obj
                 elif kind == "sample":
+                    _checked(obj)  # the one validator of a sample record (the DatasetBuilder's)
                     yield Sample.from_dict(obj)
                 else:
                     raise ValueError(f"unknown record type {kind!r}")
@@ -322,14 +325,12 @@ class DatasetBuilder:
         bench_info = record["benchmark"]
         name = bench_info["name"]
         outcome = record["outcome"]
-        interfered = (not record["warmup"] and outcome == "ok"
-                      and self._interference.flags(record["readings"], record["wall_ns"]))
+        reason, interfered = self._interference.judge(record["warmup"], outcome, record["readings"], record["wall_ns"])
         if interfered:
             self._interfered[name] = self._interfered.get(name, 0) + 1
         if record["warmup"] and outcome == "ok":
             self._warmup(name, record)
-        if record["warmup"] or outcome != "ok" or (interfered and self._interference.exclude):
-            reason = "warmup" if record["warmup"] else outcome if outcome != "ok" else "interfered-with"
+        if reason is not None:
             counts = self._excluded.setdefault(name, {})
             counts[reason] = counts.get(reason, 0) + 1
             return
