@@ -178,3 +178,25 @@ def test_blocks_of_appended_measurements_pair_block_by_block(programs, tmp_path)
     bench = read_dataset(str(path)).benchmarks["t"]
     assert bench.keyed("page-faults") == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2), (1, 3)]
     assert os.path.getsize(path) > 0
+
+
+def test_two_pyperf_benchmarks_under_one_name_are_not_pooled(tmp_path):
+    """Two real pyperf results (/bin/true and sleep) merged into one file under one name, as a hand-merged
+    suite holds them: two programs, left out unless pooled, as perfctl's and hyperfine's are."""
+    merged = None
+    for index, command in enumerate((["/bin/true"], ["/bin/sleep", "0.001"])):
+        out = tmp_path / f"{index}.json"
+        subprocess.run([sys.executable, "-m", "pyperf", "command", "--quiet", "-p", "3", "-n", "2", "-w", "1",
+                        "--name", "same", "-o", str(out), "--", *command], check=True, capture_output=True)
+        document = json.loads(out.read_text())
+        if merged is None:
+            merged = document
+        else:
+            merged["benchmarks"] += document["benchmarks"]
+    path = tmp_path / "merged.json"
+    path.write_text(json.dumps(merged))
+    result = perfctl("compare", str(path), str(path))
+    assert result.returncode == 2
+    assert "same: left out: its runs mix 2 argv (pyperf benchmarks[0]: 3 runs, pyperf benchmarks[1]: 3 runs)" \
+        in result.stderr
+    assert perfctl("compare", str(path), str(path), "--pool").returncode in (0, 3)

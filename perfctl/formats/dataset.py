@@ -149,6 +149,15 @@ class RunIdentity:
                                  "run counts once (the input holds some runs twice, e.g. a file appended to itself)")
 
 
+def from_entry(bench: BenchmarkData, entry: str, runs: int) -> None:
+    """``runs`` kept runs of ``bench`` came from the file's ``entry`` (hyperfine's ``results[0]``, pyperf's
+    ``benchmarks[2]``): a reader whose format lists each program once calls it per entry, so that two entries
+    under one name (two programs) are a mixture, which ``unmix`` leaves out unless pooled, as it does for
+    perfctl runs of two executables under one name."""
+    if runs:
+        bench.variants[(None, None, (entry,), "")] += runs
+
+
 def left_out_notes(dataset: Dataset, excluded: dict[str, dict[str, int]], interfered: dict[str, int],
                    interference) -> None:
     """The notes on the runs a reader left out or flagged, per benchmark in the order met: warm-ups, failed

@@ -8,7 +8,16 @@ hyperfine records no round or run index: --paired pairs these runs by position (
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, json_list
+from perfctl.formats.dataset import (
+    WALL_TIME,
+    Dataset,
+    DatasetError,
+    finite,
+    from_entry,
+    json_field,
+    json_kind,
+    json_list,
+)
 
 
 def read_dataset(path: str) -> Dataset:
@@ -28,7 +37,7 @@ def read_dataset(path: str) -> Dataset:
         bench = dataset.benchmark(name)
         parameters = result.get("parameters")
         scanned = [f"{key}={value}" for key, value in parameters.items()] if isinstance(parameters, dict) else []
-        variant = (None, None, (f"hyperfine results[{index}]", *map(str, scanned)), "")
+        entry = " ".join([f"hyperfine results[{index}]", *scanned])
         failed = 0
         for run, (seconds, code) in enumerate(zip(times, codes)):
             where = f"results[{index}].times[{run}]"
@@ -40,7 +49,7 @@ def read_dataset(path: str) -> Dataset:
                 failed += 1
                 continue
             bench.add(WALL_TIME, value, "ns", "hyperfine")
-            bench.variants[variant] += 1
+        from_entry(bench, entry, len(times) - failed)
         if failed:
             dataset.notes.append(f"{name}: left out {failed} runs with a non-zero exit code")
     return dataset
