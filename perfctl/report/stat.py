@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
+from perfctl.formats.dataset import RunIdentity
 from perfctl.model import InterferencePolicy, Sample, distinct_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report
@@ -56,14 +57,15 @@ class StatSummary:
     no_pmu_events: frozenset[str] = frozenset()
     # the readings' distinct names by what decides them (_LABELLED): the same for nearly every run
     _names: dict = field(default_factory=dict, repr=False, compare=False)
-    _uuids: set = field(default_factory=set, repr=False, compare=False)  # the runs added (their identity)
+    _identity: RunIdentity = field(default_factory=RunIdentity, repr=False, compare=False)  # the runs added
 
     def add(self, sample: Sample) -> None:
         """One run: counted once (its uuid: a run added again is the same run, docs/samples.md), summarized
         when InterferencePolicy.judge, the rule every reader of samples follows, says it is measured."""
-        if sample.uuid in self._uuids:
+        if self._identity.seen(sample.uuid):
+            self._identity.repeat()
             return
-        self._uuids.add(sample.uuid)
+        self._identity.read(sample.uuid)
         # only the ebpf backend accounts for interference: a run without it is never flagged (nor looked at)
         reason, interfered = self.interference.judge(sample.warmup, sample.outcome,
                                                      sample.readings if "ebpf" in sample.backends else (),
