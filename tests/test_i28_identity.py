@@ -84,12 +84,34 @@ def test_paired_runs_keep_their_true_partners_when_runs_fail(faults):
 
 
 def test_runs_of_files_without_an_index_are_paired_by_position_and_said_so(tmp_path):
-    path_a, path_b = tmp_path / "a.json", tmp_path / "b.json"
-    for path, base in ((path_a, 1.0), (path_b, 1.1)):
-        path.write_text(json.dumps({"results": [{"command": "x", "times": [base + i / 100 for i in range(10)],
-                                                 "exit_codes": [0] * 10}]}))
-    document, _ = _document(str(path_a), str(path_b), "--paired")
+    """pyperf files (real ones) say nothing of rounds: --paired pairs by position, and says so."""
+    for name in ("a", "b"):
+        subprocess.run([sys.executable, "-m", "pyperf", "command", "--quiet", "-p", "3", "-n", "2", "-w", "1",
+                        "--name", "true", "-o", str(tmp_path / f"{name}.json"), "--", "/bin/true"],
+                       check=True, capture_output=True)
+    document, _ = _document(str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--paired")
     assert "paired by position: A's and B's runs carry no round or run index" in document["benchmarks"][0]["warnings"]
+
+
+@needs_hyperfine
+def test_hyperfine_runs_that_failed_leave_their_partner_out(tmp_path, programs):
+    """hyperfine -i keeps running after a failed run and exports its exit code: with --paired, run k of A
+    still meets run k of B (a run's place in ``times`` is its index), not the next one."""
+    script = tmp_path / "touch.sh"
+    script.write_text('n=$(cat "$1" 2>/dev/null || echo 0)\necho $((n + 1)) > "$1"\n'
+                      '[ "$n" -eq "$2" ] && exit 1\n'
+                      f'exec {programs / "pagetouch"} $(( (800 + 300 * (n % 7)) * 10 ))\n')
+    paths = []
+    for side, fail in (("A", 3), ("B", 8)):  # hyperfine's own warm-up-free runs 0..11; run 'fail' fails
+        path = tmp_path / f"{side}.json"
+        subprocess.run([HYPERFINE, "-N", "-i", "-r", "12", "-n", "touch",
+                        f"sh {script} {tmp_path / ('count-' + side)} {fail}", "--export-json", str(path)],
+                       check=True, capture_output=True)
+        paths.append(str(path))
+    document, result = _document(*paths, "--paired")
+    (row,) = document["benchmarks"]
+    assert (row["n_a"], row["n_b"]) == (10, 10), result.stdout
+    assert "paired by round (run index): 10 pairs; left out 1 runs of A and 1 of B" in row["warnings"]
 
 
 def test_an_ab_interrupted_mid_round_pairs_its_complete_rounds(tmp_path):

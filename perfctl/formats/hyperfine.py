@@ -4,7 +4,9 @@
 Each entry of ``results`` is one command (with its ``parameters`` under --parameter-scan): two entries under
 one name (``-n`` given twice, or a scan with a fixed ``-n``) are two programs, recorded as two variants of
 the benchmark, which formats.dataset.unmix leaves out unless pooled (--pool), as it does for perfctl files.
-hyperfine records no round or run index: --paired pairs these runs by position (perfctl/pairing.py)."""
+A run's place in its command's ``times`` is its run index, kept as its pairing key (block 0, formats/dataset.py
+RunIdentity): with --paired, a run left out for its exit code leaves its partner out instead of shifting every
+later pair (perfctl/pairing.py)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def read_dataset(path: str) -> Dataset:
             if code not in (0, None):
                 failed += 1
                 continue
-            bench.add(WALL_TIME, value, "ns", "hyperfine")
+            bench.add(WALL_TIME, value, "ns", "hyperfine", key=(0, run))
         from_entry(bench, entry, len(times) - failed)
         if failed:
             dataset.notes.append(f"{name}: left out {failed} runs with a non-zero exit code")
