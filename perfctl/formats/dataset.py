@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -42,13 +43,14 @@ class BenchmarkData:
     variants: Counter = field(default_factory=Counter)
     # each metric's run keys, beside its values (one per value, same order), where the reader knows them:
     # the key that pairs a run with the other side's run of the same round (run_key); a metric without
-    # as many keys as values is paired by position (perfctl/pairing.py says so)
-    keys: dict[str, list] = field(default_factory=dict)
+    # as many keys as values is paired by position (perfctl/pairing.py says so). Keys are RunIdentity's
+    # packed integers in int64 arrays: 8 bytes a value, where a tuple per run cost ~15 MB per 50,000 runs
+    keys: dict[str, array] = field(default_factory=dict)
 
     def add(self, metric: str, value: float, unit: str, backend: str | None = None, key=None) -> None:
         self.metrics.setdefault(metric, []).append(float(value))
         if key is not None:
-            self.keys.setdefault(metric, []).append(key)
+            self.keys.setdefault(metric, array("q")).append(key)
         self.units.setdefault(metric, unit)
         if backend:
             self.backends.setdefault(metric, set()).add(backend)
@@ -70,7 +72,7 @@ class BenchmarkData:
         self.first_ns = time_ns if self.first_ns is None else min(self.first_ns, time_ns)
         self.last_ns = time_ns if self.last_ns is None else max(self.last_ns, time_ns)
 
-    def keyed(self, metric: str) -> list | None:
+    def keyed(self, metric: str) -> array | None:
         """The run keys of ``metric``'s values, or None when the reader did not give every value one."""
         keys = self.keys.get(metric)
         values = self.metrics.get(metric)
@@ -101,7 +103,8 @@ class RunIdentity:
     - a run is its ``uuid``: a sample met again under a uuid already read is the same run, left out and
       counted (``repeated``), as the server stores a uuid once (a file appended to itself, two files cat'ed
       together, a line re-sent);
-    - a measured run's pairing key is ``(block, index)``: ``index`` is the round of an interleaved
+    - a measured run's pairing key is ``(block, index)``, packed as ``block << 32 | index`` (one int64, in
+      the same order as the pairs): ``index`` is the round of an interleaved
       measurement (``extra.round``, `perfctl ab`), else the ``run_index``; a block is one measurement of
       the benchmark (``perfctl stat -o`` appended several times, as examples/compare-builds.sh does), begun
       where a machine line or another job starts or the index does not grow. Run k of block j of A pairs
@@ -110,7 +113,10 @@ class RunIdentity:
     Warm-ups have no key and do not move the blocks."""
 
     def __init__(self):
-        self._uuids: set[str] = set()
+        # the uuids' hashes, not the uuids: 10^6 runs' strings would hold ~90 MB for the whole reading. Two
+        # uuids of one reading share a 64-bit SipHash (seeded per process) with probability n^2 / 2^65:
+        # 3e-8 at 10^6 runs, and no file can aim at it
+        self._uuids: set[int] = set()
         self.repeated = 0
         self._segment = 0
         self._last: dict[str, tuple] = {}  # benchmark name -> (segment, block, index) of its last measured run
@@ -121,7 +127,7 @@ class RunIdentity:
 
     def seen(self, uuid) -> bool:
         """Whether ``uuid`` (a string, or None for a hand-made record without one) was read before."""
-        return uuid is not None and uuid in self._uuids
+        return uuid is not None and hash(uuid) in self._uuids
 
     def repeat(self) -> None:
         """A record was left out as a repeat of a run read before."""
@@ -130,18 +136,18 @@ class RunIdentity:
     def read(self, uuid) -> None:
         """``uuid``'s run was kept or left out: read, either way, so its repeats are."""
         if uuid is not None:
-            self._uuids.add(uuid)
+            self._uuids.add(hash(uuid))
 
-    def key(self, name, index, job=None) -> tuple[int, int] | None:
+    def key(self, name, index, job=None) -> int | None:
         """The pairing key of a measured run of benchmark ``name`` with round or run index ``index`` (None
         when the record has no usable index: its benchmark is then paired by position)."""
-        if type(index) is not int or index < 0 or type(name) is not str:
+        if type(index) is not int or not 0 <= index < 1 << 32 or type(name) is not str:
             return None
         segment = (self._segment, job)
         last = self._last.get(name)
         block = 0 if last is None else last[1] + (last[0] != segment or index <= last[2])
         self._last[name] = (segment, block, index)
-        return block, index
+        return block << 32 | index if block < 1 << 30 else None
 
     def note(self, dataset: Dataset) -> None:
         if self.repeated:

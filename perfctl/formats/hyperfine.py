@@ -50,7 +50,7 @@ def read_dataset(path: str) -> Dataset:
             if code not in (0, None):
                 failed += 1
                 continue
-            bench.add(WALL_TIME, value, "ns", "hyperfine", key=(0, run))
+            bench.add(WALL_TIME, value, "ns", "hyperfine", key=run)  # block 0 (RunIdentity's packing)
         from_entry(bench, entry, len(times) - failed)
         if failed:
             dataset.notes.append(f"{name}: left out {failed} runs with a non-zero exit code")

@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import operator
+from array import array
 from collections.abc import Iterator
 from typing import IO
 
@@ -307,9 +308,9 @@ class DatasetBuilder:
             lists.append(_reading_target(bench, label, status, unit, backend, reason))
         bench.variants.setdefault(variant, 0)  # listed where first met, as the general way lists it
         self._variants.append((bench, variant, runs := [0]))
-        key_lists = [bench.keys.setdefault(WALL_TIME, [])]
+        key_lists = [bench.keys.setdefault(WALL_TIME, array("q"))]
         for label, values in zip(labels, lists[1:]):
-            key_lists.append(None if values is None else bench.keys.setdefault(label, []))
+            key_lists.append(None if values is None else bench.keys.setdefault(label, array("q")))
         return bench, lists, key_lists, runs
 
     def _count_variants(self) -> None:
@@ -413,7 +414,7 @@ def _uuid(record) -> str | None:
     return uuid
 
 
-def _run_key(identity: RunIdentity, record) -> tuple[int, int] | None:
+def _run_key(identity: RunIdentity, record) -> int | None:
     """A measured run's pairing key (RunIdentity.key): its round when it has one (`perfctl ab`'s
     ``extra.round``), else its run_index; None for a warm-up or a record without either."""
     if type(record) is not dict or record.get("warmup") is not False:
@@ -664,7 +665,7 @@ def _add_reading(bench, label: str, reading: dict, key=None) -> None:
     if values is not None:
         values.append(reading["value"] if reading["status"] == "ok" else reading["scaled"])
         if key is not None:
-            bench.keys.setdefault(label, []).append(key)
+            bench.keys.setdefault(label, array("q")).append(key)
 
 
 def _reading_target(bench, label: str, status: str, unit: str | None, backend: str | None,
