@@ -302,6 +302,19 @@ class InterferencePolicy:
         share = interference_share(readings, wall_ns)
         return share is not None and share > self.limit
 
+    def judge(self, warmup: bool, outcome: str, readings, wall_ns) -> tuple[str | None, bool]:
+        """The one rule of which runs are measured, used by `perfctl stat`'s summary (report/stat.py) and by
+        every reading of perfctl samples (formats/jsonl.py DatasetBuilder, which files, the report and a
+        server's stored runs go through): (why the run is left out: ``warmup``, its outcome (``failed``,
+        ``signal``, ``timeout``) or ``interfered-with`` (only with ``exclude``); None when it is counted,
+        and whether it is flagged as interfered with). Warm-ups and failed runs are never flagged."""
+        if warmup:
+            return "warmup", False
+        if outcome != "ok":
+            return outcome, False
+        interfered = self.flags(readings, wall_ns)
+        return ("interfered-with" if interfered and self.exclude else None), interfered
+
     def describe(self) -> str:
         return (f"other tasks ran on the benchmark's CPUs for more than {self.limit:.0%} of the run's wall time "
                 "(or for a time eBPF could not tell)")

@@ -33,6 +33,8 @@ class Paired:
     only_b: tuple[str, ...]
     renamed: str | None
     units: dict[str, str]
+    # A's benchmark name -> B's, as compared (the report looks B's runs up through it)
+    mapping: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class CompareContext:
     metric_choice: str
     renamed: str | None = None
     units: dict[str, str] = field(default_factory=dict)
+    # A's benchmark name -> B's where they differ (one benchmark per file under two names): the report draws
+    # B's runs of the benchmark through it
+    renames: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,12 @@ class Compared:
 def compared(a: Dataset, b: Dataset, metrics: list[str] | None, parameters: Parameters,
              labels: tuple[str, str], split: bool = False) -> Compared:
     """Pair two Datasets and compare them (``split``: see analysis/compare.py). Raises PairingError."""
-    paired = pair(a, b, metrics)
+    paired = pair(a, b, metrics, by_run=parameters.paired)
     result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b, split=split)
+    renames = {name_a: name_b for name_a, name_b in paired.mapping.items() if name_a != name_b}
     context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
-                             metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units))
+                             metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units),
+                             renames=renames)
     return Compared(result, context, tuple(side_notes(a.notes, b.notes)))
 
 
@@ -88,7 +95,10 @@ def _resolve(dataset: Dataset, names: list[str], metric: str) -> str | None:
     return label if label in counted else None
 
 
-def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None) -> Paired:
+def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None, by_run: bool = False) -> Paired:
+    """Which benchmark of A is compared with which of B, on which metrics, with which runs. ``by_run``
+    (--paired): the runs of each side are put in the order of their pairs, A's run with B's run of the
+    same round (align_runs)."""
     if a.format != b.format:
         raise PairingError(f"{a.path} is {a.format} and {b.path} is {b.format}: compare files written by the "
                            "same tool (their metrics and units differ)")
@@ -115,6 +125,10 @@ def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None) -> Paired:
             paired_a[key] = list(a.benchmarks[name_a].metrics.get(label_a, [])) if label_a else []
             paired_b[key] = list(b.benchmarks[name_b].metrics.get(label_b, [])) if label_b else []
             key_notes = []
+            if by_run and label_a and label_b:
+                paired_a[key], paired_b[key], how = align_runs(a.benchmarks[name_a], label_a,
+                                                               b.benchmarks[name_b], label_b)
+                key_notes.append(how)
             for side, dataset, name, label in (("A", a, name_a, label_a), ("B", b, name_b, label_b)):
                 bench = dataset.benchmarks[name]
                 for note in bench.notes.get(label or metric, []) + bench.notes.get(f"{metric}:u", []):
@@ -125,7 +139,37 @@ def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None) -> Paired:
             if blocks:
                 key_notes.append(blocks)
             notes[key] = list(dict.fromkeys(key_notes))
-    return Paired(paired_a, paired_b, notes, tuple(chosen), choice, only_a, only_b, renamed, units)
+    return Paired(paired_a, paired_b, notes, tuple(chosen), choice, only_a, only_b, renamed, units, dict(mapping))
+
+
+def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -> tuple[list, list, str]:
+    """A's and B's values of one metric in the order of their pairs, and how they were paired.
+
+    Runs are paired by their key (formats/dataset.py RunIdentity: the round, or the run index within each
+    measurement): a run that failed, was left out or never ran on one side leaves its partner out, and
+    the others keep their true partners. Pairing by place in the lists would shift every pair after the
+    first missing run onto the next round's partner, and a drift across rounds then reads as noise or as
+    a difference. Where a side's reader knows no keys (hyperfine, pyperf, perf stat files), runs are
+    paired by position, and the note says so."""
+    values_a, values_b = a.metrics.get(label_a, []), b.metrics.get(label_b, [])
+    keys_a, keys_b = a.keyed(label_a), b.keyed(label_b)
+    if keys_a is None or keys_b is None or len(set(keys_a)) != len(keys_a) or len(set(keys_b)) != len(keys_b):
+        which = "A's and B's" if keys_a is None and keys_b is None else "A's" if keys_a is None else \
+            "B's" if keys_b is None else "the"
+        why = "carry no round or run index" if keys_a is None or keys_b is None else "repeat a round"
+        return list(values_a), list(values_b), (f"paired by position: {which} runs {why}, so the i-th run of A is "
+                                                "paired with the i-th of B")
+    in_b = dict(zip(keys_b, values_b))
+    common = [(k, v) for k, v in zip(keys_a, values_a) if k in in_b]
+    common.sort(key=lambda pair_: pair_[0])
+    x = [v for _, v in common]
+    y = [in_b[k] for k, _ in common]
+    alone_a, alone_b = len(values_a) - len(x), len(values_b) - len(y)
+    how = f"paired by round (run index): {len(x)} pairs"
+    if alone_a or alone_b:
+        how += (f"; left out {alone_a} runs of A and {alone_b} of B whose round has no run on the other side (a "
+                "failed, left-out or interrupted run leaves its partner out)")
+    return x, y, how
 
 
 # How to take runs that a drift of the machine falls on alike (docs/statistics.md, "Measured in blocks").

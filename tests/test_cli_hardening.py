@@ -45,7 +45,9 @@ def _one_line(result, prefix="perfctl compare: "):
 def _sample(name="bench", run_index=0, wall_ns=1_000_000, instructions=1000, **changes):
     """A perfctl JSON Lines sample record as `perfctl stat` writes it (docs/samples.md)."""
     record = {
-        "type": "sample", "uuid": f"00000000-0000-4000-8000-{run_index:012d}", "machine_id": "0123456789abcdef",
+        # a uuid per benchmark and run: a uuid met twice is one run (docs/samples.md, "The identity of a run")
+        "type": "sample", "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{run_index}")),
+        "machine_id": "0123456789abcdef",
         "benchmark": {"name": name, "argv": ["/bin/true"], "executable": "/bin/true",
                       "executable_sha256": "a" * 64, "input_digest": "b" * 64},
         "job_id": None, "run_index": run_index, "warmup": False, "start_time_ns": 1_700_000_000_000_000_000,

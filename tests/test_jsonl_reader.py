@@ -54,7 +54,7 @@ def _write(path, records) -> str:
 
 
 def _general_only(monkeypatch) -> None:
-    monkeypatch.setattr(DatasetBuilder, "_add_measured", lambda self, record: False)
+    monkeypatch.setattr(DatasetBuilder, "_add_measured", lambda self, record, key=None: False)
 
 
 @pytest.mark.parametrize("policy", [InterferencePolicy(), InterferencePolicy(exclude=True)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -40,9 +41,16 @@ class BenchmarkData:
     # what the kept runs ran, where the reader knows it: runs per (executable sha256, input digest, argv,
     # kernel); more than one is a mixture that ``unmix`` leaves out unless pooled
     variants: Counter = field(default_factory=Counter)
+    # each metric's run keys, beside its values (one per value, same order), where the reader knows them:
+    # the key that pairs a run with the other side's run of the same round (run_key); a metric without
+    # as many keys as values is paired by position (perfctl/pairing.py says so). Keys are RunIdentity's
+    # packed integers in int64 arrays: 8 bytes a value, where a tuple per run cost ~15 MB per 50,000 runs
+    keys: dict[str, array] = field(default_factory=dict)
 
-    def add(self, metric: str, value: float, unit: str, backend: str | None = None) -> None:
+    def add(self, metric: str, value: float, unit: str, backend: str | None = None, key=None) -> None:
         self.metrics.setdefault(metric, []).append(float(value))
+        if key is not None:
+            self.keys.setdefault(metric, array("q")).append(key)
         self.units.setdefault(metric, unit)
         if backend:
             self.backends.setdefault(metric, set()).add(backend)
@@ -64,6 +72,12 @@ class BenchmarkData:
         self.first_ns = time_ns if self.first_ns is None else min(self.first_ns, time_ns)
         self.last_ns = time_ns if self.last_ns is None else max(self.last_ns, time_ns)
 
+    def keyed(self, metric: str) -> array | None:
+        """The run keys of ``metric``'s values, or None when the reader did not give every value one."""
+        keys = self.keys.get(metric)
+        values = self.metrics.get(metric)
+        return keys if keys is not None and values is not None and len(keys) == len(values) else None
+
     def note(self, metric: str, text: str) -> None:
         entries = self.notes.setdefault(metric, [])
         if text not in entries:
@@ -80,6 +94,74 @@ class Dataset:
 
     def benchmark(self, name: str) -> BenchmarkData:
         return self.benchmarks.setdefault(name, BenchmarkData(name))
+
+
+class RunIdentity:
+    """The one owner of what identifies a run among those read (a file's lines, a machine's stored runs),
+    used by every reader that knows it (docs/samples.md, "The identity of a run"):
+
+    - a run is its ``uuid``: a sample met again under a uuid already read is the same run, left out and
+      counted (``repeated``), as the server stores a uuid once (a file appended to itself, two files cat'ed
+      together, a line re-sent);
+    - a measured run's pairing key is ``(block, index)``, packed as ``block << 32 | index`` (one int64, in
+      the same order as the pairs): ``index`` is the round of an interleaved
+      measurement (``extra.round``, `perfctl ab`), else the ``run_index``; a block is one measurement of
+      the benchmark (``perfctl stat -o`` appended several times, as examples/compare-builds.sh does), begun
+      where a machine line or another job starts or the index does not grow. Run k of block j of A pairs
+      with run k of block j of B whatever failed or was left out around it (perfctl/pairing.py).
+
+    Warm-ups have no key and do not move the blocks."""
+
+    def __init__(self):
+        # the uuids' hashes, not the uuids: 10^6 runs' strings would hold ~90 MB for the whole reading. Two
+        # uuids of one reading share a 64-bit SipHash (seeded per process) with probability n^2 / 2^65:
+        # 3e-8 at 10^6 runs, and no file can aim at it
+        self._uuids: set[int] = set()
+        self.repeated = 0
+        self._segment = 0
+        self._last: dict[str, tuple] = {}  # benchmark name -> (segment, block, index) of its last measured run
+
+    def new_measurement(self) -> None:
+        """A machine line: the runs that follow were appended by another measurement."""
+        self._segment += 1
+
+    def seen(self, uuid) -> bool:
+        """Whether ``uuid`` (a string, or None for a hand-made record without one) was read before."""
+        return uuid is not None and hash(uuid) in self._uuids
+
+    def repeat(self) -> None:
+        """A record was left out as a repeat of a run read before."""
+        self.repeated += 1
+
+    def read(self, uuid) -> None:
+        """``uuid``'s run was kept or left out: read, either way, so its repeats are."""
+        if uuid is not None:
+            self._uuids.add(hash(uuid))
+
+    def key(self, name, index, job=None) -> int | None:
+        """The pairing key of a measured run of benchmark ``name`` with round or run index ``index`` (None
+        when the record has no usable index: its benchmark is then paired by position)."""
+        if type(index) is not int or not 0 <= index < 1 << 32 or type(name) is not str:
+            return None
+        segment = (self._segment, job)
+        last = self._last.get(name)
+        block = 0 if last is None else last[1] + (last[0] != segment or index <= last[2])
+        self._last[name] = (segment, block, index)
+        return block << 32 | index if block < 1 << 30 else None
+
+    def note(self, dataset: Dataset) -> None:
+        if self.repeated:
+            dataset.notes.append(f"left out {self.repeated} samples whose uuid an earlier sample already had: a "
+                                 "run counts once (the input holds some runs twice, e.g. a file appended to itself)")
+
+
+def from_entry(bench: BenchmarkData, entry: str, runs: int) -> None:
+    """``runs`` kept runs of ``bench`` came from the file's ``entry`` (hyperfine's ``results[0]``, pyperf's
+    ``benchmarks[2]``): a reader whose format lists each program once calls it per entry, so that two entries
+    under one name (two programs) are a mixture, which ``unmix`` leaves out unless pooled, as it does for
+    perfctl runs of two executables under one name."""
+    if runs:
+        bench.variants[(None, None, (entry,), "")] += runs
 
 
 def left_out_notes(dataset: Dataset, excluded: dict[str, dict[str, int]], interfered: dict[str, int],

@@ -1,9 +1,25 @@
 """hyperfine ``--export-json``: ``results[]`` with ``command`` and per-run ``times`` in seconds (and
-``exit_codes``); runs whose exit code is not 0 are left out, as perfctl leaves out failed runs."""
+``exit_codes``); runs whose exit code is not 0 are left out, as perfctl leaves out failed runs.
+
+Each entry of ``results`` is one command (with its ``parameters`` under --parameter-scan): two entries under
+one name (``-n`` given twice, or a scan with a fixed ``-n``) are two programs, recorded as two variants of
+the benchmark, which formats.dataset.unmix leaves out unless pooled (--pool), as it does for perfctl files.
+A run's place in its command's ``times`` is its run index, kept as its pairing key (block 0, formats/dataset.py
+RunIdentity): with --paired, a run left out for its exit code leaves its partner out instead of shifting every
+later pair (perfctl/pairing.py)."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, json_list
+from perfctl.formats.dataset import (
+    WALL_TIME,
+    Dataset,
+    DatasetError,
+    finite,
+    from_entry,
+    json_field,
+    json_kind,
+    json_list,
+)
 
 
 def read_dataset(path: str) -> Dataset:
@@ -21,6 +37,9 @@ def read_dataset(path: str) -> Dataset:
             # zip would pair the first runs only and drop the rest without a word
             raise DatasetError(f"{path}: results[{index}]: {len(times)} times but {len(codes)} exit codes")
         bench = dataset.benchmark(name)
+        parameters = result.get("parameters")
+        scanned = [f"{key}={value}" for key, value in parameters.items()] if isinstance(parameters, dict) else []
+        entry = " ".join([f"hyperfine results[{index}]", *scanned])
         failed = 0
         for run, (seconds, code) in enumerate(zip(times, codes)):
             where = f"results[{index}].times[{run}]"
@@ -31,7 +50,8 @@ def read_dataset(path: str) -> Dataset:
             if code not in (0, None):
                 failed += 1
                 continue
-            bench.add(WALL_TIME, value, "ns", "hyperfine")
+            bench.add(WALL_TIME, value, "ns", "hyperfine", key=run)  # block 0 (RunIdentity's packing)
+        from_entry(bench, entry, len(times) - failed)
         if failed:
             dataset.notes.append(f"{name}: left out {failed} runs with a non-zero exit code")
     return dataset

@@ -11,12 +11,22 @@ import functools
 import json
 import math
 import operator
+from array import array
 from collections.abc import Iterator
 from typing import IO
 
 import orjson
 
-from perfctl.formats.dataset import BOM, WALL_TIME, Dataset, DatasetError, json_kind, left_out_notes, type_problem
+from perfctl.formats.dataset import (
+    BOM,
+    WALL_TIME,
+    Dataset,
+    DatasetError,
+    RunIdentity,
+    json_kind,
+    left_out_notes,
+    type_problem,
+)
 from perfctl.model import (
     INTERFERENCE_EVENT,
     OUTCOMES,
@@ -107,7 +117,9 @@ def _finite(value) -> bool:
 
 
 def read(path: str) -> Iterator[dict | Sample]:
-    """Yield machine records (dicts) and Samples in file order."""
+    """Yield machine records (dicts) and Samples in file order: the writer's round trip (what sample_line
+    wrote, read back as written, repeats and values beyond a count's range included). Measurements are
+    read by read_dataset, whose checks (_checked) and run identity (RunIdentity) decide what is a run."""
     try:
         stream = open(path, encoding="utf-8")
     except OSError as err:
@@ -131,8 +143,9 @@ def read(path: str) -> Iterator[dict | Sample]:
 
 class DatasetBuilder:
     """Turns sample records (JSON Lines dicts) into a Dataset: measured runs that ended ok, one value per
-    reading label, plus wall-time; warmups and failed runs are left out and counted in the notes. Used for
-    files here and for samples stored on the server (server/service.py)."""
+    reading label, plus wall-time; warmups and failed runs are left out and counted in the notes, and so
+    are repeats of a run already read (same uuid; RunIdentity). Every kept value carries its run's pairing
+    key (BenchmarkData.keys). Used for files here and for samples stored on the server (stored_dataset)."""
 
     def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy | None = None):
         self.dataset = Dataset(path, fmt)
@@ -147,19 +160,27 @@ class DatasetBuilder:
         self._layouts: dict[tuple, tuple] = {}
         self._targets: dict[tuple, tuple] = {}
         self._variants: list[tuple] = []
+        self.identity = RunIdentity()
 
     def add(self, record: dict, line: int | None = None) -> None:
         """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
-        (``line`` of the file when given, else its place among the records added) and the field."""
+        (``line`` of the file when given, else its place among the records added) and the field. A record
+        whose uuid was read before is the same run again: left out and counted (RunIdentity)."""
         self._records += 1
-        if self._add_measured(record):
-            return
         try:
-            self._add(_checked(record))
+            uuid = _uuid(record)
+            if self.identity.seen(uuid):
+                _checked(record)  # a repeat is checked as any record (a bad line is refused, repeat or not)
+                self.identity.repeat()
+                return
+            key = _run_key(self.identity, record)
+            if not self._add_measured(record, key):
+                self._add(_checked(record), key)
         except _FieldError as err:
             where = f"{self.dataset.path}:{line}" if line is not None else \
                 f"{self.dataset.path}: sample record {self._records}"
             raise DatasetError(f"{where}: {err}") from None
+        self.identity.read(uuid)
 
     def add_or_skip(self, record: dict) -> str | None:
         """Add one stored sample (a record the server kept, which an older server may have checked less):
@@ -168,6 +189,7 @@ class DatasetBuilder:
         name = record.get("benchmark", {}).get("name") if isinstance(record.get("benchmark"), dict) else None
         bench = self.dataset.benchmarks.get(name)
         lengths = {metric: len(values) for metric, values in bench.metrics.items()} if bench is not None else None
+        key_lengths = {metric: len(keys) for metric, keys in bench.keys.items()} if bench is not None else None
         try:
             self.add(record)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
@@ -182,11 +204,16 @@ class DatasetBuilder:
                         del bench.metrics[metric][lengths[metric]:]
                     else:
                         del bench.metrics[metric]
+                for metric in list(bench.keys):
+                    if metric in key_lengths:
+                        del bench.keys[metric][key_lengths[metric]:]
+                    else:
+                        del bench.keys[metric]
             detail = f"{type(err).__name__} {err}" if isinstance(err, KeyError) else str(err)
             return f"sample {str(record.get('uuid'))[:36]}: {detail}"
         return None
 
-    def _add_measured(self, record) -> bool:
+    def _add_measured(self, record, key=None) -> bool:
         """Add a measured run (no warm-up, ended ok, not interfered with) whose every field is plainly
         right, as _checked then _add would, and say so; False, having changed nothing, sends the record
         the general way, which names what is wrong. The runs of a file repeat a few benchmark identities
@@ -252,23 +279,27 @@ class DatasetBuilder:
         if interference is not None and self._interference.flags(
                 [{"event": INTERFERENCE_EVENT, "status": "ok", "value": numbers[interference]}], wall_ns):
             return False  # flagged or left out: the general way counts it
-        key = (id(known), id(shape))  # both kept by their caches, so their ids name them for good
-        targets = self._targets.get(key)
+        cached = (id(known), id(shape))  # both kept by their caches, so their ids name them for good
+        targets = self._targets.get(cached)
         if targets is None:
-            targets = self._targets[key] = self._targets_of(name, variant, labels, layout)
-        bench, lists, runs = targets
+            targets = self._targets[cached] = self._targets_of(name, variant, labels, layout)
+        bench, lists, key_lists, runs = targets
         runs[0] += 1  # into bench.variants when the reading ends (_count_variants)
         lists[0].append(wall_ns)
         for values, number in zip(lists[1:], numbers):
             if values is not None:
                 values.append(number)
+        if key is not None:  # beside each value appended above
+            for keys in key_lists:
+                if keys is not None:
+                    keys.append(key)
         bench.started(start, machine_id)
         return True
 
     def _targets_of(self, name: str, variant: tuple, labels: list[str], layout: tuple) -> tuple:
         """A benchmark, for a run of this layout the list each value goes to (wall time first; None for a
-        reading without a value), with the units, backends and notes that _add_reading would set, and the
-        count of such runs of this variant."""
+        reading without a value) and the list of run keys beside each, with the units, backends and notes
+        that _add_reading would set, and the count of such runs of this variant."""
         bench = self.dataset.benchmarks.get(name) or self.dataset.benchmark(name)
         bench.units.setdefault(WALL_TIME, "ns")
         bench.backends.setdefault(WALL_TIME, set()).add("perfctl")
@@ -277,7 +308,10 @@ class DatasetBuilder:
             lists.append(_reading_target(bench, label, status, unit, backend, reason))
         bench.variants.setdefault(variant, 0)  # listed where first met, as the general way lists it
         self._variants.append((bench, variant, runs := [0]))
-        return bench, lists, runs
+        key_lists = [bench.keys.setdefault(WALL_TIME, array("q"))]
+        for label, values in zip(labels, lists[1:]):
+            key_lists.append(None if values is None else bench.keys.setdefault(label, array("q")))
+        return bench, lists, key_lists, runs
 
     def _count_variants(self) -> None:
         """The runs _add_measured counted, into their benchmarks' variants (a Counter's += per run cost more
@@ -287,18 +321,16 @@ class DatasetBuilder:
                 bench.variants[variant] += runs[0]
                 runs[0] = 0
 
-    def _add(self, record: dict) -> None:
+    def _add(self, record: dict, key) -> None:
         bench_info = record["benchmark"]
         name = bench_info["name"]
         outcome = record["outcome"]
-        interfered = (not record["warmup"] and outcome == "ok"
-                      and self._interference.flags(record["readings"], record["wall_ns"]))
+        reason, interfered = self._interference.judge(record["warmup"], outcome, record["readings"], record["wall_ns"])
         if interfered:
             self._interfered[name] = self._interfered.get(name, 0) + 1
         if record["warmup"] and outcome == "ok":
             self._warmup(name, record)
-        if record["warmup"] or outcome != "ok" or (interfered and self._interference.exclude):
-            reason = "warmup" if record["warmup"] else outcome if outcome != "ok" else "interfered-with"
+        if reason is not None:
             counts = self._excluded.setdefault(name, {})
             counts[reason] = counts.get(reason, 0) + 1
             return
@@ -307,10 +339,10 @@ class DatasetBuilder:
         bench.variants[bench_info["executable_sha256"], bench_info["input_digest"], tuple(bench_info["argv"]), ""] += 1
         if interfered:
             bench.flagged[len(bench.metrics.get(WALL_TIME, ()))] = "interfered-with"
-        bench.add(WALL_TIME, record["wall_ns"], "ns", "perfctl")
+        bench.add(WALL_TIME, record["wall_ns"], "ns", "perfctl", key)
         readings = record["readings"]
         for reading, label in zip(readings, _labels(readings)):
-            _add_reading(bench, label, reading)
+            _add_reading(bench, label, reading, key)
         bench.started(record["start_time_ns"], record["machine_id"])
 
     def _warmup(self, name: str, record: dict) -> None:
@@ -329,6 +361,7 @@ class DatasetBuilder:
             if name in dataset.benchmarks:
                 dataset.benchmarks[name].warmups = values
         left_out_notes(dataset, self._excluded, self._interfered, self._interference)
+        self.identity.note(dataset)
         return dataset
 
 
@@ -363,6 +396,7 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
             kind = record.get("type") if isinstance(record, dict) else None
             if kind == "machine":
                 builder.dataset.machine = builder.dataset.machine or record
+                builder.identity.new_measurement()
             elif kind == "sample":
                 if labels and not _labelled(record, labels):
                     continue
@@ -370,6 +404,26 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
             else:
                 raise DatasetError(f"{path}:{number}: not a perfctl sample line: unknown record type {kind!r}")
     return builder.finish()
+
+
+def _uuid(record) -> str | None:
+    """The record's uuid (its identity), None for a hand-made record without one; _FieldError if not text."""
+    uuid = record.get("uuid") if type(record) is dict else None
+    if uuid is not None and type(uuid) is not str:
+        raise _FieldError("uuid", f"expected a string, got {json_kind(uuid)}")
+    return uuid
+
+
+def _run_key(identity: RunIdentity, record) -> int | None:
+    """A measured run's pairing key (RunIdentity.key): its round when it has one (`perfctl ab`'s
+    ``extra.round``), else its run_index; None for a warm-up or a record without either."""
+    if type(record) is not dict or record.get("warmup") is not False:
+        return None
+    extra, bench = record.get("extra"), record.get("benchmark")
+    index = extra.get("round") if type(extra) is dict else None
+    if index is None:
+        index = record.get("run_index")
+    return identity.key(bench.get("name") if type(bench) is dict else None, index, record.get("job_id"))
 
 
 def _labelled(record: dict, labels: dict) -> bool:
@@ -604,11 +658,14 @@ def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> 
     return distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
 
 
-def _add_reading(bench, label: str, reading: dict) -> None:
-    """One checked reading (see _checked) into its benchmark: a value, or a note saying why there is none."""
+def _add_reading(bench, label: str, reading: dict, key=None) -> None:
+    """One checked reading (see _checked) into its benchmark: a value (with its run's pairing ``key``), or a
+    note saying why there is none."""
     values = _reading_target(bench, label, reading["status"], reading["unit"], reading["backend"], reading["reason"])
     if values is not None:
         values.append(reading["value"] if reading["status"] == "ok" else reading["scaled"])
+        if key is not None:
+            bench.keys.setdefault(label, array("q")).append(key)
 
 
 def _reading_target(bench, label: str, status: str, unit: str | None, backend: str | None,

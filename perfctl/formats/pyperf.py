@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, load_json, stem
+from perfctl.formats.dataset import (
+    WALL_TIME,
+    Dataset,
+    DatasetError,
+    finite,
+    from_entry,
+    json_field,
+    json_kind,
+    load_json,
+    stem,
+)
 
 _SCALE = {"second": 1e9}
 
@@ -31,6 +41,7 @@ def read_dataset(path: str) -> Dataset:
         unit = json_field(path, f"{where}.metadata.unit", metadata, "unit", str, "a string", default="second")
         metric, scale, out_unit = (WALL_TIME, _SCALE[unit], "ns") if unit in _SCALE else (unit, 1.0, unit)
         bench = dataset.benchmark(name)
+        kept = 0
         for run_index, run in enumerate(benchmark["runs"]):
             if not isinstance(run, dict):
                 raise DatasetError(f"{path}: {where}.runs[{run_index}]: expected an object, got {json_kind(run)}")
@@ -42,9 +53,12 @@ def read_dataset(path: str) -> Dataset:
             # finite values can still sum or scale past the largest float
             mean = finite(path, f"{where}.runs[{run_index}].values", sum(numbers) / len(numbers) * scale)
             bench.add(metric, mean, out_unit, "pyperf")
+            kept += 1
             bench.started(*_start(run, metadata))
             if len(numbers) > 1:
                 bench.note(metric, "pyperf values within a run averaged into one sample per process")
+        # two entries under one name (no metadata.name, a merged file) are two programs: unmix says so
+        from_entry(bench, f"pyperf {where}", kept)
     return dataset
 
 

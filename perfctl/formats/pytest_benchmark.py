@@ -9,7 +9,16 @@ are never invented from them."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, finite, json_field, json_kind, json_list
+from perfctl.formats.dataset import (
+    WALL_TIME,
+    Dataset,
+    DatasetError,
+    finite,
+    from_entry,
+    json_field,
+    json_kind,
+    json_list,
+)
 
 _NOTE = "pytest-benchmark rounds within one process: each run is one round's time per iteration"
 
@@ -42,4 +51,5 @@ def read_dataset(path: str) -> Dataset:
                 raise DatasetError(f"{path}: {round_where}: negative time {value!r}")
             bench.add(WALL_TIME, finite(path, round_where, value * 1e9), "ns", "pytest-benchmark")
         bench.note(WALL_TIME, _NOTE)
+        from_entry(bench, f"pytest-benchmark {where}", len(rounds))  # one name twice: two tests (unmix)
     return dataset

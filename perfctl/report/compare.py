@@ -396,11 +396,26 @@ class CompareReport(Report):
         said = (f"±{p.margin:g}: the interval lies beyond the margin band (the change is shown to exceed it), "
                 f"inside it, or crosses an edge. {legend(self.comparison)}.")
         return compare_page(self.comparison, self.context, rows(self.comparison),
-                            statement(self.comparison, self.context), self.notes, self.datasets,
+                            statement(self.comparison, self.context), self.notes, _as_compared(self.datasets,
+                                                                                                self.context),
                             overall=overall, legend=said)
 
     def exit_code(self) -> int:
         return exit_code(self.comparison, self.fail_on)
+
+
+def _as_compared(datasets, context: CompareContext):
+    """A and B's datasets with each of B's benchmarks under the name of the A benchmark it was compared
+    with (the pairing's mapping, CompareContext.renames): the report's rows are named after A, and its plots
+    look B's runs up under that name."""
+    if datasets is None or not context.renames:
+        return datasets
+    from dataclasses import replace
+
+    a, b = datasets
+    wanted = {name_b: name_a for name_a, name_b in context.renames.items()}
+    benchmarks = {wanted.get(name, name): bench for name, bench in b.benchmarks.items()}
+    return a, replace(b, benchmarks=benchmarks)
 
 
 def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str]:

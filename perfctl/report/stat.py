@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
+from perfctl.formats.dataset import RunIdentity
 from perfctl.model import InterferencePolicy, Sample, distinct_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report
@@ -56,9 +57,20 @@ class StatSummary:
     no_pmu_events: frozenset[str] = frozenset()
     # the readings' distinct names by what decides them (_LABELLED): the same for nearly every run
     _names: dict = field(default_factory=dict, repr=False, compare=False)
+    _identity: RunIdentity = field(default_factory=RunIdentity, repr=False, compare=False)  # the runs added
 
     def add(self, sample: Sample) -> None:
-        if sample.warmup:
+        """One run: counted once (its uuid: a run added again is the same run, docs/samples.md), summarized
+        when InterferencePolicy.judge, the rule every reader of samples follows, says it is measured."""
+        if self._identity.seen(sample.uuid):
+            self._identity.repeat()
+            return
+        self._identity.read(sample.uuid)
+        # only the ebpf backend accounts for interference: a run without it is never flagged (nor looked at)
+        reason, interfered = self.interference.judge(sample.warmup, sample.outcome,
+                                                     sample.readings if "ebpf" in sample.backends else (),
+                                                     sample.wall_ns)
+        if reason == "warmup":
             self.warmups += 1
             return
         self.runs += 1
@@ -67,11 +79,10 @@ class StatSummary:
             if len(self.failure_examples) < 3:
                 self.failure_examples.append(describe_failure(sample))
             return
-        # only the ebpf backend accounts for interference: a run without it is never flagged
-        if "ebpf" in sample.backends and self.interference.flags(sample.readings, sample.wall_ns):
+        if interfered:
             self.interfered.append(sample.run_index)
-            if self.interference.exclude:
-                return
+        if reason is not None:
+            return
         # get before setdefault: an EventSummary built per reading per run only to be dropped cost more than
         # the rest of add (bench/stat_rate.py)
         wall = self.events.get(WALL_TIME) or self.events.setdefault(WALL_TIME, EventSummary(WALL_TIME, "ns", "perfctl"))
