@@ -37,6 +37,10 @@ table{border-collapse:collapse;font-size:.9em;margin:8px 0}
 th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top;overflow-wrap:anywhere}
 h1,h3,summary,li,p{overflow-wrap:anywhere}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.wide{overflow-x:auto}
+#verdicts th,#events th,td.word,td[class^=tone-]{white-space:nowrap}
+td.name{min-width:14em}td.metric{min-width:6em}
+.plot svg{max-width:100%;height:auto}
 tr.differs td{background:#fff3cd}tr.differs td:first-child{font-weight:bold}
 .tone-faster{color:#006b4f;font-weight:bold}.tone-slower{color:#a63d00;font-weight:bold}
 .tone-equivalent{color:#1f6f99}.tone-other{color:#555}
@@ -68,14 +72,17 @@ def tone(verdict: str, ratio: float | None = None) -> str:
     return "other"
 
 
-def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True) -> str:
-    """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts."""
+def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True, css: str = "") -> str:
+    """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts;
+    ``css`` its class when it is not a number (CSS: ``word`` never wraps, ``name`` and ``metric`` wrap
+    anywhere but keep a minimum width)."""
     if isinstance(value, float) and not math.isfinite(value):
         value = None  # as JSON has it: null
     shown = esc(text if text is not None else ("-" if value is None else value))
     raw = "" if value is None else (repr(float(value)) if isinstance(value, float) else esc(value))
     attributes = (f' data-field="{field}"' if field else "") + (f' data-value="{raw}"' if field else "")
-    return f'<td{" class=num" if numeric else ""}{attributes}>{shown}</td>'
+    css = "num" if numeric else css
+    return f'<td{f" class={css}" if css else ""}{attributes}>{shown}</td>'
 
 
 def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
@@ -220,7 +227,8 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
         unit = metric_units.get(r["metric"])
         out.append(
             f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
-            f'<td><a href="#b{i}">{esc(r["benchmark"])}</a></td>{_cell(r["metric"], numeric=False)}'
+            f'<td class=name><a href="#b{i}">{esc(r["benchmark"])}</a></td>'
+            f'{_cell(r["metric"], numeric=False, css="metric")}'
             f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
             f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
             f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
@@ -229,9 +237,10 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
             f'{_cell(r["ratio_high"], _plain(r["ratio_high"]), "ratio_high")}'
             f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
             f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td>'
-            f'{_cell(r["margin"], field="margin", numeric=False)}</tr>')
-    return _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)", "low", "high",
-                   "SPARC verdict", f"±{margin:g}"), out, "verdicts")
+            f'{_cell(r["margin"], field="margin", numeric=False, css="word")}</tr>')
+    # in a scrolling box: the columns that never wrap (numbers, verdicts) may be wider than a narrow window
+    return ("<div class=wide>" + _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)",
+                                         "low", "high", "SPARC verdict", f"±{margin:g}"), out, "verdicts") + "</div>")
 
 
 def _plain(value) -> str:

@@ -146,10 +146,30 @@ class ForestRow:
     anchor: str = ""  # the id of the benchmark's section, to link to
 
 
-def forest(rows: Sequence[ForestRow], margin: float, width: int = 900) -> str:
+# the width of a character of the 12-pixel sans-serif labels, a little above the average of DejaVu Sans and
+# Liberation Sans (Chromium's sans-serif on Linux), so that a label measured by it fits
+CHAR_WIDTH = 7.2
+
+
+def fitted(label: str, room: float) -> str:
+    """``label`` as it fits in ``room`` pixels: whole, or its start and its end around an ellipsis (names
+    that share a long prefix differ at the end: bench_..._variant_0, bench_..._variant_1)."""
+    chars = max(int(room / CHAR_WIDTH), 5)
+    if len(label) <= chars:
+        return label
+    head = (chars - 1) * 3 // 5
+    return label[:head] + "…" + label[len(label) - (chars - 1 - head):]
+
+
+def forest(rows: Sequence[ForestRow], margin: float) -> str:
     """Each benchmark's A/B ratio (log scale) with its interval, against the equivalence band
-    [1 - margin, 1 + margin] and the line of no difference."""
-    label_width, right = 300, 180
+    [1 - margin, 1 + margin] and the line of no difference. The label column is as wide as the longest name
+    needs, up to 440 pixels; a longer name is shortened in its middle (``fitted``), and every row has its
+    whole name, verdict and interval as a tooltip (an SVG ``<title>``)."""
+    longest = max((len(visible(r.label)) for r in rows), default=0)
+    label_width = min(max(120, int(longest * CHAR_WIDTH) + 16), 440)
+    right = 180
+    width = label_width + 420 + right
     height = 40 + 18 * max(1, len(rows)) + 40
     ends = [v for r in rows for v in (r.low, r.high, r.ratio) if v is not None and v > 0 and math.isfinite(v)]
     low, high = min(ends + [1 - margin]), max(ends + [1 + margin])
@@ -165,15 +185,17 @@ def forest(rows: Sequence[ForestRow], margin: float, width: int = 900) -> str:
     for i, row in enumerate(rows):
         y = 40 + 18 * i
         colour = VERDICT_COLOURS.get(row.tone, VERDICT_COLOURS["other"])
-        name = row.label if len(row.label) <= 40 else row.label[:39] + "…"
+        name = fitted(visible(row.label), label_width - 16)
         link = f'<a href="#{esc(row.anchor)}">' if row.anchor else ""
-        body.append(f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
+        interval = units.ratio(row.ratio, row.low, row.high)
+        body.append(f'<g class="row"><title>{esc(row.label)}: {esc(row.verdict)}, A/B {esc(interval)}</title>'
+                    f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
         if row.low is not None and row.high is not None:
             body.append(f'<line x1="{_n(scale(row.low))}" x2="{_n(scale(row.high))}" y1="{y}" y2="{y}" '
                         f'stroke="{colour}" stroke-width="2.5"/>')
         if row.ratio is not None and row.ratio > 0:
             body.append(_marks([(scale(row.ratio), y)], colour, "square", 8))
-        body.append(_text(width - right + 8, y + 4, row.verdict, "start", f' fill="{colour}"'))
+        body.append(_text(width - right + 8, y + 4, row.verdict, "start", f' fill="{colour}"') + "</g>")
     return _svg(width, height, "forest plot of the A/B ratio of every benchmark", body)
 
 
@@ -442,7 +464,8 @@ def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width
     body = _axis_x(xs, [low, (low + high) / 2, high], height - 40, 20, "time of the audit (UTC)", _when)
     for i, (label, marks) in enumerate(rows):
         y = 34 + 22 * i
-        body.append(_text(label_width - 8, y + 4, label if len(label) <= 28 else label[:27] + "…", "end"))
+        name = fitted(visible(label), label_width - 16)
+        body.append(f"<g><title>{esc(label)}</title>{_text(label_width - 8, y + 4, name, 'end')}</g>")
         for tone, group in _by_tone(marks).items():
             colour = VERDICT_COLOURS.get(tone, VERDICT_COLOURS["other"])
             body.append(_marks([(xs(t), y) for t in group], colour, "square" if tone != "slower" else "round", 9))
