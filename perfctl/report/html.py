@@ -215,7 +215,7 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     body.append("<h2 id=benchmarks>Benchmarks</h2>")
     open_all = len(rows) <= OPEN_LIMIT
     for i, (row, result) in enumerate(zip(rows, comparison.benchmarks)):
-        body.append(_benchmark_section(i, row, result, context, datasets, open_all, p))
+        body.append(_benchmark_section(i, row, result, context, datasets, open_all, p, svg.mark_limit(len(rows))))
     if notes:
         body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return document(f"perfctl: {context.a} vs {context.b}", body, script=True)
@@ -293,7 +293,7 @@ def _inventories(a: dict | None, b: dict | None) -> str:
                + _table(("item", "A", "B"), same, "same-inventory") + "</details>" if same else ""))
 
 
-def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p) -> str:
+def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p, limit: int) -> str:
     unit = (context.units or {}).get(row["metric"])
     head = (f'<summary><h3>{esc(row["benchmark"])} <span class=note>({esc(row["metric"])})</span></h3> '
             f'<span class="tone-{tone(row["verdict"], row["ratio_a_over_b"])}">{esc(row["verdict"])}</span>, A/B '
@@ -313,16 +313,17 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
     parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
              _table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
     if datasets is not None:
-        parts.append(_benchmark_plots(row, result, unit, datasets))
+        parts.append(_benchmark_plots(row, result, unit, datasets, limit))
     parts.append("</details></section>")
     return "".join(parts)
 
 
-def series_of(bench, metric: str, name: str) -> svg.Series:
+def series_of(bench, metric: str, name: str, limit: int = svg.MARK_LIMIT) -> svg.Series:
+    """One side's runs of ``metric`` as a plot series; ``limit`` the runs beyond which its plots thin."""
     values = bench.metrics.get(metric, []) if bench else []
     flagged = getattr(bench, "flagged", {}) or {}
     before = (getattr(bench, "warmups", {}) or {}).get(metric, ())
-    return svg.Series(name, values, {i: why for i, why in flagged.items() if i < len(values)}, before)
+    return svg.Series(name, values, {i: why for i, why in flagged.items() if i < len(values)}, before, limit)
 
 
 def _label(dataset, benchmark: str, metric: str) -> str:
@@ -333,11 +334,11 @@ def _label(dataset, benchmark: str, metric: str) -> str:
     return next((label for label in (metric, f"{metric}:u") if label in bench.metrics), metric)
 
 
-def _benchmark_plots(row: dict, result, unit: str | None, datasets) -> str:
+def _benchmark_plots(row: dict, result, unit: str | None, datasets, limit: int) -> str:
     a_bench, b_bench = (d.benchmarks.get(row["benchmark"]) for d in datasets)
     metric = row["metric"]
-    series = [series_of(a_bench, _label(datasets[0], row["benchmark"], metric), "A"),
-              series_of(b_bench, _label(datasets[1], row["benchmark"], metric), "B")]
+    series = [series_of(a_bench, _label(datasets[0], row["benchmark"], metric), "A", limit),
+              series_of(b_bench, _label(datasets[1], row["benchmark"], metric), "B", limit)]
     intervals = {"A": (row["spa_a_low"], row["spa_a_high"]), "B": (row["spa_b_low"], row["spa_b_high"])}
     label = f"{metric}{f' ({unit})' if unit else ''}"
     plots = [svg.strip(series, unit, intervals, label), svg.ecdf(series, unit, label),
@@ -454,7 +455,7 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
                     f'<td>{esc(event.backend)}{esc(f" ({event.source})" if event.source else "")}</td></tr>')
         positions = {run: k for k, run in enumerate(sorted(summary.interfered))}
         series = [svg.Series("A", event.values, {k: "interfered-with" for k in positions.values()
-                                                 if k < len(event.values)})]
+                                                 if k < len(event.values)}, limit=svg.mark_limit(len(measured)))]
         label = f"{event.label}{f' ({event.unit})' if event.unit else ''}"
         plots = [svg.strip(series, event.unit, {}, label), svg.ecdf(series, event.unit, label),
                  svg.run_order(series, event.unit, label)]

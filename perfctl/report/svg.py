@@ -6,11 +6,12 @@ that comes from data (benchmark names, units) is escaped here. Colours are the O
 stays distinct under the common colour-vision deficiencies, and colour is never the only cue: A's runs are
 round marks, B's square, flagged runs hollow rings, and every plot has its legend in words.
 
-A plot draws one mark per run up to ``MARK_LIMIT`` runs a side. Beyond that it draws what a reader can see
-and says so on the plot: the strip and the ECDF go through ``MARK_LIMIT`` evenly spaced order statistics
-(the minimum, the maximum and every quantile in between are kept, so the shape and the extremes are as the
-runs have them), and the runs in order are binned, ``RUN_BINS`` bins of consecutive runs, each drawn as a line
-from its minimum to its maximum with its median marked. 10^6 runs a side otherwise made a 74 MB page that
+A plot draws one mark per run up to a series' ``limit`` (``MARK_LIMIT``, less on a page of many benchmarks:
+``mark_limit``) runs a side. Beyond that it draws what a reader can see and says so on the plot: the strip
+and the ECDF go through ``limit`` evenly spaced order statistics (the minimum, the maximum and every quantile
+in between are kept, so the shape and the extremes are as the runs have them), and the runs in order are
+binned, ``RUN_BINS`` bins of consecutive runs (fewer with a lower limit), each drawn as a line from its
+minimum to its maximum with its median marked. 10^6 runs a side otherwise made a 74 MB page that
 Chromium took 5 s to load and had not painted after 300 s; thinned, the page is some 150 kB."""
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ FONT = 12
 MARK_LIMIT = 1_000
 # the runs in order beyond MARK_LIMIT: bins of consecutive runs, about 2 pixels each on the 790-pixel axis
 RUN_BINS = 400
+# marks (of thinned series) a page of many benchmarks spends on all its plots together, so that the page
+# stays a few MB (some 30 bytes a mark): each benchmark gets its share, between MIN_LIMIT and MARK_LIMIT
+PAGE_MARKS = 100_000
+MIN_LIMIT = 100
+
+
+def mark_limit(plotted: int) -> int:
+    """The ``limit`` of each series on a page that plots ``plotted`` benchmarks (or events): MARK_LIMIT up
+    to 25 of them (each plots its two series three times), then the page's share of PAGE_MARKS."""
+    return max(MIN_LIMIT, min(MARK_LIMIT, PAGE_MARKS // (4 * max(plotted, 1))))
 
 
 def esc(text) -> str:
@@ -225,6 +236,7 @@ class Series:
     values: Sequence[float]
     flagged: dict[int, str] = field(default_factory=dict)
     before: Sequence[float] = ()
+    limit: int = MARK_LIMIT  # beyond this many runs the plots thin (module docstring)
 
     @cached_property
     def ordered(self) -> np.ndarray:
@@ -234,7 +246,12 @@ class Series:
 
     @property
     def thinned(self) -> bool:
-        return len(self.values) > MARK_LIMIT
+        return len(self.values) > self.limit
+
+    @property
+    def bins(self) -> int:
+        """How many bins of consecutive runs the runs in order are drawn as, when thinned."""
+        return max(RUN_BINS * self.limit // MARK_LIMIT, 20)
 
     @property
     def colour(self) -> str:
@@ -289,18 +306,18 @@ def _thinned_note(series: Sequence[Series], how: str) -> str:
 def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple[float | None, float | None]],
           label: str, width: int = 440) -> str:
     """Each side's runs on one row (jittered so that ties stay visible), its median as a bar and its SPA
-    interval as a bracket under the row. Beyond MARK_LIMIT runs, the row holds MARK_LIMIT evenly spaced
+    interval as a bracket under the row. Beyond ``limit`` runs, the row holds ``limit`` evenly spaced
     order statistics instead (their density along the row is the runs' density), as the plot says."""
     scale = Scale(*padded(_extent(series)), 60, width - 20)
     height = 40 + 50 * len(series) + 40
     body = _axis_x(scale, nice_ticks(scale.low, scale.high, 4), height - 40, 20, label, _value_format(unit))
-    note = _thinned_note(series, f"{MARK_LIMIT:,} quantiles each, min and max kept")
+    note = _thinned_note(series, f"{series[0].limit:,} quantiles each, min and max kept")
     if note:
         body.append(_text(60, 12, note, extra=' fill="#555" font-size="10"'))
     for row, s in enumerate(series):
         y = 40 + 50 * row
         body.append(_text(50, y + 4, s.name, "end", ' font-weight="bold"'))
-        drawn = s.ordered[_evenly_spaced(len(s.ordered))] if s.thinned else s.values
+        drawn = s.ordered[_evenly_spaced(len(s.ordered), s.limit)] if s.thinned else s.values
         jitter = [((i * 0.618034) % 1 - 0.5) * 22 for i in range(len(drawn))]
         body.append(_marks([(scale(v), y + j) for v, j in zip(drawn, jitter)], s.colour, s.cap, 5))
         if len(s.ordered):
@@ -319,8 +336,8 @@ def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple
 
 def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 440) -> str:
     """The empirical cumulative distribution of each side: a step line per side (A solid, B dashed). Beyond
-    MARK_LIMIT runs the steps go through MARK_LIMIT evenly spaced order statistics: the line is then off by at
-    most 1/MARK_LIMIT in probability, a fraction of a pixel."""
+    ``limit`` runs the steps go through ``limit`` evenly spaced order statistics: the line is then off by at
+    most 1/limit in probability (a fraction of a pixel at 1,000)."""
     scale = Scale(*padded(_extent(series)), 60, width - 20)
     height = 220
     prob = Scale(0, 1, height - 40, 20)
@@ -332,11 +349,11 @@ def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 44
         if not n:
             continue
         steps = [f"M{_n(scale(ordered[0]))} {_n(prob(0))}"]
-        for rank in _evenly_spaced(n):
+        for rank in (_evenly_spaced(n, s.limit) if s.thinned else range(n)):
             steps.append(f"H{_n(scale(ordered[rank]))}V{_n(prob((rank + 1) / n))}")
         dash = ' stroke-dasharray="6 3"' if s.name == "B" else ""
         body.append(f'<path d="{"".join(steps)}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')
-    note = _thinned_note(series, f"{MARK_LIMIT:,} quantiles each")
+    note = _thinned_note(series, f"{series[0].limit:,} quantiles each")
     body += _legend(70, 12, [(s.name, s.colour, s.cap) for s in series])
     if note:
         body.append(_text(width - 20, 12, note, "end", ' fill="#555" font-size="10"'))
@@ -345,7 +362,7 @@ def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 44
 
 def run_order(series: Sequence[Series], unit: str | None, label: str, width: int = 900) -> str:
     """Every run's value against its place in the order of runs (warm-ups before 0, hollow); flagged runs
-    are hollow rings too, so drift, warm-up and interference show. Beyond MARK_LIMIT runs a side, RUN_BINS
+    are hollow rings too, so drift, warm-up and interference show. Beyond ``limit`` runs a side, ``bins``
     bins of consecutive runs: a line from each bin's minimum to its maximum, its median marked, and the
     flagged runs and warm-ups thinned to each bin's extremes (``_in_order``), as the plot says."""
     longest = max((len(s.values) for s in series), default=1)
@@ -366,24 +383,25 @@ def run_order(series: Sequence[Series], unit: str | None, label: str, width: int
         else:
             body.append(_marks([(xs(i), ys(v)) for i, v in enumerate(s.values) if i not in s.flagged],
                                s.colour, s.cap, 5))
-        body.append(_marks([(xs(i), ys(v)) for i, v in _in_order(flagged) + _in_order(warmups)], s.colour,
+        body.append(_marks([(xs(i), ys(v)) for i, v in _in_order(flagged, s.limit) + _in_order(warmups, s.limit)],
+                           s.colour,
                            s.cap, 6, hollow=True))
     marked = any(s.flagged or s.before for s in series)
     notes = ["hollow: warm-up or flagged as interfered-with" if marked else "",
-             _thinned_note(series, f"{RUN_BINS} bins of consecutive runs, each a line from min to max, "
-                                   f"median marked")]
+             _thinned_note(series, f"{series[0].bins if series else 0} bins of consecutive runs, each a line "
+                                   f"from min to max, median marked")]
     note = "; ".join(n for n in notes if n)
     body += _legend(90, 12, [(s.name, s.colour, s.cap) for s in series], note)
     return _svg(width, height, f"runs in order: {label}{f'; {note}' if note else ''}", body)
 
 
 def _bins(s: Series, xs: Scale, ys: Scale) -> str:
-    """The runs of ``s`` that are not flagged, in RUN_BINS bins of consecutive runs: one path of min-to-max
+    """The runs of ``s`` that are not flagged, in ``s.bins`` bins of consecutive runs: one path of min-to-max
     lines and one of median marks (the flagged runs are drawn apart, as rings)."""
     values = np.asarray(s.values, dtype=float)
     keep = np.isfinite(values)
     keep[[i for i in s.flagged if i < len(values)]] = False
-    edges = np.linspace(0, len(values), RUN_BINS + 1).astype(np.int64)
+    edges = np.linspace(0, len(values), s.bins + 1).astype(np.int64)
     lines, medians = [], []
     for start, end in zip(edges[:-1], edges[1:]):
         inside = values[start:end][keep[start:end]]
