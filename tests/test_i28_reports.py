@@ -140,6 +140,20 @@ def test_thinned_plots_keep_the_extremes_and_say_how_they_were_drawn():
     assert "400 bins of consecutive runs" in ordered and len(ordered) < 60_000
 
 
+def test_thinned_plots_near_the_float_limit_draw_without_nan_or_warnings():
+    """Bins and medians of values near 1.7e308 take no mean of two (it would overflow to inf)."""
+    import warnings
+
+    from perfctl.report import svg
+
+    values = list(np.linspace(1e307, 1.7e308, 5_000))
+    series = [svg.Series("A", values), svg.Series("B", values[::-1] + [float("nan"), float("inf")])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        drawn = svg.strip(series, None, {}, "x") + svg.ecdf(series, None, "x") + svg.run_order(series, None, "x")
+    assert not re.search(r"nan|inf", drawn), re.findall(r".{20}(?:nan|inf).{20}", drawn)[:3]
+
+
 def test_a_long_confidence_sequence_is_thinned_and_says_so():
     from perfctl.report import svg
 

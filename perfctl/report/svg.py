@@ -321,8 +321,9 @@ def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple
         jitter = [((i * 0.618034) % 1 - 0.5) * 22 for i in range(len(drawn))]
         body.append(_marks([(scale(v), y + j) for v, j in zip(drawn, jitter)], s.colour, s.cap, 5))
         if len(s.ordered):
-            n = len(s.ordered)
-            middle = float(s.ordered[n // 2] if n % 2 else (s.ordered[n // 2 - 1] + s.ordered[n // 2]) / 2)
+            n, ordered = len(s.ordered), s.ordered
+            # halves: the sum of two values near the float limit would overflow
+            middle = float(ordered[n // 2]) if n % 2 else float(ordered[n // 2 - 1]) / 2 + float(ordered[n // 2]) / 2
             body.append(f'<line x1="{_n(scale(middle))}" x2="{_n(scale(middle))}" y1="{y - 15}" y2="{y + 15}" '
                         f'stroke="#000" stroke-width="2"><title>median {esc(units.quantity(middle, unit))}'
                         f'</title></line>')
@@ -410,7 +411,8 @@ def _bins(s: Series, xs: Scale, ys: Scale) -> str:
         x = xs((start + end - 1) / 2)
         low, high = float(inside.min()), float(inside.max())
         lines.append(f"M{_n(x)} {_n(ys(low))}V{_n(ys(high))}")
-        medians.append((x, ys(float(np.median(inside)))))
+        # the upper median, an order statistic: no mean of two that could overflow near the float limit
+        medians.append((x, ys(float(np.partition(inside, len(inside) // 2)[len(inside) // 2]))))
     if not lines:
         return ""
     return (f'<path d="{"".join(lines)}" stroke="{s.colour}" stroke-width="2" opacity="0.45"/>'
