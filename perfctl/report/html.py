@@ -6,7 +6,8 @@ plot of every benchmark's A/B interval against the equivalence band, the verdict
 inventories side by side with the differences marked; then one section per benchmark (both distributions
 as strips with their SPA intervals and as ECDFs, runs in order with warm-ups and flagged runs marked, the
 counters beside time). Sections of a report of more than ``OPEN_LIMIT`` benchmarks start closed, so that
-the summary stays fast with 1,000 benchmarks.
+the summary stays fast with 1,000 benchmarks; plots of more runs than a reader can tell apart are thinned,
+and say so (perfctl/report/svg.py: ``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs make a page of 85 kB.
 
 Every number of the verdict table carries its raw value in ``data-value`` (the JSON output's number), so a
 test or a script can check the page against ``--format json``."""
