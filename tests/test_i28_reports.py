@@ -337,3 +337,7 @@ def test_a_label_is_shortened_in_its_middle_to_the_room_it_has():
     shortened = svg.fitted(LONG[0], 300)
     assert len(shortened) == int(300 / svg.CHAR_WIDTH) and "…" in shortened
     assert shortened.startswith("benchmark_with") and shortened.endswith("variant_0")
+    # the fleet's timeline labels machines the same way, with the whole name as a tooltip
+    machine = "rack-12-" + "x" * 60 + "-node-7"
+    drawn = svg.timeline([(machine, [(1.79e9, "faster", "trusted: audit 1")])])
+    assert f"<title>{machine}</title>" in drawn and "…" in drawn and "-node-7</text>" in drawn
