@@ -11,13 +11,13 @@ strict (no NaN or infinity: a statistic that does not exist is null).
 
 from __future__ import annotations
 
-import csv as _csv
-import io
 import json
 import math
+import re
 
 from rich.console import Console
 
+from perfctl.formats.csv import line
 from perfctl.output import EXIT_OK, UsageError, quiet_stdout
 from perfctl.text import visible
 
@@ -98,11 +98,31 @@ def finite(value):
 
 
 def csv_text(rows: list[dict], fields) -> str:
-    """The one CSV writer: a header of ``fields``, one line per row; None is empty, and strings from files
-    and agents have their control characters made visible (a newline cannot forge a row)."""
-    buffer = io.StringIO()
-    writer = _csv.DictWriter(buffer, fieldnames=list(fields))
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: "" if v is None else visible(v) if isinstance(v, str) else v for k, v in row.items()})
-    return buffer.getvalue()
+    """The one CSV writer of reports: a header of ``fields``, one line per row, each cell written by
+    perfctl/formats/csv.py's ``cell`` (None empty, control characters visible, formulas defused by OWASP's
+    rule, numbers kept as numbers)."""
+    fields = list(fields)
+    return line(fields) + "".join(line(row.get(f) for f in fields) for row in rows)
+
+
+# Inline Markdown that a renderer (GitHub's cmark-gfm, GitLab's, CommonMark's) would act on inside a table
+# cell or a line of text: emphasis and strikethrough (* _ ~), code (`), links and images ([ ] ( ) !),
+# autolinks (the : of a scheme, the @ of an address, the . of www.), math ($), the cell separator (|),
+# braces, and the backslash itself. CommonMark 0.31 section 2.4: any ASCII punctuation may be backslash
+# escaped and then renders as itself. & < > become character references, which every Markdown renderer and
+# every HTML one shows as the characters: no tag, no entity of the data's own survives (and a > that would
+# open a quote is &gt;, which does not). - + # = act only at the start of a line (a list, a heading, a
+# setext underline): escaped there, left elsewhere so that names stay readable; a "1." that would start a
+# list has its . escaped by the rule for the . anyway.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_~\[\]()!:@$|{}]|(?<!\d)\.|\.(?!\d)|^ *[-+#=])")
+_MARKDOWN_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def markdown_text(text) -> str:
+    """``text`` (a name from a file, an agent or a server) as literal Markdown text: control characters
+    made visible (a newline cannot forge a row), Markdown's inline syntax backslash-escaped and HTML's
+    characters as references, so that it renders as exactly the characters it is. A decimal point between
+    digits is left as it is (1.05 stays readable)."""
+    escaped = _MARKDOWN_SPECIAL.sub(lambda m: m.group()[:-1] + "\\" + m.group()[-1], visible(str(text)))
+    return re.sub("[&<>]", lambda m: _MARKDOWN_HTML[m.group()], escaped)
+

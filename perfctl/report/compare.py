@@ -17,7 +17,7 @@ from perfctl import units
 from perfctl.analysis.compare import Comparison
 from perfctl.analysis.verdicts import beyond, read_off
 from perfctl.pairing import CompareContext, Compared, compared
-from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text
+from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text, markdown_text
 from perfctl.text import cell, visible
 
 ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
@@ -301,38 +301,37 @@ def to_csv(comparison: Comparison) -> str:
 
 
 def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
-    lines = [f"> {visible(line)}" for line in statement(comparison, context)] + [""]
+    """The comparison as Markdown, for a CI comment: every cell and line goes through the one escaping
+    owner (perfctl/report's ``markdown_text``), so names and units from files render as the text they are."""
+    lines = [f"> {markdown_text(line)}" for line in statement(comparison, context)] + [""]
     level = percent(comparison.interval_level or comparison.parameters.confidence)
-    lines.append(f"| benchmark | metric | n A/B | median A | median B | A/B [{level}] | SPARC | "
-                 f"±{comparison.parameters.margin:g} | mean | median | P[A>B] |")
+    lines.append(_markdown_row(("benchmark", "metric", "n A/B", "median A", "median B", f"A/B [{level}]", "SPARC",
+                                f"±{comparison.parameters.margin:g}", "mean", "median", "P[A>B]")))
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     metric_units = context.units or {}
     for row in rows(comparison):
         unit = metric_units.get(row["metric"])
-        lines.append(f"| {_markdown_cell(row['benchmark'])} | {_markdown_cell(row['metric'])} | "
-                     f"{row['n_a']}/{row['n_b']} | {units.quantity(row['median_a'], unit)} "
-                     f"| {units.quantity(row['median_b'], unit)} | {_ratio(row, comparison.parameters.margin)} | "
-                     f"{row['verdict']} | "
-                     f"{row['margin']} | "
-                     f"{row['mean_protocol'] or '-'} | "
-                     f"{row['median_protocol'] or '-'} | {_number(row['p_a_greater_b'], 3)} |")
+        lines.append(_markdown_row((row['benchmark'], row['metric'],
+                                    f"{row['n_a']}/{row['n_b']}", units.quantity(row['median_a'], unit),
+                                    units.quantity(row['median_b'], unit),
+                                    _ratio(row, comparison.parameters.margin), row['verdict'], row['margin'],
+                                    row['mean_protocol'] or '-',
+                                    row['median_protocol'] or '-', _number(row['p_a_greater_b'], 3))))
     for summary in comparison.summaries:
         if summary.speedup_median is not None:
             lines.append("")
-            lines.append(f"Overall ({_markdown_cell(summary.metric)}): speedup of medians (sum of A's medians / "
+            lines.append(f"Overall ({markdown_text(summary.metric)}): speedup of medians (sum of A's medians / "
                          f"sum of B's) {_fixed(summary.speedup_median.speedup)}, "
                          f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
-    lines += ["", f"Verdicts: {legend(comparison)}."]
+    lines += ["", f"Verdicts: {markdown_text(legend(comparison))}."]
     if notes:
         lines.append("")
-        lines += [f"- note: {_markdown_cell(note)}" for note in notes]
+        lines += [f"- note: {markdown_text(note)}" for note in notes]
     return "\n".join(lines) + "\n"
 
 
-def _markdown_cell(text: str) -> str:
-    """A name in a Markdown table: control characters visible, and a ``|`` escaped so that it cannot end
-    the cell (and shift or forge columns)."""
-    return visible(text).replace("|", "\\|")
+def _markdown_row(cells) -> str:
+    return "| " + " | ".join(markdown_text(c) for c in cells) + " |"
 
 
 EXIT_NO_RELEVANT_SLOWDOWN, EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 0, 3, 4

@@ -6,7 +6,8 @@ plot of every benchmark's A/B interval against the equivalence band, the verdict
 inventories side by side with the differences marked; then one section per benchmark (both distributions
 as strips with their SPA intervals and as ECDFs, runs in order with warm-ups and flagged runs marked, the
 counters beside time). Sections of a report of more than ``OPEN_LIMIT`` benchmarks start closed, so that
-the summary stays fast with 1,000 benchmarks.
+the summary stays fast with 1,000 benchmarks; plots of more runs than a reader can tell apart are thinned,
+and say so (perfctl/report/svg.py: ``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs make a page of 85 kB.
 
 Every number of the verdict table carries its raw value in ``data-value`` (the JSON output's number), so a
 test or a script can check the page against ``--format json``."""
@@ -34,6 +35,10 @@ table{border-collapse:collapse;font-size:.9em;margin:8px 0}
 th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top;overflow-wrap:anywhere}
 h1,h3,summary,li,p{overflow-wrap:anywhere}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.wide{overflow-x:auto}
+#verdicts th,#events th,td.word,td[class^=tone-]{white-space:nowrap}
+td.name{min-width:14em}td.metric{min-width:6em}
+.plot svg{max-width:100%;height:auto}
 tr.differs td{background:#fff3cd}tr.differs td:first-child{font-weight:bold}
 .tone-faster{color:#006b4f;font-weight:bold}.tone-slower{color:#a63d00;font-weight:bold}
 .tone-equivalent{color:#1f6f99}.tone-other{color:#555}
@@ -65,14 +70,17 @@ def tone(verdict: str, ratio: float | None = None) -> str:
     return "other"
 
 
-def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True) -> str:
-    """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts."""
+def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True, css: str = "") -> str:
+    """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts;
+    ``css`` its class when it is not a number (CSS: ``word`` never wraps, ``name`` and ``metric`` wrap
+    anywhere but keep a minimum width)."""
     if isinstance(value, float) and not math.isfinite(value):
         value = None  # as JSON has it: null
     shown = esc(text if text is not None else ("-" if value is None else value))
     raw = "" if value is None else (repr(float(value)) if isinstance(value, float) else esc(value))
     attributes = (f' data-field="{field}"' if field else "") + (f' data-value="{raw}"' if field else "")
-    return f'<td{" class=num" if numeric else ""}{attributes}>{shown}</td>'
+    css = "num" if numeric else css
+    return f'<td{f" class={css}" if css else ""}{attributes}>{shown}</td>'
 
 
 def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
@@ -151,7 +159,7 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     body.append("<h2 id=benchmarks>Benchmarks</h2>")
     open_all = len(rows) <= OPEN_LIMIT
     for i, (row, result) in enumerate(zip(rows, comparison.benchmarks)):
-        body.append(_benchmark_section(i, row, result, context, datasets, open_all, p))
+        body.append(_benchmark_section(i, row, result, context, datasets, open_all, p, svg.mark_limit(len(rows))))
     if notes:
         body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return document(f"perfctl: {context.a} vs {context.b}", body, script=True)
@@ -165,7 +173,8 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
         low, high = units.ratio_ends(r["ratio_low"], r["ratio_high"], margin)
         out.append(
             f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
-            f'<td><a href="#b{i}">{esc(r["benchmark"])}</a></td>{_cell(r["metric"], numeric=False)}'
+            f'<td class=name><a href="#b{i}">{esc(r["benchmark"])}</a></td>'
+            f'{_cell(r["metric"], numeric=False, css="metric")}'
             f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
             f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
             f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
@@ -174,9 +183,10 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
             f'{_cell(r["ratio_high"], high, "ratio_high")}'
             f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
             f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td>'
-            f'{_cell(r["margin"], field="margin", numeric=False)}</tr>')
-    return _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)", "low", "high",
-                   "SPARC verdict", f"±{margin:g}"), out, "verdicts")
+            f'{_cell(r["margin"], field="margin", numeric=False, css="word")}</tr>')
+    # in a scrolling box: the columns that never wrap (numbers, verdicts) may be wider than a narrow window
+    return ("<div class=wide>" + _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)",
+                                         "low", "high", "SPARC verdict", f"±{margin:g}"), out, "verdicts") + "</div>")
 
 
 def _plain(value) -> str:
@@ -254,7 +264,7 @@ def _inventories(a: dict | None, b: dict | None) -> str:
                + _table(("item", "A", "B"), same, "same-inventory") + "</details>" if same else ""))
 
 
-def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p) -> str:
+def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p, limit: int) -> str:
     unit = (context.units or {}).get(row["metric"])
     head = (f'<summary><h3>{esc(row["benchmark"])} <span class=note>({esc(row["metric"])})</span></h3> '
             f'<span class="tone-{tone(row["verdict"], row["ratio_a_over_b"])}">{esc(row["verdict"])}</span>, A/B '
@@ -274,16 +284,17 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
     parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
              _table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
     if datasets is not None:
-        parts.append(_benchmark_plots(row, result, unit, datasets))
+        parts.append(_benchmark_plots(row, result, unit, datasets, limit))
     parts.append("</details></section>")
     return "".join(parts)
 
 
-def series_of(bench, metric: str, name: str) -> svg.Series:
+def series_of(bench, metric: str, name: str, limit: int = svg.MARK_LIMIT) -> svg.Series:
+    """One side's runs of ``metric`` as a plot series; ``limit`` the runs beyond which its plots thin."""
     values = bench.metrics.get(metric, []) if bench else []
     flagged = getattr(bench, "flagged", {}) or {}
     before = (getattr(bench, "warmups", {}) or {}).get(metric, ())
-    return svg.Series(name, values, {i: why for i, why in flagged.items() if i < len(values)}, before)
+    return svg.Series(name, values, {i: why for i, why in flagged.items() if i < len(values)}, before, limit)
 
 
 def _label(dataset, benchmark: str, metric: str) -> str:
@@ -294,11 +305,11 @@ def _label(dataset, benchmark: str, metric: str) -> str:
     return next((label for label in (metric, f"{metric}:u") if label in bench.metrics), metric)
 
 
-def _benchmark_plots(row: dict, result, unit: str | None, datasets) -> str:
+def _benchmark_plots(row: dict, result, unit: str | None, datasets, limit: int) -> str:
     a_bench, b_bench = (d.benchmarks.get(row["benchmark"]) for d in datasets)
     metric = row["metric"]
-    series = [series_of(a_bench, _label(datasets[0], row["benchmark"], metric), "A"),
-              series_of(b_bench, _label(datasets[1], row["benchmark"], metric), "B")]
+    series = [series_of(a_bench, _label(datasets[0], row["benchmark"], metric), "A", limit),
+              series_of(b_bench, _label(datasets[1], row["benchmark"], metric), "B", limit)]
     intervals = {"A": (row["spa_a_low"], row["spa_a_high"]), "B": (row["spa_b_low"], row["spa_b_high"])}
     label = f"{metric}{f' ({unit})' if unit else ''}"
     plots = [svg.strip(series, unit, intervals, label), svg.ecdf(series, unit, label),
@@ -415,7 +426,7 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
                     f'<td>{esc(event.backend)}{esc(f" ({event.source})" if event.source else "")}</td></tr>')
         positions = {run: k for k, run in enumerate(sorted(summary.interfered))}
         series = [svg.Series("A", event.values, {k: "interfered-with" for k in positions.values()
-                                                 if k < len(event.values)})]
+                                                 if k < len(event.values)}, limit=svg.mark_limit(len(measured)))]
         label = f"{event.label}{f' ({event.unit})' if event.unit else ''}"
         plots = [svg.strip(series, event.unit, {}, label), svg.ecdf(series, event.unit, label),
                  svg.run_order(series, event.unit, label)]

@@ -4,7 +4,15 @@ band, strip plots with interval bars, empirical CDFs, runs in order, and a confi
 No script and no external resource: each function returns one ``<svg>`` element as a string. Every text
 that comes from data (benchmark names, units) is escaped here. Colours are the Okabe-Ito palette, which
 stays distinct under the common colour-vision deficiencies, and colour is never the only cue: A's runs are
-round marks, B's square, flagged runs hollow rings, and every plot has its legend in words."""
+round marks, B's square, flagged runs hollow rings, and every plot has its legend in words.
+
+A plot draws one mark per run up to a series' ``limit`` (``MARK_LIMIT``, less on a page of many benchmarks:
+``mark_limit``) runs a side. Beyond that it draws what a reader can see and says so on the plot: the strip
+and the ECDF go through ``limit`` evenly spaced order statistics (the minimum, the maximum and every quantile
+in between are kept, so the shape and the extremes are as the runs have them), and the runs in order are
+binned, ``RUN_BINS`` bins of consecutive runs (fewer with a lower limit), each drawn as a line from its
+minimum to its maximum with its median marked. 10^6 runs a side otherwise made a 74 MB page that
+Chromium took 5 s to load and had not painted after 300 s; thinned, the page is some 150 kB."""
 
 from __future__ import annotations
 
@@ -13,6 +21,9 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
 
 from perfctl import units
 from perfctl.text import visible
@@ -22,6 +33,21 @@ COLOURS = {"A": "#0072B2", "B": "#D55E00"}
 VERDICT_COLOURS = {"faster": "#009E73", "slower": "#D55E00", "equivalent": "#56B4E9", "other": "#666666"}
 BAND = "#E69F00"
 FONT = 12
+# one mark per run up to this many runs a side (about 2.5 marks per pixel of a 400-pixel plot: more cannot be
+# told apart); beyond it, this many quantiles
+MARK_LIMIT = 1_000
+# the runs in order beyond MARK_LIMIT: bins of consecutive runs, about 2 pixels each on the 790-pixel axis
+RUN_BINS = 400
+# marks (of thinned series) a page of many benchmarks spends on all its plots together, so that the page
+# stays a few MB (some 30 bytes a mark): each benchmark gets its share, between MIN_LIMIT and MARK_LIMIT
+PAGE_MARKS = 100_000
+MIN_LIMIT = 100
+
+
+def mark_limit(plotted: int) -> int:
+    """The ``limit`` of each series on a page that plots ``plotted`` benchmarks (or events): MARK_LIMIT up
+    to 25 of them (each plots its two series three times), then the page's share of PAGE_MARKS."""
+    return max(MIN_LIMIT, min(MARK_LIMIT, PAGE_MARKS // (4 * max(plotted, 1))))
 
 
 def esc(text) -> str:
@@ -141,10 +167,30 @@ class ForestRow:
     anchor: str = ""  # the id of the benchmark's section, to link to
 
 
-def forest(rows: Sequence[ForestRow], margin: float, width: int = 900) -> str:
+# the width of a character of the 12-pixel sans-serif labels, a little above the average of DejaVu Sans and
+# Liberation Sans (Chromium's sans-serif on Linux), so that a label measured by it fits
+CHAR_WIDTH = 7.2
+
+
+def fitted(label: str, room: float) -> str:
+    """``label`` as it fits in ``room`` pixels: whole, or its start and its end around an ellipsis (names
+    that share a long prefix differ at the end: bench_..._variant_0, bench_..._variant_1)."""
+    chars = max(int(room / CHAR_WIDTH), 5)
+    if len(label) <= chars:
+        return label
+    head = (chars - 1) * 3 // 5
+    return label[:head] + "…" + label[len(label) - (chars - 1 - head):]
+
+
+def forest(rows: Sequence[ForestRow], margin: float) -> str:
     """Each benchmark's A/B ratio (log scale) with its interval, against the equivalence band
-    [1 - margin, 1 + margin] and the line of no difference."""
-    label_width, right = 300, 180
+    [1 - margin, 1 + margin] and the line of no difference. The label column is as wide as the longest name
+    needs, up to 440 pixels; a longer name is shortened in its middle (``fitted``), and every row has its
+    whole name, verdict and interval as a tooltip (an SVG ``<title>``)."""
+    longest = max((len(visible(r.label)) for r in rows), default=0)
+    label_width = min(max(120, int(longest * CHAR_WIDTH) + 16), 440)
+    right = 180
+    width = label_width + 420 + right
     height = 40 + 18 * max(1, len(rows)) + 40
     ends = [v for r in rows for v in (r.low, r.high, r.ratio) if v is not None and v > 0 and math.isfinite(v)]
     low, high = min(ends + [1 - margin]), max(ends + [1 + margin])
@@ -162,15 +208,17 @@ def forest(rows: Sequence[ForestRow], margin: float, width: int = 900) -> str:
     for i, row in enumerate(rows):
         y = 40 + 18 * i
         colour = VERDICT_COLOURS.get(row.tone, VERDICT_COLOURS["other"])
-        name = row.label if len(row.label) <= 40 else row.label[:39] + "…"
+        name = fitted(visible(row.label), label_width - 16)
         link = f'<a href="#{esc(row.anchor)}">' if row.anchor else ""
-        body.append(f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
+        interval = units.ratio(row.ratio, row.low, row.high)
+        body.append(f'<g class="row"><title>{esc(row.label)}: {esc(row.verdict)}, A/B {esc(interval)}</title>'
+                    f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
         if row.low is not None and row.high is not None:
             body.append(f'<line x1="{_n(scale(row.low))}" x2="{_n(scale(row.high))}" y1="{y}" y2="{y}" '
                         f'stroke="{colour}" stroke-width="2.5"/>')
         if row.ratio is not None and row.ratio > 0:
             body.append(_marks([(scale(row.ratio), y)], colour, "square", 8))
-        body.append(_text(width - right + 8, y + 4, row.verdict, "start", f' fill="{colour}"'))
+        body.append(_text(width - right + 8, y + 4, row.verdict, "start", f' fill="{colour}"') + "</g>")
     return _svg(width, height, "forest plot of the A/B ratio of every benchmark", body)
 
 
@@ -200,6 +248,22 @@ class Series:
     values: Sequence[float]
     flagged: dict[int, str] = field(default_factory=dict)
     before: Sequence[float] = ()
+    limit: int = MARK_LIMIT  # beyond this many runs the plots thin (module docstring)
+
+    @cached_property
+    def ordered(self) -> np.ndarray:
+        """The finite values, sorted: computed once, read by the axes, the strip and the ECDF."""
+        values = np.asarray(self.values, dtype=float)
+        return np.sort(values[np.isfinite(values)])
+
+    @property
+    def thinned(self) -> bool:
+        return len(self.values) > self.limit
+
+    @property
+    def bins(self) -> int:
+        """How many bins of consecutive runs the runs in order are drawn as, when thinned."""
+        return max(RUN_BINS * self.limit // MARK_LIMIT, 20)
 
     @property
     def colour(self) -> str:
@@ -226,22 +290,52 @@ def _legend(x: float, y: float, entries: Sequence[tuple[str, str, str]], note: s
     return out
 
 
+def _extent(series: Sequence[Series], before: bool = False) -> list[float]:
+    """The smallest and largest finite value of every series (and of its warm-ups): all ``padded`` needs,
+    without a list of every run."""
+    ends = [float(end) for s in series if len(s.ordered) for end in (s.ordered[0], s.ordered[-1])]
+    for s in series if before else ():
+        warm = [v for v in s.before if v is not None and math.isfinite(v)]
+        ends += [min(warm), max(warm)] if warm else []
+    return ends
+
+
+def _evenly_spaced(n: int, limit: int = MARK_LIMIT) -> np.ndarray:
+    """The positions (0 .. n-1) drawn of ``n``: all of them up to ``limit``, else ``limit`` evenly spaced
+    ones, the first and the last among them (of sorted values: the minimum, the maximum and the quantiles
+    between)."""
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, limit)).astype(np.int64))
+
+
+def _thinned_note(series: Sequence[Series], how: str) -> str:
+    """What the plot says when it thinned: "A 1,000,000, B 999,000 runs: 1,000 quantiles each"."""
+    counts = [f"{s.name} {len(s.values):,}" for s in series if s.thinned]
+    return f"{', '.join(counts)} runs: {how}" if counts else ""
+
+
 def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple[float | None, float | None]],
           label: str, width: int = 440) -> str:
     """Each side's runs on one row (jittered so that ties stay visible), its median as a bar and its SPA
-    interval as a bracket under the row."""
-    values = [v for s in series for v in s.values]
-    scale = Scale(*padded(values), 60, width - 20)
+    interval as a bracket under the row. Beyond ``limit`` runs, the row holds ``limit`` evenly spaced
+    order statistics instead (their density along the row is the runs' density), as the plot says."""
+    scale = Scale(*padded(_extent(series)), 60, width - 20)
     height = 40 + 50 * len(series) + 40
     body = _axis_x(scale, nice_ticks(scale.low, scale.high, 4), height - 40, 20, label, _value_format(unit))
+    note = _thinned_note(series, f"{series[0].limit:,} quantiles each, min and max kept")
+    if note:
+        body.append(_text(60, 12, note, extra=' fill="#555" font-size="10"'))
     for row, s in enumerate(series):
         y = 40 + 50 * row
         body.append(_text(50, y + 4, s.name, "end", ' font-weight="bold"'))
-        jitter = [((i * 0.618034) % 1 - 0.5) * 22 for i in range(len(s.values))]
-        body.append(_marks([(scale(v), y + j) for v, j in zip(s.values, jitter)], s.colour, s.cap, 5))
-        if s.values:
-            middle = sorted(s.values)[len(s.values) // 2] if len(s.values) % 2 else \
-                sum(sorted(s.values)[len(s.values) // 2 - 1:len(s.values) // 2 + 1]) / 2
+        drawn = s.ordered[_evenly_spaced(len(s.ordered), s.limit)] if s.thinned else s.values
+        jitter = [((i * 0.618034) % 1 - 0.5) * 22 for i in range(len(drawn))]
+        body.append(_marks([(scale(v), y + j) for v, j in zip(drawn, jitter)], s.colour, s.cap, 5))
+        if len(s.ordered):
+            n, ordered = len(s.ordered), s.ordered
+            # halves: the sum of two values near the float limit would overflow
+            middle = float(ordered[n // 2]) if n % 2 else float(ordered[n // 2 - 1]) / 2 + float(ordered[n // 2]) / 2
             body.append(f'<line x1="{_n(scale(middle))}" x2="{_n(scale(middle))}" y1="{y - 15}" y2="{y + 15}" '
                         f'stroke="#000" stroke-width="2"><title>median {esc(units.quantity(middle, unit))}'
                         f'</title></line>')
@@ -250,61 +344,119 @@ def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple
             x0, x1 = scale(low), scale(high)
             body.append(f'<path d="M{_n(x0)} {y + 14}v5H{_n(x1)}v-5" fill="none" stroke="#000"><title>SPA '
                         f'interval {esc(units.interval(low, high, unit))}</title></path>')
-    return _svg(width, height, f"runs of A and B: {label}", body)
+    return _svg(width, height, f"runs of A and B: {label}{f'; {note}' if note else ''}", body)
 
 
 def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 440) -> str:
-    """The empirical cumulative distribution of each side: a step line per side (A solid, B dashed)."""
-    values = [v for s in series for v in s.values]
-    scale = Scale(*padded(values), 60, width - 20)
+    """The empirical cumulative distribution of each side: a step line per side (A solid, B dashed). Beyond
+    ``limit`` runs the steps go through ``limit`` evenly spaced order statistics: the line is then off by at
+    most 1/limit in probability (a fraction of a pixel at 1,000)."""
+    scale = Scale(*padded(_extent(series)), 60, width - 20)
     height = 220
     prob = Scale(0, 1, height - 40, 20)
     body = _axis_x(scale, nice_ticks(scale.low, scale.high, 4), height - 40, 20, label, _value_format(unit))
     for p in (0, 0.5, 1):
         body.append(_text(54, prob(p) + 4, f"{p:g}", "end"))
     for s in series:
-        ordered = sorted(s.values)
-        if not ordered:
+        ordered, n = s.ordered, len(s.ordered)
+        if not n:
             continue
         steps = [f"M{_n(scale(ordered[0]))} {_n(prob(0))}"]
-        for i, v in enumerate(ordered, 1):
-            steps.append(f"H{_n(scale(v))}V{_n(prob(i / len(ordered)))}")
+        for rank in (_evenly_spaced(n, s.limit) if s.thinned else range(n)):
+            steps.append(f"H{_n(scale(ordered[rank]))}V{_n(prob((rank + 1) / n))}")
         dash = ' stroke-dasharray="6 3"' if s.name == "B" else ""
         body.append(f'<path d="{"".join(steps)}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')
+    note = _thinned_note(series, f"{series[0].limit:,} quantiles each")
     body += _legend(70, 12, [(s.name, s.colour, s.cap) for s in series])
-    return _svg(width, height, f"empirical CDF of A and B: {label}", body)
+    if note:
+        body.append(_text(width - 20, 12, note, "end", ' fill="#555" font-size="10"'))
+    return _svg(width, height, f"empirical CDF of A and B: {label}{f'; {note}' if note else ''}", body)
 
 
 def run_order(series: Sequence[Series], unit: str | None, label: str, width: int = 900) -> str:
     """Every run's value against its place in the order of runs (warm-ups before 0, hollow); flagged runs
-    are hollow rings too, so drift, warm-up and interference show."""
-    values = [v for s in series for v in (*s.values, *s.before)]
+    are hollow rings too, so drift, warm-up and interference show. Beyond ``limit`` runs a side, ``bins``
+    bins of consecutive runs: a line from each bin's minimum to its maximum, its median marked, and the
+    flagged runs and warm-ups thinned to each bin's extremes (``_in_order``), as the plot says."""
     longest = max((len(s.values) for s in series), default=1)
     warm = max((len(s.before) for s in series), default=0)
     xs = Scale(-warm - 0.5, max(longest, 1) - 0.5, 90, width - 20)
     height = 240
-    ys = Scale(*padded(values), height - 40, 26)
+    ys = Scale(*padded(_extent(series, before=True)), height - 40, 26)
     body = _axis_x(xs, [t for t in nice_ticks(0, max(longest - 1, 1), 6) if t == int(t)], height - 40, 20,
                    "run (in the order taken; warm-ups before 0)", lambda t: f"{int(t)}")
     for tick in nice_ticks(ys.low, ys.high, 3):
         body.append(f'<line x1="90" x2="{width - 20}" y1="{_n(ys(tick))}" y2="{_n(ys(tick))}" stroke="#eee"/>')
         body.append(_text(86, ys(tick) + 4, units.quantity(tick, unit), "end", ' font-size="10"'))
     for s in series:
-        plain = [(xs(i), ys(v)) for i, v in enumerate(s.values) if i not in s.flagged]
-        ringed = [(xs(i), ys(v)) for i, v in enumerate(s.values) if i in s.flagged]
-        warmups = [(xs(i - len(s.before)), ys(v)) for i, v in enumerate(s.before)]
-        body.append(_marks(plain, s.colour, s.cap, 5))
-        body.append(_marks(ringed + warmups, s.colour, s.cap, 6, hollow=True))
+        flagged = [(i, s.values[i]) for i in sorted(s.flagged)]
+        warmups = [(i - len(s.before), v) for i, v in enumerate(s.before)]
+        if s.thinned:
+            body.append(_bins(s, xs, ys))
+        else:
+            body.append(_marks([(xs(i), ys(v)) for i, v in enumerate(s.values) if i not in s.flagged],
+                               s.colour, s.cap, 5))
+        body.append(_marks([(xs(i), ys(v)) for i, v in _in_order(flagged, s.limit) + _in_order(warmups, s.limit)],
+                           s.colour,
+                           s.cap, 6, hollow=True))
     marked = any(s.flagged or s.before for s in series)
-    body += _legend(90, 12, [(s.name, s.colour, s.cap) for s in series],
-                    "hollow: warm-up or flagged as interfered-with" if marked else "")
-    return _svg(width, height, f"runs in order: {label}", body)
+    notes = ["hollow: warm-up or flagged as interfered-with" if marked else "",
+             _thinned_note(series, f"{series[0].bins if series else 0} bins of consecutive runs, each a line "
+                                   f"from min to max, median marked")]
+    note = "; ".join(n for n in notes if n)
+    body += _legend(90, 12, [(s.name, s.colour, s.cap) for s in series], note)
+    return _svg(width, height, f"runs in order: {label}{f'; {note}' if note else ''}", body)
+
+
+def _bins(s: Series, xs: Scale, ys: Scale) -> str:
+    """The runs of ``s`` that are not flagged, in ``s.bins`` bins of consecutive runs: one path of min-to-max
+    lines and one of median marks (the flagged runs are drawn apart, as rings)."""
+    values = np.asarray(s.values, dtype=float)
+    keep = np.isfinite(values)
+    keep[[i for i in s.flagged if i < len(values)]] = False
+    edges = np.linspace(0, len(values), s.bins + 1).astype(np.int64)
+    lines, medians = [], []
+    for start, end in zip(edges[:-1], edges[1:]):
+        inside = values[start:end][keep[start:end]]
+        if not len(inside):
+            continue
+        x = xs((start + end - 1) / 2)
+        low, high = float(inside.min()), float(inside.max())
+        lines.append(f"M{_n(x)} {_n(ys(low))}V{_n(ys(high))}")
+        # the upper median, an order statistic: no mean of two that could overflow near the float limit
+        medians.append((x, ys(float(np.partition(inside, len(inside) // 2)[len(inside) // 2]))))
+    if not lines:
+        return ""
+    return (f'<path d="{"".join(lines)}" stroke="{s.colour}" stroke-width="2" opacity="0.45"/>'
+            + _marks(medians, s.colour, s.cap, 4))
+
+
+def _in_order(points: Sequence[tuple[int, float]], limit: int = MARK_LIMIT) -> list[tuple[int, float]]:
+    """``points`` (run position, value), in order: all of them up to ``limit``, else the lowest and the
+    highest of each of limit/2 bins of consecutive points, so that no extreme is thinned away."""
+    points = [(i, v) for i, v in points if v is not None and math.isfinite(v)]
+    if len(points) <= limit:
+        return points
+    kept = []
+    edges = np.linspace(0, len(points), limit // 2 + 1).astype(np.int64)
+    for start, end in zip(edges[:-1], edges[1:]):
+        inside = points[start:end]
+        if inside:
+            extremes = {min(inside, key=lambda p: p[1]), max(inside, key=lambda p: p[1])}
+            kept += sorted(extremes)
+    return kept
 
 
 def sequence(rounds: Sequence[int], estimate: Sequence[float], low: Sequence[float], high: Sequence[float],
              margin: float, width: int = 900) -> str:
     """A confidence sequence of the A/B ratio over rounds (``perfctl ab``): the band it covers at each
-    round, its estimate, and the equivalence band."""
+    round, its estimate, and the equivalence band. Beyond MARK_LIMIT rounds, MARK_LIMIT evenly spaced rounds
+    (the first and the last among them), as the plot says."""
+    note = ""
+    if len(rounds) > MARK_LIMIT:
+        note = f"{len(rounds):,} rounds drawn at {MARK_LIMIT:,} evenly spaced ones"
+        kept = _evenly_spaced(len(rounds))
+        rounds, estimate, low, high = ([values[k] for k in kept] for values in (rounds, estimate, low, high))
     finite = [v for v in (*low, *high, *estimate) if v is not None and v > 0 and math.isfinite(v)]
     lo, hi = min(finite + [1 - margin]) * 0.98, max(finite + [1 + margin]) * 1.02
     height = 260
@@ -324,7 +476,10 @@ def sequence(rounds: Sequence[int], estimate: Sequence[float], low: Sequence[flo
                    enumerate((r, e) for r, e in zip(rounds, estimate) if e is not None and e > 0))
     if line:
         body.append(f'<path d="{line}" fill="none" stroke="{COLOURS["A"]}" stroke-width="2"/>')
-    return _svg(width, height, "confidence sequence of the A/B ratio over rounds", body)
+    if note:
+        body.append(_text(60, 12, note, extra=' fill="#555" font-size="10"'))
+    return _svg(width, height, f"confidence sequence of the A/B ratio over rounds{f'; {note}' if note else ''}",
+                body)
 
 
 def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width: int = 900) -> str:
@@ -341,7 +496,8 @@ def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width
     body = _axis_x(xs, [low, (low + high) / 2, high], height - 40, 20, "time of the audit (UTC)", _when)
     for i, (label, marks) in enumerate(rows):
         y = 34 + 22 * i
-        body.append(_text(label_width - 8, y + 4, label if len(label) <= 28 else label[:27] + "…", "end"))
+        name = fitted(visible(label), label_width - 16)
+        body.append(f"<g><title>{esc(label)}</title>{_text(label_width - 8, y + 4, name, 'end')}</g>")
         for tone, group in _by_tone(marks).items():
             colour = VERDICT_COLOURS.get(tone, VERDICT_COLOURS["other"])
             body.append(_marks([(xs(t), y) for t in group], colour, "square" if tone != "slower" else "round", 9))
