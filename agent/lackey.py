@@ -13,10 +13,10 @@ the same bytes by one instruction) and ``I`` lines for instructions, then ``gues
 - the guest instruction count is kept, so the trace's mix (accesses per instruction) is known (StatCC);
   a log without it ended early (a full disk, a killed run) and is refused, never modelled as complete.
 
-``trace`` never writes the log to a file: valgrind writes it to a socket that a thread parses as it streams
+``trace`` never writes the log to a file: valgrind writes it to a pipe that a thread parses as it streams
 in. A full TMPDIR cannot cut it short, nothing is left on disk, and the bytes are counted for progress and
-for the size cap. The socket is out of the benchmark's reach (``_Channel``): the traced program cannot
-write accesses of its choosing into its own trace.
+for the size cap. The pipe is out of the benchmark's reach (``_Channel``): the traced program holds no
+descriptor of it that it may write to, so it cannot put accesses of its choosing into its own trace.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import os
 import re
 import resource
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -43,8 +42,8 @@ _ACCESS = re.compile(rb"^ [LSM] ([0-9a-fA-F]+),(\d+)$", re.M)
 # valgrind's own messages (==pid==, --pid-- with -v, **pid**) and VEX's unprefixed "vex amd64->IR: ..."
 # notes. A line that is neither these nor a well-formed access is refused, never skipped: a skipped access
 # is a trace that silently differs from the program's.
-_OTHER_LINES = (b"I  ", b"==", b"--", b"**", b"vex ")
-_OTHER_LINE = re.compile(rb"(?:I  |==|--|\*\*|vex )[^\n]*|")  # the slow path's twin of the counts below
+_OTHER_LINES = (b"I  ", b"==", b"--", b"**", b"vex ", b"valgrind: ")
+_OTHER_LINE = re.compile(rb"(?:I  |==|--|\*\*|vex |valgrind: )[^\n]*|")  # the slow path's twin of the counts below
 _INSTRUCTIONS = re.compile(rb"guest instrs:[ \t]*([^\n]*)")
 _COUNT = re.compile(rb"\d{1,3}(?:,\d{3})+|\d+")  # lackey prints the total with thousands separators
 _CHUNK = 64 << 20
@@ -248,8 +247,8 @@ def _lines(addresses: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 
 
 class _Reader(threading.Thread):
-    """Parses the socket as valgrind writes it. Past ``max_bytes`` it kills valgrind's tree at once: reading
-    stops, so valgrind could only block on the full socket, and its output so far is no complete trace."""
+    """Parses the pipe as valgrind writes it. Past ``max_bytes`` it kills valgrind's tree at once: reading
+    stops, so valgrind could only block on the full pipe, and its output so far is no complete trace."""
 
     def __init__(self, fd: int, parser: _Parser, max_bytes: int, progress: Callable[[int, int], None] | None):
         super().__init__(name="lackey-reader", daemon=True)
@@ -287,32 +286,36 @@ class TraceFailed(RunError):
 
 
 class _Channel:
-    """The socket lackey writes to, passed as ``--log-fd`` at a descriptor number the guest may not use.
+    """The pipe lackey writes to, passed as ``--log-fd`` at a descriptor number the guest may not use.
 
-    Valgrind reserves the top of the descriptor table for itself (its limit minus N_RESERVED_FDS up to
-    its limit, the hard RLIMIT_NOFILE where the soft one is within N_RESERVED_FDS of it) and refuses every
-    guest system call on those numbers. It also dups its log descriptor into that range but leaves the one
-    it was given (or, with --log-file, the one it opened: fd 3) open in the guest, which then writes
-    accesses of its choosing into its own trace (issue 28). So the descriptor is placed at hard − 1, with
-    the soft limit raised to the hard one while the gate is spawned (valgrind reads it at start), and it is
-    a socket, not a pipe: /proc/self/fd/N reopens a pipe but not a socket (ENXIO)."""
+    Valgrind reserves the top of the descriptor table for itself (from its limit minus N_RESERVED_FDS up
+    to its limit, which is the hard RLIMIT_NOFILE where the soft one is within N_RESERVED_FDS of it) and
+    refuses every guest system call on those numbers. It dups its log descriptor into that range but leaves
+    the one it was given (with --log-file, the one it opened: fd 3) open in the guest, which could then
+    write accesses of its choosing into its own trace (issue 28: 3,000 lines moved a miss ratio from 0.003
+    to 0.115). So the descriptor is placed at hard − 1, the soft limit raised to the hard one while the gate
+    is spawned (valgrind reads it at start), and the guest holds no descriptor of the trace it may use.
+
+    Not closed: a guest that opens the magic link /proc/self/fd/N of valgrind's own descriptor (or takes it
+    with pidfd_getfd) reaches the pipe; it shares valgrind's process and could as well write its memory. A
+    socket would refuse the /proc reopen (ENXIO), but lackey writes one line per write(2), and a unix
+    socket's per-write cost made ``sort 20000`` trace in 63 s instead of 24 s here."""
 
     def __init__(self) -> None:
-        self.read_end, write_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        read_end, write_end = os.pipe()
+        self.read_end = os.fdopen(read_end, "rb", buffering=0)
         self._soft, self._hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         self.log_fd: int | None = None
         try:
-            write_end.shutdown(socket.SHUT_RD)
-            self.read_end.shutdown(socket.SHUT_WR)
             resource.setrlimit(resource.RLIMIT_NOFILE, (self._hard, self._hard))
             self.log_fd = self._hard - 1
-            os.dup2(write_end.fileno(), self.log_fd, inheritable=False)
+            os.dup2(write_end, self.log_fd, inheritable=False)
         except BaseException:
             self.close_write_end()
             self.read_end.close()
             raise
         finally:
-            write_end.close()
+            os.close(write_end)
 
     def close_write_end(self) -> None:
         """After the spawn: valgrind holds the only write end (its exit is the reader's EOF), and perfctl's
