@@ -65,8 +65,9 @@ class MrcReport(Report):
                       f"from line-crossing splits), footprint {footprint:,} lines ({human(footprint * LINE)}), mix "
                       f"{s['mix']:.3f} accesses/instruction", markup=False)
         console.print(f"sample: {s['samples']:,} reuse distances ({s['dangling']:,} dangling) at rate "
-                      f"{s['sampler']['rate']:.2g}, {self.windows} windows, estimated {s['estimation']}; cold "
-                      f"misses {footprint / s['accesses']:.5f} of accesses (footprint / accesses, exact)",
+                      f"{s['sampler']['rate']:.2g}, {self.windows} windows, estimated {s['estimation']}")
+        console.print(f"cold misses: {footprint / s['accesses']:.5f} of accesses (footprint / accesses: exact, the "
+                      "floor of every curve)",
                       highlight=False)
         table = Table(title="miss ratio (misses per data access, fully associative, 64-byte lines)",
                       title_justify="left")
