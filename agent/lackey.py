@@ -308,6 +308,13 @@ class _Channel:
         self.log_fd: int | None = None
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (self._hard, self._hard))
+            try:
+                os.fstat(self._hard - 1)
+            except OSError:  # free, as expected: dup2 would otherwise close what holds it
+                pass
+            else:
+                raise RunError(f"descriptor {self._hard - 1} (the last RLIMIT_NOFILE allows) is in use: lackey's "
+                               "trace needs it out of the traced program's reach")
             self.log_fd = self._hard - 1
             os.dup2(write_end, self.log_fd, inheritable=False)
         except BaseException:
