@@ -13,9 +13,10 @@ the same bytes by one instruction) and ``I`` lines for instructions, then ``gues
 - the guest instruction count is kept, so the trace's mix (accesses per instruction) is known (StatCC);
   a log without it ended early (a full disk, a killed run) and is refused, never modelled as complete.
 
-``trace`` never writes the log to a file: valgrind writes it to a pipe (``--log-fd``) that a thread parses
-as it streams in. A full TMPDIR cannot cut it short, no other user can edit it, nothing is left on disk, and
-the bytes are counted for progress and for the size cap.
+``trace`` never writes the log to a file: valgrind writes it to a pipe that a thread parses as it streams
+in. A full TMPDIR cannot cut it short, nothing is left on disk, and the bytes are counted for progress and
+for the size cap. The pipe is out of the benchmark's reach (``_Channel``): the traced program holds no
+descriptor of it that it may write to, so it cannot put accesses of its choosing into its own trace.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import resource
 import shutil
 import threading
 import time
@@ -36,6 +38,12 @@ from perfctl.formats.rds import MAX_MIX
 
 LINE_SHIFT = 6
 _ACCESS = re.compile(rb"^ [LSM] ([0-9a-fA-F]+),(\d+)$", re.M)
+# Every other line lackey's log may hold, by its start: instruction lines (ignored here: data accesses only),
+# valgrind's own messages (==pid==, --pid-- with -v, **pid**) and VEX's unprefixed "vex amd64->IR: ..."
+# notes. A line that is neither these nor a well-formed access is refused, never skipped: a skipped access
+# is a trace that silently differs from the program's.
+_OTHER_LINES = (b"I  ", b"==", b"--", b"**", b"vex ", b"valgrind: ")
+_OTHER_LINE = re.compile(rb"(?:I  |==|--|\*\*|vex |valgrind: )[^\n]*|")  # the slow path's twin of the counts below
 _INSTRUCTIONS = re.compile(rb"guest instrs:[ \t]*([^\n]*)")
 _COUNT = re.compile(rb"\d{1,3}(?:,\d{3})+|\d+")  # lackey prints the total with thousands separators
 _CHUNK = 64 << 20
@@ -123,7 +131,13 @@ class _Parser:
             self.chunks.append(_lines(addresses, sizes))
             self.accesses += len(found)
             self.split += len(self.chunks[-1]) - len(found)
-        self._lines_before += block.count(b"\n")
+        lines = block.count(b"\n")
+        # every line is an access or one of _OTHER_LINES (or empty): counted, which costs far less than a
+        # second regex over the block; only a block that fails the count is searched for its first bad line
+        others = sum(block.count(b"\n" + start) + block.startswith(start) for start in _OTHER_LINES)
+        if len(found) + others + block.count(b"\n\n") + block.startswith(b"\n") != lines:
+            raise self._bad_line(block)
+        self._lines_before += lines
 
     def _totals(self, block: bytes) -> None:
         """The ``guest instrs`` totals of a block: exactly one in the log, a count, after every access."""
@@ -147,6 +161,22 @@ class _Parser:
         if after is not None and (access := _ACCESS.search(block, after)) is not None:
             raise self._refuse(block, access.start(), f"a data access after the 'guest instrs' total (line "
                                f"{self._total_line:,}): lackey prints the total at exit, after every access")
+
+    def _bad_line(self, block: bytes) -> ValueError:
+        """The first line of a block that is neither an access lackey writes nor one of its other lines."""
+        position = 0
+        for line in block.split(b"\n")[:-1]:
+            if _ACCESS.fullmatch(line) is None and _OTHER_LINE.fullmatch(line) is None:
+                return self._refuse(block, position, f"{_shown(line)!r} is not a line lackey writes (' L|S|M "
+                                    "hexaddress,size' for a data access, 'I  hexaddress,size', or a '==pid==' "
+                                    "message)")
+            position += len(line) + 1
+        raise AssertionError("the block's line count disagrees but no line is bad")  # pragma: no cover
+
+    def _truncated(self) -> TruncatedTrace:
+        return TruncatedTrace(f"{self.source}: the lackey trace ends after {self.accesses:,} data accesses "
+                              f"({self.bytes:,} bytes) without its 'guest instrs' total: it is truncated (a "
+                              "full disk or a killed run), not a complete trace")
 
     def _nth_access(self, block: bytes, index: int) -> re.Match:
         return next(itertools.islice(_ACCESS.finditer(block), index, None))
@@ -172,14 +202,17 @@ class _Parser:
 
     def finish(self) -> Trace:
         """The Trace; ValueError for a log with no data accesses, TruncatedTrace for one without its total."""
-        self._parse(self._tail + b"\n")
-        self._tail = b""
+        tail, self._tail = self._tail, b""
+        try:
+            self._parse(tail + b"\n")
+        except ValueError:
+            if self.instructions is None and tail:  # a log cut inside its last line: say it is truncated
+                raise self._truncated() from None
+            raise
         if not self.chunks:
             raise ValueError(f"{self.source}: no data accesses in this lackey trace (empty or truncated)")
         if self.instructions is None:
-            raise TruncatedTrace(f"{self.source}: the lackey trace ends after {self.accesses:,} data accesses "
-                                 f"({self.bytes:,} bytes) without its 'guest instrs' total: it is truncated (a "
-                                 "full disk or a killed run), not a complete trace")
+            raise self._truncated()
         lines = np.concatenate(self.chunks).astype(np.int64)
         if len(lines) > MAX_MIX * self.instructions:
             raise ValueError(f"{self.source}: line {self._total_line:,}: 'guest instrs' total of "
@@ -244,25 +277,83 @@ class _Reader(threading.Thread):
                 kill_tree(self.pid)
 
 
+class TraceFailed(RunError):
+    """The traced run left no complete trace: ``exit`` says how the run ended (the CLI puts it in words)."""
+
+    def __init__(self, message: str, exit_: Exit):
+        super().__init__(message)
+        self.exit = exit_
+
+
+class _Channel:
+    """The pipe lackey writes to, passed as ``--log-fd`` at a descriptor number the guest may not use.
+
+    Valgrind reserves the top of the descriptor table for itself (from its limit minus N_RESERVED_FDS up
+    to its limit, which is the hard RLIMIT_NOFILE where the soft one is within N_RESERVED_FDS of it) and
+    refuses every guest system call on those numbers. It dups its log descriptor into that range but leaves
+    the one it was given (with --log-file, the one it opened: fd 3) open in the guest, which could then
+    write accesses of its choosing into its own trace (issue 28: 3,000 lines moved a miss ratio from 0.003
+    to 0.115). So the descriptor is placed at hard − 1, the soft limit raised to the hard one while the gate
+    is spawned (valgrind reads it at start), and the guest holds no descriptor of the trace it may use.
+
+    Not closed: a guest that opens the magic link /proc/self/fd/N of valgrind's own descriptor (or takes it
+    with pidfd_getfd) reaches the pipe; it shares valgrind's process and could as well write its memory. A
+    socket would refuse the /proc reopen (ENXIO), but lackey writes one line per write(2), and a unix
+    socket's per-write cost made ``sort 20000`` trace in 63 s instead of 24 s here."""
+
+    def __init__(self) -> None:
+        read_end, write_end = os.pipe()
+        self.read_end = os.fdopen(read_end, "rb", buffering=0)
+        self._soft, self._hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self.log_fd: int | None = None
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self._hard, self._hard))
+            try:
+                os.fstat(self._hard - 1)
+            except OSError:  # free, as expected: dup2 would otherwise close what holds it
+                pass
+            else:
+                raise RunError(f"descriptor {self._hard - 1} (the last RLIMIT_NOFILE allows) is in use: lackey's "
+                               "trace needs it out of the traced program's reach")
+            self.log_fd = self._hard - 1
+            os.dup2(write_end, self.log_fd, inheritable=False)
+        except BaseException:
+            self.close_write_end()
+            self.read_end.close()
+            raise
+        finally:
+            os.close(write_end)
+
+    def close_write_end(self) -> None:
+        """After the spawn: valgrind holds the only write end (its exit is the reader's EOF), and perfctl's
+        own limit is back to what it was."""
+        if self.log_fd is not None:
+            os.close(self.log_fd)
+            self.log_fd = None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self._soft, self._hard))
+
+
 def trace(runner: Runner, argv: list[str], control: RunControl, max_bytes: int,
           progress: Callable[[int, int], None] | None = None) -> tuple[Exit, Trace]:
     """Run the benchmark once under lackey and return its exit and its data-access trace.
 
     ``max_bytes`` caps lackey's log: beyond it valgrind's tree is killed and a RunError says so.
     ``progress(accesses, log_bytes)`` is called from the reader thread at most every PROGRESS_EVERY_S.
+    A run that leaves no complete trace raises TraceFailed, which carries the run's Exit.
     """
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise RunError("tracing needs valgrind: apt-get install valgrind")
-    read_end, write_end = os.pipe()
-    reader = _Reader(read_end, _Parser(f"lackey's trace of {argv[0]}"), max_bytes, progress)
+    channel = _Channel()
+    reader = _Reader(channel.read_end.fileno(), _Parser(f"lackey's trace of {argv[0]}"), max_bytes, progress)
     try:
         # --vgdb=no: no gdbserver FIFOs in TMPDIR, which a killed valgrind (cap, interrupt) would leave there
-        target = [valgrind, "--tool=lackey", "--trace-mem=yes", "--vgdb=no", f"--log-fd={write_end}", "--", *argv]
+        target = [valgrind, "--tool=lackey", "--trace-mem=yes", "--vgdb=no", f"--log-fd={channel.log_fd}", "--",
+                  *argv]
         try:
-            gated = runner.start(argv, control, gate_target=target, pass_fds=(write_end,))
+            gated = runner.start(argv, control, gate_target=target, pass_fds=(channel.log_fd,))
         finally:
-            os.close(write_end)  # valgrind holds the only write end: its exit is the reader's EOF
+            channel.close_write_end()
         try:
             reader.pid = gated.pid
             reader.start()
@@ -275,7 +366,7 @@ def trace(runner: Runner, argv: list[str], control: RunControl, max_bytes: int,
             raise RunError(f"a process of {argv[0]} left valgrind's tree holding lackey's log open; trace abandoned")
     finally:
         if not reader.is_alive():
-            os.close(read_end)
+            channel.read_end.close()
     if reader.failure is not None:
         raise reader.failure
     if reader.over_cap:
@@ -285,4 +376,4 @@ def trace(runner: Runner, argv: list[str], control: RunControl, max_bytes: int,
     try:
         return exit_, reader.parser.finish()
     except ValueError as err:
-        raise RunError(f"{err} (the run {exit_.outcome}: {exit_.stderr_tail or 'no message'})") from None
+        raise TraceFailed(str(err), exit_) from None

@@ -141,13 +141,17 @@ def _random_replacement(lines, capacity, seed=0):
 
 
 def test_statcache_matches_a_random_replacement_cache():
-    """A cyclic scan: LRU misses always below the footprint, random replacement does not (Ch. 3.4)."""
+    """A cyclic scan: LRU misses always below the footprint, random replacement does not (Ch. 3.4). Near
+    the critical size (900 of 1,000 lines) Eq. 3.1 with the exact cold ratio is 0.035 above the simulation
+    (0.234 against 0.199), whatever the seed; with the sample's dangling share it swung from 0.192 (a sample
+    without dangling samples) to 0.312 (seed 1, 203 of them)."""
     lines = np.tile(np.arange(1000), 150)
-    sample = reuse.hierarchical_sample(lines, reuse.settings_for_rate(0.05, len(lines)), seed=2)
-    for capacity in (500, 900):
-        estimated = statstack.statcache(sample, [capacity]).miss_ratios[0]
-        assert estimated == pytest.approx(_random_replacement(lines, capacity), abs=0.03)
-        assert estimated < 0.99  # where LRU misses every access
+    for seed in range(4):
+        sample = reuse.hierarchical_sample(lines, reuse.settings_for_rate(0.05, len(lines)), seed=seed)
+        for capacity in (500, 900):
+            estimated = statstack.statcache(sample, [capacity]).miss_ratios[0]
+            assert estimated == pytest.approx(_random_replacement(lines, capacity), abs=0.04)
+            assert estimated < 0.99  # where LRU misses every access
 
 
 def test_statcc_two_identical_uniform_applications_share_half_each():

@@ -157,7 +157,7 @@ def _trace(args, command):
     or of --from-lackey LOG."""
     from perfctl.agent import lackey
     from perfctl.agent.runner import RunError, Runner
-    from perfctl.report.cache import TraceProgress
+    from perfctl.report.cache import TraceProgress, run_ended
 
     if command is None:
         return {"name": args.name or os.path.basename(args.from_lackey)}, lackey.parse(args.from_lackey)
@@ -176,10 +176,13 @@ def _trace(args, command):
             runner.close()
             if progress is not None:
                 progress.done()
+    except lackey.TraceFailed as err:
+        raise UsageError(f"perfctl cache mrc: {err} (the traced run {run_ended(err.exit)}: "
+                         f"{err.exit.stderr_tail or 'no message'})") from None
     except RunError as err:
         raise UsageError(f"perfctl cache mrc: {err}") from None
     if exit_.outcome != "ok":
-        say(f"perfctl cache mrc: the traced run ended {exit_.outcome}; modelling what it did before")
+        say(f"perfctl cache mrc: the traced run {run_ended(exit_)}; modelling what it did before")
     return {"name": bench.name, "argv": list(bench.argv), "executable_sha256": bench.executable_sha256}, trace
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from rich.console import Console
@@ -22,6 +23,20 @@ def human(size: int) -> str:
         if size >= scale:
             return f"{size // scale}{unit}" if size % scale == 0 else f"{size / scale:.1f}{unit}"
     return f"{size}B"
+
+
+def run_ended(exit_) -> str:
+    """How a traced run (agent.runner.Exit) ended, as the predicate of "the traced run ...": the one place
+    the cache commands put a run's outcome in words (an Exit's outcome is a key, "signal", not a phrase)."""
+    if exit_.timed_out:
+        return "timed out and was killed with its process tree"
+    if exit_.signal is not None:
+        try:
+            name = signal.Signals(exit_.signal).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"ended by signal {exit_.signal} ({name})"
+    return f"exited with status {exit_.exit_status}"
 
 
 class MrcReport(Report):
@@ -51,6 +66,9 @@ class MrcReport(Report):
                       f"{s['mix']:.3f} accesses/instruction", markup=False)
         console.print(f"sample: {s['samples']:,} reuse distances ({s['dangling']:,} dangling) at rate "
                       f"{s['sampler']['rate']:.2g}, {self.windows} windows, estimated {s['estimation']}")
+        console.print(f"cold misses: {footprint / s['accesses']:.5f} of accesses (footprint / accesses: exact, the "
+                      "floor of every curve)",
+                      highlight=False)
         table = Table(title="miss ratio (misses per data access, fully associative, 64-byte lines)",
                       title_justify="left")
         for column in ("cache", "StatStack (LRU)", "exact LRU", "|error|", "StatCache (random)"):
