@@ -50,6 +50,12 @@ class _Bench:
     interfered: int = 0
     order: array = field(default_factory=lambda: array("q"))
     starts: array = field(default_factory=lambda: array("q"))
+    # with --paired, each kept run's pairing key (formats/dataset.py RunIdentity: the block of its job, its
+    # run_index), or None once a run of the benchmark came without its index (then paired by position, and
+    # said so); the block is first the job's place in reading order, and its place in start order once all
+    # are read (_build): the i-th job of A pairs with the i-th of B, whatever their ids
+    keys: array | None = field(default_factory=lambda: array("q"))
+    job_starts: dict = field(default_factory=dict)  # job id -> (block in reading order, earliest start)
     contexts: Counter = field(default_factory=Counter)  # (benchmark id, context) -> kept runs
     vals: dict[int, list] = field(default_factory=dict)
 
@@ -58,8 +64,8 @@ class Selector:
     """Reads the selected runs of machines from one Storage (server/storage.py); one per request."""
 
     def __init__(self, storage, interference: InterferencePolicy | None = None, pool: bool = False,
-                 limit: int = MAX_COMPARE_RUNS):
-        self.storage, self.pool, self.limit = storage, pool, limit
+                 limit: int = MAX_COMPARE_RUNS, paired: bool = False):
+        self.storage, self.pool, self.limit, self.paired = storage, pool, limit, paired
         self.interference = interference or InterferencePolicy()
         self._shapes = storage.shapes()
         self._contexts = storage.contexts()
@@ -87,17 +93,28 @@ class Selector:
                               "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
                               "--since/--until or --benchmark")
         skipped = 0
-        for benchmark_pk, job_id, context, runs, vals, shapes, starts in self.storage.grouped_values(**where):
+        for benchmark_pk, job_id, context, runs, vals, shapes, starts, indexes in \
+                self.storage.grouped_values(run_indexes=self.paired, **where):
             name_of = names[benchmark_pk]
             bench = benches.get(name_of)
             if bench is None:
                 bench = benches[name_of] = _Bench()
+            if not self.paired:
+                bench.keys = None
+            elif bench.keys is not None and indexes is not None and len(indexes) == runs == len(starts) and runs \
+                    and 0 <= int(indexes.min()) and int(indexes.max()) < 1 << 32:
+                block, first = bench.job_starts.setdefault(job_id, (len(bench.job_starts), int(starts.min())))
+                bench.job_starts[job_id] = (block, min(first, int(starts.min())))
+                indexes = indexes | (block << 32)
+            else:
+                indexes = None
             if context is None:  # rows migration 0004 could not fill: their payloads do not decode
                 skipped += runs
-            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shapes, starts):
+            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shapes, starts, indexes):
                 # a row whose values cannot be read (stored by a server that checked less, or damaged):
                 # this series run by run, leaving out only such rows
                 one = dict(where, jobs={job_id: {benchmark_pk}}, context_pks={context})
+                bench.keys = None  # run by run, without their indexes: paired by position
                 for rows in self.storage.stored_values(measured=True, **one):
                     for row in rows:
                         skipped += self._add(bench, row)
@@ -155,7 +172,7 @@ class Selector:
         return identities, dict(machine_pk=machine_pk, jobs=jobs, **filters)
 
     def _series(self, bench: _Bench, benchmark_pk: int, context: int, runs: int, vals: bytes, shapes: np.ndarray,
-                starts: np.ndarray) -> bool:
+                starts: np.ndarray, keys: np.ndarray | None = None) -> bool:
         """Add one series' runs (Storage.grouped_values) to its benchmark whole, in start order (ties in the
         order read); False, adding nothing, when a run of it cannot be read (no shape or values: a row
         migration 0004 could not fill; values of another size than its shape's)."""
@@ -179,6 +196,10 @@ class Selector:
             for index in order.tolist():
                 bench.vals.setdefault(int(shapes[index]), []).append(vals[offsets[index]:offsets[index + 1]])
         shapes, starts = shapes[order], starts[order]
+        if keys is None:
+            bench.keys = None
+        elif bench.keys is not None:
+            bench.keys.frombytes(keys[order].astype(np.int64).tobytes())
         bench.order.frombytes(shapes.astype(np.int64).tobytes())
         bench.starts.frombytes(starts.tobytes())
         bench.contexts[benchmark_pk, context] += runs
@@ -249,6 +270,13 @@ class Selector:
             if keep.sum() == 0:
                 return
         data = dataset.benchmark(name)
+        run_keys = None
+        if bench.keys is not None:
+            run_keys = np.frombuffer(bench.keys, dtype=np.int64)
+            in_start_order = sorted(bench.job_starts.values(), key=lambda block_first: block_first[1])
+            rank = np.zeros(len(in_start_order), dtype=np.int64)
+            rank[[block for block, _ in in_start_order]] = np.arange(len(in_start_order))
+            run_keys = (rank[run_keys >> 32] << 32) | (run_keys & 0xFFFFFFFF)
         columns: dict[str, np.ndarray] = {}
         for shape, matrix in matrices.items():
             where = np.flatnonzero(order == shape)
@@ -272,6 +300,8 @@ class Selector:
         for label, full in columns.items():
             # compact float64 arrays, not lists of Python floats: 10^6 runs of 13 counters are 100 MB, not 400
             data.metrics[label] = array("d", full[keep & ~np.isnan(full)].tobytes())
+            if run_keys is not None and len(run_keys) == len(order):
+                data.keys[label] = array("q", run_keys[keep & ~np.isnan(full)].tobytes())
         starts = np.frombuffer(bench.starts, dtype=np.int64)[keep]
         data.started(int(starts.min()), clock)
         data.started(int(starts.max()), clock)

@@ -474,7 +474,7 @@ class QueryService(_Base, rpc.QueryServiceServicer):
         if not (0 < limit < 1e6 and math.isfinite(limit)):
             raise ValueError(f"interference limit must be a positive share, got {limit}")
         selector = Selector(self.storage, InterferencePolicy(limit, request.exclude_interfered), request.pool,
-                            self.compare_limit)
+                            self.compare_limit, paired=request.paired)
         benchmarks = list(request.benchmarks) or None
         # both sides read at once: each waits on the database (which runs the scan and concatenation in
         # its own process, or in SQLite's C code without the GIL) for much of its time; A's error first

@@ -20,7 +20,20 @@ from pathlib import Path
 import numpy as np
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import LargeBinary, and_, cast, create_engine, event, func, literal_column, or_, select, text, update
+from sqlalchemy import (
+    BigInteger,
+    LargeBinary,
+    and_,
+    cast,
+    create_engine,
+    event,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
@@ -392,7 +405,7 @@ class Storage:
                 cursor.close()
 
     def grouped_values(self, machine_pk: int, jobs: dict | None = None, benchmark_pks=None, context_pks=None,
-                       since_ns: int = 0, until_ns: int = 0):
+                       since_ns: int = 0, until_ns: int = 0, run_indexes: bool = False):
         """The values of the selected measured runs that ended ok, concatenated by the database per
         (benchmark, job, context): runs, values (bytes: each run's vals in turn), shapes and starts (int64
         arrays: each run's shape id and start), all three in one order, which need not be the runs' start
@@ -401,7 +414,10 @@ class Storage:
         shapes, starts); a run without a shape is missing from shapes (shorter than runs). SQLite sends
         shapes and starts as text; PostgreSQL as 8-byte integers (int8send), not text to print and parse
         again. Neither is asked to order the runs: PostgreSQL 15 sorts every group of an ordered aggregate
-        again even when the index already gives that order, three times per series here."""
+        again even when the index already gives that order, three times per series here. With ``run_indexes``
+        an eighth field holds the runs' run_index in the same order (for --paired: a run pairs with the other
+        side's run of the same index, perfctl/pairing.py); it is not in the covering index, so only then are the
+        table's rows read. Without it the eighth field is None."""
         if self.is_sqlite:
             vals = cast(func.group_concat(samples.c.vals, ""), LargeBinary)
             shape_list, start_list = func.group_concat(samples.c.shape), func.group_concat(samples.c.start_time_ns)
@@ -410,17 +426,25 @@ class Storage:
             vals = func.string_agg(samples.c.vals, empty)
             shape_list = func.string_agg(func.int8send(samples.c.shape), empty)
             start_list = func.string_agg(func.int8send(samples.c.start_time_ns), empty)
+        if not run_indexes:
+            index_list = literal_column("NULL")
+        elif self.is_sqlite:
+            index_list = func.group_concat(samples.c.run_index)
+        else:
+            index_list = func.string_agg(func.int8send(cast(samples.c.run_index, BigInteger)), empty)
         query = select(samples.c.benchmark, samples.c.job_id, samples.c.context, func.count(), vals, shape_list,
-                       start_list).where(samples.c.warmup.is_(False), samples.c.outcome == "ok")
+                       start_list, index_list).where(samples.c.warmup.is_(False), samples.c.outcome == "ok")
         query = self._selected(query, machine_pk, jobs, benchmark_pks, context_pks, since_ns, until_ns)
         query = query.group_by(samples.c.machine, samples.c.benchmark, samples.c.job_id, samples.c.context).order_by(
             samples.c.machine, samples.c.benchmark, samples.c.job_id, samples.c.context)
         if self.is_sqlite:
             with self.engine.connect() as conn:
-                for benchmark, job_id, context, runs, values, shape_text, start_text in conn.execute(query):
+                for benchmark, job_id, context, runs, values, shape_text, start_text, index_text in conn.execute(query):
                     yield (benchmark, job_id, context, runs, values,
                            np.fromstring(shape_text, dtype=np.int64, sep=",") if shape_text else _NO_INTEGERS,
-                           np.fromstring(start_text, dtype=np.int64, sep=",") if start_text else _NO_INTEGERS)
+                           np.fromstring(start_text, dtype=np.int64, sep=",") if start_text else _NO_INTEGERS,
+                           None if not run_indexes else
+                           np.fromstring(index_text, dtype=np.int64, sep=",") if index_text else _NO_INTEGERS)
             return
         # PostgreSQL sends bytea as hex text unless asked for binary: 10^6 runs' values are 200 MB of hex
         # to decode (1.3 s of the 1.7 s this took per 300,000 runs)
@@ -430,10 +454,12 @@ class Storage:
             try:
                 cursor.execute(str(compiled), compiled.params)
                 while rows := cursor.fetchmany(100):
-                    for benchmark, job_id, context, runs, values, shape_bytes, start_bytes in rows:
+                    for benchmark, job_id, context, runs, values, shape_bytes, start_bytes, index_bytes in rows:
                         yield (benchmark, job_id, context, runs, values,
                                np.frombuffer(shape_bytes or b"", dtype=">i8").astype(np.int64),
-                               np.frombuffer(start_bytes or b"", dtype=">i8").astype(np.int64))
+                               np.frombuffer(start_bytes or b"", dtype=">i8").astype(np.int64),
+                               None if not run_indexes else
+                               np.frombuffer(index_bytes or b"", dtype=">i8").astype(np.int64))
             finally:
                 cursor.close()
 

@@ -377,10 +377,11 @@ def test_stored_runs_are_compared_in_start_order_on_both_databases(database_url,
         widths = {pk: 8 * (len(spec) + 1) for pk, spec in storage.shapes().items()}
 
         def reversed_series(**where):  # as a database that concatenates in another order would send them
-            for benchmark, job, context, count, vals, shapes, starts in sent(**where):
+            for benchmark, job, context, count, vals, shapes, starts, indexes in sent(**where):
                 ends = np.cumsum([widths[int(shape)] for shape in shapes])
                 pieces = [vals[end - widths[int(shape)]:end] for shape, end in zip(shapes, ends)]
-                yield benchmark, job, context, count, b"".join(pieces[::-1]), shapes[::-1], starts[::-1]
+                yield (benchmark, job, context, count, b"".join(pieces[::-1]), shapes[::-1], starts[::-1],
+                       None if indexes is None else indexes[::-1])
 
         for read in (sent, reversed_series):
             storage.grouped_values = read
@@ -391,5 +392,42 @@ def test_stored_runs_are_compared_in_start_order_on_both_databases(database_url,
                           for s in samples if "task-clock" in [r.event for r in s.readings]]
             assert list(bench.metrics["task-clock"]) == with_clock
             assert (bench.first_ns, bench.last_ns) == (10**15, 10**15 + 15 * 1000)
+        storage.grouped_values = sent
+        # --paired: each run's run_index comes with it, in the same order as its values
+        paired = Selector(storage, paired=True).dataset(pb.Selection(machine="box-a", all_history=True))
+        keys = paired.benchmarks[samples[0].benchmark.name].keys
+        assert list(keys["wall-time"]) == [s.run_index for s in samples]
+        assert list(keys["task-clock"]) == [s.run_index for i, s in enumerate(samples) if i % 3 != 1]
     finally:
         storage.close()
+
+
+def test_paired_runs_on_a_server_keep_their_true_partners_when_runs_fail(tmp_path, runs):
+    """--paired on two machines' stored runs pairs each run with the other side's run of the same run_index
+    (issue 28): box-a's run 3 and box-b's run 15 failed, and the machine drifts 5% a round, so pairing by
+    place in the lists would pair runs 3-14 with the next round's partner. Real server, real SQLite, real
+    samples of /bin/true with their wall times set to the drift."""
+    fleet = Fleet(tmp_path)
+    try:
+        running = start_server(fleet)
+        for name in ("box-a", "box-b"):
+            running.register(name)
+        samples = runs[0] + runs[1] + runs[2][:4]  # 20 rounds
+        for machine, failed, scale in (("box-a", 3, 1.03), ("box-b", 15, 1.0)):
+            sent = stamped(samples, start_ns=time.time_ns() - 10**10 + (machine == "box-b") * 500,
+                           job_id=job(running, machine))
+            for index, message in enumerate(sent):
+                message.run_index = index
+                message.wall_ns = round(10**7 * (1 + 0.05 * index) * scale)
+                if index == failed:
+                    message.outcome, message.exit_status = "failed", 1
+            running.send(machine, *sent)
+        result = cli(running, "compare", "box-a", "box-b", "--paired", "--metric", "wall-time", "--format", "json")
+        assert result.returncode in (0, 3), result.stderr
+        document = json.loads(result.stdout)
+        (row,) = document["benchmarks"]
+        assert (row["n_a"], row["n_b"]) == (18, 18)  # each failed run leaves its partner out
+        assert row["ratio_low"] == pytest.approx(1.03, abs=1e-6) and row["ratio_high"] == pytest.approx(1.03, abs=1e-6)
+        assert "paired by round (run index): 18 pairs" in row["warnings"], row["warnings"]
+    finally:
+        fleet.stop_all()
