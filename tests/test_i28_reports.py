@@ -204,6 +204,23 @@ def test_any_number_of_benchmarks_make_a_page_under_5_mb_that_chromium_renders_i
           f"{rendered:.2f} s")
 
 
+def test_long_lists_of_names_and_notes_are_capped_on_the_page_and_say_where_the_rest_are(tmp_path):
+    """5,000 benchmarks only in A listed every name on the page: it took any size the inputs gave it."""
+    a = _hyperfine(tmp_path / "a.json", {"common": _times(0.010), **{f"only-a-{i:04d}-" + "x" * 100: _times(0.01, 2)
+                                                                     for i in range(5000)}})
+    b = _hyperfine(tmp_path / "b.json", {"common": _times(0.010)})
+    out = tmp_path / "only.html"
+    done = perfctl("report", a, b, "-o", str(out), timeout=300)
+    assert done.returncode in (0, 3, 4), done.stderr
+    text = out.read_text()
+    from perfctl.report import svg
+
+    assert f"and {5000 - svg.LIST_ITEMS:,} more (--format json lists every one)" in text
+    assert text.count("only-a-") == svg.LIST_ITEMS and out.stat().st_size < 200_000
+    listed = json.loads(perfctl("compare", a, b, "--format", "json").stdout)["only_a"]
+    assert len(listed) == 5000
+
+
 def _path_points(svg_text: str) -> list[tuple[float, float]]:
     return [(float(x), float(y)) for x, y in re.findall(r"M(-?[\d.]+) (-?[\d.]+)", svg_text)]
 

@@ -5,9 +5,12 @@ Layout of a comparison (docs/report.md): what was compared and how; overall (per
 plot of every benchmark's A/B interval against the equivalence band, the verdict table); the two machines'
 inventories side by side with the differences marked; then one section per benchmark (both distributions
 as strips with their SPA intervals and as ECDFs, runs in order with warm-ups and flagged runs marked, the
-counters beside time). Sections of a report of more than ``OPEN_LIMIT`` benchmarks start closed, so that
-the summary stays fast with 1,000 benchmarks; plots of more runs than a reader can tell apart are thinned,
-and say so (perfctl/report/svg.py: ``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs make a page of 85 kB.
+counters beside time). The page budget (perfctl/report/svg.py: ``PAGE_BYTES``, ``detail_plan``) keeps any
+page under 5 MB: the verdict table lists every benchmark while its rows fit (in chunks the browser lays out
+as they come into view), the forest and the sections draw the benchmarks that matter most (``priority``),
+and each part says what it left out; sections of more than ``OPEN_LIMIT`` start closed; plots of more runs
+than a reader can tell apart are thinned, and say so (``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs
+make a page of 85 kB and 5,000 benchmarks one of 4.2 MB.
 
 Every number of the verdict table carries its raw value in ``data-value`` (the JSON output's number), so a
 test or a script can check the page against ``--format json``."""
@@ -148,15 +151,15 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     if legend:
         rest.append(f"<p class=note>{esc(legend)}</p>")
     if comparison.only_a or comparison.only_b:
-        rest.append(f"<p class=note>only in A: {esc(', '.join(comparison.only_a) or '-')}; only in B: "
-                    f"{esc(', '.join(comparison.only_b) or '-')}</p>")
+        rest.append(f"<p class=note>only in A: {esc(', '.join(_capped(comparison.only_a)) or '-')}; only in B: "
+                    f"{esc(', '.join(_capped(comparison.only_b)) or '-')}</p>")
     if datasets is not None:
         rest.append(_inventories(datasets[0].machine, datasets[1].machine))
     if sequence:
         rest.append("<h2 id=sequence>Confidence sequence</h2>")
         plot = svg.sequence(sequence["rounds"], sequence["estimate"], sequence["low"], sequence["high"], p.margin)
         rest.append(f'<div class="plot">{plot}</div>')
-    notes_part = ("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>"
+    notes_part = ("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in _capped(notes)) + "</ul>"
                   if notes else "")
     spent = sum(map(len, body + forests + rest)) + len(table) + len(notes_part) + len(CSS) + len(SCRIPT)
     detailed, limit = svg.detail_plan(len(rows), spent)
@@ -185,6 +188,15 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
             body.append(_benchmark_section(i, row, result, context, datasets, open_all, p, limit))
     body.append(notes_part)
     return document(f"perfctl: {context.a} vs {context.b}", body, script=True)
+
+
+def _capped(items: Sequence[str]) -> list[str]:
+    """A list the page shows in full up to svg.LIST_ITEMS items (benchmarks only in A, notes): beyond, the
+    first ones and how many more, which ``--format json`` lists."""
+    items = list(items)
+    if len(items) <= svg.LIST_ITEMS:
+        return items
+    return items[:svg.LIST_ITEMS] + [f"and {len(items) - svg.LIST_ITEMS:,} more (--format json lists every one)"]
 
 
 MATTERS = "relevant differences first, B's slowdowns before its speedups, then other slowdowns, then by effect size"

@@ -47,6 +47,7 @@ RUN_BINS = 400
 PAGE_BYTES = 4_700_000
 TABLE_BYTES = 4_200_000
 FOREST_ROWS = 200
+LIST_ITEMS = 200  # names only in A or B, notes: each list in full up to this many (html._capped)
 DETAIL_LIMIT = 100
 SECTION_BYTES = 8_000
 MARK_BYTES = 30
