@@ -52,7 +52,7 @@ tr.differs td{background:#fff3cd}tr.differs td:first-child{font-weight:bold}
 .plots{display:flex;flex-wrap:wrap;gap:8px}
 details{margin:10px 0;border:1px solid #ddd;border-radius:4px;padding:4px 10px}
 summary{cursor:pointer}summary h3{display:inline}
-.note{color:#555;font-size:.9em}
+.note{color:#555;font-size:.9em}code{white-space:nowrap}
 #filter{margin:6px 0;padding:3px 6px;width:320px}
 footer{margin-top:30px;color:#666;font-size:.85em}
 """
