@@ -112,6 +112,115 @@ def test_many_benchmarks_of_many_runs_share_the_page_budget(browser, tmp_path):
     print(f"50 benchmarks x 5,000 runs a side: {size / 1e6:.2f} MB")
 
 
+def _many(tmp_path: Path, count: int, name: str) -> list[str]:
+    """Two hyperfine files of ``count`` benchmarks of 20 runs a side: B 10% slower on every 50th, 7% faster
+    on every 70th (the slowdowns' sizes vary a little), the same elsewhere."""
+    rng = np.random.default_rng(count)
+    files = []
+    for side in ("a", "b"):
+        commands = {}
+        for i in range(count):
+            shift = 1.0 if side == "a" else 1.08 + (i % 13) / 300 if i % 50 == 0 else 0.93 if i % 70 == 0 else 1.0
+            commands[name.format(i)] = rng.lognormal(np.log(0.02 * shift), 0.02, 20).round(9).tolist()
+        files.append(_hyperfine(tmp_path / f"{side}.json", commands))
+    return files
+
+
+@needs_chromium
+@pytest.mark.parametrize("count, name", [(1000, "bench-{:05d}"), (5000, "bench-{:05d}"),
+                                         (5000, "a_benchmark_of_a_long_name_" + "x" * 110 + "_{:05d}")])
+def test_any_number_of_benchmarks_make_a_page_under_5_mb_that_chromium_renders_in_seconds(browser, tmp_path,
+                                                                                           count, name):
+    """Before: 1,000 benchmarks of 20 runs a side made 7.9 MB (3.1 s to load), 5,000 made 39.6 MB (13.4 s):
+    every benchmark had its section and three plots, the forest a row each and the table was laid out whole.
+    Now the page budget (svg.detail_plan) draws the benchmarks that matter most and says which it left out;
+    the table keeps every benchmark while it fits (names of 140 characters: not all 5,000, and it says so)."""
+    files = _many(tmp_path, count, name)
+    out = tmp_path / "many.html"
+    done = perfctl("report", *files, "-o", str(out), timeout=600)
+    assert done.returncode == 3, done.stderr
+    size = out.stat().st_size
+    assert size < 5_000_000, size
+    document = json.loads(perfctl("compare", *files, "--format", "json", timeout=600).stdout)["benchmarks"]
+    assert len(document) == count
+
+    warm = tmp_path / "warm.html"
+    warm.write_text("<!DOCTYPE html><title>warm</title><p>warm")
+    browser.open(str(warm))
+    started = time.monotonic()
+    page = browser.open(str(out))
+    loaded = time.monotonic() - started
+    page.screenshot(str(tmp_path / "top.png"), full_page=False)
+    # the reader goes to the end of the page: every part above is laid out on the way
+    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
+    page.screenshot(str(tmp_path / "end.png"), full_page=False)
+    rendered = time.monotonic() - started
+    assert page.events.errors == [], page.events.errors
+    assert loaded < 5 and rendered < 5, (loaded, rendered)
+
+    text = out.read_text()
+    table = page.evaluate("""Array.from(document.querySelectorAll('#verdicts tbody tr')).map(function (row) {
+        return [row.dataset.benchmark, row.querySelector('[data-field=verdict]').dataset.value,
+                parseFloat(row.querySelector('[data-field=ratio_a_over_b]').dataset.value)]; })""")
+    from perfctl.report.html import priority
+
+    ranks = {b["benchmark"]: priority(b) for b in document}
+    listed = {name for name, _, _ in table}
+    if len(table) < count:  # the table's own line says how many it lists, and they are those that matter most
+        assert f"The table lists {len(table):,} of {count:,} benchmarks" in text
+        assert max(ranks[n] for n in listed) <= min(r for n, r in ranks.items() if n not in listed)
+    else:
+        assert "id=table-left-out" not in text
+    assert [n for n, _, _ in table] == [b["benchmark"] for b in document if b["benchmark"] in listed]
+
+    # the forest: at most FOREST_ROWS, those that matter most, and it says so
+    from perfctl.report import svg
+
+    forest = page.evaluate("Array.from(document.querySelectorAll('.forest g.row title')).map(function (t) {"
+                           " return t.textContent.split(': ')[0]; })")
+    assert len(forest) == svg.FOREST_ROWS and f"The forest shows {svg.FOREST_ROWS} of {count:,} benchmarks" in text
+    assert max(ranks[n] for n in forest) <= min(r for n, r in ranks.items() if n not in set(forest))
+
+    # the sections: as many as the line says, every one of what matters most, and the advice works
+    sections = page.evaluate("Array.from(document.querySelectorAll('section h3')).map(function (h) {"
+                             " return h.firstChild.textContent.trim(); })")
+    said = re.search(r"Shown in detail: ([\d,]+) of ([\d,]+) benchmarks", text)
+    assert said and int(said[1].replace(",", "")) == len(sections) and int(said[2].replace(",", "")) == count
+    assert 10 <= len(sections) <= svg.DETAIL_LIMIT
+    assert max(ranks[n] for n in sections) <= min(r for n, r in ranks.items() if n not in set(sections))
+    slowdowns = [b for b in document if b["verdict"] == "relevant difference" and b["ratio_a_over_b"] < 1]
+    if len(slowdowns) > len(sections):  # the relevant slowdowns of B come first, the largest first
+        assert all(ranks[n][0] == 0 for n in sections)
+    else:
+        assert {b["benchmark"] for b in slowdowns} <= set(sections)
+    assert "--benchmark NAME" in text
+    left_out = next(b["benchmark"] for b in document if b["benchmark"] not in set(sections))
+    alone = tmp_path / "alone.html"
+    done = perfctl("report", *files, "--benchmark", left_out, "-o", str(alone))
+    assert done.returncode in (0, 3) and alone.read_text().count("<section") == 1, done.stderr
+    assert f"{left_out} <span class=note>" in alone.read_text()
+    print(f"{count:,} benchmarks ({len(name.format(0))}-character names) x 20 runs a side: {size / 1e6:.2f} MB, "
+          f"{len(table):,} rows, {len(sections)} sections; loaded in {loaded:.2f} s, rendered to the end in "
+          f"{rendered:.2f} s")
+
+
+def test_long_lists_of_names_and_notes_are_capped_on_the_page_and_say_where_the_rest_are(tmp_path):
+    """5,000 benchmarks only in A listed every name on the page: it took any size the inputs gave it."""
+    a = _hyperfine(tmp_path / "a.json", {"common": _times(0.010), **{f"only-a-{i:04d}-" + "x" * 100: _times(0.01, 2)
+                                                                     for i in range(5000)}})
+    b = _hyperfine(tmp_path / "b.json", {"common": _times(0.010)})
+    out = tmp_path / "only.html"
+    done = perfctl("report", a, b, "-o", str(out), timeout=300)
+    assert done.returncode in (0, 3, 4), done.stderr
+    text = out.read_text()
+    from perfctl.report import svg
+
+    assert f"and {5000 - svg.LIST_ITEMS:,} more (--format json lists every one)" in text
+    assert text.count("only-a-") == svg.LIST_ITEMS and out.stat().st_size < 200_000
+    listed = json.loads(perfctl("compare", a, b, "--format", "json").stdout)["only_a"]
+    assert len(listed) == 5000
+
+
 def _path_points(svg_text: str) -> list[tuple[float, float]]:
     return [(float(x), float(y)) for x, y in re.findall(r"M(-?[\d.]+) (-?[\d.]+)", svg_text)]
 

@@ -5,9 +5,12 @@ Layout of a comparison (docs/report.md): what was compared and how; overall (per
 plot of every benchmark's A/B interval against the equivalence band, the verdict table); the two machines'
 inventories side by side with the differences marked; then one section per benchmark (both distributions
 as strips with their SPA intervals and as ECDFs, runs in order with warm-ups and flagged runs marked, the
-counters beside time). Sections of a report of more than ``OPEN_LIMIT`` benchmarks start closed, so that
-the summary stays fast with 1,000 benchmarks; plots of more runs than a reader can tell apart are thinned,
-and say so (perfctl/report/svg.py: ``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs make a page of 85 kB.
+counters beside time). The page budget (perfctl/report/svg.py: ``PAGE_BYTES``, ``detail_plan``) keeps any
+page under 5 MB: the verdict table lists every benchmark while its rows fit (in chunks the browser lays out
+as they come into view), the forest and the sections draw the benchmarks that matter most (``priority``),
+and each part says what it left out; sections of more than ``OPEN_LIMIT`` start closed; plots of more runs
+than a reader can tell apart are thinned, and say so (``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs
+make a page of 85 kB and 5,000 benchmarks one of 4.2 MB.
 
 Every number of the verdict table carries its raw value in ``data-value`` (the JSON output's number), so a
 test or a script can check the page against ``--format json``."""
@@ -24,6 +27,10 @@ from perfctl.report import svg
 from perfctl.report.svg import esc
 
 OPEN_LIMIT = 20
+# the verdict table's rows per table of its own (``_verdict_table``), and a row's height in pixels before the
+# browser has laid it out
+TABLE_CHUNK = 200
+ROW_HEIGHT = 24
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:0 16px 40px;color:#1a1a1a;
@@ -35,7 +42,7 @@ table{border-collapse:collapse;font-size:.9em;margin:8px 0}
 th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top;overflow-wrap:anywhere}
 h1,h3,summary,li,p{overflow-wrap:anywhere}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.wide{overflow-x:auto}
+.wide{overflow-x:auto}.rows{content-visibility:auto}
 #verdicts th,#events th,td.word,td[class^=tone-]{white-space:nowrap}
 td.name{min-width:14em}td.metric{min-width:6em}
 .plot svg{max-width:100%;height:auto}
@@ -45,7 +52,7 @@ tr.differs td{background:#fff3cd}tr.differs td:first-child{font-weight:bold}
 .plots{display:flex;flex-wrap:wrap;gap:8px}
 details{margin:10px 0;border:1px solid #ddd;border-radius:4px;padding:4px 10px}
 summary{cursor:pointer}summary h3{display:inline}
-.note{color:#555;font-size:.9em}
+.note{color:#555;font-size:.9em}code{white-space:nowrap}
 #filter{margin:6px 0;padding:3px 6px;width:320px}
 footer{margin-top:30px;color:#666;font-size:.85em}
 """
@@ -135,45 +142,117 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     for metric, lines in (overall or {}).items():
         body.append(f"<p><b>{esc(metric)}</b></p><ul class=summary>"
                     + "".join(f"<li>{esc(line.strip())}</li>" for line in lines) + "</ul>")
-    for metric in context.metrics:
-        forest_rows = [svg.ForestRow(r["benchmark"], r["ratio_a_over_b"], r["ratio_low"], r["ratio_high"],
-                                     r["verdict"], tone(r["verdict"], r["ratio_a_over_b"]), f"b{i}")
-                       for i, r in enumerate(rows) if r["metric"] == metric]
-        if forest_rows:
-            level = comparison.interval_level or p.confidence
-            body.append(f"<h3>A/B ratio of {esc(metric)} (Hodges-Lehmann), {level * 100:.6g}% intervals</h3>")
-            body.append(f'<div class="plot forest">{svg.forest(forest_rows, p.margin)}</div>')
-    body.append('<input id=filter type=search placeholder="filter benchmarks by name or verdict">')
-    body.append(_verdict_table(rows, metric_units, p.margin))
+    # the page budget (svg.py: PAGE_BYTES): what matters most first, in every part that cannot keep all;
+    # the sections get what the rest of the page leaves
+    order = [priority(r) for r in rows]
+    table, listed = _verdict_table(rows, metric_units, p.margin, order, set())
+    forests = _forests(comparison, context, rows, order, set(), listed == len(rows))
+    rest = []
     if legend:
-        body.append(f"<p class=note>{esc(legend)}</p>")
+        rest.append(f"<p class=note>{esc(legend)}</p>")
     if comparison.only_a or comparison.only_b:
-        body.append(f"<p class=note>only in A: {esc(', '.join(comparison.only_a) or '-')}; only in B: "
-                    f"{esc(', '.join(comparison.only_b) or '-')}</p>")
+        rest.append(f"<p class=note>only in A: {esc(', '.join(_capped(comparison.only_a)) or '-')}; only in B: "
+                    f"{esc(', '.join(_capped(comparison.only_b)) or '-')}</p>")
     if datasets is not None:
-        body.append(_inventories(datasets[0].machine, datasets[1].machine))
+        rest.append(_inventories(datasets[0].machine, datasets[1].machine))
     if sequence:
-        body.append("<h2 id=sequence>Confidence sequence</h2>")
+        rest.append("<h2 id=sequence>Confidence sequence</h2>")
         plot = svg.sequence(sequence["rounds"], sequence["estimate"], sequence["low"], sequence["high"], p.margin)
-        body.append(f'<div class="plot">{plot}</div>')
+        rest.append(f'<div class="plot">{plot}</div>')
+    notes_part = ("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in _capped(notes)) + "</ul>"
+                  if notes else "")
+    spent = sum(map(len, body + forests + rest)) + len(table) + len(notes_part) + len(CSS) + len(SCRIPT)
+    detailed, limit = svg.detail_plan(len(rows), spent)
+    drawn = set(svg.chosen(order, detailed))
+    if drawn:  # again, now with links to the sections drawn (some 20 bytes each)
+        table, listed = _verdict_table(rows, metric_units, p.margin, order, drawn)
+        forests = _forests(comparison, context, rows, order, drawn, listed == len(rows))
+    body += forests
+    body.append('<input id=filter type=search placeholder="filter benchmarks by name or verdict">')
+    if listed < len(rows):
+        body.append(f"<p class=note id=table-left-out>The table lists {listed:,} of {len(rows):,} benchmarks, those "
+                    f"that matter most ({MATTERS}); the other {len(rows) - listed:,} are left out to keep the page "
+                    f"small. <code>perfctl compare A B --format csv</code> lists every one.</p>")
+    body.append(table)
+    body += rest
     body.append("<h2 id=benchmarks>Benchmarks</h2>")
-    open_all = len(rows) <= OPEN_LIMIT
+    if len(drawn) < len(rows):
+        body.append(f"<p class=note id=left-out>Shown in detail: {len(drawn):,} of {len(rows):,} benchmarks, those "
+                    f"that matter most ({MATTERS}); the other {len(rows) - len(drawn):,} are left out to keep the "
+                    f"page small (their verdicts are in the table{'' if listed == len(rows) else ' or the CSV'}). "
+                    f"To see one in detail, report it alone: "
+                    f"<code>perfctl report A B --benchmark NAME -o FILE</code> (the option repeats).</p>")
+    open_all = len(drawn) <= OPEN_LIMIT
     for i, (row, result) in enumerate(zip(rows, comparison.benchmarks)):
-        body.append(_benchmark_section(i, row, result, context, datasets, open_all, p, svg.mark_limit(len(rows))))
-    if notes:
-        body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+        if i in drawn:
+            body.append(_benchmark_section(i, row, result, context, datasets, open_all, p, limit))
+    body.append(notes_part)
     return document(f"perfctl: {context.a} vs {context.b}", body, script=True)
 
 
-def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> str:
+def _capped(items: Sequence[str]) -> list[str]:
+    """A list the page shows in full up to svg.LIST_ITEMS items (benchmarks only in A, notes): beyond, the
+    first ones and how many more, which ``--format json`` lists."""
+    items = list(items)
+    if len(items) <= svg.LIST_ITEMS:
+        return items
+    return items[:svg.LIST_ITEMS] + [f"and {len(items) - svg.LIST_ITEMS:,} more (--format json lists every one)"]
+
+
+MATTERS = "relevant differences first, B's slowdowns before its speedups, then other slowdowns, then by effect size"
+
+
+def priority(row: dict) -> tuple[int, float]:
+    """What matters most to a reader, smallest first (``MATTERS``): a relevant slowdown of B (A/B below 1),
+    a relevant speedup, another slowdown that is not an equivalence, then the rest; by the size of the
+    effect, |log A/B|, within each. A page that cannot draw every benchmark draws these first."""
+    ratio = row["ratio_a_over_b"]
+    known = ratio is not None and math.isfinite(ratio) and ratio > 0
+    relevant, slower = row["verdict"] == "relevant difference", known and ratio < 1
+    rank = 0 if relevant and slower else 1 if relevant else 2 if slower and row["verdict"] != "equivalence" else 3
+    return rank, -abs(math.log(ratio)) if known else 0.0
+
+
+def _forests(comparison, context, rows: Sequence[dict], order: Sequence, drawn: set[int],
+             complete: bool) -> list[str]:
+    """Each metric's forest plot, of at most svg.FOREST_ROWS benchmarks (those that matter most, in the
+    table's order), saying so when it leaves some out; ``complete``: the verdict table lists every one."""
+    p = comparison.parameters
+    out = []
+    for metric in context.metrics:
+        positions = [i for i, r in enumerate(rows) if r["metric"] == metric]
+        if not positions:
+            continue
+        kept = [positions[k] for k in svg.chosen([order[i] for i in positions],
+                                                 svg.FOREST_ROWS // max(len(context.metrics), 1))]
+        forest_rows = [svg.ForestRow(rows[i]["benchmark"], rows[i]["ratio_a_over_b"], rows[i]["ratio_low"],
+                                     rows[i]["ratio_high"], rows[i]["verdict"],
+                                     tone(rows[i]["verdict"], rows[i]["ratio_a_over_b"]), f"b{i}" if i in drawn else "")
+                       for i in kept]
+        level = comparison.interval_level or p.confidence
+        out.append(f"<h3>A/B ratio of {esc(metric)} (Hodges-Lehmann), {level * 100:.6g}% intervals</h3>")
+        if len(kept) < len(positions):
+            out.append(f"<p class=note>The forest shows {len(kept):,} of {len(positions):,} benchmarks, those that "
+                       f"matter most ({MATTERS}); the verdict table below lists "
+                       f"{'the others' if complete else 'more, and --format csv every one'}.</p>")
+        out.append(f'<div class="plot forest">{svg.forest(forest_rows, p.margin)}</div>')
+    return out
+
+
+def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, order: Sequence,
+                   drawn: set[int]) -> tuple[str, int]:
+    """The verdict table and how many rows it lists: every one, unless they pass svg.TABLE_BYTES; then
+    those that matter most (``order``) up to it, in their own order. Names of the ``drawn`` rows link to
+    their sections."""
     out = []
     for i, r in enumerate(rows):
         unit = metric_units.get(r["metric"])
         # the ends with the digits that read as the verdict against the band (units.ratio_ends)
         low, high = units.ratio_ends(r["ratio_low"], r["ratio_high"], margin)
+        name = f'<a href="#b{i}">{esc(r["benchmark"])}</a>' if i in drawn else esc(r["benchmark"])
         out.append(
             f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
-            f'<td class=name><a href="#b{i}">{esc(r["benchmark"])}</a></td>'
+            f'<td class=name>{name}</td>'
             f'{_cell(r["metric"], numeric=False, css="metric")}'
             f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
             f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
@@ -184,9 +263,23 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float) -> s
             f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
             f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td>'
             f'{_cell(r["margin"], field="margin", numeric=False, css="word")}</tr>')
-    # in a scrolling box: the columns that never wrap (numbers, verdicts) may be wider than a narrow window
-    return ("<div class=wide>" + _table(("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)",
-                                         "low", "high", "SPARC verdict", f"±{margin:g}"), out, "verdicts") + "</div>")
+    if sum(map(len, out)) > svg.TABLE_BYTES:
+        spent, kept = 0, set()
+        for i in sorted(range(len(out)), key=lambda k: order[k]):
+            spent += len(out[i])
+            if spent > svg.TABLE_BYTES:
+                break
+            kept.add(i)
+        out = [line for i, line in enumerate(out) if i in kept]
+    head = ("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)", "low", "high",
+            "SPARC verdict", f"±{margin:g}")
+    # in a scrolling box: the columns that never wrap (numbers, verdicts) may be wider than a narrow window.
+    # Cut into tables of TABLE_CHUNK rows that the browser lays out only when they come near the window
+    # (content-visibility): 5,000 rows in one table took Chromium 3 to 5 s to lay out before the first paint
+    chunks = [out[k:k + TABLE_CHUNK] for k in range(0, len(out), TABLE_CHUNK)] or [[]]
+    return ("<div class=wide id=verdicts>"
+            + "".join(f'<div class=rows style="contain-intrinsic-size:auto {ROW_HEIGHT * (len(c) + 1)}px">'
+                      + _table(head, c) + "</div>" for c in chunks) + "</div>", len(out))
 
 
 def _plain(value) -> str:

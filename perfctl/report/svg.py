@@ -38,16 +38,47 @@ FONT = 12
 MARK_LIMIT = 1_000
 # the runs in order beyond MARK_LIMIT: bins of consecutive runs, about 2 pixels each on the 790-pixel axis
 RUN_BINS = 400
-# marks (of thinned series) a page of many benchmarks spends on all its plots together, so that the page
-# stays a few MB (some 30 bytes a mark): each benchmark gets its share, between MIN_LIMIT and MARK_LIMIT
+# The page budget, one owner for every page of many benchmarks (html.compare_page, html.stat_page): a page
+# spends at most PAGE_BYTES (under the 5 MB a browser opens in seconds). The summary comes first: the
+# verdict table keeps every benchmark up to TABLE_BYTES (some 800 bytes a row: 5,000 rows), the forest plot
+# FOREST_ROWS; what the summary and the rest of the page leave goes to per-benchmark sections, at most
+# DETAIL_LIMIT of them, each SECTION_BYTES of facts, axes and text plus its marks (some MARK_BYTES each).
+# 1,000 benchmarks of 20 runs made 8 kB of sections each: 8 MB, and 5,000 made 40 MB.
+PAGE_BYTES = 4_700_000
+TABLE_BYTES = 4_200_000
+FOREST_ROWS = 200
+LIST_ITEMS = 200  # names only in A or B, notes: each list in full up to this many (html._capped)
+DETAIL_LIMIT = 100
+SECTION_BYTES = 8_000
+MARK_BYTES = 30
+# marks (of thinned series) a page of many benchmarks spends on all its plots together at most: each
+# benchmark gets its share, between MIN_LIMIT and MARK_LIMIT
 PAGE_MARKS = 100_000
 MIN_LIMIT = 100
 
 
-def mark_limit(plotted: int) -> int:
+def mark_limit(plotted: int, marks: int = PAGE_MARKS) -> int:
     """The ``limit`` of each series on a page that plots ``plotted`` benchmarks (or events): MARK_LIMIT up
-    to 25 of them (each plots its two series three times), then the page's share of PAGE_MARKS."""
-    return max(MIN_LIMIT, min(MARK_LIMIT, PAGE_MARKS // (4 * max(plotted, 1))))
+    to 25 of them (each plots its two series three times), then the page's share of ``marks`` (PAGE_MARKS,
+    or fewer when the summary took part of the page: ``detail_plan``)."""
+    return max(MIN_LIMIT, min(MARK_LIMIT, min(marks, PAGE_MARKS) // (4 * max(plotted, 1))))
+
+
+def detail_plan(count: int, spent: int) -> tuple[int, int]:
+    """How many of ``count`` benchmarks a page that has spent ``spent`` bytes on its summary draws in detail,
+    and each series' mark limit: as many as PAGE_BYTES affords at SECTION_BYTES and MIN_LIMIT marks a series
+    each (a section's worst case), up to DETAIL_LIMIT; the marks left are shared out (``mark_limit``)."""
+    left = max(PAGE_BYTES - spent, 0)
+    drawn = min(count, DETAIL_LIMIT, left // (SECTION_BYTES + 4 * MIN_LIMIT * MARK_BYTES))
+    return drawn, mark_limit(drawn, (left - drawn * SECTION_BYTES) // MARK_BYTES)
+
+
+def chosen(priorities: Sequence, limit: int) -> list[int]:
+    """The positions of the ``limit`` smallest ``priorities`` (what matters most first), in their own
+    order: the rows a page keeps when it cannot keep them all."""
+    if len(priorities) <= limit:
+        return list(range(len(priorities)))
+    return sorted(sorted(range(len(priorities)), key=lambda i: priorities[i])[:max(limit, 0)])
 
 
 def esc(text) -> str:
