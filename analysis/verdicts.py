@@ -47,6 +47,24 @@ def band(delta: float) -> tuple[Fraction, Fraction]:
     return 1 - margin, 1 + margin
 
 
+def float_band(delta: float) -> tuple[float, float]:
+    """The band's edges as the floats a float compares with exactly as with ``band``'s rationals: the
+    smallest float at or above 1 - delta, the largest at or below 1 + delta. For vectorised code (numpy
+    arrays of interval ends) that must read off the same verdicts as ``read_off`` and ``beyond``: x inside
+    the band exactly when lower <= x <= upper, beyond it exactly when x < lower or x > upper.
+
+    >>> float_band(0.05)  # 1.05 as a float is 1.0500000000000000444 > 21/20: one step below it
+    (0.9500000000000001, 1.0499999999999998)
+    """
+    lower_edge, upper_edge = band(delta)
+    lower, upper = float(lower_edge), float(upper_edge)
+    if Fraction(lower) < lower_edge:
+        lower = math.nextafter(lower, math.inf)
+    if Fraction(upper) > upper_edge:
+        upper = math.nextafter(upper, -math.inf)
+    return lower, upper
+
+
 def _exact(value: float) -> Fraction | float:
     """A finite float as the rational it is; infinity stays a float (it compares with a Fraction as such)."""
     return Fraction(value) if math.isfinite(value) else value

@@ -84,7 +84,7 @@ from perfctl.analysis import alike
 from perfctl.analysis.ab import METHOD, T_OPT, SequentialComparison
 from perfctl.analysis.sequential import quantile_cs_ranks
 from perfctl.analysis.sparc import family_level, ratio_interval, simultaneous_suite, sparc_tests
-from perfctl.analysis.verdicts import Relevance, read_off, relevance
+from perfctl.analysis.verdicts import Relevance, float_band, read_off, relevance
 
 ALPHA, MARGIN, MIN_ROUNDS = 0.05, 0.05, 5
 FAMILIES = ("normal", "log-normal", "bimodal", "heavy-tailed", "tied", "drifting-then-stable")
@@ -255,7 +255,7 @@ def trace(d: np.ndarray, truth: float, record: bool = False, min_rounds: int = M
     threshold = math.log(1 / ALPHA)
     history = tuple(np.empty((streams, rounds)) for _ in range(2)) + tuple(
         np.empty((streams, rounds), bool) for _ in range(3)) if record else None
-    lower_edge, upper_edge = 1 - MARGIN, 1 + MARGIN
+    lower_edge, upper_edge = float_band(MARGIN)  # read exactly, as settles() and the verdict are
     for t in range(1, rounds + 1):
         index = rank[:, t - 1] + 1
         while True:
