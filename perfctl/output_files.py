@@ -21,8 +21,9 @@ states the rules; each is here once:
 3. Samples are appended only to a new or empty file, a stream (a pipe, a character device such as
    /dev/stdout), or a regular file whose first line is perfctl's JSON Lines (a machine or a sample line):
    appending to anything else would mix samples into, or cut the last line off, a file that is not perfctl's.
-   Lines of another format (`perfctl token add --file`) are appended only to a new or empty file, or to a
-   file of that format that ends with a newline.
+   Lines of another format (`perfctl token add --file`) are appended only to a new file, or to an existing
+   one the format's ``recognise`` takes (asked of an empty file too: a tokens file other users can read is
+   refused, empty or not) that, unless empty, ends with a newline.
 4. Reports are written whole or not at all: a temporary file beside the target, renamed over it.
 """
 
@@ -54,8 +55,9 @@ _FIRST_LINE_LIMIT = 1 << 20
 @dataclass(frozen=True)
 class Output:
     """A file the command is asked to write: the option that names it (``-o``, ``--html``), the path as the
-    user wrote it, and whether it is replaced (REPORT) or appended to: samples (SAMPLES), or lines of
-    another format (APPENDED), which ``recognise(path)`` knows: None for a file of that format, else why not."""
+    user wrote it (None: not asked for; "" is refused), and whether it is replaced (REPORT) or appended
+    to: samples (SAMPLES), or lines of another format (APPENDED), which ``recognise(path)`` knows: None for
+    an existing file (empty too) that may take them, else why not."""
 
     option: str
     path: str | None
