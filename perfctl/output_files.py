@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import stat
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ _PERFCTL_PREFIXES = (b'{"type":"machine",', b'{"type":"sample",')
 _PATH_MAX, _NAME_MAX = 4096, 255
 # shell strings inside shell strings (sh -c "sh -c '...'"): deeper than this is no command line a user writes
 _SHELL_DEPTH = 8
+_SHELL_SYNTAX = re.compile(r"[\s;&|<>()'\"\\]")  # what a shell splits at, quotes or escapes
 # A machine line is a few kB and a sample line a few tens: a first line longer than this is not perfctl's
 _FIRST_LINE_LIMIT = 1 << 20
 
@@ -188,7 +190,7 @@ def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[
         # `env PATH=/opt/bin spin`: the wrapper looks its program up there
         path = ":".join([w[len("PATH="):] for w in argv[1:] if w.startswith("PATH=")] + [search_path])
         directories = [os.path.join(cwd, d) for d in path.split(":")]  # "" is the current directory
-        for word in argv[1:]:
+        for word in dict.fromkeys(argv[1:]):  # a word repeated names the same files
             shown = word if len(word) <= 60 else word[:57] + "..."
             for identity in _named_files(word, cwd, directories, 0):
                 protected.setdefault(identity, f"the benchmark's arguments name it ({shown})")
@@ -202,8 +204,8 @@ def _named_files(word: str, cwd: str, directories: Sequence[str], depth: int) ->
       not they exist: a file the benchmark writes is no place for perfctl's output either;
     - either part of the word cut anywhere, where it names an existing file: a glued option value
       (grep -fpat.txt, -vfpat.txt), a response file (@args.txt), a file and a line (data.txt:3);
-    - a bare name (no "/") found in one of the PATH ``directories``: the program of a wrapper (env, nice,
-      timeout, taskset, sudo, xargs spin), as the wrapper's execvp would find it;
+    - the word or its value after "=", a bare name (no "/"), found in one of the PATH ``directories``: the
+      program of a wrapper (env, nice, timeout, taskset, sudo, xargs spin), as its execvp would find it;
     - each word of a shell string (sh -c 'gzip -c data.txt >out'), split as the shell would, by these same
       rules, down to ``_SHELL_DEPTH`` strings deep."""
     named: list[object] = []
@@ -217,16 +219,17 @@ def _named_files(word: str, cwd: str, directories: Sequence[str], depth: int) ->
         if name:
             with contextlib.suppress(ValueError):
                 named.append(_identity(name, cwd))
-    parts = [word[:cut] for cut in range(1, len(word)) if cut <= _PATH_MAX] + \
-            [word[cut:] for cut in range(1, len(word)) if len(word) - cut <= _PATH_MAX]
-    for part in parts:
+    # a part without "/" is one name: longer than NAME_MAX it is no file (and a long word costs no more)
+    limit, length = (_PATH_MAX if "/" in word else _NAME_MAX), len(word)
+    for part in [word[:cut] for cut in range(1, min(length, limit + 1))] + \
+                [word[cut:] for cut in range(max(1, length - limit), length)]:
         existing(part)
-    for name in [word, *parts]:
+    for name in (word, word.partition("=")[2]):
         if name and "/" not in name and len(name) <= _NAME_MAX and name not in (".", ".."):
             for directory in directories:
                 existing(os.path.join(directory, name))
     if depth < _SHELL_DEPTH:
-        for piece in _shell_words(word):
+        for piece in dict.fromkeys(_shell_words(word)):
             named.extend(_named_files(piece, cwd, directories, depth + 1))
     return named
 
@@ -234,6 +237,8 @@ def _named_files(word: str, cwd: str, directories: Sequence[str], depth: int) ->
 def _shell_words(text: str) -> list[str]:
     """The words a shell makes of ``text`` (its operators ; | > < & ( ) apart), or [] when it is one word
     as it stands: nothing more to read in it."""
+    if not _SHELL_SYNTAX.search(text):  # the common word: shlex (pure Python) would give it back whole
+        return []
     lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:
