@@ -96,8 +96,8 @@ def files_read(args) -> list[tuple[str, str]]:
     --token-file tok` would replace a credential with a page. A config file that cannot be read names none."""
     from perfctl import state
 
-    try:
-        config = _config()
+    try:  # a regular file only: a comparison of files must not hang on a FIFO where the config would be
+        config = _config() if os.path.isfile(_config_path()) else {}
     except ClientError:
         config = {}
     named = [(f"PERFCTL_CONFIG {_config_path()}" if os.environ.get("PERFCTL_CONFIG") else _config_path(),
