@@ -11,8 +11,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from perfctl import security
+if TYPE_CHECKING:
+    from perfctl import security
+
+# perfctl.security (and gRPC with it, ~0.1 s) is imported where a server is reached: files_read, which a
+# comparison of files calls, never pays for it
 
 CONNECT_TIMEOUT_S = 5.0  # per server of a list, before the next is tried
 
@@ -29,8 +34,12 @@ class ClientSettings:
     insecure: bool
 
 
+def _config_path() -> str:
+    return os.environ.get("PERFCTL_CONFIG") or os.path.expanduser("~/.config/perfctl/client.json")
+
+
 def _config() -> dict:
-    path = os.environ.get("PERFCTL_CONFIG") or os.path.expanduser("~/.config/perfctl/client.json")
+    path = _config_path()
     try:
         with open(path) as f:
             data = json.load(f)
@@ -56,8 +65,9 @@ def read_token(path: str) -> str:
 
 def settings(args, role: str = "client") -> ClientSettings:
     """Last of all, a zero-config server on this host (perfctl/state.py): its loopback address and the token it
-    made for this host's ``role`` (client or agent), when that token file is there."""
-    from perfctl import state
+    made for this host's ``role`` (client or agent), when that token file is there. files_read lists the
+    files read here."""
+    from perfctl import security, state
 
     config = _config()
     local_token = state.path(state.AGENT_TOKEN if role == "agent" else state.CLIENT_TOKEN)
@@ -79,11 +89,39 @@ def settings(args, role: str = "client") -> ClientSettings:
     return ClientSettings(server, token, tls, bool(getattr(args, "insecure", False)))
 
 
+def files_read(args) -> list[tuple[str, str]]:
+    """(where it is named, path) of every file settings() may read for ``args``, from every source and
+    whichever wins: the config file, the token files, the TLS files. A command's output must not be one of
+    them (perfctl/output_files.py), whether or not that command reaches a server: `report A B -o tok
+    --token-file tok` would replace a credential with a page. A config file that cannot be read names none."""
+    from perfctl import state
+
+    try:  # a regular file only: a comparison of files must not hang on a FIFO where the config would be
+        config = _config() if os.path.isfile(_config_path()) else {}
+    except ClientError:
+        config = {}
+    named = [(f"PERFCTL_CONFIG {_config_path()}" if os.environ.get("PERFCTL_CONFIG") else _config_path(),
+              _config_path())]
+    for option, variable, key in (("token_file", "PERFCTL_TOKEN_FILE", "token_file"),
+                                  ("tls_ca", "PERFCTL_TLS_CA", "tls_ca"), ("tls_cert", None, None),
+                                  ("tls_key", None, None)):
+        value = getattr(args, option, None)
+        if value:
+            named.append((f"--{option.replace('_', '-')} {value}", value))
+        if variable and os.environ.get(variable):
+            named.append((f"{variable} {os.environ[variable]}", os.environ[variable]))
+        if key and isinstance(config.get(key), str) and config[key]:
+            named.append((f"{key} in {_config_path()}", config[key]))
+    named += [(f"this host's {name}", state.path(name)) for name in (state.CLIENT_TOKEN, state.AGENT_TOKEN)]
+    return named
+
+
 def query(args):
     """(QueryService stub, call metadata, channel) for a client command. Of several servers (replicas:
     --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S; a DNS name with several
     addresses is gRPC's to try in turn."""
 
+    from perfctl import security
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
     s = settings(args)

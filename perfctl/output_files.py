@@ -7,15 +7,23 @@ states the rules; each is here once:
    (os.path.realpath), and, where the file exists, its identity (device and inode), so ``./x`` and ``x``, a
    link and its target, and two hard links of one file are one file. The caller takes ``@selectors`` off an
    input (compare's ``FILE@ab=A``) before handing its path here.
-2. Before anything runs or is read, an output is refused (one line, exit 2) when it is one of the command's
-   inputs, the benchmark's executable (as the runner resolves it, through PATH), a file the benchmark's
-   arguments name (``data.txt``, or the value of ``--opt=data.txt``), another output of the same command, a
-   directory; a report also when it exists and is not a regular file (a device, pipe or socket).
+2. Before anything runs or is read, an output is refused (one line, exit 2) when its name is empty, or when it
+   is one of the command's inputs, the benchmark's executable (as the runner resolves it, through PATH), a
+   file the benchmark's arguments name, another output of the same command, stdout's file, a directory; a
+   report also when it exists and is not a regular file (a device, pipe or socket). The arguments name a
+   file (``_named_files``) as a word of its own or the value after ``=`` (``data.txt``,
+   ``--opt=data.txt``: whether or not it exists, the benchmark may write it); as any part of a word cut in
+   two that names an existing file (``-fpat.txt``, ``@args.txt``, ``data.txt:3``); as a bare word found
+   through the benchmark's PATH (``env spin``, ``nice spin``: a wrapper's program); and as each word of a
+   shell string, split as the shell would (``sh -c 'gzip -c data.txt'``, nested strings too).
+   stdout is an output too when it is a regular file (``> f``): perfctl prints there, so an input, an
+   argument's file or another output that is the same file is refused.
 3. Samples are appended only to a new or empty file, a stream (a pipe, a character device such as
    /dev/stdout), or a regular file whose first line is perfctl's JSON Lines (a machine or a sample line):
    appending to anything else would mix samples into, or cut the last line off, a file that is not perfctl's.
-   Lines of another format (`perfctl token add --file`) are appended only to a new or empty file, or to a
-   file of that format that ends with a newline.
+   Lines of another format (`perfctl token add --file`) are appended only to a new file, or to an existing
+   one the format's ``recognise`` takes (asked of an empty file too: a tokens file other users can read is
+   refused, empty or not) that, unless empty, ends with a newline.
 4. Reports are written whole or not at all: a temporary file beside the target, renamed over it.
 """
 
@@ -24,6 +32,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shlex
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +45,11 @@ REPORT, SAMPLES, APPENDED = "report", "samples", "appended"
 # perfctl's writers (formats/jsonl.py, agent/machine.py) start every line with one of these: a file whose
 # only line was cut short by a kill is still known as perfctl's by it
 _PERFCTL_PREFIXES = (b'{"type":"machine",', b'{"type":"sample",')
+# Longer names are no file (Linux's PATH_MAX, NAME_MAX): a part of a word longer than these is not looked up
+_PATH_MAX, _NAME_MAX = 4096, 255
+# shell strings inside shell strings (sh -c "sh -c '...'"): deeper than this is no command line a user writes
+_SHELL_DEPTH = 8
+_SHELL_SYNTAX = re.compile(r"[\s;&|<>()'\"\\]")  # what a shell splits at, quotes or escapes
 # A machine line is a few kB and a sample line a few tens: a first line longer than this is not perfctl's
 _FIRST_LINE_LIMIT = 1 << 20
 
@@ -42,8 +57,9 @@ _FIRST_LINE_LIMIT = 1 << 20
 @dataclass(frozen=True)
 class Output:
     """A file the command is asked to write: the option that names it (``-o``, ``--html``), the path as the
-    user wrote it, and whether it is replaced (REPORT) or appended to: samples (SAMPLES), or lines of
-    another format (APPENDED), which ``recognise(path)`` knows: None for a file of that format, else why not."""
+    user wrote it (None: not asked for; "" is refused), and whether it is replaced (REPORT) or appended
+    to: samples (SAMPLES), or lines of another format (APPENDED), which ``recognise(path)`` knows: None for
+    an existing file (empty too) that may take them, else why not."""
 
     option: str
     path: str | None
@@ -52,23 +68,51 @@ class Output:
 
 
 def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str, str]] = (),
-          benchmarks: Sequence[Sequence[str]] = (), cwd: str | None = None) -> None:
+          benchmarks: Sequence[Sequence[str]] = (), cwd: str | None = None, search_path: str | None = None) -> None:
     """Refuse, with one line naming the output and why (a UsageError, exit 2), any of ``outputs`` that must
     not be written (the module's rules 1-3). ``inputs``: (as the user wrote it, the file's path) of every
     file the command reads; ``benchmarks``: each benchmark's resolved argv (its executable's path first, as
     session.identify returns it); ``cwd``: the directory the benchmark runs in, where its arguments are
-    looked up (perfctl's own by default). Called before anything runs, so a refusal costs nothing."""
-    if not any(output.path for output in outputs):
+    looked up (perfctl's own by default); ``search_path``: the benchmark's PATH, where a wrapper looks up
+    the program a bare word names (perfctl's own by default). Called before anything runs, so a refusal
+    costs nothing. stdout, when it is a regular file, is checked as an output of every command."""
+    for output in outputs:
+        if output.path == "":  # argparse takes -o "": left alone, it reads as "no output" and nothing is written
+            raise UsageError(f"{command}: refusing {output.option} \"\": an empty name names no file; nothing was done")
+    stdout = _stdout_file()
+    if stdout is None and not any(output.path for output in outputs):
         return
-    protected = _protected(inputs, benchmarks, cwd or os.getcwd())
+    protected = _protected(inputs, benchmarks, cwd or os.getcwd(),
+                           os.environ.get("PATH", os.defpath) if search_path is None else search_path)
     claimed: dict[object, str] = {}
+    if stdout is not None:
+        identity, shown = stdout
+        if identity in protected:
+            raise UsageError(f"{command}: refusing stdout ({shown}): {protected[identity]}; nothing was done")
+        claimed[identity] = "it is stdout's file (perfctl prints there)"
     for output in outputs:
         if not output.path:
             continue
         refused = _refusal(output, protected, claimed)
         if refused:
             raise UsageError(f"{command}: refusing {output.option} {output.path}: {refused}; nothing was done")
-        claimed[_identity(output.path)] = output.option
+        claimed[_identity(output.path)] = f"{output.option} names the same file"
+
+
+def _stdout_file() -> tuple[object, str] | None:
+    """(identity, name) of the regular file stdout writes to (``> f``, ``>> f``), else None: a pipe, a
+    terminal or /dev/null mixes nothing into a file."""
+    try:
+        status = os.fstat(1)
+    except OSError:  # closed
+        return None
+    if not stat.S_ISREG(status.st_mode):
+        return None
+    try:
+        shown = os.readlink("/proc/self/fd/1")
+    except OSError:
+        shown = "a regular file"
+    return (status.st_dev, status.st_ino), shown
 
 
 def _refusal(output: Output, protected: dict[object, str], claimed: dict[object, str]) -> str | None:
@@ -83,7 +127,7 @@ def _refusal(output: Output, protected: dict[object, str], claimed: dict[object,
     if identity in protected:
         return protected[identity]
     if identity in claimed:
-        return f"{claimed[identity]} names the same file"
+        return claimed[identity]
     try:
         status = os.stat(real)
     except FileNotFoundError:
@@ -91,9 +135,13 @@ def _refusal(output: Output, protected: dict[object, str], claimed: dict[object,
     except OSError as err:
         return f"cannot check it: {err.strerror}"
     if output.kind == APPENDED:
-        if status is not None and not stat.S_ISREG(status.st_mode):
+        if status is None:
+            return None
+        if not stat.S_ISREG(status.st_mode):
             return "not a regular file"
-        return _not_appendable(real, output.recognise) if status is not None and status.st_size else None
+        # an empty file is asked too: the format may forbid one (a tokens file open to other users shows the
+        # secret appended to it, and its reader refuses it)
+        return output.recognise(real) or (_not_appendable(real) if status.st_size else None)
     if output.kind == SAMPLES:
         if status is not None and stat.S_ISREG(status.st_mode) and status.st_size:
             return _not_perfctl(real)
@@ -124,11 +172,11 @@ def _identity(path: str, cwd: str | None = None) -> object:
     return (status.st_dev, status.st_ino)
 
 
-def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[str]],
-               cwd: str) -> dict[object, str]:
+def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[str]], cwd: str,
+               search_path: str) -> dict[object, str]:
     """identity -> why an output that is this file is refused. Inputs count where they exist (a name that is
-    no file, a machine on a server, holds nothing to destroy); the benchmark's arguments count whether or
-    not they exist (a file the benchmark writes is no place for perfctl's output either)."""
+    no file, a machine on a server, holds nothing to destroy); the files the benchmark's arguments name:
+    _named_files."""
     protected: dict[object, str] = {}
     for shown, path in inputs:
         with contextlib.suppress(ValueError):
@@ -139,14 +187,65 @@ def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[
             continue
         with contextlib.suppress(ValueError):
             protected.setdefault(_identity(argv[0]), f"it is the benchmark's executable ({argv[0]})")
-        for word in argv[1:]:
-            # --input=data.txt, if=data.txt (dd): the value names a file as much as a word of its own does
-            for name in (word, word.partition("=")[2]) if "=" in word else (word,):
-                if not name:
-                    continue
-                with contextlib.suppress(ValueError):
-                    protected.setdefault(_identity(name, cwd), f"the benchmark's arguments name it ({word})")
+        # `env PATH=/opt/bin spin`: the wrapper looks its program up there
+        path = ":".join([w[len("PATH="):] for w in argv[1:] if w.startswith("PATH=")] + [search_path])
+        directories = [os.path.join(cwd, d) for d in path.split(":")]  # "" is the current directory
+        for word in dict.fromkeys(argv[1:]):  # a word repeated names the same files
+            shown = word if len(word) <= 60 else word[:57] + "..."
+            for identity in _named_files(word, cwd, directories, 0):
+                protected.setdefault(identity, f"the benchmark's arguments name it ({shown})")
     return protected
+
+
+def _named_files(word: str, cwd: str, directories: Sequence[str], depth: int) -> list[object]:
+    """Identities of the files one argument of the benchmark may name; which program reads what is unknown
+    (a wrapper's program, an option's glued value, a shell's command line), so every reading is taken:
+    - the word and its value after "=" (--input=data.txt, dd's if=data.txt), relative to ``cwd``, whether or
+      not they exist: a file the benchmark writes is no place for perfctl's output either;
+    - either part of the word cut anywhere, where it names an existing file: a glued option value
+      (grep -fpat.txt, -vfpat.txt), a response file (@args.txt), a file and a line (data.txt:3);
+    - the word or its value after "=", a bare name (no "/"), found in one of the PATH ``directories``: the
+      program of a wrapper (env, nice, timeout, taskset, sudo, xargs spin), as its execvp would find it;
+    - each word of a shell string (sh -c 'gzip -c data.txt >out'), split as the shell would, by these same
+      rules, down to ``_SHELL_DEPTH`` strings deep."""
+    named: list[object] = []
+
+    def existing(path: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            status = os.stat(os.path.join(cwd, path))
+            named.append((status.st_dev, status.st_ino))
+
+    for name in (word, word.partition("=")[2]) if "=" in word else (word,):
+        if name:
+            with contextlib.suppress(ValueError):
+                named.append(_identity(name, cwd))
+    # a part without "/" is one name: longer than NAME_MAX it is no file (and a long word costs no more)
+    limit, length = (_PATH_MAX if "/" in word else _NAME_MAX), len(word)
+    for part in [word[:cut] for cut in range(1, min(length, limit + 1))] + \
+                [word[cut:] for cut in range(max(1, length - limit), length)]:
+        existing(part)
+    for name in (word, word.partition("=")[2]):
+        if name and "/" not in name and len(name) <= _NAME_MAX and name not in (".", ".."):
+            for directory in directories:
+                existing(os.path.join(directory, name))
+    if depth < _SHELL_DEPTH:
+        for piece in dict.fromkeys(_shell_words(word)):
+            named.extend(_named_files(piece, cwd, directories, depth + 1))
+    return named
+
+
+def _shell_words(text: str) -> list[str]:
+    """The words a shell makes of ``text`` (its operators ; | > < & ( ) apart), or [] when it is one word
+    as it stands: nothing more to read in it."""
+    if not _SHELL_SYNTAX.search(text):  # the common word: shlex (pure Python) would give it back whole
+        return []
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:  # an unbalanced quote: the shell would refuse it; its words still name files
+        words = text.split()
+    return [] if words == [text] else [w for w in words if w]
 
 
 def _not_perfctl(path: str) -> str | None:
@@ -168,12 +267,9 @@ def _not_perfctl(path: str) -> str | None:
     return None
 
 
-def _not_appendable(path: str, recognise: Callable[[str], str | None]) -> str | None:
-    """None when lines can be appended to the non-empty file at ``path``: ``recognise`` knows it, and it ends
-    with a newline (a line appended to an unterminated last line would be joined to it)."""
-    problem = recognise(path)
-    if problem:
-        return problem
+def _not_appendable(path: str) -> str | None:
+    """None when the non-empty file at ``path`` ends with a newline (a line appended to an unterminated last
+    line would be joined to it)."""
     try:
         with open(path, "rb") as f:
             f.seek(-1, os.SEEK_END)

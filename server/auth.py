@@ -144,5 +144,10 @@ def add_token(path: str, role: str, name: str) -> str:
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "a") as f:
+        # the file opened, not the one checked before (perfctl/output_files.py): a secret is never written
+        # where other users can read it, and the server would refuse the file for it (_parse)
+        mode = stat.S_IMODE(os.fstat(fd).st_mode)
+        if mode & 0o077:
+            raise TokenFileError(f"{path}: open to its group or other users (mode {mode:o}); chmod 600 it")
         f.write(f"{role} {name} {token}\n")
     return token

@@ -312,3 +312,184 @@ def test_token_add_refuses_a_file_it_would_damage(tmp_path, content, why):
     assert perfctl("token", "add", "--file", str(fresh), "--client", "ci").returncode == 0
     assert perfctl("token", "add", "--file", str(fresh), "--agent", "box").returncode == 0
     assert [line.split()[:2] for line in fresh.read_text().splitlines()] == [["client", "ci"], ["agent", "box"]]
+
+
+# --- review 28: a program named through PATH after a wrapper, files inside words and shell strings ----------
+
+
+@pytest.mark.parametrize("wrapper", [["env"], ["nice", "-n", "5"], ["timeout", "60"], ["taskset", "-c", "0"],
+                                     ["env", "-i"], ["sh", "-c", "exec bench"]])
+def test_stat_html_refuses_a_program_a_wrapper_finds_through_path(tmp_path, bench, wrapper):
+    """`--html binx/spin -- env spin` (spin found on PATH by env) replaced the executable with HTML, exit 0."""
+    (tmp_path / "binx").mkdir()
+    program = tmp_path / "binx" / "bench"
+    shutil.move(bench, program)
+    before = _digest(program)
+    env = {**os.environ, "PATH": f"{tmp_path / 'binx'}:{os.environ['PATH']}"}
+    _refused(_stat(tmp_path, "--html", "binx/bench", "--", *wrapper, *([] if wrapper[0] == "sh" else ["bench"]),
+                   env=env), "perfctl stat", "--html", "the benchmark's arguments name it")
+    assert _digest(program) == before
+    _nothing_ran(tmp_path)
+
+
+def test_cache_pirate_refuses_a_program_a_wrapper_finds_through_path(tmp_path, bench):
+    (tmp_path / "binx").mkdir()
+    program = tmp_path / "binx" / "bench"
+    shutil.move(bench, program)
+    before = _digest(program)
+    env = {**os.environ, "PATH": f"{tmp_path / 'binx'}:{os.environ['PATH']}"}
+    result = perfctl("cache", "pirate", "--llc", "1M", "--sizes", "0,512K", "--csv", "binx/bench", "--", "nice",
+                     "bench", cwd=tmp_path, env=env)
+    _refused(result, "perfctl cache pirate", "--csv", "the benchmark's arguments name it (bench)")
+    assert _digest(program) == before
+    _nothing_ran(tmp_path)
+
+
+@pytest.mark.parametrize("word", ["-fdata.txt", "-vfdata.txt", "@data.txt", "data.txt:3", "--in,data.txt"])
+def test_stat_html_refuses_a_file_named_inside_a_word(tmp_path, bench, data, word):
+    """`--html pat.txt -- grep -fpat.txt data.txt` (a glued short option) replaced pat.txt, exit 0."""
+    before = _digest(data)
+    _refused(_stat(tmp_path, "--html", "data.txt", "--", "./bench", word), "perfctl stat", "--html",
+             f"the benchmark's arguments name it ({word})")
+    assert _digest(data) == before
+    _nothing_ran(tmp_path)
+
+
+@pytest.mark.parametrize("script", ["gzip -c data.txt >/dev/null", "./bench; cat <data.txt",
+                                    "sh -c 'sh -c \"wc -l data.txt\"'", "./bench >out.txt"])
+def test_stat_html_and_ab_o_refuse_a_file_named_in_a_shell_string(tmp_path, bench, data, script):
+    """`--html data.txt -- sh -c 'gzip -c data.txt >/dev/null'` replaced data.txt, exit 0. A file the string
+    writes (out.txt, not there yet) is refused as a word of its own is."""
+    target = "out.txt" if "out.txt" in script else "data.txt"
+    before = _digest(data)
+    _refused(_stat(tmp_path, "--html", target, "--", "sh", "-c", script), "perfctl stat", "--html",
+             "the benchmark's arguments name it")
+    _refused(_ab(tmp_path, "-o", target, "--", "./bench", ":::", "bash", "-c", script), "perfctl ab", "-o",
+             "the benchmark's arguments name it")
+    assert _digest(data) == before and not (tmp_path / "out.txt").exists()
+    _nothing_ran(tmp_path)
+
+
+def test_stat_html_still_writes_a_file_no_argument_names(tmp_path, data):
+    result = _stat(tmp_path, "--html", "r.html", "--", "sh", "-c", "gzip -c data.txt >/dev/null")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "r.html").read_bytes().startswith(b"<!DOCTYPE html>")
+
+
+# --- review 28: files read to reach a server are inputs -----------------------------------------------------
+
+
+@pytest.mark.parametrize("option", ["--token-file", "--tls-ca", "--tls-cert", "--tls-key", "PERFCTL_TOKEN_FILE",
+                                    "PERFCTL_CONFIG"])
+def test_compare_html_and_report_o_refuse_a_credential(tmp_path, ab_file, option):
+    """`report A B -o tok --token-file tok` replaced the token file with HTML (exit 3)."""
+    secret = tmp_path / "secret"
+    secret.write_text('{"token_file": "elsewhere"}\n' if option == "PERFCTL_CONFIG" else "t" * 43 + "\n")
+    secret.chmod(0o600)
+    before = _digest(secret)
+    env = {**os.environ}
+    extra: list[str] = []
+    if option.startswith("--"):
+        extra = [option, "secret"]
+    else:
+        env[option] = "secret"
+    sides = ["F.jsonl@ab=A", "F.jsonl@ab=B", "--metric", "task-clock"]
+    _refused(perfctl("compare", *sides, "--html", "secret", *extra, cwd=tmp_path, env=env), "perfctl compare",
+             "--html", f"it is one of the inputs ({option} ")
+    _refused(perfctl("report", *sides, "-o", "./secret", *extra, cwd=tmp_path, env=env), "perfctl report", "-o",
+             f"it is one of the inputs ({option} ")
+    assert _digest(secret) == before
+
+
+# --- review 28: a tokens file open to other users takes no secret -------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604])
+def test_token_add_refuses_a_file_other_users_can_read(tmp_path, mode):
+    """`touch t; chmod 644 t; token add --file t` wrote the secret into the world-readable file, exit 0."""
+    path = tmp_path / "t"
+    path.write_bytes(b"")
+    path.chmod(mode)
+    result = perfctl("token", "add", "--file", str(path), "--agent", "a1")
+    _refused(result, "perfctl token", "--file", "open to its group or other users")
+    assert path.read_bytes() == b"" and result.stdout == ""
+    path.chmod(0o600)
+    assert perfctl("token", "add", "--file", str(path), "--agent", "a1").returncode == 0
+
+
+def test_add_token_refuses_the_file_it_opened_when_other_users_can_read_it(tmp_path):
+    """The check on the file actually opened: a file made readable after the command's check gets nothing."""
+    from perfctl.server.auth import TokenFileError, add_token
+
+    path = tmp_path / "t"
+    path.write_bytes(b"")
+    path.chmod(0o644)
+    with pytest.raises(TokenFileError, match="open to its group or other users"):
+        add_token(str(path), "agent", "a1")
+    assert path.read_bytes() == b""
+
+
+# --- review 28: an empty output name ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, command, option", [
+    (["stat", "-r", "2", "-o", "", "--", "./bench"], "perfctl stat", "-o"),
+    (["stat", "-r", "2", "--html", "", "--", "./bench"], "perfctl stat", "--html"),
+    (["ab", "--max-runs", "2", "-o", "", "--", "./bench", ":::", "./bench"], "perfctl ab", "-o"),
+    (["compare", "F.jsonl@ab=A", "F.jsonl@ab=B", "--html", ""], "perfctl compare", "--html"),
+    (["report", "F.jsonl@ab=A", "F.jsonl@ab=B", "-o", ""], "perfctl report", "-o"),
+    (["cache", "mrc", "--sizes", "4K", "--csv", "", "--", "./bench"], "perfctl cache mrc", "--csv"),
+    (["cache", "mrc", "--sizes", "4K", "--plot", "", "--", "./bench"], "perfctl cache mrc", "--plot"),
+    (["token", "add", "--file", "", "--client", "ci"], "perfctl token", "--file"),
+])
+def test_an_empty_output_name_is_refused(tmp_path, bench, ab_file, argv, command, option):
+    """`stat -o ""` ran and wrote nothing, exit 0; `report -o ""` said "cannot write : it is a directory"."""
+    result = perfctl(*argv, cwd=tmp_path)
+    _refused(result, command, option, "an empty name names no file")
+    assert result.stdout == ""
+    _nothing_ran(tmp_path)
+
+
+# --- review 28: stdout's file is an output ------------------------------------------------------------------
+
+
+def _to_file(stdout: Path, *argv: str, cwd: Path, append: bool = False):
+    """perfctl with stdout redirected to a regular file (> f, or >> f)."""
+    import subprocess
+    import sys
+
+    with open(stdout, "ab" if append else "wb") as out:
+        return subprocess.run([sys.executable, "-m", "perfctl", *argv], stdout=out, stderr=subprocess.PIPE,
+                              text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["stat", "-r", "2", "-e", "task-clock", "-o", "x", "--csv", "--", "./bench"], "-o"),
+    (["stat", "-r", "2", "-e", "task-clock", "-o", "./x", "--json", "--", "./bench"], "-o"),
+    (["stat", "-r", "2", "-e", "task-clock", "--html", "x", "--", "./bench"], "--html"),
+    (["compare", "F.jsonl@ab=A", "F.jsonl@ab=B", "--html", "x"], "--html"),
+    (["token", "add", "--file", "/dev/stdout", "--client", "ci"], "--file"),
+])
+def test_an_output_that_is_stdouts_file_is_refused(tmp_path, bench, ab_file, argv, option):
+    """`stat -o x --csv > x` mixed CSV into the samples; `token add --file /dev/stdout > f` corrupted f."""
+    stdout = tmp_path / "x"
+    result = _to_file(stdout, *argv, cwd=tmp_path)
+    _refused(result, f"perfctl {argv[0]}", option, "it is stdout's file")
+    assert stdout.read_bytes() == b""
+    _nothing_ran(tmp_path)
+
+
+def test_stdout_appended_to_an_input_is_refused(tmp_path, ab_file, bench, data):
+    """`compare A B >> A` would append the table to the samples it reads; `stat -- cat data.txt >> data.txt`
+    would append the summary to the benchmark's input."""
+    before = _digest(ab_file)
+    result = _to_file(ab_file, "compare", "F.jsonl@ab=A", "F.jsonl@ab=B", cwd=tmp_path, append=True)
+    assert result.returncode == 2 and result.stderr.strip().endswith(
+        "it is one of the inputs (F.jsonl@ab=A); nothing was done"), result.stderr
+    assert "refusing stdout" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert _digest(ab_file) == before
+    before = _digest(data)
+    result = _to_file(data, "stat", "-r", "2", "--", "./bench", "data.txt", cwd=tmp_path, append=True)
+    assert result.returncode == 2 and "refusing stdout" in result.stderr, result.stderr
+    assert _digest(data) == before
+    _nothing_ran(tmp_path)

@@ -201,7 +201,8 @@ def _mrc(args) -> int:
     command = _traced_command(args)
     check("perfctl cache mrc", [Output("--rds", args.rds), Output("--csv", args.csv), Output("--plot", args.plot)],
           inputs=[(args.from_lackey, args.from_lackey)] if args.from_lackey else [],
-          benchmarks=[command[0]] if command else [], cwd=command[2].cwd if command else None)  # before the trace
+          benchmarks=[command[0]] if command else [], cwd=command[2].cwd if command else None,
+          search_path=dict(command[2].env).get("PATH") if command else None)  # before the trace
     benchmark, trace = _trace(args, command)
     rate = args.rate or min(1.0, AUTO_SAMPLES / len(trace.lines))
     settings = reuse.settings_for_rate(rate, len(trace.lines))
@@ -302,7 +303,8 @@ def _pirate(args) -> int:
     try:
         control = make_control(pin_cpu=args.target_cpu, timeout_s=args.timeout)
         resolved, bench = session.identify(cmd, control)
-        check("perfctl cache pirate", [Output("--csv", args.csv)], benchmarks=[resolved], cwd=control.cwd)
+        check("perfctl cache pirate", [Output("--csv", args.csv)], benchmarks=[resolved], cwd=control.cwd,
+              search_path=dict(control.env).get("PATH"))
         if args.dynamic:
             if not inv.pmu.present:
                 raise UsageError(f"perfctl cache pirate --dynamic needs instructions and cycles per interval: "

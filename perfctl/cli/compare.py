@@ -192,11 +192,14 @@ def _machines(args) -> bool:
 def check_output(args, option: str, path: str | None, command: str) -> None:
     """Refuse the report's FILE before anything is read or asked of a server when it must not be written
     (perfctl/output_files.py): one of the inputs, found as the file each side names once its
-    ``@selectors`` are taken off (`compare F@ab=A F@ab=B --html F` names F three times)."""
+    ``@selectors`` are taken off (`compare F@ab=A F@ab=B --html F` names F three times), or a file read to
+    reach a server (--token-file, --tls-ca, --tls-cert, --tls-key, the config file: client.files_read)."""
+    from perfctl.client import files_read
     from perfctl.output_files import REPORT, Output, check
 
     sides = [text for text in (args.a, args.b) if text]
-    check(command, [Output(option, path, REPORT)], inputs=[(text, file_side(text, command)[0]) for text in sides])
+    check(command, [Output(option, path, REPORT)],
+          inputs=[(text, file_side(text, command)[0]) for text in sides] + files_read(args))
 
 
 def run(args) -> int:

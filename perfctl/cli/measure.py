@@ -84,7 +84,7 @@ def check_outputs(args, command: str, resolved: list[list[str]], control) -> Non
     session.identify resolved it), the other output, or (-o) a file that is not perfctl's JSON Lines.
     The rules: perfctl/output_files.py, docs/outputs.md."""
     check(command, [Output("-o", args.output, SAMPLES), Output("--html", getattr(args, "html", None), REPORT)],
-          benchmarks=resolved, cwd=control.cwd)
+          benchmarks=resolved, cwd=control.cwd, search_path=dict(control.env).get("PATH"))
 
 
 def open_backend(args, specs, inventory, command: str, outputs: SampleOutputs):

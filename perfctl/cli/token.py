@@ -41,5 +41,5 @@ def _not_a_tokens_file(path: str) -> str | None:
     try:
         Tokens._parse(path)  # the tokens file's one reader; a file of comments only is a tokens file too
     except TokenFileError as err:
-        return f"not a tokens file: {err}"
+        return f"not a tokens file the server takes: {err}"
     return None
