@@ -202,8 +202,10 @@ def _named_files(word: str, cwd: str, directories: Sequence[str], depth: int) ->
     (a wrapper's program, an option's glued value, a shell's command line), so every reading is taken:
     - the word and its value after "=" (--input=data.txt, dd's if=data.txt), relative to ``cwd``, whether or
       not they exist: a file the benchmark writes is no place for perfctl's output either;
-    - either part of the word cut anywhere, where it names an existing file: a glued option value
-      (grep -fpat.txt, -vfpat.txt), a response file (@args.txt), a file and a line (data.txt:3);
+    - the parts of the word where programs glue a file to something else, where they name an existing
+      file: a short option's value (grep -fpat.txt, -vfpat.txt: what follows "-" and one or more
+      letters), a response file (@args.txt), a file and a line (data.txt:3), a list (--in,data.txt). Not
+      any cut of any word: "out" in --layout is no file the benchmark names (a refusal must have a reason);
     - the word or its value after "=", a bare name (no "/"), found in one of the PATH ``directories``: the
       program of a wrapper (env, nice, timeout, taskset, sudo, xargs spin), as its execvp would find it;
     - each word of a shell string (sh -c 'gzip -c data.txt >out'), split as the shell would, by these same
@@ -219,10 +221,7 @@ def _named_files(word: str, cwd: str, directories: Sequence[str], depth: int) ->
         if name:
             with contextlib.suppress(ValueError):
                 named.append(_identity(name, cwd))
-    # a part without "/" is one name: longer than NAME_MAX it is no file (and a long word costs no more)
-    limit, length = (_PATH_MAX if "/" in word else _NAME_MAX), len(word)
-    for part in [word[:cut] for cut in range(1, min(length, limit + 1))] + \
-                [word[cut:] for cut in range(max(1, length - limit), length)]:
+    for part in _glued_parts(word):
         existing(part)
     for name in (word, word.partition("=")[2]):
         if name and "/" not in name and len(name) <= _NAME_MAX and name not in (".", ".."):
@@ -232,6 +231,20 @@ def _named_files(word: str, cwd: str, directories: Sequence[str], depth: int) ->
         for piece in dict.fromkeys(_shell_words(word)):
             named.extend(_named_files(piece, cwd, directories, depth + 1))
     return named
+
+
+_SEPARATORS = re.compile(r"[=@:,]")
+
+
+def _glued_parts(word: str) -> list[str]:
+    """The parts of ``word`` a program may read as a file (_named_files): between the separators = @ : ,
+    and, for a short option (one "-"), what follows its letters, each count of them (-vfpat.txt: fpat.txt,
+    pat.txt). Parts longer than PATH_MAX are no file."""
+    parts = [part for part in _SEPARATORS.split(word) if part]
+    if word.startswith("-") and not word.startswith("--"):
+        letters = len(word) - len(word[1:].lstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
+        parts += [word[cut:] for cut in range(2, min(letters, 16) + 1) if word[cut:]]
+    return [part for part in dict.fromkeys(parts) if part != word and len(part) <= _PATH_MAX]
 
 
 def _shell_words(text: str) -> list[str]:

@@ -277,7 +277,7 @@ def test_dynamic_pirate_without_a_pmu_says_why(programs):
     (["mrc", "--sizes", "12Q", "--", "/bin/true"], "not a size in bytes"),
     (["mrc", "--rate", "2", "--", "/bin/true"], "sampling rate must be in (0, 1]"),
     (["mrc"], "no command given"),
-    (["mrc", "--csv", "/nonexistent/dir/c.csv", "--", "/bin/true"], "refusing --csv /nonexistent/dir/c.csv: cannot write in /nonexistent/dir"),
+    (["mrc", "--csv", "/nonexistent/dir/c.csv", "--", "/bin/true"], "cannot write in /nonexistent/dir"),
     (["pirate", "--llc", "1M", "--sizes", "2M", "--", "/bin/true"], "does not fit the 1048576-byte shared cache"),
     (["pirate", "--target-cpu", "0", "--pirate-cpu", "0", "--", "/bin/true"], "different CPUs"),
     (["pirate", "--llc", "32M", "--sizes", "0", "--", "/bin/true"], "--sizes has only 0 (the baseline"),
