@@ -229,3 +229,35 @@ def test_a_perf_stat_file_cut_at_a_line_end_says_which_run_is_short(tmp_path, sy
     assert read_dataset(str(header_only)).notes == [
         f"header: no event after the '# started on' line {headers[-1]}: a run that perf did not count, or a file "
         "cut after it"]
+
+
+@needs_perf
+@pytest.mark.parametrize("syntax", ["-x,", "-j"])
+def test_a_perf_stat_file_cut_mid_line_then_appended_to_is_refused_at_the_cut(tmp_path, syntax):
+    """A run cut inside a line, then `perf stat --append` run again: the next run's '# started on' follows the
+    cut text on one line. Read, 'task-cl# started on ...' became an event and one run's values merged into
+    the next (exit 3, notes blaming lines 3, 8, 13); refused, naming the cut line."""
+    path = tmp_path / "cut.out"
+
+    def append():
+        subprocess.run(["perf", "stat", syntax, "-o", str(path), "--append", "-e", "page-faults,task-clock", "--",
+                        "/bin/true"], check=True)
+    for _ in range(2):
+        append()
+    text = path.read_text()
+    path.write_text(text[:text.rindex("task-clock") + len("task-cl")])
+    line = path.read_text().count("\n") + 1
+    append()
+    assert "task-cl# started on" in path.read_text()
+    result = perfctl("compare", str(path), str(path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"perfctl compare: {path}:{line}: a line cut while it was written (")
+    assert result.stderr.count("\n") == 1 and "'# started on' appended after it" in result.stderr
+
+
+def test_a_perf_stat_csv_event_with_spaces_is_not_perf_s(tmp_path):
+    """perf's event names hold no spaces and no '#': such a field is text that is not perf's layout."""
+    path = tmp_path / "odd.csv"
+    path.write_text("4.60,msec,task clock,4596560,100.00,0.330,CPUs utilized\n")
+    with pytest.raises(DatasetError, match=r"odd.csv:1: not a perf stat -x, line: event 'task clock'$"):
+        read_dataset(str(path))

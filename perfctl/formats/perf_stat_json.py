@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 
 from perfctl.formats.dataset import Dataset, DatasetError, finite, json_field, read_lines
-from perfctl.formats.perf_stat import STARTED_ON, PerfStatRuns, refuse_aggregation, refuse_intervals, refuse_repeat
+from perfctl.formats.perf_stat import (
+    STARTED_ON,
+    PerfStatRuns,
+    refuse_aggregation,
+    refuse_cut,
+    refuse_intervals,
+    refuse_repeat,
+)
 
 SYNTAX = "-j"
 # Keys perf adds when one event has several values per run (-A, --per-core, --per-socket, ...).
@@ -20,6 +27,7 @@ _AGGREGATION_KEYS = ("cpu", "core", "socket", "die", "node", "thread", "cgroup")
 def read_dataset(path: str) -> Dataset:
     runs = PerfStatRuns(path, "perf-stat-json")
     for number, line in enumerate(read_lines(path), 1):
+        refuse_cut(f"{path}:{number}", line)
         if line.startswith(STARTED_ON):
             runs.start_run(number)
         if not line.strip() or line.startswith("#"):
