@@ -261,3 +261,19 @@ def test_a_perf_stat_csv_event_with_spaces_is_not_perf_s(tmp_path):
     path.write_text("4.60,msec,task clock,4596560,100.00,0.330,CPUs utilized\n")
     with pytest.raises(DatasetError, match=r"odd.csv:1: not a perf stat -x, line: event 'task clock'$"):
         read_dataset(str(path))
+
+
+def test_nul_bytes_are_not_utf16_text(tmp_path):
+    """1000 NUL bytes were called 'UTF-16 text' (a NUL in every other byte, and in the others too); UTF-16
+    has text between its NULs. Text converted by iconv is still told, both byte orders."""
+    zeros = tmp_path / "zeros.bin"
+    zeros.write_bytes(bytes(1000))
+    _unknown(zeros, "binary data: NUL bytes only")
+    counts = tmp_path / "counts.bin"  # little-endian int32 counts: NULs in every other byte, no text between
+    counts.write_bytes(b"".join(n.to_bytes(4, "little") for n in range(1, 300)))
+    _unknown(counts, "binary data;")
+    for order in ("UTF-16LE", "UTF-16BE"):
+        text = tmp_path / f"{order}.csv"
+        text.write_bytes(subprocess.run(["iconv", "-t", order], input=b"command,mean\nsleep 1,1.0\n",
+                                        capture_output=True, check=True).stdout)
+        _unknown(text, "UTF-16 text (convert it first")
