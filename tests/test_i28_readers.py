@@ -277,3 +277,37 @@ def test_nul_bytes_are_not_utf16_text(tmp_path):
         text.write_bytes(subprocess.run(["iconv", "-t", order], input=b"command,mean\nsleep 1,1.0\n",
                                         capture_output=True, check=True).stdout)
         _unknown(text, "UTF-16 text (convert it first")
+
+
+@pytest.mark.parametrize("seconds", [1e308, 1.7e300])
+def test_a_time_too_large_for_nanoseconds_is_named(tmp_path, seconds):
+    """hyperfine times of 1e308 s are finite in s but not in ns: refused as 'non-finite value inf', a value
+    the file does not hold; the message names the value and why."""
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"results": [{"command": "x", "times": [0.1, seconds, 0.2]}]}))
+    with pytest.raises(DatasetError) as err:
+        read_dataset(str(path))
+    assert str(err.value) == (f"{path}: results[0].times[1]: {seconds!r} s is too large to be a time in ns "
+                              "(at most 1.798e+308 ns)")
+    result = perfctl("compare", str(path), str(path))
+    assert result.returncode == 2 and result.stderr == f"perfctl compare: {err.value}\n"
+
+
+def test_a_json_integer_too_long_to_convert_is_one_line(tmp_path):
+    """A 30-million-digit integer: the message told the user to call sys.set_int_max_str_digits(); it says
+    the number is too long, with its length, whether detection, the reader or perf stat -j's lines meet it."""
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"a": ' + "1" * 30_000_000 + "}")
+    long_code = tmp_path / "hyperfine.json"
+    long_code.write_text('{"results": [{"command": "x", "times": [0.1, 0.2], "exit_codes": [0, ' + "9" * 5000 + "]}]}")
+    for path, digits in ((huge, "30,000,000"), (long_code, "5,000")):
+        result = perfctl("compare", str(path), str(path))
+        assert result.returncode == 2 and result.stderr == (
+            f"perfctl compare: {path}: an integer of {digits} digits, too long to be a value (at most 4,300)\n")
+    with pytest.raises(DatasetError, match=r"hyperfine.json: an integer of 5,000 digits, too long"):
+        read_dataset(str(long_code), "hyperfine")
+    lines = tmp_path / "perf.json"
+    record = '{"counter-value" : "4.6", "unit" : "msec", "event" : "task-clock", "pcnt-running" : 100.00}\n'
+    lines.write_text(record + record.replace("100.00", "1" * 5000))
+    with pytest.raises(DatasetError, match=r"perf.json:2: an integer of 5,000 digits, too long to be a value"):
+        read_dataset(str(lines), "perf-stat-json")

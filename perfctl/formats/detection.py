@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from perfctl.formats.dataset import BOM, DatasetError
+from perfctl.formats.dataset import BOM, DatasetError, NumberTooLong, json_int
 from perfctl.formats.perf_stat import STARTED_ON
 from perfctl.formats.perf_stat_csv import is_perf_stat_line
 
@@ -104,9 +104,11 @@ def _json_format(path: str, head: bytes, text: str) -> str:
         return fmt
     try:
         with open(path, encoding="utf-8-sig") as f:
-            document = json.load(f)
+            document = json.load(f, parse_int=json_int)
     except OSError as err:
         raise DatasetError(f"{path}: {err.strerror}") from None
+    except NumberTooLong as err:
+        raise DatasetError(f"{path}: {err}") from None
     except UnicodeDecodeError:
         raise _unknown(path, "JSON-like text that is not UTF-8") from None
     except RecursionError:

@@ -19,7 +19,7 @@ The file is one benchmark, named after the file."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, stem
+from perfctl.formats.dataset import Dataset, DatasetError, finite, stem, to_ns
 
 _SCALE = {"msec": ("ns", 1e6)}
 STARTED_ON = "# started on"
@@ -90,9 +90,9 @@ class PerfStatRuns:
         if isinstance(value, str) and value.startswith("<not counted>"):
             self._bench.note(event, "perf stat printed <not counted> in some runs")
             return
+        number = finite(at, "counter-value", value, text=True)
         out_unit, scale = _SCALE.get(unit, (unit or "count", 1.0))
-        # a finite msec value can overflow once scaled to ns
-        scaled = finite(at, "counter-value", finite(at, "counter-value", value, text=True) * scale)
+        scaled = to_ns(at, "counter-value", number, unit, scale) if unit in _SCALE else number
         self._bench.add(event, scaled, out_unit, "perf-stat")
         if running is not None and running != 100:
             self._bench.note(event, f"multiplexed: counted {running:.2f}% of the time in some runs (scaled by perf)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, json_field, read_lines
+from perfctl.formats.dataset import Dataset, DatasetError, NumberTooLong, finite, json_field, json_int, read_lines
 from perfctl.formats.perf_stat import (
     STARTED_ON,
     PerfStatRuns,
@@ -34,7 +34,9 @@ def read_dataset(path: str) -> Dataset:
             continue
         at = f"{path}:{number}"  # messages name the line as perf_stat_csv's do: FILE:LINE: field
         try:
-            record = json.loads(line)
+            record = json.loads(line, parse_int=json_int)
+        except NumberTooLong as err:
+            raise DatasetError(f"{at}: {err}") from None
         except (ValueError, RecursionError):
             record = None
         if not isinstance(record, dict):
