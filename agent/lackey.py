@@ -11,7 +11,8 @@ the same bytes by one instruction) and ``I`` lines for instructions, then ``gues
 - lines of 64 bytes (line = address >> 6); an access that crosses a line boundary is one access to each
   line it touches, in address order;
 - the guest instruction count is kept, so the trace's mix (accesses per instruction) is known (StatCC);
-  a log without it ended early (a full disk, a killed run) and is refused, never modelled as complete.
+  a log without it ended early (a full disk, a killed run, or, traced live, a program that exec'd another,
+  which valgrind stops tracing at) and is refused, never modelled as complete.
 
 ``trace`` never writes the log to a file: valgrind writes it to a pipe that a thread parses as it streams
 in. A full TMPDIR cannot cut it short, nothing is left on disk, and the bytes are counted for progress and
@@ -375,5 +376,17 @@ def trace(runner: Runner, argv: list[str], control: RunControl, max_bytes: int,
                        "a shorter run)")
     try:
         return exit_, reader.parser.finish()
+    except TruncatedTrace as err:
+        if exit_.signal is None and not exit_.timed_out:
+            # The pipe cannot fill a disk, and the run was not killed: valgrind (without --trace-children)
+            # stops where the program execs another, which then runs natively, and no total is printed.
+            # Following the exec would trace the first program's accesses and the second's as one address
+            # space, so the trace is refused and the user names the program itself.
+            raise TraceFailed(f"lackey's trace of {argv[0]} ends after {reader.parser.accesses:,} data accesses "
+                              "without its 'guest instrs' total, though the run exited by itself: the program "
+                              "replaced itself with another (exec, as env, nice, exec or a wrapper script do), "
+                              "which valgrind does not trace; name the program to trace after 'cache mrc --'",
+                              exit_) from None
+        raise TraceFailed(str(err), exit_) from None
     except ValueError as err:
         raise TraceFailed(str(err), exit_) from None

@@ -20,6 +20,16 @@ The order statistics are the distribution-free intervals' (Hollander & Wolfe, No
 Methods, ch. 4.3 for the rank-sum inversion over the n m differences, ch. 3.3 for the signed-rank inversion
 over the n(n+1)/2 Walsh averages; rank_tests.py cites the same): the k-th smallest and the k-th largest,
 k the critical rank rank_tests.py computes, so the exact question is a count against k.
+
+``equivalence_tests`` decides SPARC's two one-sided equivalence tests (TOST) the same way. The band is
+closed, so their null hypotheses are S < 1 - delta and S > 1 + delta, strictly outside it; each p-value is
+the supremum over its null, reached as the tested ratio c approaches the edge from outside, where a ratio
+exactly on the edge lies on the band's side of c. The tests of x against c y (rank-sum) and of r_i - c
+(signed-rank) are therefore taken at the exact edge, comparing each ratio with it in rationals, and a
+ratio on the edge counts for the band: as a pair x_i > c y_j (x_i < c y_j) of the rank-sum, as the
+smallest difference r_i - c, on the band's side, of the signed-rank test. Scaling y by the float
+(1 - delta) made 95 against 100 a tie (p = 1) or not by rounding, and a tie read "equivalence not shown"
+beside an interval [0.950, 0.950] inside the closed band.
 """
 
 from __future__ import annotations
@@ -31,7 +41,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank
+from perfctl.analysis.rank_tests import (
+    RankSum,
+    RankTestResult,
+    _center_critical_rank,
+    _rank,
+    _shift_critical_rank,
+    wilcoxon_signed_rank,
+)
 from perfctl.analysis.verdicts import band
 
 # An end this close (relative) to a threshold is decided by counting: log-space rounding moves an end by
@@ -55,6 +72,43 @@ def settle_ends(x: np.ndarray, y: np.ndarray, low: float | None, high: float | N
     size, k = counter.size, counter.rank(level)
     return (None if low is None else _settle(low, k, counter, thresholds),
             None if high is None else _settle(high, size - k + 1, counter, thresholds))
+
+
+def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float,
+                      paired: bool) -> tuple[RankTestResult, RankTestResult]:
+    """(upper, lower): TOST's one-sided tests of H01-: S > 1 + margin ("less") and H02-: S < 1 - margin
+    ("greater") on positive samples, the band's edges exact (``band``) and a ratio on an edge counted for
+    the band (the module's docstring). Unpaired: rank-sum of x against c y, x and y in ascending order;
+    paired: signed-rank of x_i / y_i - c."""
+    lower_edge, upper_edge = band(margin)
+    if paired:
+        return (wilcoxon_signed_rank(_edge_differences(x, y, upper_edge, band_side=-1), "less"),
+                wilcoxon_signed_rank(_edge_differences(x, y, lower_edge, band_side=1), "greater"))
+    counter = _PairCounter(x, y)
+    # U = #{x_i > c y_j}: the pairs the limit from outside puts above c y (lower edge: ratios at or above
+    # it; upper edge: ratios above it). No x_i then ties with a c y_j; the ties left are each sample's own.
+    ties = np.concatenate((_rank(x)[1], _rank(y)[1]))
+    n, m = len(x), len(y)
+    upper = RankSum(float(counter.size - counter.count(upper_edge, strict=False)), ties, n, m)
+    lower = RankSum(float(counter.size - counter.count(lower_edge, strict=True)), ties, n, m)
+    return upper.test("less"), lower.test("greater")
+
+
+# The magnitude given to a difference r_i - c of exactly 0 (a ratio on the edge): below every other |r_i - c|
+# (rationals with 53-bit terms near 1 differ by far more), so it takes the smallest rank, as c's limit does.
+ON_EDGE = math.ulp(0.0)
+
+
+def _edge_differences(x: np.ndarray, y: np.ndarray, edge: Fraction, band_side: int) -> np.ndarray:
+    """r_i - edge, r_i = x_i / y_i, each with its exact sign: correctly rounded from rationals where the
+    float difference is within NEAR of the edge (it may be 0 or of the wrong sign there), and a ratio on
+    the edge an infinitesimal toward the band (``band_side``: +1 above the edge, -1 below)."""
+    ratios = x / y
+    differences = ratios - float(edge)
+    for i in np.flatnonzero(np.abs(differences) <= NEAR * float(edge)):
+        exact = Fraction(float(x[i])) / Fraction(float(y[i])) - edge
+        differences[i] = float(exact) if exact else band_side * ON_EDGE
+    return differences
 
 
 def _near(end: float, threshold: Fraction) -> bool:

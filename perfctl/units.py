@@ -28,6 +28,8 @@ def time_ns(value: float) -> str:
     for scale, suffix in _TIME_STEPS:
         if abs(value) >= scale:
             return f"{value / scale:.3f} {suffix}"
+    if abs(value) < 1:  # below a nanosecond (a file's 1e-300 s): its significant digits, never "0 ns"
+        return f"{value:.4g} ns"
     return f"{value:.0f} ns"
 
 
@@ -39,6 +41,8 @@ def count(value: float) -> str:
         return f"{value:.4g}"
     if float(value).is_integer():
         return f"{int(value):,}"
+    if abs(value) < 0.01:  # a fraction two decimals would print as 0.00: its significant digits
+        return f"{value:.4g}"
     return f"{value:,.2f}"
 
 
@@ -56,19 +60,32 @@ def ratio(value: float | None, low: float | None = None, high: float | None = No
     if _missing(value):
         return "-"
     if low is None and high is None:
-        return f"{value:.{RATIO_DECIMALS}f}×"
+        return f"{_ratio_text(value, RATIO_DECIMALS)}×"
     low_text, high_text, decimals = _ratio_ends(low, high, margin)
-    return f"{value:.{decimals}f}× [{low_text}, {high_text}]"
+    return f"{_ratio_text(value, decimals)}× [{low_text}, {high_text}]"
 
 
 # the decimals of a ratio, unless an interval's end needs more to read as its value reads
 RATIO_DECIMALS = 3
 _MOST_DECIMALS = 1100  # a float's exact decimal expansion is never longer (2^-1074)
+# Ratios from 0.1 up to a million print with fixed decimals (three significant digits at least, seven
+# integer digits at most); beyond, in scientific notation with as many digits after the point: 2 ms
+# against 1e-300 s is 7.892e+297, not 298 digits, 2^64 against 1 is not 20 digits of which the last five
+# are exp(log)'s rounding, and a ratio of 5e-324 is 4.941e-324, not 0.000.
+_FIXED_RATIOS = (0.1, 1e6)
+
+
+def _ratio_text(value: float, decimals: int) -> str:
+    """``value`` with ``decimals`` digits after the point, fixed or scientific (``_FIXED_RATIOS``)."""
+    if value == 0 or _FIXED_RATIOS[0] <= abs(value) < _FIXED_RATIOS[1]:
+        return f"{value:.{decimals}f}"
+    return f"{value:.{decimals}e}"
 
 
 def ratio_ends(low: float | None, high: float | None, margin: float | None = None,
                decimals: int = RATIO_DECIMALS) -> tuple[str, str]:
-    """The ends of an A/B interval as printed, with the fewest decimals (at least three, the same for both)
+    """The ends of an A/B interval as printed, with the fewest decimals (at least three, the same for both;
+    scientific notation outside [0.1, 10^6), the decimals then those of its mantissa)
     at which each printed end lies on the same side of 1, and of each edge of [1 - margin, 1 + margin],
     as its value: the relations a verdict is read from (analysis/verdicts.py: low >= 1 - margin, low > 1,
     low > 1 + margin; high <= 1 + margin, high < 1, high < 1 - margin). So [0.937, 0.99996] is never
@@ -82,7 +99,7 @@ def ratio_ends(low: float | None, high: float | None, margin: float | None = Non
 def _ratio_ends(low, high, margin, fewest: int = RATIO_DECIMALS) -> tuple[str, str, int]:
     edges = band(margin) if margin is not None else None
     for decimals in range(fewest, _MOST_DECIMALS):
-        texts = [None if _missing(end) else f"{end:.{decimals}f}" for end in (low, high)]
+        texts = [None if _missing(end) else _ratio_text(end, decimals) for end in (low, high)]
         if all(text is None or _sides(Fraction(text), is_low, edges) == _sides(Fraction(end), is_low, edges)
                for text, end, is_low in zip(texts, (low, high), (True, False))):
             break

@@ -135,7 +135,7 @@ def _hyperfine(command):
     ({"benchmarks": [{"metadata": {"unit": []}, "runs": [{"values": [0.1]}]}]}, "metadata.unit"),
     ({"benchmarks": [{"runs": [[0.1]]}]}, "runs[0]"),
     ({"benchmarks": [{"runs": [{"values": "0.1"}]}]}, "runs[0].values"),
-    ({"benchmarks": [{"runs": [{"values": [1e308, 1e308]}]}]}, "non-finite"),
+    ({"benchmarks": [{"runs": [{"values": [1e308, 1e308]}]}]}, "1e+308 second is too large to be a time in ns"),
 ])
 def test_json_exports_with_wrong_types_are_one_line(tmp_path, document, field):
     path = tmp_path / "export.json"

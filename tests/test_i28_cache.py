@@ -159,3 +159,15 @@ def test_a_traced_run_ended_by_a_signal_is_said_in_words(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "the traced run ended by signal 11 (SIGSEGV); modelling what it did before" in result.stderr
     assert "ended signal" not in result.stderr
+
+
+@pytest.mark.parametrize("wrapper", [["env"], ["sh", "-c", 'exec "$0" "$1"']])
+def test_a_program_that_execs_another_is_said_to_have_done_so(tmp_path, wrapper):
+    """`cache mrc -- env spin`: env execs spin, valgrind stops tracing there and prints no total, and the
+    message called the trace 'truncated (a full disk or a killed run)'; it says the program exec'd another."""
+    result = perfctl("cache", "mrc", "--sizes", "4K", "--", *wrapper, str(EXAMPLE_BIN / "spin"), "0.001",
+                     timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert "full disk" not in result.stderr and "killed" not in result.stderr
+    assert "though the run exited by itself: the program replaced itself with another (exec" in result.stderr
+    assert result.stderr.count("\n") == 2  # the "tracing ..." line and the one error line

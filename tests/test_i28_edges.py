@@ -18,7 +18,8 @@ from rich.console import Console
 from perfctl import units
 from perfctl.analysis.ab import Settlement
 from perfctl.analysis.compare import Parameters, compare
-from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank
+from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank, mann_whitney, wilcoxon_signed_rank
+from perfctl.analysis.ratio_edges import equivalence_tests
 from perfctl.analysis.sparc import ratio_interval, sparc_tests
 from perfctl.analysis.verdicts import Relevance, band, beyond, read_off
 from perfctl.pairing import CompareContext
@@ -145,6 +146,68 @@ def test_exact_ends_stay_fast_where_every_ratio_is_on_a_threshold():
     edge = ratio_interval(np.full(20000, 95.0), np.full(20000, 100.0), 0.95, margin=0.05)
     assert read_off(*edge, 0.05) == (True, True) and beyond(*edge, 0.05) is None
     assert time.perf_counter() - started < 20
+
+
+@pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize("a, margin", [(95, "0.05"), (105, "0.05"), (97, "0.03"), (90, "0.1")])
+def test_sparc_family_on_the_band_edge_agrees_with_its_margin_column(tmp_path, measured, a, margin, paired):
+    """--family sparc, constant 95 against 100 at margin 0.05: the TOST tied every run with the edge (p = 1)
+    and printed 'relevant difference inside', exit 3, beside [0.950, 0.950]. The band is closed: trivial
+    difference, inside, exit 0, as the default family says."""
+    file_a = _write(tmp_path / "a.jsonl", measured, [a] * 6)
+    file_b = _write(tmp_path / "b.jsonl", measured, [100] * 6)
+    result = perfctl("compare", file_a, file_b, "--metric", "page-faults", "--margin", margin, "--family", "sparc",
+                     *(["--paired"] if paired else []))
+    row = _row(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "trivial difference" in row and row.rstrip().endswith("inside"), row
+
+
+def _closed_band_statistics(x, y, margin, paired):
+    """The TOST statistics of the closed band in rationals: unpaired, U = #{x_i / y_j > 1 + margin} and
+    #{x_i / y_j >= 1 - margin}; paired, W+ of r_i - c, a ratio on the edge the smallest difference, toward
+    the band (the limit of c from outside)."""
+    lower_edge, upper_edge = band(margin)
+    if not paired:
+        ratios = [Fraction(a) / Fraction(b) for a in x for b in y]
+        return float(sum(r > upper_edge for r in ratios)), float(sum(r >= lower_edge for r in ratios))
+    ratios = [Fraction(a) / Fraction(b) for a, b in zip(x, y)]
+
+    def w_plus(edge, toward):
+        keyed = [(abs(r - edge), (r - edge) or toward) for r in ratios]
+        magnitudes = sorted(k for k, _ in keyed)
+        rank = {v: (magnitudes.index(v) + 1 + len(magnitudes) - magnitudes[::-1].index(v)) / 2 for v in magnitudes}
+        return float(sum(rank[k] for k, sign in keyed if sign > 0))
+    return w_plus(upper_edge, -1), w_plus(lower_edge, 1)
+
+
+def test_sparc_equivalence_tests_count_the_closed_band_exactly():
+    """Counts on and one count off the edges (x = round(edge * y)), margins whose decimal is not a binary
+    float: the TOST statistics are the closed band's, counted in rationals; and continuous data give the
+    p-values of the float-scaled tests (c y, r_i - c) they had."""
+    rng = np.random.default_rng(12)
+    for _ in range(300):
+        margin = float(rng.choice([0.05, 0.03, 0.1, 0.01, 0.2, 0.001]))
+        paired = bool(rng.integers(0, 2))
+        n = int(rng.integers(2, 10))
+        m = n if paired else int(rng.integers(2, 10))
+        base = int(rng.choice([100, 1000, 952, 10**9, 10**15]))
+        edge = float(rng.choice([1 - margin, 1 + margin]))
+        y = rng.choice([base, base * 2, base * 3], m).astype(float)
+        x = np.array([round(v * edge) for v in (y if paired else rng.choice(y, n))], dtype=float)
+        x = x + rng.integers(-1, 2, n) * (rng.random(n) < 0.3)
+        tests_x, tests_y = (x, y) if paired else (np.sort(x), np.sort(y))
+        upper, lower = equivalence_tests(tests_x, tests_y, margin, paired)
+        assert (upper.statistic, lower.statistic) == _closed_band_statistics(x, y, margin, paired), (x, y, margin)
+    for paired in (False, True):
+        x, y = rng.lognormal(0, 0.05, 20), rng.lognormal(0, 0.05, 20)
+        tests = sparc_tests(x, y, 0.05, paired=paired)
+        if paired:
+            before = (wilcoxon_signed_rank(x / y - 1.05, "less"), wilcoxon_signed_rank(x / y - 0.95, "greater"))
+        else:
+            xs, ys = np.sort(x), np.sort(y)
+            before = (mann_whitney(xs, 1.05 * ys, "less"), mann_whitney(xs, 0.95 * ys, "greater"))
+        assert (tests.upper_pvalue, tests.lower_pvalue) == (before[0].pvalue, before[1].pvalue)
 
 
 def test_margin_too_small_to_tell_from_one_is_refused(tmp_path, measured):
@@ -375,3 +438,24 @@ def test_log_scales_take_zero_and_overflowing_spans():
     scale = svg.Scale(1e-300, 1e300, 0, 100, log=True)
     assert scale(0.0) <= scale(1e-300) == 0 and scale(1.0) == pytest.approx(50)
     assert 100 <= scale(math.inf) < 102 and scale(math.nan) == pytest.approx(50)
+
+
+def test_ratios_and_quantities_far_from_one_print_their_significant_digits(tmp_path):
+    """2 ms against 1e-300 s printed a 298-digit ratio and 'median B 0 ns'; 2^64 against 1 printed
+    18446744073709524992.000× (exp(log)'s last digits); a ratio of 5e-324 printed 0.000× [0.000, 0.000]."""
+    base = _hyperfine(tmp_path / "base.json", [2e-3 * (1 + i * 1e-3) for i in range(10)])
+    tiny = _hyperfine(tmp_path / "tiny.json", [1e-300 * (1 + i * 1e-3) for i in range(10)])
+    result = perfctl("compare", base, tiny)
+    row = next(line for line in result.stdout.splitlines() if line.startswith("bench "))
+    assert re.search(r" 1\.00\de-291 ns +\d\.\d{3}e\+297× \[\d\.\d{3}e\+297, \d\.\d{3}e\+297\] ", row), row
+    assert max(len(line) for line in result.stdout.splitlines()) < 200
+    assert units.ratio(2.0**64 * (1 - 2**-50), 2.0**64 * (1 - 2**-50), 2.0**64, 0.05) == \
+        "1.845e+19× [1.845e+19, 1.845e+19]"
+    assert units.ratio(5e-324, 5e-324, 1e-320, 0.05) == "4.941e-324× [4.941e-324, 1.000e-320]"
+    assert units.ratio(1e-7) == "1.000e-07×" and units.ratio(123456.789) == "123456.789×"
+    # scientific ends still read as their values against the band: at margin 0.9999999 its edge is 1/10^7,
+    # and the float 1e-7 lies below it (9.99999999999999954748e-08): "1.000e-07" would print it on the edge
+    assert units.ratio_ends(9e-8, 1e-7, 0.9999999) == ("8.9999999999999999e-08", "9.9999999999999995e-08")
+    assert units.ratio_ends(9e-8, 1.0000000000000002e-7, 0.9999999) == ("9.000e-08", "1.000e-07")
+    assert units.quantity(1e-300, "s") == "1e-291 ns" and units.quantity(0.25, "ns") == "0.25 ns"
+    assert units.count(1e-300) == "1e-300" and units.count(0.5) == "0.50"

@@ -229,3 +229,85 @@ def test_a_perf_stat_file_cut_at_a_line_end_says_which_run_is_short(tmp_path, sy
     assert read_dataset(str(header_only)).notes == [
         f"header: no event after the '# started on' line {headers[-1]}: a run that perf did not count, or a file "
         "cut after it"]
+
+
+@needs_perf
+@pytest.mark.parametrize("syntax", ["-x,", "-j"])
+def test_a_perf_stat_file_cut_mid_line_then_appended_to_is_refused_at_the_cut(tmp_path, syntax):
+    """A run cut inside a line, then `perf stat --append` run again: the next run's '# started on' follows the
+    cut text on one line. Read, 'task-cl# started on ...' became an event and one run's values merged into
+    the next (exit 3, notes blaming lines 3, 8, 13); refused, naming the cut line."""
+    path = tmp_path / "cut.out"
+
+    def append():
+        subprocess.run(["perf", "stat", syntax, "-o", str(path), "--append", "-e", "page-faults,task-clock", "--",
+                        "/bin/true"], check=True)
+    for _ in range(2):
+        append()
+    text = path.read_text()
+    path.write_text(text[:text.rindex("task-clock") + len("task-cl")])
+    line = path.read_text().count("\n") + 1
+    append()
+    assert "task-cl# started on" in path.read_text()
+    result = perfctl("compare", str(path), str(path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(f"perfctl compare: {path}:{line}: a line cut while it was written (")
+    assert result.stderr.count("\n") == 1 and "'# started on' appended after it" in result.stderr
+
+
+def test_a_perf_stat_csv_event_with_spaces_is_not_perf_s(tmp_path):
+    """perf's event names hold no spaces and no '#': such a field is text that is not perf's layout."""
+    path = tmp_path / "odd.csv"
+    path.write_text("4.60,msec,task clock,4596560,100.00,0.330,CPUs utilized\n")
+    with pytest.raises(DatasetError, match=r"odd.csv:1: not a perf stat -x, line: event 'task clock'$"):
+        read_dataset(str(path))
+
+
+def test_nul_bytes_are_not_utf16_text(tmp_path):
+    """1000 NUL bytes were called 'UTF-16 text' (a NUL in every other byte, and in the others too); UTF-16
+    has text between its NULs. Text converted by iconv is still told, both byte orders."""
+    zeros = tmp_path / "zeros.bin"
+    zeros.write_bytes(bytes(1000))
+    _unknown(zeros, "binary data: NUL bytes only")
+    counts = tmp_path / "counts.bin"  # little-endian int32 counts: NULs in every other byte, no text between
+    counts.write_bytes(b"".join(n.to_bytes(4, "little") for n in range(1, 300)))
+    _unknown(counts, "binary data;")
+    for order in ("UTF-16LE", "UTF-16BE"):
+        text = tmp_path / f"{order}.csv"
+        text.write_bytes(subprocess.run(["iconv", "-t", order], input=b"command,mean\nsleep 1,1.0\n",
+                                        capture_output=True, check=True).stdout)
+        _unknown(text, "UTF-16 text (convert it first")
+
+
+@pytest.mark.parametrize("seconds", [1e308, 1.7e300])
+def test_a_time_too_large_for_nanoseconds_is_named(tmp_path, seconds):
+    """hyperfine times of 1e308 s are finite in s but not in ns: refused as 'non-finite value inf', a value
+    the file does not hold; the message names the value and why."""
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"results": [{"command": "x", "times": [0.1, seconds, 0.2]}]}))
+    with pytest.raises(DatasetError) as err:
+        read_dataset(str(path))
+    assert str(err.value) == (f"{path}: results[0].times[1]: {seconds!r} s is too large to be a time in ns "
+                              "(at most 1.798e+308 ns)")
+    result = perfctl("compare", str(path), str(path))
+    assert result.returncode == 2 and result.stderr == f"perfctl compare: {err.value}\n"
+
+
+def test_a_json_integer_too_long_to_convert_is_one_line(tmp_path):
+    """A 30-million-digit integer: the message told the user to call sys.set_int_max_str_digits(); it says
+    the number is too long, with its length, whether detection, the reader or perf stat -j's lines meet it."""
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"a": ' + "1" * 30_000_000 + "}")
+    long_code = tmp_path / "hyperfine.json"
+    long_code.write_text('{"results": [{"command": "x", "times": [0.1, 0.2], "exit_codes": [0, ' + "9" * 5000 + "]}]}")
+    for path, digits in ((huge, "30,000,000"), (long_code, "5,000")):
+        result = perfctl("compare", str(path), str(path))
+        assert result.returncode == 2 and result.stderr == (
+            f"perfctl compare: {path}: an integer of {digits} digits, too long to be a value (at most 4,300)\n")
+    with pytest.raises(DatasetError, match=r"hyperfine.json: an integer of 5,000 digits, too long"):
+        read_dataset(str(long_code), "hyperfine")
+    lines = tmp_path / "perf.json"
+    record = '{"counter-value" : "4.6", "unit" : "msec", "event" : "task-clock", "pcnt-running" : 100.00}\n'
+    lines.write_text(record + record.replace("100.00", "1" * 5000))
+    with pytest.raises(DatasetError, match=r"perf.json:2: an integer of 5,000 digits, too long to be a value"):
+        read_dataset(str(lines), "perf-stat-json")

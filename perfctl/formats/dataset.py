@@ -5,7 +5,9 @@ this module, never the package, so that the package can dispatch to them without
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -226,12 +228,28 @@ def unmix(dataset: Dataset, pool: bool = False) -> Dataset:
     return dataset
 
 
+class NumberTooLong(ValueError):
+    """A JSON integer with more digits than Python converts (``json_int``)."""
+
+
+def json_int(digits: str) -> int:
+    """``parse_int`` for the JSON readers: Python refuses to convert an integer of more than
+    sys.get_int_max_str_digits() digits (4300) with advice to raise that limit, which a user of perfctl
+    cannot take; no counter has such a value, so it is refused as too long, with its length."""
+    limit = sys.get_int_max_str_digits()
+    if limit and len(digits) > limit:
+        raise NumberTooLong(f"an integer of {len(digits):,} digits, too long to be a value (at most {limit:,})")
+    return int(digits)
+
+
 def load_json(path: str, what: str):
     try:
         with open(path, encoding="utf-8-sig") as f:
-            return json.load(f)
+            return json.load(f, parse_int=json_int)
     except OSError as err:
         raise DatasetError(f"{path}: {err.strerror}") from None
+    except NumberTooLong as err:
+        raise DatasetError(f"{path}: {err}") from None
     except ValueError as err:
         raise DatasetError(f"{path}: not valid JSON ({what}): {err}") from None
     except RecursionError:
@@ -279,6 +297,17 @@ def finite(path: str, where: str, value, text: bool = False) -> float:
         raise DatasetError(f"{path}: {where}: not a number: {value!r}") from None
     if number != number or number in (float("inf"), float("-inf")):
         raise DatasetError(f"{path}: {where}: non-finite value {value!r}")
+    return number
+
+
+def to_ns(path: str, where: str, value: float, unit: str, ns_per_unit: float) -> float:
+    """A finite time ``value`` in ``unit`` as nanoseconds, the unit perfctl keeps times in; the one owner of
+    that conversion for the readers. A time finite in its unit can pass the largest float in ns (1e308 s):
+    refused naming the value, rather than as the infinity the product is."""
+    number = value * ns_per_unit
+    if not math.isfinite(number):
+        raise DatasetError(f"{path}: {where}: {value!r} {unit} is too large to be a time in ns (at most "
+                           f"{sys.float_info.max:.4g} ns)")
     return number
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from perfctl.formats.dataset import BOM, DatasetError
+from perfctl.formats.dataset import BOM, DatasetError, NumberTooLong, json_int
 from perfctl.formats.perf_stat import STARTED_ON
 from perfctl.formats.perf_stat_csv import is_perf_stat_line
 
@@ -77,11 +77,20 @@ def _binary(head: bytes) -> str | None:
             return f"{encoding} text (convert it first: iconv -f {encoding} -t UTF-8 FILE)"
     if b"\x00" not in head:
         return None
-    # ASCII written as UTF-16 without a byte order mark (iconv -t UTF-16LE): a NUL beside every character
+    if not head.strip(b"\x00"):  # nothing but NULs: space allocated and never written, no text in either half
+        return "binary data: NUL bytes only"
+    # ASCII written as UTF-16 without a byte order mark (iconv -t UTF-16LE): a NUL beside every character,
+    # and the characters between them text
     pairs = len(head) // 2
-    if pairs and max(head[0::2][:pairs].count(0), head[1::2][:pairs].count(0)) >= 0.9 * pairs:
-        return "UTF-16 text (convert it first: iconv -f UTF-16LE -t UTF-8 FILE, or UTF-16BE)"
+    for zeros, characters in ((head[0::2][:pairs], head[1::2][:pairs]), (head[1::2][:pairs], head[0::2][:pairs])):
+        if pairs and zeros.count(0) >= 0.9 * pairs and _text_bytes(characters) >= 0.9 * pairs:
+            return "UTF-16 text (convert it first: iconv -f UTF-16LE -t UTF-8 FILE, or UTF-16BE)"
     return "binary data"
+
+
+def _text_bytes(characters: bytes) -> int:
+    """How many of ``characters`` are printable ASCII or whitespace."""
+    return sum(32 <= c < 127 or c in b"\t\n\r" for c in characters)
 
 
 def _json_format(path: str, head: bytes, text: str) -> str:
@@ -95,9 +104,11 @@ def _json_format(path: str, head: bytes, text: str) -> str:
         return fmt
     try:
         with open(path, encoding="utf-8-sig") as f:
-            document = json.load(f)
+            document = json.load(f, parse_int=json_int)
     except OSError as err:
         raise DatasetError(f"{path}: {err.strerror}") from None
+    except NumberTooLong as err:
+        raise DatasetError(f"{path}: {err}") from None
     except UnicodeDecodeError:
         raise _unknown(path, "JSON-like text that is not UTF-8") from None
     except RecursionError:

@@ -28,6 +28,7 @@ from perfctl.formats.dataset import (
     json_field,
     json_kind,
     json_list,
+    to_ns,
     type_problem,
 )
 
@@ -73,8 +74,7 @@ def read_dataset(path: str) -> Dataset:
             value = finite(path, field_where, json_field(path, field_where, entry, key, (int, float), "a number"))
             if value < 0:
                 raise DatasetError(f"{path}: {field_where}: negative time {value!r}")
-            # a finite time can overflow once scaled to ns
-            bench.add(metric, finite(path, field_where, value * _TO_NS[unit]), "ns", "google-benchmark")
+            bench.add(metric, to_ns(path, field_where, value, unit, _TO_NS[unit]), "ns", "google-benchmark")
             bench.note(metric, _NOTE)
         for key, value in entry.items():
             if key not in _STANDARD_FIELDS and not type_problem(value, (int, float), "a number"):

@@ -19,6 +19,7 @@ from perfctl.formats.dataset import (
     json_field,
     json_kind,
     json_list,
+    to_ns,
 )
 
 
@@ -43,7 +44,7 @@ def read_dataset(path: str) -> Dataset:
         failed = 0
         for run, (seconds, code) in enumerate(zip(times, codes)):
             where = f"results[{index}].times[{run}]"
-            value = finite(path, where, finite(path, where, seconds) * 1e9)  # a finite time can overflow in ns
+            value = to_ns(path, where, finite(path, where, seconds), "s", 1e9)
             if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
                 raise DatasetError(f"{path}: results[{index}].exit_codes[{run}]: expected an integer, got "
                                    f"{json_kind(code)}")

@@ -8,6 +8,9 @@ percentage, and hand them to :class:`PerfStatRuns`, the one owner of the rest:
   event repeats.
 - Values. ``<not supported>`` and ``<not counted>`` are noted, never read as 0; msec values (task-clock,
   cpu-clock) are converted to ns; a value that is not a finite number, as written or once scaled, is refused.
+- Cuts. A run cut while written (a full disk, a killed perf stat) and then appended to ends in a line
+  with the next run's ``# started on`` after its text: refused, naming that line (``refuse_cut``); read,
+  the cut text became an event name and the two runs' values one run.
 - Multiplexing. A counter that ran less than 100% of the time was scaled by perf: noted.
 - Output that is not one value per event and run is refused, each with the option that made it: ``-r``
   (a mean over runs), ``-I`` (intervals of one run), ``-A`` and ``--per-*`` (a value per CPU, core, ...).
@@ -16,10 +19,20 @@ The file is one benchmark, named after the file."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, stem
+from perfctl.formats.dataset import Dataset, DatasetError, finite, stem, to_ns
 
 _SCALE = {"msec": ("ns", 1e6)}
 STARTED_ON = "# started on"
+
+
+def refuse_cut(at: str, line: str) -> None:
+    """Refuse a line holding perf's ``# started on`` after other text: perf writes that line whole, at a line
+    start, so the text before it is a line cut while written, and the line after it another run appended."""
+    where = line.find(STARTED_ON)
+    if where > 0:
+        raise DatasetError(f"{at}: a line cut while it was written ({line[:where][-40:]!r}), then the next run's "
+                           "'# started on' appended after it (perf stat --append): the cut run is incomplete; "
+                           "remove its lines or record it again")
 
 
 def refuse_repeat(at: str, syntax: str, spread: str) -> DatasetError:
@@ -77,9 +90,9 @@ class PerfStatRuns:
         if isinstance(value, str) and value.startswith("<not counted>"):
             self._bench.note(event, "perf stat printed <not counted> in some runs")
             return
+        number = finite(at, "counter-value", value, text=True)
         out_unit, scale = _SCALE.get(unit, (unit or "count", 1.0))
-        # a finite msec value can overflow once scaled to ns
-        scaled = finite(at, "counter-value", finite(at, "counter-value", value, text=True) * scale)
+        scaled = to_ns(at, "counter-value", number, unit, scale) if unit in _SCALE else number
         self._bench.add(event, scaled, out_unit, "perf-stat")
         if running is not None and running != 100:
             self._bench.note(event, f"multiplexed: counted {running:.2f}% of the time in some runs (scaled by perf)")

@@ -8,7 +8,14 @@ value) are refused."""
 from __future__ import annotations
 
 from perfctl.formats.dataset import Dataset, DatasetError, finite, read_lines
-from perfctl.formats.perf_stat import STARTED_ON, PerfStatRuns, refuse_aggregation, refuse_intervals, refuse_repeat
+from perfctl.formats.perf_stat import (
+    STARTED_ON,
+    PerfStatRuns,
+    refuse_aggregation,
+    refuse_cut,
+    refuse_intervals,
+    refuse_repeat,
+)
 
 SYNTAX = "-x,"
 
@@ -16,6 +23,7 @@ SYNTAX = "-x,"
 def read_dataset(path: str) -> Dataset:
     runs = PerfStatRuns(path, "perf-stat")
     for number, line in enumerate(read_lines(path), 1):
+        refuse_cut(f"{path}:{number}", line)
         if line.startswith(STARTED_ON):
             runs.start_run(number)
         if not line.strip() or line.startswith("#"):
@@ -31,6 +39,8 @@ def read_dataset(path: str) -> Dataset:
             if _is_value(fields[0]):
                 raise refuse_intervals(at, SYNTAX)
             raise refuse_aggregation(at, f"{fields[0][:40]!r}: per-CPU, per-core or per-thread")
+        if any(c.isspace() or c == "#" for c in fields[2]):  # perf's event names hold neither
+            raise DatasetError(f"{at}: not a perf stat -x, line: event {fields[2][:60]!r}")
         if len(fields) > 3 and fields[3].endswith("%"):
             raise refuse_repeat(at, SYNTAX, "spread")
         running = finite(at, "pcnt-running", fields[4], text=True) if len(fields) > 4 and fields[4] else None

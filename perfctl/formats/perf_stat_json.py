@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import json
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, json_field, read_lines
-from perfctl.formats.perf_stat import STARTED_ON, PerfStatRuns, refuse_aggregation, refuse_intervals, refuse_repeat
+from perfctl.formats.dataset import Dataset, DatasetError, NumberTooLong, finite, json_field, json_int, read_lines
+from perfctl.formats.perf_stat import (
+    STARTED_ON,
+    PerfStatRuns,
+    refuse_aggregation,
+    refuse_cut,
+    refuse_intervals,
+    refuse_repeat,
+)
 
 SYNTAX = "-j"
 # Keys perf adds when one event has several values per run (-A, --per-core, --per-socket, ...).
@@ -20,13 +27,16 @@ _AGGREGATION_KEYS = ("cpu", "core", "socket", "die", "node", "thread", "cgroup")
 def read_dataset(path: str) -> Dataset:
     runs = PerfStatRuns(path, "perf-stat-json")
     for number, line in enumerate(read_lines(path), 1):
+        refuse_cut(f"{path}:{number}", line)
         if line.startswith(STARTED_ON):
             runs.start_run(number)
         if not line.strip() or line.startswith("#"):
             continue
         at = f"{path}:{number}"  # messages name the line as perf_stat_csv's do: FILE:LINE: field
         try:
-            record = json.loads(line)
+            record = json.loads(line, parse_int=json_int)
+        except NumberTooLong as err:
+            raise DatasetError(f"{at}: {err}") from None
         except (ValueError, RecursionError):
             record = None
         if not isinstance(record, dict):

@@ -6,6 +6,7 @@ gives the benchmark's first and last start on the clock of its "hostname", when 
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from perfctl.formats.dataset import (
@@ -18,6 +19,7 @@ from perfctl.formats.dataset import (
     json_kind,
     load_json,
     stem,
+    to_ns,
 )
 
 _SCALE = {"second": 1e9}
@@ -50,8 +52,11 @@ def read_dataset(path: str) -> Dataset:
             if not values:
                 continue
             numbers = [finite(path, f"{where}.runs[{run_index}].values", v) for v in values]
-            # finite values can still sum or scale past the largest float
-            mean = finite(path, f"{where}.runs[{run_index}].values", sum(numbers) / len(numbers) * scale)
+            mean = sum(numbers) / len(numbers)
+            if not math.isfinite(mean):  # finite values summed past the largest float: their mean is not
+                mean = sum(number / len(numbers) for number in numbers)
+            if scale != 1.0:
+                mean = to_ns(path, f"{where}.runs[{run_index}].values", mean, unit, scale)
             bench.add(metric, mean, out_unit, "pyperf")
             kept += 1
             bench.started(*_start(run, metadata))

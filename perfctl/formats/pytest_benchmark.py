@@ -18,6 +18,7 @@ from perfctl.formats.dataset import (
     json_field,
     json_kind,
     json_list,
+    to_ns,
 )
 
 _NOTE = "pytest-benchmark rounds within one process: each run is one round's time per iteration"
@@ -49,7 +50,7 @@ def read_dataset(path: str) -> Dataset:
             value = finite(path, round_where, seconds)
             if value < 0:
                 raise DatasetError(f"{path}: {round_where}: negative time {value!r}")
-            bench.add(WALL_TIME, finite(path, round_where, value * 1e9), "ns", "pytest-benchmark")
+            bench.add(WALL_TIME, to_ns(path, round_where, value, "s", 1e9), "ns", "pytest-benchmark")
         bench.note(WALL_TIME, _NOTE)
         from_entry(bench, f"pytest-benchmark {where}", len(rounds))  # one name twice: two tests (unmix)
     return dataset
