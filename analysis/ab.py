@@ -275,7 +275,7 @@ class SequentialComparison:
     @property
     def settled(self) -> bool:
         """settlement().settled, without building it (what ab asks after every round)."""
-        if not self.alike or len(self._sorted) < self.min_rounds:
+        if not self.alike or not self._sorted or len(self._sorted) < self.min_rounds:
             return False
         return settles(*self._sequence(), self.margin)
 

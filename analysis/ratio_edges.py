@@ -53,9 +53,9 @@ SLACK = 1e-12
 @dataclass(frozen=True)
 class Threshold:
     """1 or an edge of the band, and the floats an end near it is moved to: ``below``/``above`` the largest
-    float under it and the smallest over it; ``at_most``/``at_least`` the same allowing equality (a float
-    is exactly on it only for 1); ``on`` where an end exactly on it goes: 1.0, or the first float at or
-    inside the closed band's edge."""
+    float under it and the smallest over it; ``at_most``/``at_least`` the same allowing equality (the
+    threshold itself when it is a float: 1, or an edge of a margin such as 0.25); ``on`` where an end
+    exactly on it goes: 1.0, or the first float at or inside the closed band's edge."""
 
     value: Fraction
     below: float
