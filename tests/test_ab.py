@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from perfctl.analysis import ab as ab_stats
-from perfctl.analysis import verdicts
+from perfctl.analysis import ratio_edges, verdicts
 from perfctl.analysis.ab import SequentialComparison, settles
 from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.summary import linear_quantile
@@ -28,7 +28,7 @@ from tests.conftest import needs_tracepoints, perfctl
 
 
 def test_doctests():
-    for module in (ab_stats, ab_report, verdicts):
+    for module in (ab_stats, ab_report, verdicts, ratio_edges):
         failures, tried = doctest.testmod(module)
         assert tried > 0 and failures == 0, module.__name__
 
