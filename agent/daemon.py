@@ -239,7 +239,7 @@ class _Rounds:
         from perfctl.analysis.ab import SequentialSuite
 
         self.rule, self.order, self.values = rule, order, dict(values)
-        self.suite = SequentialSuite(commands, rule.margin, rule.confidence)
+        self.suite = SequentialSuite(commands, rule.margin, rule.confidence, rule.min_rounds)
         self.rounds = self.left_out = 0
         self._members: dict[int, list[int]] = {}
         for index, (warmup, run_index, _) in enumerate(order):
@@ -272,7 +272,7 @@ class _Rounds:
             self.rounds += 1
         else:
             self.left_out += 1
-        if self.rounds >= self.rule.min_rounds and not self.suite.unsettled():
+        if not self.suite.unsettled():  # settled: the suite holds min_rounds too
             return self.summary(settled=True)
         return None
 

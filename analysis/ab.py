@@ -16,9 +16,19 @@ as compare reads its verdict off an interval (analysis/sparc.py ``read_off``, Ta
 A relevant difference whose CS still crosses an edge of the band is not settled: more rounds will show it
 beyond the margin or inside it. Because the CS covers the true median at every round at once with
 probability >= 1 - alpha, stopping at the first settled round (or when the budget ends) keeps that
-guarantee. What is reported is the CS of all the rounds so far, and the estimate beside it is the median of
-the same rounds (always between the CS's order statistics: their ranks straddle the middle), so the ratio
-printed lies inside the interval printed and the verdict reads off that interval. With k commands compared
+guarantee. No verdict is settled before ``min_rounds`` rounds (ab's --min-runs): a CS that settles earlier
+is reported as it is, not settled, wherever the settlement is read (ab's table, JSON and exit code, the
+agent's --until-settled jobs, the server's replay of them). What is reported is the CS of all the rounds so
+far, and the estimate beside it is the median of the same rounds (always between the CS's order statistics:
+their ranks straddle the middle), so the ratio printed lies inside the interval printed and the verdict
+reads off that interval.
+
+The ends and the estimate are exp of order statistics of the log ratios, so each is the exact ratio a_i / b_i
+of some round give or take a few ulps; on the band's edges or 1 that would decide the verdict by rounding
+(970 page faults against 1000 with a margin of 0.03: exp(log 0.97) is below 97/100, "beyond"). Each round's
+exact ratio is therefore counted against 1 and the edges (analysis/ratio_edges.py ``RoundRatios``), and an
+end or the estimate near one of them is placed on the side its exact ratio lies (``place_end``; an end on an
+edge is inside the closed band), as compare places its intervals' ends. With k commands compared
 against the first, each CS is held at alpha / k (Bonferroni): all k cover together with probability >= 1 -
 alpha, so every verdict of the run is right together with that probability.
 
@@ -50,6 +60,7 @@ from functools import lru_cache
 
 from perfctl.analysis.alike import TIE_SEED, AlikeTest, change_point
 from perfctl.analysis.mixture import mixture_rank_pair
+from perfctl.analysis.ratio_edges import RoundRatios, place_end, rank_side
 from perfctl.analysis.summary import linear_quantile
 from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
 
@@ -65,6 +76,9 @@ T_OPT = 10
 MIN_CONFIDENCE, MAX_CONFIDENCE = 0.5, 1 - 1e-9
 # How far rounds_to_settle looks ahead, as a multiple of the rounds done.
 LOOK_AHEAD = 1000
+# A round given by its log ratio alone is taken at the ratio exp(d); beyond this exp overflows, and a ratio
+# of exp(709) lies beyond every threshold as the true one does.
+LARGEST_LOG = 709.0
 
 
 def confidence_problem(confidence) -> str | None:
@@ -94,9 +108,10 @@ class Change:
 class Settlement:
     """One comparison's state after ``rounds`` rounds: the ratio A/B (exp of the median log ratio of the
     rounds), its confidence sequence [low, high] over the same rounds (None: that end not yet bounded, or the
-    rounds not alike), the verdict read off it, whether the verdict is settled (see the module docstring),
-    and ``beyond`` ("faster"/"slower" when the CS lies beyond the margin, else None). ``alpha`` is this
-    comparison's share of the family's risk. ``change`` is None while the rounds are alike."""
+    rounds not alike), the verdict read off it, whether the verdict is settled (see the module docstring:
+    the CS settles, after at least ``min_rounds`` rounds), and ``beyond`` ("faster"/"slower" when the CS lies
+    beyond the margin, else None). ``alpha`` is this comparison's share of the family's risk. ``change`` is
+    None while the rounds are alike."""
 
     rounds: int
     ratio: float | None
@@ -110,10 +125,16 @@ class Settlement:
     alpha: float
     method: str
     change: Change | None = None
+    min_rounds: int = 1
 
     @property
     def confidence(self) -> float:
         return 1 - self.alpha
+
+    @property
+    def too_early(self) -> bool:
+        """The CS settles, but fewer than ``min_rounds`` rounds were run: not settled (what the report says)."""
+        return self.rounds < self.min_rounds and self.alike and settles(self.low, self.high, self.margin)
 
     @property
     def alike(self) -> bool:
@@ -148,17 +169,20 @@ class SequentialComparison:
     ``alpha``: the family's risk; ``comparisons``: how many commands are compared with the baseline (each
     CS is held at alpha / comparisons). ``method``: a boundary of analysis/sequential.py. ``tie_seed``: the
     seed of the alikeness test's smoothing draws (analysis/alike.py TIE_SEED; a simulation of many streams
-    gives each its own).
+    gives each its own). ``min_rounds``: no verdict is settled before that many rounds.
     """
 
     def __init__(self, margin: float = 0.05, alpha: float = 0.05, comparisons: int = 1,
-                 method: str = METHOD, t_opt: int = T_OPT, tie_seed: int = TIE_SEED):
+                 method: str = METHOD, t_opt: int = T_OPT, tie_seed: int = TIE_SEED, min_rounds: int = 1):
         if not 0 < margin < 1:
             raise ValueError(f"margin must be strictly between 0 and 1, got {margin!r}")
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
         if not (isinstance(comparisons, int) and comparisons >= 1):
             raise ValueError(f"comparisons must be a positive integer, got {comparisons!r}")
+        # 0 is a fleet job that set none: as 1, since no rounds settle nothing
+        if not (isinstance(min_rounds, int) and min_rounds >= 0):
+            raise ValueError(f"min_rounds must be a non-negative integer, got {min_rounds!r}")
         if method != METHOD:
             from perfctl.analysis.sequential import METHODS
 
@@ -166,7 +190,9 @@ class SequentialComparison:
                 raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
         self.margin, self.method, self.t_opt = float(margin), method, int(t_opt)
         self.alpha = alpha / comparisons
+        self.min_rounds = min_rounds
         self._sorted: list[float] = []
+        self._ratios = RoundRatios(self.margin)  # the rounds' exact ratios against 1 and the band's edges
         self._in_order: list[float] = []  # the same log ratios in round order: where the rounds changed
         # the running intersection of the CS (log scale); -inf/inf while an end is unbounded. Not reported:
         # only its becoming empty is (a test of alikeness, module docstring)
@@ -187,11 +213,16 @@ class SequentialComparison:
             raise ValueError(f"a round needs finite values above 0 for A and B, got {a!r} and {b!r}")
         quotient = a / b  # log of the quotient: a ratio held exactly (a == b) gives exactly 0
         # where the quotient under- or overflows, the difference of the logs
-        self.add_log_ratio(math.log(quotient) if 0 < quotient < math.inf else math.log(a) - math.log(b))
+        self._add(math.log(quotient) if 0 < quotient < math.inf else math.log(a) - math.log(b), a, b)
 
     def add_log_ratio(self, d: float) -> None:
+        """One round given by its log ratio alone (simulations): its exact ratio is taken to be exp(d)."""
         if not math.isfinite(d):  # a NaN would leave the sorted rounds out of order, and every CS after wrong
             raise ValueError(f"a round's log ratio must be finite, got {d!r}")
+        self._add(d, math.exp(min(d, LARGEST_LOG)), 1.0)
+
+    def _add(self, d: float, a: float, b: float) -> None:
+        self._ratios.add(a, b)
         bisect.insort(self._sorted, d)
         self._in_order.append(d)
         self._change = None
@@ -216,6 +247,27 @@ class SequentialComparison:
         high = self._sorted[upper - 1] if upper <= t else math.inf
         return low, high
 
+    def _sequence(self) -> tuple[float | None, float | None]:
+        """The CS of all the rounds so far as ratios (None: that end not bounded), each end on the side of 1
+        and of the band's edges its exact ratio lies (the module docstring)."""
+        t = len(self._sorted)
+        lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
+        count = self._ratios.count
+        low = place_end(math.exp(self._sorted[lower - 1]), rank_side(count, lower), self.margin) \
+            if lower >= 1 else None
+        high = place_end(math.exp(self._sorted[upper - 1]), rank_side(count, upper), self.margin) \
+            if upper <= t else None
+        return low, high
+
+    def _estimate(self) -> float | None:
+        """exp of the median log ratio, placed as the CS's ends are: it lies between them as its rounds do."""
+        t = len(self._sorted)
+        if not t:
+            return None
+        count, middle = self._ratios.count, (t + 1) // 2
+        side = rank_side(count, middle) if t % 2 else _between(rank_side(count, middle), rank_side(count, middle + 1))
+        return place_end(math.exp(_sorted_median(self._sorted)), side, self.margin)
+
     @property
     def alike(self) -> bool:
         return self.not_alike_at is None
@@ -223,12 +275,9 @@ class SequentialComparison:
     @property
     def settled(self) -> bool:
         """settlement().settled, without building it (what ab asks after every round)."""
-        if not self.alike or not self._sorted:
+        if not self.alike or not self._sorted or len(self._sorted) < self.min_rounds:
             return False
-        low, high = self._current()
-        if not (math.isfinite(low) and math.isfinite(high)):
-            return False
-        return settles(math.exp(low), math.exp(high), self.margin)
+        return settles(*self._sequence(), self.margin)
 
     def change(self) -> Change | None:
         """Where the rounds changed (None while they are alike): Pettitt's change point over the rounds so
@@ -246,38 +295,43 @@ class SequentialComparison:
 
     def settlement(self) -> Settlement:
         t = len(self._sorted)
-        ratio = math.exp(_sorted_median(self._sorted)) if t else None
-        low = high = None
-        if t and self.alike:
-            cs_low, cs_high = self._current()
-            low = math.exp(cs_low) if math.isfinite(cs_low) else None
-            high = math.exp(cs_high) if math.isfinite(cs_high) else None
-        return Settlement(rounds=t, ratio=ratio, low=low, high=high,
+        low, high = self._sequence() if t and self.alike else (None, None)
+        return Settlement(rounds=t, ratio=self._estimate(), low=low, high=high,
                           verdict=relevance(*read_off(low, high, self.margin)),
-                          beyond=beyond(low, high, self.margin), settled=settles(low, high, self.margin),
+                          beyond=beyond(low, high, self.margin),
+                          settled=t >= self.min_rounds and settles(low, high, self.margin),
                           contradicted=self.contradicted, margin=self.margin, alpha=self.alpha, method=self.method,
-                          change=self.change())
+                          change=self.change(), min_rounds=self.min_rounds)
 
     def rounds_to_settle(self) -> int | None:
         """An estimate of the rounds after which the verdict would settle, if the log ratios to come are
         distributed as those seen so far: the first t at which the CS's ranks, read off the rounds' empirical
-        distribution, settle. None when even LOOK_AHEAD times the rounds done would not (the median sits on
-        an edge of the band), when there are no rounds yet, or when the rounds are not alike."""
+        distribution, settle (and t is at least ``min_rounds``). None when even LOOK_AHEAD times the rounds
+        done would not (the median sits on an edge of the band), when there are no rounds yet, or when the
+        rounds are not alike."""
         t_now = len(self._sorted)
         if t_now == 0 or not self.alike:  # rounds not alike: more of them settle nothing
             return None
-        if self.settlement().settled:
+        if self.settled:
             return t_now
-        observed = self._sorted
+        observed, count = self._sorted, self._ratios.count
+
+        def projected(proportion: float) -> float:
+            """The empirical quantile as a ratio, placed as the CS's ends are: between the observed order
+            statistics it interpolates (one of them when the interpolation lands on it)."""
+            position = (t_now - 1) * proportion
+            index = min(math.floor(position), t_now - 1)  # 0-based: the order statistic of rank index + 1
+            side = rank_side(count, index + 1) if position == index or index == t_now - 1 else \
+                _between(rank_side(count, index + 1), rank_side(count, index + 2))
+            return place_end(math.exp(linear_quantile(observed, proportion)), side, self.margin)
 
         def settled_at(t: int) -> bool:
             lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
-            if lower < 1 or upper > t:
+            if lower < 1 or upper > t or t < self.min_rounds:
                 return False
             # the order statistics at those ranks, as proportions of the empirical distribution
-            low = linear_quantile(observed, (lower - 1) / (t - 1) if t > 1 else 0)
-            high = linear_quantile(observed, (upper - 1) / (t - 1) if t > 1 else 1)
-            return settles(math.exp(low), math.exp(high), self.margin)
+            return settles(projected((lower - 1) / (t - 1) if t > 1 else 0),
+                           projected((upper - 1) / (t - 1) if t > 1 else 1), self.margin)
 
         limit = t_now * LOOK_AHEAD
         high = t_now + 1
@@ -298,15 +352,18 @@ class SequentialComparison:
 class SequentialSuite:
     """The comparisons of one run of k commands: command 0 is the baseline, each other command i has its
     SequentialComparison against it, every one at alpha / (k - 1). What `perfctl ab`, the agent's
-    --until-settled jobs and the server's replay of such a job share."""
+    --until-settled jobs and the server's replay of such a job share. ``min_rounds``: --min-runs, the job's
+    min_rounds (no verdict settled before)."""
 
-    def __init__(self, commands: int, margin: float = 0.05, confidence: float = 0.95, **kwargs):
+    def __init__(self, commands: int, margin: float = 0.05, confidence: float = 0.95, min_rounds: int = 1,
+                 **kwargs):
         if not (isinstance(commands, int) and commands >= 2):
             raise ValueError(f"a sequential comparison needs at least 2 commands, got {commands!r}")
         problem = confidence_problem(confidence)
         if problem:
             raise ValueError(problem)
-        self.comparisons = {i: SequentialComparison(margin, 1 - confidence, commands - 1, **kwargs)
+        self.comparisons = {i: SequentialComparison(margin, 1 - confidence, commands - 1, min_rounds=min_rounds,
+                                                    **kwargs)
                             for i in range(1, commands)}
 
     def add_round(self, values: dict[int, float]) -> None:
@@ -320,11 +377,10 @@ class SequentialSuite:
     def unsettled(self) -> list[int]:
         return [i for i, comparison in self.comparisons.items() if not comparison.settled]
 
-    def undecided(self, settling: bool = True) -> list[int]:
+    def undecided(self) -> list[int]:
         """The comparisons that need more rounds: neither shown not alike (final: an alarm is not taken
-        back) nor, when ``settling`` (at or after the minimum of rounds), settled."""
-        return [i for i, comparison in self.comparisons.items()
-                if comparison.alike and not (settling and comparison.settled)]
+        back) nor settled (which needs min_rounds rounds)."""
+        return [i for i, comparison in self.comparisons.items() if comparison.alike and not comparison.settled]
 
     def settlements(self) -> dict[int, Settlement]:
         return {i: comparison.settlement() for i, comparison in self.comparisons.items()}
@@ -341,17 +397,30 @@ class Replay:
 
 
 def replay(a_values, b_values, *, label: str, metric: str, margin: float, confidence: float,
-           commands: int) -> Replay:
+           commands: int, min_rounds: int = 1) -> Replay:
     """The settlement of runs taken in rounds, a_values[i] with b_values[i] in round order, under the rule
-    of a job of ``commands`` commands: the same rounds give the agent's own decision (the running
-    intersection depends only on the rounds and their order)."""
+    of a job of ``commands`` commands and ``min_rounds``: the same rounds give the agent's own decision (the
+    running intersection depends only on the rounds and their order)."""
     if len(a_values) != len(b_values) or not len(a_values):
         raise ValueError(f"replay: need as many rounds of A as of {label}, got {len(a_values)} and {len(b_values)}")
-    suite = SequentialSuite(commands, margin, confidence)
+    suite = SequentialSuite(commands, margin, confidence, min_rounds)
     comparison = suite.comparisons[1]
     for a, b in zip(a_values, b_values):
         comparison.add(float(a), float(b))
     return Replay(label, metric, comparison.settlement())
+
+
+def _between(lower_side, upper_side):
+    """The side of a threshold t on which a value strictly between two order statistics (or equal to both,
+    when they are equal) lies, from their sides: known unless they lie on either side of t."""
+
+    def side(t):
+        below, above = lower_side(t), upper_side(t)
+        if below < 0 < above:
+            return None
+        return (below + above > 0) - (below + above < 0)
+
+    return side
 
 
 def _sorted_median(values: list[float]) -> float:

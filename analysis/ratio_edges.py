@@ -30,6 +30,12 @@ ratio on the edge counts for the band: as a pair x_i > c y_j (x_i < c y_j) of th
 smallest difference r_i - c, on the band's side, of the signed-rank test. Scaling y by the float
 (1 - delta) made 95 against 100 a tie (p = 1) or not by rounding, and a tie read "equivalence not shown"
 beside an interval [0.950, 0.950] inside the closed band.
+
+``perfctl ab``'s confidence sequence (analysis/ab.py) has the same problem and the same answer: its ends are
+exp of order statistics of the rounds' log ratios log(a_i / b_i), so ``RoundRatios`` keeps, round by round,
+how many exact ratios a_i / b_i lie below and on each threshold, and ``place_end`` moves an order statistic
+(``rank_side``) or the median (ab's estimate) onto its exact side. That part is plain Python: ab imports it at
+every start, so numpy (and rank_tests.py, which needs it) are imported only where compare's grids are built.
 """
 
 from __future__ import annotations
@@ -37,19 +43,16 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from perfctl.analysis.rank_tests import (
-    RankSum,
-    RankTestResult,
-    _center_critical_rank,
-    _rank,
-    _shift_critical_rank,
-    wilcoxon_signed_rank,
-)
 from perfctl.analysis.verdicts import band
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from perfctl.analysis.rank_tests import RankTestResult
 
 # An end this close (relative) to a threshold is decided by counting: log-space rounding moves an end by
 # about 1e-15 relative for values up to 10^300, so 1e-9 leaves a wide safety factor and is far below any
@@ -59,19 +62,125 @@ NEAR = 1e-9
 SLACK = 1e-12
 
 
+@dataclass(frozen=True)
+class Threshold:
+    """1 or an edge of the band, and the floats an end near it is moved to: ``below``/``above`` the largest
+    float under it and the smallest over it; ``at_most``/``at_least`` the same allowing equality (the
+    threshold itself when it is a float: 1, or an edge of a margin such as 0.25); ``on`` where an end
+    exactly on it goes: 1.0, or the first float at or inside the closed band's edge."""
+
+    value: Fraction
+    below: float
+    at_most: float
+    at_least: float
+    above: float
+    on: float
+
+
+@functools.lru_cache(maxsize=64)
+def thresholds(margin: float) -> tuple[Threshold, Threshold, Threshold]:
+    """The lower edge, 1 and the upper edge of [1 - margin, 1 + margin] (``verdicts.band``: exact rationals).
+
+    >>> lower, one, upper = thresholds(0.05)
+    >>> lower.on, one.on, upper.on, upper.above
+    (0.9500000000000001, 1.0, 1.0499999999999998, 1.05)
+    """
+    lower_edge, upper_edge = band(margin)
+
+    def threshold(value: Fraction, on: str) -> Threshold:
+        at_most, at_least = _below(value, inclusive=True), _above(value, inclusive=True)
+        return Threshold(value, _below(value), at_most, at_least, _above(value),
+                         {"one": 1.0, "lower": at_least, "upper": at_most}[on])
+
+    return threshold(lower_edge, "lower"), threshold(Fraction(1), "one"), threshold(upper_edge, "upper")
+
+
+def near(end: float, threshold: Threshold, within: float = NEAR) -> bool:
+    """Whether ``end`` lies within a relative ``within`` of the threshold: where floats may misplace it."""
+    return abs(end / float(threshold.value) - 1) <= within
+
+
+def place_end(end: float, side: Callable[[Fraction], int | None], margin: float) -> float:
+    """``end``, a float within a few ulps of an exact value whose side of each threshold ``side(t)`` tells
+    (-1 below t, 0 on it, 1 above; None not known: the end stays), moved to that side of each threshold it
+    is near. On a threshold it goes to ``Threshold.on``: the band is closed. Ends far from every threshold
+    are returned as they are, and ``side`` is not asked."""
+    for t in thresholds(margin):
+        if not near(end, t):
+            continue
+        where = side(t.value)
+        if where is None:
+            continue
+        if where < 0:
+            if end >= t.at_least:
+                end = t.below
+        elif where > 0:
+            if end <= t.at_most:
+                end = t.above
+        else:
+            end = t.on
+    return end
+
+
+def rank_side(count: Callable[[Fraction, bool], int], rank: int) -> Callable[[Fraction], int]:
+    """The side of a threshold t on which the rank-th smallest of some values lies, from ``count(t,
+    strict)``, how many of them are below t (at most t unless strict): below when at least ``rank`` are,
+    above when fewer than ``rank`` are at most t, else on it."""
+
+    def side(t: Fraction) -> int:
+        if count(t, True) >= rank:
+            return -1
+        if count(t, False) < rank:
+            return 1
+        return 0
+
+    return side
+
+
+class RoundRatios:
+    """How many of a sequence's exact ratios a_i / b_i lie below and on each threshold of a band, kept as
+    rounds are added (analysis/ab.py: one ratio a round). ``count(t, strict)`` answers ``rank_side`` for
+    those thresholds in O(1); a ratio is compared exactly only when its float quotient is within SLACK of a
+    threshold (the quotient is correctly rounded: elsewhere its side is the exact ratio's)."""
+
+    def __init__(self, margin: float):
+        self.margin = margin
+        self._below = {t.value: 0 for t in thresholds(margin)}
+        self._on = dict(self._below)
+
+    def add(self, a: float, b: float) -> None:
+        """One round's ratio a / b (a, b positive, b finite; a may be infinite: a ratio beyond every float)."""
+        for t in thresholds(self.margin):
+            where = ratio_side(a, b, t)
+            if where < 0:
+                self._below[t.value] += 1
+            elif where == 0:
+                self._on[t.value] += 1
+
+    def count(self, t: Fraction, strict: bool) -> int:
+        return self._below[t] + (0 if strict else self._on[t])
+
+
+def ratio_side(a: float, b: float, t: Threshold) -> int:
+    """-1, 0 or 1: the exact a / b below, on or above the threshold."""
+    quotient = a / b
+    if not near(quotient, t, SLACK):
+        return -1 if quotient < float(t.value) else 1
+    exact = Fraction(a) / Fraction(b)
+    return (exact > t.value) - (exact < t.value)
+
+
 def settle_ends(x: np.ndarray, y: np.ndarray, low: float | None, high: float | None, level: float,
                 margin: float, paired: bool) -> tuple[float | None, float | None]:
     """The interval [low, high] of A/B at ``level`` (computed by rank_tests.py from x and y, validated and
     positive; ``paired``: Walsh averages of log(x_i / y_i)), each end on the exact side of 1 and of each
     edge of [1 - margin, 1 + margin] (see the module's docstring). None ends stay None."""
-    lower_edge, upper_edge = band(margin)
-    thresholds = (lower_edge, Fraction(1), upper_edge)
-    if not any(end is not None and _near(end, t) for end in (low, high) for t in thresholds):
+    if not any(end is not None and near(end, t) for end in (low, high) for t in thresholds(margin)):
         return low, high
     counter = _WalshCounter(x, y) if paired else _PairCounter(x, y)
     size, k = counter.size, counter.rank(level)
-    return (None if low is None else _settle(low, k, counter, thresholds),
-            None if high is None else _settle(high, size - k + 1, counter, thresholds))
+    return (None if low is None else place_end(low, rank_side(counter.count, k), margin),
+            None if high is None else place_end(high, rank_side(counter.count, size - k + 1), margin))
 
 
 def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float,
@@ -80,6 +189,10 @@ def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float,
     ("greater") on positive samples, the band's edges exact (``band``) and a ratio on an edge counted for
     the band (the module's docstring). Unpaired: rank-sum of x against c y, x and y in ascending order;
     paired: signed-rank of x_i / y_i - c."""
+    import numpy as np  # here: ab imports this module without numpy (the module docstring)
+
+    from perfctl.analysis.rank_tests import RankSum, _rank, wilcoxon_signed_rank
+
     lower_edge, upper_edge = band(margin)
     if paired:
         return (wilcoxon_signed_rank(_edge_differences(x, y, upper_edge, band_side=-1), "less"),
@@ -103,40 +216,14 @@ def _edge_differences(x: np.ndarray, y: np.ndarray, edge: Fraction, band_side: i
     """r_i - edge, r_i = x_i / y_i, each with its exact sign: correctly rounded from rationals where the
     float difference is within NEAR of the edge (it may be 0 or of the wrong sign there), and a ratio on
     the edge an infinitesimal toward the band (``band_side``: +1 above the edge, -1 below)."""
+    import numpy as np
+
     ratios = x / y
     differences = ratios - float(edge)
     for i in np.flatnonzero(np.abs(differences) <= NEAR * float(edge)):
         exact = Fraction(float(x[i])) / Fraction(float(y[i])) - edge
         differences[i] = float(exact) if exact else band_side * ON_EDGE
     return differences
-
-
-def _near(end: float, threshold: Fraction) -> bool:
-    return abs(end / float(threshold) - 1) <= NEAR
-
-
-def _settle(end: float, rank: int, counter: _Counter, thresholds) -> float:
-    """``end``, the rank-th smallest ratio as computed, moved to the exact side of each threshold near it.
-    On a threshold: the edges of the band are inside it (closed band), so the end goes to the first float
-    at or inside the edge; 1 is a float."""
-    lower_edge, one, upper_edge = thresholds
-    for t in thresholds:
-        if not _near(end, t):
-            continue
-        exact = Fraction(end)
-        if counter.count(t, strict=True) >= rank:  # q_(rank) < t
-            if exact >= t:
-                end = _below(t)
-        elif counter.count(t, strict=False) < rank:  # q_(rank) > t
-            if exact <= t:
-                end = _above(t)
-        elif t == one:
-            end = 1.0
-        elif t == lower_edge:
-            end = _above(t, inclusive=True)
-        else:
-            end = _below(t, inclusive=True)
-    return end
 
 
 def _below(t: Fraction, inclusive: bool = False) -> float:
@@ -176,6 +263,8 @@ def _products_below(a: np.ndarray, a_counts: np.ndarray, a_exact: Callable[[int]
     float product is below the bound by more than SLACK count, those above it by more do not, and the
     window between is bisected exactly (the products rise along a row): O(log w) rationals for a row whose
     window holds w columns, O(n log n) in all even when every ratio is 1."""
+    import numpy as np  # here, not at the top: ab imports this module without numpy (the module docstring)
+
     head = np.concatenate(([0], np.cumsum(b_counts)))  # head[j]: the weight of columns before j
     guess = float(bound) / a
     start = np.searchsorted(b, guess * (1 - SLACK), side="left")
@@ -200,6 +289,8 @@ class _PairCounter(_Counter):
     side: x_i / y_j < t is x_i * (1 / y_j) < t, and 1/y ascends exactly as y descends."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray):
+        import numpy as np
+
         self.n, self.m = len(x), len(y)
         self.size = self.n * self.m
         self.x, self.x_counts = np.unique(x, return_counts=True)
@@ -214,6 +305,8 @@ class _PairCounter(_Counter):
                                t, strict)
 
     def rank(self, level: float) -> int:
+        from perfctl.analysis.rank_tests import _shift_critical_rank
+
         return _shift_critical_rank(self.n, self.m, (1 - level) / 2)
 
 
@@ -227,6 +320,8 @@ class _WalshCounter(_Counter):
     never out of order but for ties), each run of equal floats then ordered as rationals."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray):
+        import numpy as np
+
         self.n = len(x)
         self.size = self.n * (self.n + 1) // 2
         terms, counts = np.unique(np.stack(_lowest_terms(x, y), axis=1), axis=0, return_counts=True)
@@ -242,6 +337,8 @@ class _WalshCounter(_Counter):
         self._ratio = functools.cache(lambda i: _rational(self.terms[i]))
 
     def count(self, t: Fraction, strict: bool) -> int:
+        import numpy as np
+
         ordered = _products_below(self.ratios, self.counts, self._ratio, self.ratios, self.counts, self._ratio,
                                   t * t, strict)
         diagonal = _products_below(self.ratios, self.counts, self._ratio, np.ones(1), np.ones(1, dtype=np.int64),
@@ -249,6 +346,8 @@ class _WalshCounter(_Counter):
         return (ordered + diagonal) // 2
 
     def rank(self, level: float) -> int:
+        from perfctl.analysis.rank_tests import _center_critical_rank
+
         return _center_critical_rank(self.n, (1 - level) / 2)
 
 
@@ -256,6 +355,8 @@ def _lowest_terms(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     """x_i / y_i of positive floats exactly, as p * 2^e / q with p, q odd and coprime: one triple per
     rational. A float is m * 2^e with m an integer of 53 bits (np.frexp), so the ratio of two is the ratio
     of their integers times a power of two; the gcd and the factors of two are taken out."""
+    import numpy as np
+
     mantissa_x, exponent_x = np.frexp(x)
     mantissa_y, exponent_y = np.frexp(y)
     p = np.ldexp(mantissa_x, 53).astype(np.int64)

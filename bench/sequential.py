@@ -82,6 +82,7 @@ from scipy import special
 
 from perfctl.analysis import alike
 from perfctl.analysis.ab import METHOD, T_OPT, SequentialComparison
+from perfctl.analysis.ratio_edges import NEAR, SLACK, ratio_side, thresholds
 from perfctl.analysis.sequential import quantile_cs_ranks
 from perfctl.analysis.sparc import family_level, ratio_interval, simultaneous_suite, sparc_tests
 from perfctl.analysis.verdicts import Relevance, float_band, read_off, relevance
@@ -157,7 +158,9 @@ class Trace:
     the truth, did a per-round CS (alike or not), the round ab stops at (the first settled round >=
     MIN_ROUNDS, or the round the rounds are seen not alike, else the last), whether it had settled, whether
     the rounds were seen not alike by then, and the reported CS there (log scale, -inf/inf unbounded or not
-    alike). ``history``: per round (low, high, settled, contradicted, not alike) when recorded."""
+    alike; ``stop_ratio_low``/``high``: as ratios placed exactly against the band as SequentialComparison
+    reports them, NaN for none). ``history``: per round (low, high as reported ratios, NaN for none; settled,
+    contradicted, not alike) when recorded."""
 
     missed: np.ndarray
     missed_raw: np.ndarray
@@ -165,17 +168,55 @@ class Trace:
     settled: np.ndarray
     stop_low: np.ndarray
     stop_high: np.ndarray
+    stop_ratio_low: np.ndarray
+    stop_ratio_high: np.ndarray
     not_alike: np.ndarray
     history: tuple[np.ndarray, ...] | None = None
 
     def verdicts(self) -> list[Relevance]:
         """The verdict at the stop, read off by sparc.read_off and Table I (the library's functions)."""
-        return [relevance(*read_off(*_ratio_bounds(low, high), MARGIN))
-                for low, high in zip(self.stop_low.tolist(), self.stop_high.tolist())]
+        return [relevance(*read_off(*_reported(low, high), MARGIN))
+                for low, high in zip(self.stop_ratio_low.tolist(), self.stop_ratio_high.tolist())]
 
 
 def _ratio_bounds(low: float, high: float) -> tuple[float | None, float | None]:
     return (math.exp(low) if math.isfinite(low) else None, math.exp(high) if math.isfinite(high) else None)
+
+
+def _reported(low: float, high: float) -> tuple[float | None, float | None]:
+    return None if math.isnan(low) else low, None if math.isnan(high) else high
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    """math.exp of each element (exp(-inf) = 0): numpy's exp may differ from it in the last bit."""
+    return np.fromiter(map(math.exp, x.tolist()), float, x.size).reshape(x.shape)
+
+
+def exact_counts(a: np.ndarray, b: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per threshold of the band (ratio_edges.thresholds: lower edge, 1, upper edge), each stream's count of
+    rounds up to each round whose exact ratio a/b lies below it and on it, as ratio_edges.RoundRatios keeps
+    them for SequentialComparison: the float quotient decides unless within SLACK of the threshold, where
+    ratio_edges.ratio_side compares exactly."""
+    quotient = a / b
+    counts = []
+    for threshold in thresholds(MARGIN):
+        side = np.where(quotient < float(threshold.value), -1, 1)
+        for s, r in zip(*np.nonzero(np.abs(quotient / float(threshold.value) - 1) <= SLACK)):
+            side[s, r] = ratio_side(float(a[s, r]), float(b[s, r]), threshold)
+        counts.append((np.cumsum(side < 0, axis=1, dtype=np.int32), np.cumsum(side == 0, axis=1, dtype=np.int32)))
+    return counts
+
+
+def place_ends(ends: np.ndarray, rank: int, below: list[np.ndarray], on: list[np.ndarray]) -> np.ndarray:
+    """ratio_edges.place_end of every stream's end, the rank-th smallest ratio of its rounds so far
+    (ratio_edges.rank_side of ``below``/``on``: per threshold, each stream's rounds below and on it)."""
+    for threshold, below_t, on_t in zip(thresholds(MARGIN), below, on):
+        near = np.abs(ends / float(threshold.value) - 1) <= NEAR
+        under, over = below_t >= rank, below_t + on_t < rank
+        ends = np.where(near & under & (ends >= threshold.at_least), threshold.below, ends)
+        ends = np.where(near & over & (ends <= threshold.at_most), threshold.above, ends)
+        ends = np.where(near & ~under & ~over, threshold.on, ends)
+    return ends
 
 
 def tie_draws(seeds, rounds: int) -> np.ndarray:
@@ -185,10 +226,11 @@ def tie_draws(seeds, rounds: int) -> np.ndarray:
                      for generator in map(random.Random, np.asarray(seeds).tolist())])
 
 
-def trace(d: np.ndarray, truth: float, record: bool = False, min_rounds: int = MIN_ROUNDS,
+def trace(a: np.ndarray, b: np.ndarray, truth: float, record: bool = False, min_rounds: int = MIN_ROUNDS,
           tie_seeds=None) -> Trace:
-    """Every stream's SequentialComparison fed d[s, 0], d[s, 1], ..., all streams at once (stream s with
-    ``tie_seed`` tie_seeds[s], default s).
+    """Every stream's SequentialComparison fed add(a[s, 0], b[s, 0]), add(a[s, 1], b[s, 1]), ..., all
+    streams at once (stream s with ``tie_seed`` tie_seeds[s], default s); ``truth``: the true median log
+    ratio.
 
     The order statistics of each stream's first t values come from a Fenwick tree over the stream's ranks
     (the stream is sorted once; round t inserts its rank; the k-th smallest inserted is found by binary
@@ -196,6 +238,8 @@ def trace(d: np.ndarray, truth: float, record: bool = False, min_rounds: int = M
     k-th smallest value is the same whichever of the tied values holds rank k. The same tree counts the
     values above and equal to the newest one for its conformal p-value (analysis/alike.py).
     """
+    d = log_ratios(a, b)
+    exact = exact_counts(a, b)
     streams, rounds = d.shape
     lower_ranks, upper_ranks = cs_ranks(rounds)
     order = np.argsort(d, axis=1, kind="stable")
@@ -247,6 +291,7 @@ def trace(d: np.ndarray, truth: float, record: bool = False, min_rounds: int = M
     stopped = np.zeros(streams, bool)
     stop_round = np.full(streams, rounds)
     stop_low, stop_high = np.full(streams, -np.inf), np.full(streams, np.inf)
+    stop_ratio_low, stop_ratio_high = np.full(streams, np.nan), np.full(streams, np.nan)
     stop_not_alike = np.zeros(streams, bool)
     # the Simple Jumper's shares of capital in the bets e = -1, 0, 1 and the log of the whole (alike.py)
     shares = np.full((streams, 3), 1 / 3)
@@ -286,9 +331,11 @@ def trace(d: np.ndarray, truth: float, record: bool = False, min_rounds: int = M
         shown_low = np.where(not_alike, -np.inf, cs_low)
         shown_high = np.where(not_alike, np.inf, cs_high)
         missed |= (shown_low > truth) | (shown_high < truth)
+        # the reported ends as ratios, each placed on its exact ratio's side of 1 and the band's edges
+        below, on = [counts[0][:, t - 1] for counts in exact], [counts[1][:, t - 1] for counts in exact]
+        ratio_low = np.where(np.isfinite(shown_low), place_ends(_exp(shown_low), lower, below, on), np.nan)
+        ratio_high = np.where(np.isfinite(shown_high), place_ends(_exp(shown_high), upper, below, on), np.nan)
         # settles(): both ends bounded, and the CS inside the band or beyond it (compared on the ratio scale)
-        with np.errstate(over="ignore"):
-            ratio_low, ratio_high = np.exp(shown_low), np.exp(shown_high)
         bounded = np.isfinite(shown_low) & np.isfinite(shown_high)
         inside = (lower_edge <= ratio_low) & (ratio_high <= upper_edge)
         outside = (ratio_high < lower_edge) | (ratio_low > upper_edge)
@@ -297,16 +344,18 @@ def trace(d: np.ndarray, truth: float, record: bool = False, min_rounds: int = M
         stopping = ~stopped & (not_alike | (settled if t >= min_rounds else False))
         stop_round[stopping] = t
         stop_low[stopping], stop_high[stopping] = shown_low[stopping], shown_high[stopping]
+        stop_ratio_low[stopping], stop_ratio_high[stopping] = ratio_low[stopping], ratio_high[stopping]
         stop_not_alike[stopping] = not_alike[stopping]
         stopped |= stopping
         if record:
-            history[0][:, t - 1], history[1][:, t - 1] = shown_low, shown_high
+            history[0][:, t - 1], history[1][:, t - 1] = ratio_low, ratio_high
             history[2][:, t - 1], history[3][:, t - 1], history[4][:, t - 1] = settled, contradicted, not_alike
     unstopped = ~stopped
     stop_low[unstopped], stop_high[unstopped] = shown_low[unstopped], shown_high[unstopped]
+    stop_ratio_low[unstopped], stop_ratio_high[unstopped] = ratio_low[unstopped], ratio_high[unstopped]
     stop_not_alike[unstopped] = not_alike[unstopped]
-    return Trace(missed, missed_raw, stop_round, stopped & ~stop_not_alike, stop_low, stop_high, stop_not_alike,
-                 history)
+    return Trace(missed, missed_raw, stop_round, stopped & ~stop_not_alike, stop_low, stop_high, stop_ratio_low,
+                 stop_ratio_high, stop_not_alike, history)
 
 
 # --- the naive procedure: compare's fixed-n test after every round -----------------------------------------
@@ -380,7 +429,7 @@ def validity_and_verdicts(args, rng: np.random.Generator, targets: list[tuple[st
         for ratio in (NULL, SLOWDOWN):
             a, b = rounds_of(family, ratio, args.streams, args.max_rounds, rng)
             truth = ratio[0] / ratio[1]
-            result = trace(log_ratios(a, b), math.log(truth))
+            result = trace(a, b, math.log(truth))
             missed, raw = int(result.missed.sum()), int(result.missed_raw.sum())
             naive = "-"
             if ratio == NULL:
@@ -449,7 +498,7 @@ def rounds_to_verdict(args, rng: np.random.Generator) -> None:
         truth = ratio[0] / ratio[1]
         wanted = expected_class(truth)
         a, b = rounds_of("speed", ratio, args.streams, args.max_rounds, rng)
-        result = trace(log_ratios(a, b), math.log(truth))
+        result = trace(a, b, math.log(truth))
         reached = np.array([reaches(*_ratio_bounds(low, high), wanted) and settled for low, high, settled in
                             zip(result.stop_low.tolist(), result.stop_high.tolist(), result.settled.tolist())])
         stop = result.stop_round[result.settled]
@@ -562,7 +611,7 @@ def not_alike_rounds(args, rng: np.random.Generator, targets: list[tuple[str, bo
     for name, min_rounds, sigma in SCENARIOS:
         a, b, centres, normal = drift_rounds(name, sigma, streams, rounds, rng)
         d = log_ratios(a, b)
-        result = trace(d, 0.0, min_rounds=min_rounds, tie_seeds=np.arange(streams) + 10_000)
+        result = trace(a, b, 0.0, min_rounds=min_rounds, tie_seeds=np.arange(streams) + 10_000)
         pooled = pooled_medians(centres, sigma * math.sqrt(2) if normal else None)
         stop = result.stop_round - 1
         settled = result.settled
@@ -609,7 +658,7 @@ def equality_check(streams: int, rounds: int, seed: int) -> tuple[int, list[str]
             a[:, 20:] *= 1.5
         else:
             a, b = rounds_of(family, ratio, per_kind, rounds, rng)
-        result = trace(log_ratios(a, b), math.log(ratio[0] / ratio[1]), record=True)
+        result = trace(a, b, math.log(ratio[0] / ratio[1]), record=True)
         lows, highs, settled, contradicted, not_alike = result.history
         for s in range(per_kind):
             comparison = SequentialComparison(MARGIN, ALPHA, 1, tie_seed=s)
@@ -617,7 +666,7 @@ def equality_check(streams: int, rounds: int, seed: int) -> tuple[int, list[str]
             for t in range(rounds):
                 comparison.add(float(a[s, t]), float(b[s, t]))
                 got = comparison.settlement()
-                low, high = _ratio_bounds(lows[s, t], highs[s, t])
+                low, high = _reported(lows[s, t], highs[s, t])
                 verdict = relevance(*read_off(low, high, MARGIN))
                 mine = (low, high, bool(settled[s, t]), bool(contradicted[s, t]), bool(not_alike[s, t]), verdict)
                 theirs = (got.low, got.high, got.settled, got.contradicted, not got.alike, got.verdict)

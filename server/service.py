@@ -517,7 +517,8 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             return None
         try:
             return replay(values_a, values_b, label=side, metric=metric, margin=spec.sequential.margin,
-                          confidence=spec.sequential.confidence, commands=len(spec.commands))
+                          confidence=spec.sequential.confidence, commands=len(spec.commands),
+                          min_rounds=spec.sequential.min_rounds)
         except ValueError:  # a value at 0: the agent left that round out, which the stored runs do not say
             return None
 

@@ -11,13 +11,16 @@ import signal
 import subprocess
 import sys
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from perfctl.analysis import ab as ab_stats
-from perfctl.analysis import verdicts
+from perfctl.analysis import ratio_edges, verdicts
 from perfctl.analysis.ab import SequentialComparison, settles
+from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.summary import linear_quantile
 from perfctl.analysis.verdicts import Relevance
 from perfctl.report import ab as ab_report
@@ -25,7 +28,7 @@ from tests.conftest import needs_tracepoints, perfctl
 
 
 def test_doctests():
-    for module in (ab_stats, ab_report, verdicts):
+    for module in (ab_stats, ab_report, verdicts, ratio_edges):
         failures, tried = doctest.testmod(module)
         assert tried > 0 and failures == 0, module.__name__
 
@@ -409,3 +412,170 @@ def test_stat_and_ab_refuse_a_closed_stdout_that_the_summary_needs(tmp_path):
                                 stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1))
         assert result.returncode == 2 and "stdout is closed; the summary is written there" in result.stderr, args
     assert not (tmp_path / "s.jsonl").exists()  # refused before anything ran
+
+
+# --- issue 28 review: exact ratios on the band's edges, and --min-runs whatever ends the rounds ---------------
+
+
+def _exact_reading(ratios: list[Fraction], margin: float, alpha: float = 0.05):
+    """The CS of exact ratios read off exactly (the oracle): (low, high, verdict, beyond, settles) of the
+    order statistics at ab's ranks, or None while an end is unbounded."""
+    t, ordered = len(ratios), sorted(ratios)
+    lower, upper = mixture_rank_pair(0.5, t, alpha, float(ab_stats.T_OPT))
+    if lower < 1 or upper > t:
+        return None
+    low, high = ordered[lower - 1], ordered[upper - 1]
+    lower_edge, upper_edge = verdicts.band(margin)
+    inside = lower_edge <= low and high <= upper_edge
+    beyond = "slower" if high < lower_edge else "faster" if low > upper_edge else None
+    return low, high, verdicts.relevance(high < 1 or low > 1, inside), beyond, inside or beyond is not None
+
+
+def _placed_like(end: float, exact: Fraction, margin: float) -> bool:
+    """Whether a reported end lies on the exact end's side of 1 and of each edge; an exact end on an edge
+    (not a float, in decimal margins) at the first float inside the closed band."""
+    lower_edge, upper_edge = verdicts.band(margin)
+    end = Fraction(end)
+    return all((end > t) - (end < t) == (exact > t) - (exact < t) or exact == t and allowed(end, t)
+               for t, allowed in ((lower_edge, lambda e, t: e >= t), (Fraction(1), lambda e, t: e == t),
+                                  (upper_edge, lambda e, t: e <= t)))
+
+
+@pytest.mark.parametrize("margin", [0.03, 0.05, 0.001, 0.1])
+def test_exact_ratios_on_and_beside_the_edges_read_as_the_exact_sequence(margin):
+    # counts whose ratios sit on 1, on either edge, or one count beside them: every round's reported CS must
+    # lie on the exact side of 1 and both edges, read as the exact CS reads, with the estimate inside it
+    rng = np.random.default_rng(int(margin * 1000))
+    scale = 10 ** len(repr(margin).split(".")[1])  # b * (1 - margin) is an integer
+    for stream in range(30):
+        comparison, ratios = SequentialComparison(margin=margin), []
+        b = float(scale * int(rng.integers(1, 50)))
+        for _ in range(40):
+            edge = rng.choice([1 - margin, 1.0, 1 + margin])
+            a = float(round(b * edge) + int(rng.choice([0, 0, 0, -1, 1])))
+            comparison.add(a, b)
+            ratios.append(Fraction(int(a), int(b)))
+            s, exact = comparison.settlement(), _exact_reading(ratios, margin)
+            if not s.alike:
+                break
+            assert s.ratio is not None and (s.low is None or s.low <= s.ratio) and (s.high is None or s.ratio <= s.high)
+            if exact is None:
+                assert s.low is None or s.high is None
+                continue
+            low, high, verdict, beyond, settled = exact
+            for mine, theirs in ((s.low, low), (s.high, high)):
+                assert _placed_like(mine, theirs, margin), (stream, ratios, mine, theirs)
+            assert (s.verdict, s.beyond, s.settled) == (verdict, beyond, settled), (stream, ratios, s)
+
+
+def test_constant_ratios_on_an_edge_are_inside_and_the_estimate_is_the_sequence():
+    # the review's cases: 970 page faults against 1000 at margin 0.03 read "beyond, slower" off exp(log 0.97)
+    for margin, a, b in ((0.03, 970, 1000), (0.05, 950, 1000), (0.05, 1050, 1000), (0.001, 999, 1000)):
+        comparison = SequentialComparison(margin=margin)
+        for _ in range(6):
+            comparison.add(float(a), float(b))
+        s = comparison.settlement()
+        assert (s.verdict, s.beyond, s.settled) == (Relevance.TRIVIAL, None, True), (margin, a, b, s)
+        assert s.low == s.ratio == s.high, s
+        lower_edge, upper_edge = verdicts.band(margin)
+        assert lower_edge <= Fraction(s.low) <= upper_edge
+        # one count further is beyond, on either side
+        outside = SequentialComparison(margin=margin)
+        for _ in range(6):
+            outside.add(float(a + (1 if a > b else -1)), float(b))
+        assert outside.settlement().beyond == ("faster" if a > b else "slower")
+
+
+def test_rounds_to_settle_reads_an_edge_exactly():
+    # rounds at exactly 0.97 and 0.98 with margin 0.03 settle inside the band once the CS has two ends (6
+    # rounds); read off the floats, the projected low end fell below 0.97 and nothing would ever settle
+    comparison = SequentialComparison(margin=0.03)
+    for i in range(4):
+        comparison.add(970.0 if i % 2 else 980.0, 1000.0)
+    assert comparison.rounds_to_settle() == 6
+    for i in range(2):
+        comparison.add(970.0 if i % 2 else 980.0, 1000.0)
+    s = comparison.settlement()
+    assert s.settled and s.verdict is Relevance.TRIVIAL and Fraction(s.low) >= Fraction(97, 100)
+
+
+@needs_tracepoints
+@pytest.mark.parametrize("margin,a,b", [("0.03", 922, 952), ("0.05", 902, 952), ("0.05", 1002, 952),
+                                        ("0.001", 951, 952)])
+def test_ab_on_exact_counts_at_the_edge_agrees_with_compare(programs, tmp_path, margin, a, b):
+    # pagetouch N touches N pages: page-faults is N plus a constant, so A/B is exactly on an edge
+    out = tmp_path / "edge.jsonl"
+    result = _ab("--metric", "page-faults", "--margin", margin, "--format", "json", "-o", str(out), "--",
+                 str(programs / "pagetouch"), str(a), ":::", str(programs / "pagetouch"), str(b))
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    (side,) = json.loads(result.stdout)["comparisons"]
+    assert side["settled"] and side["verdict"] == "trivial difference" and side["beyond"] is None, side
+    assert side["low"] <= side["ratio"] <= side["high"], side
+    lower_edge, upper_edge = verdicts.band(float(margin))
+    assert lower_edge <= Fraction(side["low"]) and Fraction(side["high"]) <= upper_edge, side
+    compare = perfctl("compare", f"{out}@ab=A", f"{out}@ab=B", "--metric", "page-faults", "--margin", margin,
+                      "--paired", "--format", "json")
+    assert compare.returncode == 0, compare.stderr
+    (row,) = json.loads(compare.stdout)["benchmarks"]
+    assert row["verdict"] == side["verdict"] and row.get("beyond") is None, row
+
+
+def test_no_settlement_before_min_rounds_wherever_it_is_read():
+    from perfctl.analysis.ab import SequentialSuite, replay
+    from perfctl.report.ab import AbReport, AbResult, Side, replay_line
+
+    suite = SequentialSuite(2, min_rounds=50)
+    for _ in range(11):
+        suite.add_round({0: 51.0, 1: 51.0})
+    s = suite.settlements()[1]
+    # the sequence [1, 1] settles as equivalence, but 11 rounds are fewer than the 50 asked for
+    assert s.verdict is Relevance.EQUIVALENCE and not s.settled and s.too_early and suite.unsettled() == [1]
+    assert suite.undecided() == [1] and suite.comparisons[1].rounds_to_settle() == 50
+    result = AbResult([Side("A", ["a"], 11), Side("B", ["b"], 11)], {"B": s}, "page-faults", 0.05, 0.95, 1,
+                      "max-time", rounds=11, to_settle={"B": 50})
+    report = AbReport(result)
+    (b,) = report.document()["comparisons"]
+    assert report.exit_code() == 4 and b["settled"] is False and b["min_rounds"] == 50
+    console = Console(record=True, width=200)
+    report.table(console)
+    text = console.export_text()
+    assert "(not settled)" in text and "before the 50 of --min-runs" in text and "settled after" not in text
+    replayed = replay([51.0] * 11, [51.0] * 11, label="B", metric="page-faults", margin=0.05, confidence=0.95,
+                      commands=2, min_rounds=50)
+    assert not replayed.settlement.settled and "not settled after 11 rounds" in replay_line(replayed)
+    for _ in range(39):
+        suite.add_round({0: 51.0, 1: 51.0})
+    assert suite.settlements()[1].settled and suite.unsettled() == []
+
+
+@needs_tracepoints
+def test_ab_max_time_before_min_runs_is_not_settled(programs):
+    # page faults of the same program are equal: the sequence is [1, 1] from round 6, but --max-time ends the
+    # rounds before --min-runs 50
+    result = _ab("--metric", "page-faults", "--min-runs", "50", "--max-time", "1", "--format", "json", "--",
+                 str(programs / "spin"), "0.02", ":::", str(programs / "spin"), "0.02")
+    assert result.returncode == 4, (result.stdout, result.stderr)
+    document = json.loads(result.stdout)
+    (b,) = document["comparisons"]
+    assert document["stop"] == "max-time" and 6 <= b["rounds"] < 50 and b["settled"] is False, document
+    table = _ab("--metric", "page-faults", "--min-runs", "50", "--max-time", "1", "--",
+                str(programs / "spin"), "0.02", ":::", str(programs / "spin"), "0.02")
+    assert table.returncode == 4 and "not settled" in table.stdout and "settled after" not in table.stdout
+
+
+@needs_tracepoints
+def test_ab_interrupted_before_min_runs_is_not_settled(programs, tmp_path):
+    out = tmp_path / "ab.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "perfctl", "ab", "--metric", "page-faults", "--min-runs", "50",
+                             "--format", "json", "-o", str(out), "--", str(programs / "spin"), "0.02", ":::",
+                             str(programs / "spin"), "0.02"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not out.exists() or len(_samples(out)) < 16):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    document = json.loads(stdout)
+    (b,) = document["comparisons"]
+    assert document["stop"] == "interrupted" and 8 <= b["rounds"] < 50 and b["settled"] is False, document

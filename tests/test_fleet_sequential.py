@@ -57,7 +57,7 @@ def test_an_agent_restarted_in_mid_job_decides_on_every_round(tmp_path):
         message = restarted.measured(index, values[index])
         if message:
             break
-    suite = SequentialSuite(2, 0.05, 0.95)
+    suite = SequentialSuite(2, 0.05, 0.95, 5)  # the job's rule, its min rounds included
     for _ in range(6):
         suite.add_round({0: 1.5, 1: 1.0})
     assert restarted.rounds == 6

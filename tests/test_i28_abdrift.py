@@ -222,12 +222,14 @@ def test_not_alike_exits_4_even_when_every_round_shows_b_slower():
 
 
 def test_the_suite_lets_a_not_alike_command_go_at_once_and_a_settled_one_from_min_runs():
-    suite = SequentialSuite(3)
+    early, late = SequentialSuite(3, min_rounds=31), SequentialSuite(3, min_rounds=30)
     for i in range(30):
-        suite.add_round({0: 20.0, 1: 10.0 + i, 2: 10.0 * (1 + 0.001 * (i % 3))})
-    assert suite.comparisons[2].settled and not suite.comparisons[1].alike
-    assert suite.undecided(settling=False) == [2] and suite.undecided(settling=True) == []
-    assert suite.unsettled() == [1]
+        for suite in (early, late):
+            suite.add_round({0: 20.0, 1: 10.0 + i, 2: 10.0 * (1 + 0.001 * (i % 3))})
+    assert late.comparisons[2].settled and not late.comparisons[1].alike
+    assert not early.comparisons[2].settled and not early.comparisons[1].alike
+    assert early.undecided() == [2] and late.undecided() == []
+    assert early.unsettled() == [1, 2] and late.unsettled() == [1]
 
 
 def test_a_fleet_job_replayed_says_not_alike():

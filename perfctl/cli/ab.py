@@ -137,7 +137,8 @@ def run(args) -> int:
         raise UsageError(f"perfctl ab: {err}") from None
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    suite = SequentialSuite(len(sides), args.margin, args.confidence)
+    # the suite owns --min-runs: a comparison is never settled before it, however the rounds end (docs/ab.md)
+    suite = SequentialSuite(len(sides), args.margin, args.confidence, args.min_runs)
     result = AbResult(sides, {}, metric or "", args.margin, args.confidence, seed, "max-runs", output=args.output)
     if not args.json and stdout_closed():  # the summary goes there: it would be lost without a word
         raise UsageError("perfctl ab: stdout is closed; the summary is written there (-o FILE keeps the samples)")
@@ -202,8 +203,8 @@ def run(args) -> int:
                         suite.add_round({i: _value(sample, metric, round_, sides[i].label)
                                          for i, sample in samples.items()})
                     # a comparison whose rounds are not alike leaves at once (that is final); a settled one
-                    # only from --min-runs on
-                    undecided = set(suite.undecided(settling=round_ + 1 >= args.min_runs))
+                    # (settled only from --min-runs on) too
+                    undecided = set(suite.undecided())
                     active = [i for i in active if i in undecided]
                     live.show(suite, sides, result, args, started)
                     if not active:

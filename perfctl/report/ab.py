@@ -197,6 +197,8 @@ def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
         return ""
     if s.settled:
         return f" (settled after {s.rounds} rounds)"
+    if s.too_early:
+        return f"; not settled: the rounds ended after {s.rounds}, before the {s.min_rounds} of --min-runs"
     estimate = result.to_settle.get(side.label)
     if estimate is None:
         return "; not settled, and more rounds like these would not settle it soon (the ratio is near a margin edge)"
@@ -267,8 +269,8 @@ def replay_document(replayed) -> dict:
 def _settlement_fields(s: Settlement) -> dict:
     """A settlement as JSON fields, the same in ab's document and under a compare of a fleet job."""
     change = s.change
-    return {"rounds": s.rounds, "ratio": s.ratio, "low": s.low, "high": s.high, "level": s.confidence,
-            "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled, "contradicted": s.contradicted,
-            "alike": s.alike, "change": None if change is None else {
+    return {"rounds": s.rounds, "min_rounds": s.min_rounds, "ratio": s.ratio, "low": s.low, "high": s.high,
+            "level": s.confidence, "verdict": s.verdict.value, "beyond": s.beyond, "settled": s.settled,
+            "contradicted": s.contradicted, "alike": s.alike, "change": None if change is None else {
                 "seen_at": change.seen_at, "test": change.test, "last_before": change.last_before,
                 "before": change.before, "after": change.after}}
