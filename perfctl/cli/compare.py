@@ -216,7 +216,7 @@ def comparison(args, command: str):
     compared here (the HTML report draws every run, which the server's answer does not carry)."""
     from perfctl.formats import DatasetError, read_dataset
     from perfctl.formats.dataset import unmix
-    from perfctl.pairing import PairingError
+    from perfctl.pairing import PairingError, select
     from perfctl.parallel import Forked
     from perfctl.report.compare import compare_report
 
@@ -240,7 +240,7 @@ def comparison(args, command: str):
             a, b = unmix(a, args.pool), unmix(b, args.pool)
             labels = (args.a, args.b)
             if args.benchmark:
-                _select(args.benchmark, a, b)
+                select(args.benchmark, a, b)
         # the command line runs no other thread: the benchmarks' tests may be split over two processes
         return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on, split=True)
     except (DatasetError, PairingError) as err:
@@ -293,17 +293,6 @@ def _worth_two(path_a: str, path_b: str) -> bool:
     except OSError:
         return False
     return None not in sizes and sum(sizes) > PARALLEL_READ_BYTES
-
-
-def _select(names: list[str], *datasets) -> None:
-    """Keep only the benchmarks named (--benchmark) in files; a name in neither file is an error."""
-    from perfctl.formats import DatasetError
-
-    missing = [n for n in names if not any(n in d.benchmarks for d in datasets)]
-    if missing:
-        raise DatasetError(f"no benchmark named {', '.join(map(repr, missing))} in A or B")
-    for dataset in datasets:
-        dataset.benchmarks = {n: bench for n, bench in dataset.benchmarks.items() if n in names}
 
 
 def _compare_machines(args, metrics, parameters):
