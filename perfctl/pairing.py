@@ -52,6 +52,8 @@ class CompareContext:
     # A's benchmark name -> B's where they differ (one benchmark per file under two names): the report draws
     # B's runs of the benchmark through it
     renames: dict[str, str] = field(default_factory=dict)
+    # with --paired, how the runs were paired (pairing_words, from the same notes the user reads)
+    pairing: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,9 +71,10 @@ def compared(a: Dataset, b: Dataset, metrics: list[str] | None, parameters: Para
     paired = pair(a, b, metrics, by_run=parameters.paired)
     result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b, split=split)
     renames = {name_a: name_b for name_a, name_b in paired.mapping.items() if name_a != name_b}
+    pairing = pairing_words(note for notes in paired.notes.values() for note in notes) if parameters.paired else ""
     context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
                              metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units),
-                             renames=renames)
+                             renames=renames, pairing=pairing)
     return Compared(result, context, tuple(side_notes(a.notes, b.notes)))
 
 
@@ -103,13 +106,7 @@ def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None, by_run: bool 
         raise PairingError(f"{a.path} is {a.format} and {b.path} is {b.format}: compare files written by the "
                            "same tool (their metrics and units differ)")
     names_a, names_b = set(a.benchmarks), set(b.benchmarks)
-    renamed = None
-    common = sorted(names_a & names_b)
-    mapping = {name: name for name in common}
-    if not common and len(names_a) == 1 and len(names_b) == 1:
-        (name_a,), (name_b,) = names_a, names_b
-        mapping = {name_a: name_b}
-        renamed = f"one benchmark per file: comparing {name_a!r} (A) with {name_b!r} (B)"
+    mapping, renamed = benchmark_mapping(names_a, names_b)
     if not mapping:
         raise PairingError(f"no benchmark in common between {a.path} ({', '.join(sorted(names_a))}) and "
                            f"{b.path} ({', '.join(sorted(names_b))})")
@@ -142,34 +139,91 @@ def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None, by_run: bool 
     return Paired(paired_a, paired_b, notes, tuple(chosen), choice, only_a, only_b, renamed, units, dict(mapping))
 
 
+def benchmark_mapping(names_a: set[str], names_b: set[str]) -> tuple[dict[str, str], str | None]:
+    """Which benchmark of A is compared with which of B: those of one name, else, when each side holds one
+    benchmark under two names, that one (and the sentence saying so); an empty mapping when neither."""
+    common = sorted(names_a & names_b)
+    if not common and len(names_a) == 1 and len(names_b) == 1:
+        (name_a,), (name_b,) = names_a, names_b
+        return {name_a: name_b}, f"one benchmark per file: comparing {name_a!r} (A) with {name_b!r} (B)"
+    return {name: name for name in common}, None
+
+
+def select(names: list[str], a: Dataset, b: Dataset) -> None:
+    """Keep only the benchmarks named (--benchmark) and their partners: a name picks the pairs of the
+    mapping it is in, under A's name or B's (`compare psA.csv psB.csv --benchmark psA` compares psA with
+    psB, as without it); a name that pairs with nothing keeps its own benchmark, paired as the others left
+    allow (naming one of each side's compares those two). PairingError for a name in neither A nor B."""
+    wanted = set(names)
+    missing = [n for n in dict.fromkeys(names) if n not in a.benchmarks and n not in b.benchmarks]
+    if missing:
+        raise PairingError(f"no benchmark named {', '.join(map(repr, missing))} in A or B")
+    mapping, _ = benchmark_mapping(set(a.benchmarks), set(b.benchmarks))
+    chosen = {(x, y) for x, y in mapping.items() if x in wanted or y in wanted}
+    keep_a = wanted | {x for x, _ in chosen}
+    keep_b = wanted | {y for _, y in chosen}
+    a.benchmarks = {n: bench for n, bench in a.benchmarks.items() if n in keep_a}
+    b.benchmarks = {n: bench for n, bench in b.benchmarks.items() if n in keep_b}
+
+
+BY_ROUND, BY_POSITION = "by round (run index)", "by position"
+
+
 def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -> tuple[list, list, str]:
-    """A's and B's values of one metric in the order of their pairs, and how they were paired.
+    """A's and B's values of one metric in the order of their pairs, and how they were paired (the note,
+    which starts 'paired BY_ROUND' or 'paired BY_POSITION': the report's header reads it, pairing_words).
 
     Runs are paired by their key (formats/dataset.py RunIdentity: the round, or the run index within each
-    measurement): a run that failed, was left out or never ran on one side leaves its partner out, and
-    the others keep their true partners. Pairing by place in the lists would shift every pair after the
-    first missing run onto the next round's partner, and a drift across rounds then reads as noise or as
-    a difference. Where a side's reader knows no keys (hyperfine, pyperf, perf stat files), runs are
-    paired by position, and the note says so."""
+    measurement, whatever order the file's lines are in): a run that failed, was left out or never ran on
+    one side leaves its partner out, and the others keep their true partners. Pairing by place in the lists
+    would shift every pair after the first missing run onto the next round's partner, and a drift across
+    rounds then reads as noise or as a difference. Where a side's reader knows no keys (hyperfine's own
+    runs aside: pyperf, perf stat files), or a side holds one key twice (no run can tell which partner is
+    its own), runs are paired by position, and the note says why."""
     values_a, values_b = a.metrics.get(label_a, []), b.metrics.get(label_b, [])
     keys_a, keys_b = a.keyed(label_a), b.keyed(label_b)
-    if keys_a is None or keys_b is None or len(set(keys_a)) != len(keys_a) or len(set(keys_b)) != len(keys_b):
-        which = "A's and B's" if keys_a is None and keys_b is None else "A's" if keys_a is None else \
-            "B's" if keys_b is None else "the"
-        why = "carry no round or run index" if keys_a is None or keys_b is None else "repeat a round"
-        return list(values_a), list(values_b), (f"paired by position: {which} runs {why}, so the i-th run of A is "
-                                                "paired with the i-th of B")
+    why = _unkeyed(keys_a, keys_b)
+    if why:
+        return list(values_a), list(values_b), (f"paired {BY_POSITION}: {why}, so the i-th run of A is paired "
+                                                "with the i-th of B")
     in_b = dict(zip(keys_b, values_b))
     common = [(k, v) for k, v in zip(keys_a, values_a) if k in in_b]
     common.sort(key=lambda pair_: pair_[0])
     x = [v for _, v in common]
     y = [in_b[k] for k, _ in common]
     alone_a, alone_b = len(values_a) - len(x), len(values_b) - len(y)
-    how = f"paired by round (run index): {len(x)} pairs"
+    how = f"paired {BY_ROUND}: {len(x)} pairs"
     if alone_a or alone_b:
         how += (f"; left out {alone_a} runs of A and {alone_b} of B whose round has no run on the other side (a "
                 "failed, left-out or interrupted run leaves its partner out)")
     return x, y, how
+
+
+def _unkeyed(keys_a, keys_b) -> str | None:
+    """Why A's and B's runs cannot be paired by key, or None when they can."""
+    if keys_a is None or keys_b is None:
+        which = "A's and B's" if keys_a is None and keys_b is None else "A's" if keys_a is None else "B's"
+        return f"{which} runs carry no round or run index"
+    for side, keys in (("A", keys_a), ("B", keys_b)):
+        if len(set(keys)) != len(keys):
+            seen = set()
+            key = next(k for k in keys if k in seen or seen.add(k))
+            return (f"{side} holds round (run index) {key & 0xFFFFFFFF} of its measurement {(key >> 32) + 1} twice "
+                    "(two runs with one index and no machine line or job between them: runs without a uuid read "
+                    "twice, or files joined by hand), so its runs cannot be paired by round")
+    return None
+
+
+def pairing_words(notes) -> str:
+    """How the runs were paired, for the report's header, from align_runs' notes (one per benchmark and
+    metric): 'by round (run index)', 'by position', or both with the count of each."""
+    methods = [method for note in notes for method in (BY_ROUND, BY_POSITION) if note.startswith(f"paired {method}")]
+    if not methods:
+        return "paired"
+    if len(set(methods)) == 1:
+        return f"paired {methods[0]}"
+    return (f"paired {BY_ROUND} for {methods.count(BY_ROUND)} and {BY_POSITION} for {methods.count(BY_POSITION)} "
+            "benchmark metrics (the notes say which and why)")
 
 
 # How to take runs that a drift of the machine falls on alike (docs/statistics.md, "Measured in blocks").

@@ -46,7 +46,8 @@ def _sample(name="bench", run_index=0, wall_ns=1_000_000, instructions=1000, **c
     """A perfctl JSON Lines sample record as `perfctl stat` writes it (docs/samples.md)."""
     record = {
         # a uuid per benchmark and run: a uuid met twice is one run (docs/samples.md, "The identity of a run")
-        "type": "sample", "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{run_index}")),
+        # and values: two files of other values are other runs, a run on both sides of a compare is refused
+        "type": "sample", "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{run_index}/{wall_ns}/{instructions}")),
         "machine_id": "0123456789abcdef",
         "benchmark": {"name": name, "argv": ["/bin/true"], "executable": "/bin/true",
                       "executable_sha256": "a" * 64, "input_digest": "b" * 64},
@@ -98,8 +99,9 @@ def test_stat_output_that_cannot_be_written_is_one_line(options, redirect):
 
 def test_compare_output_that_cannot_be_written_is_one_line(tmp_path):
     path = _jsonl(tmp_path / "a.jsonl", _runs())
+    other = _jsonl(tmp_path / "b.jsonl", _runs(base=2000))
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "perfctl", "compare", path, path], stdout=full,
+        result = subprocess.run([sys.executable, "-m", "perfctl", "compare", path, other], stdout=full,
                                 stderr=subprocess.PIPE, text=True, timeout=120)
     assert "No space left on device" in _one_line(result, "perfctl")
 
@@ -381,7 +383,8 @@ def test_compare_shows_hostile_benchmark_names_literally(tmp_path, fmt):
 def test_json_keeps_names_exact(tmp_path):
     """JSON escapes control characters itself: the name reads back unchanged."""
     a = _jsonl(tmp_path / "a.jsonl", _runs(HOSTILE))
-    result = perfctl("compare", a, a, "--format", "json")
+    b = _jsonl(tmp_path / "b.jsonl", _runs(HOSTILE, base=2000))
+    result = perfctl("compare", a, b, "--format", "json")
     assert ESC not in result.stdout and json.loads(result.stdout)["benchmarks"][0]["benchmark"] == HOSTILE
 
 

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 from conftest import measure, needs_ebpf, needs_root, perfctl, value
@@ -151,9 +152,14 @@ def test_stat_shows_and_excludes_interfered_runs(programs, tmp_path):
     assert kept.returncode == 0, kept.stderr
     assert "2 of 2 runs flagged" in kept.stdout and "kept in the statistics" in kept.stdout
     assert "2 of 2 runs flagged" in left_out.stdout and "left out of the statistics" in left_out.stdout
-    compared = perfctl("compare", str(tmp_path / "s.jsonl"), str(tmp_path / "s.jsonl"), "--exclude-interfered")
+    # the same runs under other uuids: a run on both sides of a compare is refused (docs/samples.md)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text("".join(json.dumps({**record, "uuid": str(uuid.uuid4())} if record.get("type") == "sample"
+                                       else record) + "\n"
+                            for record in map(json.loads, (tmp_path / "s.jsonl").read_text().splitlines())))
+    compared = perfctl("compare", str(tmp_path / "s.jsonl"), str(copy), "--exclude-interfered")
     assert compared.returncode == 2 and "left out 2 interfered-with runs" in compared.stderr, compared.stderr
-    kept = perfctl("compare", str(tmp_path / "s.jsonl"), str(tmp_path / "s.jsonl"))
+    kept = perfctl("compare", str(tmp_path / "s.jsonl"), str(copy))
     assert kept.returncode == 0 and "2 runs flagged: other tasks ran on the benchmark's CPUs" in kept.stdout
 
 

@@ -288,8 +288,9 @@ def test_a_file_that_mixes_executables_under_one_name_is_not_pooled_unless_asked
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text("".join(json.dumps(wire.proto_to_dict(m)) + "\n" for m in server.sent["a2"]) +
                      "".join(json.dumps(wire.proto_to_dict(m)) + "\n" for m in server.sent["b1"]))
-    other = tmp_path / "b.jsonl"
-    other.write_text("".join(json.dumps(wire.proto_to_dict(m)) + "\n" for m in server.sent["b1"]))
+    other = tmp_path / "b.jsonl"  # b1's runs again under other uuids: a run on both sides would leave A
+    other.write_text("".join(json.dumps({**wire.proto_to_dict(m), "uuid": str(uuid.uuid4())}) + "\n"
+                             for m in server.sent["b1"]))
     result = subprocess.run(perfctl_command("compare", str(mixed), str(other)), capture_output=True, text=True)
     assert result.returncode == 2 and "no benchmark to compare: true: left out: its runs mix 2 executables" \
         in result.stderr, result.stderr

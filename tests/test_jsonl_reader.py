@@ -6,6 +6,7 @@ unsupported and interfered-with readings, and the same one-line error for each h
 import copy
 import json
 import random
+import uuid
 
 import pytest
 
@@ -38,7 +39,8 @@ def _sample(rng: random.Random, index: int) -> dict:
     elif kind == 5:  # the same event counted by two backends, and a user-space scope
         readings += [_reading("task-clock", 5.5, backend="ebpf", unit="ns"), _reading("page-faults", 3, scope="user")]
     rng.shuffle(readings)
-    return {"type": "sample", "schema_version": 1, "uuid": f"u{index}", "machine_id": rng.choice(["m", "m", "n"]),
+    return {"type": "sample", "schema_version": 1, "uuid": str(uuid.UUID(int=index)),
+            "machine_id": rng.choice(["m", "m", "n"]),
             "benchmark": {"name": name, "argv": ["./" + name] + (["-x"] if rng.random() < 0.1 else []),
                           "executable": "/x", "executable_sha256": rng.choice(["a" * 64, "a" * 64, None]),
                           "input_digest": "0" * 64},

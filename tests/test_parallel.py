@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 
 import pytest
 
@@ -85,7 +86,8 @@ def _runs(path, factor: float, runs: int, benchmarks: int = 40) -> None:
             for run in range(runs):
                 value = int(1e6 * (1 + b) * factor * (1 + 0.01 * ((run * 7919) % 13)))
                 f.write(json.dumps({
-                    "type": "sample", "schema_version": 1, "uuid": f"{b}-{run}", "machine_id": "m",
+                    "type": "sample", "schema_version": 1, "machine_id": "m",
+                    "uuid": str(uuid.UUID(int=round(factor * 1000) << 64 | b << 32 | run)),  # A's and B's differ
                     "benchmark": {"name": f"bench{b}", "argv": ["x"], "executable": "/x"},
                     "run_index": run, "warmup": False, "start_time_ns": None, "wall_ns": value, "outcome": "ok",
                     "readings": [{"event": "task-clock", "backend": "perf_event", "scope": "all", "status": "ok",

@@ -219,7 +219,7 @@ def comparison(args, command: str):
     compared here (the HTML report draws every run, which the server's answer does not carry)."""
     from perfctl.formats import DatasetError, read_dataset
     from perfctl.formats.dataset import unmix
-    from perfctl.pairing import PairingError
+    from perfctl.pairing import PairingError, select
     from perfctl.parallel import Forked
     from perfctl.report.compare import compare_report
 
@@ -237,15 +237,39 @@ def comparison(args, command: str):
             # B read in a child on another core while A is read here (perfctl/parallel.py)
             with Forked(read_dataset, path_b, args.input_format, interference(args), labels_b,
                         worth=_worth_two(path_a, path_b)) as reading_b:
-                a = unmix(read_dataset(path_a, args.input_format, interference(args), labels_a), args.pool)
-                b = unmix(reading_b.result(), args.pool)
+                a = read_dataset(path_a, args.input_format, interference(args), labels_a)
+                b = reading_b.result()
+            a, b = _apart(a, b, (path_a, labels_a), (path_b, labels_b), args, command)
+            a, b = unmix(a, args.pool), unmix(b, args.pool)
             labels = (args.a, args.b)
             if args.benchmark:
-                _select(args.benchmark, a, b)
+                select(args.benchmark, a, b)
         # the command line runs no other thread: the benchmarks' tests may be split over two processes
         return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on, split=True)
     except (DatasetError, PairingError) as err:
         raise UsageError(f"{command}: {err}") from None
+
+
+def _apart(a, b, side_a: tuple, side_b: tuple, args, command: str):
+    """A and B without a run on both sides (RunIdentity.shared decides which side loses it; that side is
+    read again without it, and its note says how many were left out). A run compared with itself would
+    count as two sides: `compare F@ab=A F@ab=A` gave equivalence [1.000, 1.000], and a file holding A's runs
+    and B's, compared with A, put A's runs into B too. The same runs on both sides are refused."""
+    from perfctl.formats import read_dataset
+    from perfctl.formats.dataset import RunIdentity
+
+    left_out = RunIdentity.shared(a.runs, b.runs)
+    if left_out is None:
+        raise UsageError(f"{command}: A and B are the same {len(a.runs)} runs (every sample of {args.a} has its uuid "
+                         f"in {args.b} and the other way round): a run compared with itself says nothing")
+    read_again = []
+    for dataset, (path, labels), out in ((a, side_a, left_out[0]), (b, side_b, left_out[1])):
+        if out and not os.path.isfile(path):
+            raise UsageError(f"{command}: {len(out)} runs of {path} are also the other side's (same uuid), and it "
+                             "can be read only once to leave them out; copy it to a file")
+        read_again.append(read_dataset(path, args.input_format, interference(args), labels, frozenset(out))
+                          if out else dataset)
+    return read_again
 
 
 def _fetched(args, command: str):
@@ -272,17 +296,6 @@ def _worth_two(path_a: str, path_b: str) -> bool:
     except OSError:
         return False
     return None not in sizes and sum(sizes) > PARALLEL_READ_BYTES
-
-
-def _select(names: list[str], *datasets) -> None:
-    """Keep only the benchmarks named (--benchmark) in files; a name in neither file is an error."""
-    from perfctl.formats import DatasetError
-
-    missing = [n for n in names if not any(n in d.benchmarks for d in datasets)]
-    if missing:
-        raise DatasetError(f"no benchmark named {', '.join(map(repr, missing))} in A or B")
-    for dataset in datasets:
-        dataset.benchmarks = {n: bench for n, bench in dataset.benchmarks.items() if n in names}
 
 
 def _compare_machines(args, metrics, parameters):

@@ -36,10 +36,12 @@ FORMATS = ("perfctl", "hyperfine", "pyperf", "google-benchmark", "pytest-benchma
 MAX_PIPE_BYTES = 4 << 30
 
 
-def read_dataset(path: str, input_format: str | None = None, interference=None, labels=None) -> Dataset:
+def read_dataset(path: str, input_format: str | None = None, interference=None, labels=None,
+                 exclude: frozenset[int] = frozenset()) -> Dataset:
     """Read a sample file; ``input_format`` overrides detection; ``interference`` (model.InterferencePolicy)
     flags or leaves out perfctl runs that other tasks interfered with (other formats carry no such data);
-    ``labels`` (a mapping) keeps only the perfctl runs that carry all of them (`perfctl ab`'s ab=A, ab=B).
+    ``labels`` (a mapping) keeps only the perfctl runs that carry all of them (`perfctl ab`'s ab=A, ab=B);
+    ``exclude`` leaves out the perfctl runs (RunIdentity.run) that are the other side's (cli/compare.py).
 
     A pipe (``<(cmd)``, ``/dev/stdin``) is read once into a temporary file first: detecting the format and
     reading the file each open it, and a pipe cannot be read twice. Devices and directories are refused
@@ -52,14 +54,14 @@ def read_dataset(path: str, input_format: str | None = None, interference=None, 
         with tempfile.NamedTemporaryFile(prefix="perfctl-pipe-") as copy:
             _copy_pipe(path, copy)
             try:
-                dataset = _read_file(copy.name, input_format, interference, labels)
+                dataset = _read_file(copy.name, input_format, interference, labels, exclude)
             except DatasetError as err:
                 raise DatasetError(str(err).replace(copy.name, path)) from None
         dataset.path = path
         return dataset
     if not stat.S_ISREG(mode):
         raise DatasetError(f"{path}: not a regular file or a pipe")
-    return _read_file(path, input_format, interference, labels)
+    return _read_file(path, input_format, interference, labels, exclude)
 
 
 def _copy_pipe(path: str, copy) -> None:
@@ -76,7 +78,8 @@ def _copy_pipe(path: str, copy) -> None:
         raise DatasetError(f"{path}: {err.strerror}") from None
 
 
-def _read_file(path: str, input_format: str | None, interference, labels=None) -> Dataset:
+def _read_file(path: str, input_format: str | None, interference, labels=None,
+               exclude: frozenset[int] = frozenset()) -> Dataset:
     fmt = input_format or detect(path)
     if labels and fmt != "perfctl":
         raise DatasetError(f"{path}: labels select runs of perfctl sample files only (this is a {fmt} file)")
@@ -86,7 +89,8 @@ def _read_file(path: str, input_format: str | None, interference, labels=None) -
         from perfctl.formats.jsonl import read_dataset as read_perfctl
         from perfctl.model import InterferencePolicy
 
-        reader = partial(read_perfctl, interference=interference or InterferencePolicy(), labels=labels)
+        reader = partial(read_perfctl, interference=interference or InterferencePolicy(), labels=labels,
+                         exclude=exclude)
     elif fmt == "hyperfine":
         from perfctl.formats.hyperfine import read_dataset as reader
     elif fmt == "pyperf":

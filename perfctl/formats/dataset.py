@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from array import array
 from collections import Counter
@@ -93,68 +94,138 @@ class Dataset:
     benchmarks: dict[str, BenchmarkData] = field(default_factory=dict)
     machine: dict | None = None
     notes: list[str] = field(default_factory=list)
+    # the runs read (RunIdentity.run of each sample with a uuid), where the reader knows them: a run on
+    # both sides of a comparison is left out of one (cli/compare.py, RunIdentity.shared)
+    runs: set[int] = field(default_factory=set)
 
     def benchmark(self, name: str) -> BenchmarkData:
         return self.benchmarks.setdefault(name, BenchmarkData(name))
+
+
+# The forms of a uuid that uuid.UUID reads, one run whichever is written: any case, with or without its
+# dashes, in braces, or as a URN. Matched strictly (uuid.UUID itself also takes a sign, an underscore or a
+# blank that int() accepts, which would make another uuid of a typo)
+_UUID = re.compile(r"(?i)(?:urn:uuid:)?(\{)?([0-9a-f]{8})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{12})"
+                   r"(?(1)\})")
+
+
+# the form perfctl and the server write (server/validation.py): nearly every uuid read, told by one match
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def canonical_uuid(text: str) -> str:
+    """A run's uuid in its canonical form (lower case, 8-4-4-4-12, as str(uuid.UUID(text))), whichever form
+    it is written in; ValueError saying what is wrong when ``text`` is no uuid."""
+    if _CANONICAL_UUID.fullmatch(text):  # as written: parsing it again cost 3 times the match
+        return text
+    match = _UUID.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not a uuid: {text[:60]!r}")
+    return "-".join(match.groups()[1:]).lower()
 
 
 class RunIdentity:
     """The one owner of what identifies a run among those read (a file's lines, a machine's stored runs),
     used by every reader that knows it (docs/samples.md, "The identity of a run"):
 
-    - a run is its ``uuid``: a sample met again under a uuid already read is the same run, left out and
-      counted (``repeated``), as the server stores a uuid once (a file appended to itself, two files cat'ed
-      together, a line re-sent);
+    - a run is its machine and its ``uuid`` (read in any form uuid.UUID reads: case, braces, dashes, a
+      URN), as the server stores a uuid once per machine: a sample met again under a run already read is
+      the same run, left out and counted (``repeated``; a file appended to itself, two files cat'ed
+      together, a line re-sent). A run without a uuid cannot be found again: they are counted
+      (``anonymous``) and the note says so;
+    - the same run on both sides of a comparison is no comparison: ``shared`` decides what is left out
+      (cli/compare.py reads the sides again without it);
     - a measured run's pairing key is ``(block, index)``, packed as ``block << 32 | index`` (one int64, in
       the same order as the pairs): ``index`` is the round of an interleaved
       measurement (``extra.round``, `perfctl ab`), else the ``run_index``; a block is one measurement of
       the benchmark (``perfctl stat -o`` appended several times, as examples/compare-builds.sh does), begun
-      where a machine line or another job starts or the index does not grow. Run k of block j of A pairs
-      with run k of block j of B whatever failed or was left out around it (perfctl/pairing.py).
+      by a machine line or another job, whatever order the runs' lines are in. Run k of block j of A pairs
+      with run k of block j of B whatever failed or was left out around it (perfctl/pairing.py); an index
+      met twice in one block makes the benchmark's keys repeat, and pairing.py pairs it by position.
 
     Warm-ups have no key and do not move the blocks."""
 
-    def __init__(self):
-        # the uuids' hashes, not the uuids: 10^6 runs' strings would hold ~90 MB for the whole reading. Two
-        # uuids of one reading share a 64-bit SipHash (seeded per process) with probability n^2 / 2^65:
-        # 3e-8 at 10^6 runs, and no file can aim at it
-        self._uuids: set[int] = set()
+    def __init__(self, exclude: frozenset[int] = frozenset()):
+        # the runs' hashes, not their uuids: 10^6 runs' strings would hold ~90 MB for the whole reading. Two
+        # runs of one reading share a 64-bit SipHash (seeded per process, and the same in a forked child)
+        # with probability n^2 / 2^65: 3e-8 at 10^6 runs, and no file can aim at it
+        self.runs: set[int] = set()
         self.repeated = 0
+        self.anonymous = 0
+        # runs of the other side of a comparison, left out here (cli/compare.py) and counted
+        self._exclude = exclude
+        self.excluded = 0
         self._segment = 0
-        self._last: dict[str, tuple] = {}  # benchmark name -> (segment, block, index) of its last measured run
+        # benchmark name -> {(segment, job): block}, in the order the blocks were met
+        self._blocks: dict[str, dict[tuple, int]] = {}
 
     def new_measurement(self) -> None:
         """A machine line: the runs that follow were appended by another measurement."""
         self._segment += 1
 
-    def seen(self, uuid) -> bool:
-        """Whether ``uuid`` (a string, or None for a hand-made record without one) was read before."""
-        return uuid is not None and hash(uuid) in self._uuids
+    @staticmethod
+    def run(uuid: str | None, machine_id=None) -> int | None:
+        """The identity of a run (a hash of its machine and canonical uuid), None for a hand-made record
+        without a uuid; ValueError when ``uuid`` is no uuid."""
+        if uuid is None:
+            return None
+        return hash((machine_id if type(machine_id) is str else None, canonical_uuid(uuid)))
 
-    def repeat(self) -> None:
-        """A record was left out as a repeat of a run read before."""
-        self.repeated += 1
+    def seen(self, run: int | None) -> bool:
+        """Whether ``run`` (RunIdentity.run) was read before, or is the other side's: then counted, and
+        left out by the caller."""
+        if run is None:
+            return False
+        if run in self._exclude:
+            self.excluded += 1
+            return True
+        if run in self.runs:
+            self.repeated += 1
+            return True
+        return False
 
-    def read(self, uuid) -> None:
-        """``uuid``'s run was kept or left out: read, either way, so its repeats are."""
-        if uuid is not None:
-            self._uuids.add(hash(uuid))
+    def read(self, run: int | None) -> None:
+        """``run``'s record was kept or left out: read, either way, so its repeats are."""
+        if run is None:
+            self.anonymous += 1
+        else:
+            self.runs.add(run)
 
     def key(self, name, index, job=None) -> int | None:
         """The pairing key of a measured run of benchmark ``name`` with round or run index ``index`` (None
         when the record has no usable index: its benchmark is then paired by position)."""
         if type(index) is not int or not 0 <= index < 1 << 32 or type(name) is not str:
             return None
-        segment = (self._segment, job)
-        last = self._last.get(name)
-        block = 0 if last is None else last[1] + (last[0] != segment or index <= last[2])
-        self._last[name] = (segment, block, index)
+        blocks = self._blocks.setdefault(name, {})
+        block = blocks.setdefault((self._segment, job if type(job) is str else None), len(blocks))
         return block << 32 | index if block < 1 << 30 else None
 
     def note(self, dataset: Dataset) -> None:
         if self.repeated:
             dataset.notes.append(f"left out {self.repeated} samples whose uuid an earlier sample already had: a "
                                  "run counts once (the input holds some runs twice, e.g. a file appended to itself)")
+        if self.excluded:
+            dataset.notes.append(f"left out {self.excluded} samples that are also the other side's (same uuid): a "
+                                 "run is A's or B's, not both")
+        if self.anonymous:
+            dataset.notes.append(f"{self.anonymous} samples carry no uuid: a run read twice among them cannot be "
+                                 "told from two runs")
+
+    @staticmethod
+    def shared(a: set[int], b: set[int]) -> tuple[set[int], set[int]] | None:
+        """The runs to leave out of A and of B when some runs are on both sides, or None when every run is:
+        the side made only of shared runs keeps them (A.jsonl against a file holding A's runs and B's: they
+        are A's), and where both sides hold other runs too, no side can claim them: left out of both."""
+        common = a & b
+        if not common:
+            return set(), set()
+        if common == a and common == b:
+            return None
+        if common == a:
+            return set(), common
+        if common == b:
+            return common, set()
+        return common, common
 
 
 def from_entry(bench: BenchmarkData, entry: str, runs: int) -> None:

@@ -147,7 +147,8 @@ class DatasetBuilder:
     are repeats of a run already read (same uuid; RunIdentity). Every kept value carries its run's pairing
     key (BenchmarkData.keys). Used for files here and for samples stored on the server (stored_dataset)."""
 
-    def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy | None = None):
+    def __init__(self, path: str, fmt: str = "perfctl", interference: InterferencePolicy | None = None,
+                 exclude: frozenset[int] = frozenset()):
         self.dataset = Dataset(path, fmt)
         self._excluded: dict[str, dict[str, int]] = {}
         self._interference = interference or InterferencePolicy()
@@ -160,7 +161,7 @@ class DatasetBuilder:
         self._layouts: dict[tuple, tuple] = {}
         self._targets: dict[tuple, tuple] = {}
         self._variants: list[tuple] = []
-        self.identity = RunIdentity()
+        self.identity = RunIdentity(exclude)  # ``exclude``: the other side's runs (cli/compare.py)
 
     def add(self, record: dict, line: int | None = None) -> None:
         """Add one sample record (a JSON Lines dict). A malformed one raises DatasetError naming the record
@@ -168,10 +169,9 @@ class DatasetBuilder:
         whose uuid was read before is the same run again: left out and counted (RunIdentity)."""
         self._records += 1
         try:
-            uuid = _uuid(record)
-            if self.identity.seen(uuid):
-                _checked(record)  # a repeat is checked as any record (a bad line is refused, repeat or not)
-                self.identity.repeat()
+            run = _run(record)
+            if self.identity.seen(run):  # a repeat, or the other side's run: counted there
+                _checked(record)  # checked as any record (a bad line is refused, repeat or not)
                 return
             key = _run_key(self.identity, record)
             if not self._add_measured(record, key):
@@ -180,7 +180,7 @@ class DatasetBuilder:
             where = f"{self.dataset.path}:{line}" if line is not None else \
                 f"{self.dataset.path}: sample record {self._records}"
             raise DatasetError(f"{where}: {err}") from None
-        self.identity.read(uuid)
+        self.identity.read(run)
 
     def add_or_skip(self, record: dict) -> str | None:
         """Add one stored sample (a record the server kept, which an older server may have checked less):
@@ -362,18 +362,21 @@ class DatasetBuilder:
                 dataset.benchmarks[name].warmups = values
         left_out_notes(dataset, self._excluded, self._interfered, self._interference)
         self.identity.note(dataset)
+        dataset.runs = self.identity.runs
         return dataset
 
 
-def read_dataset(path: str, interference: InterferencePolicy | None = None, labels: dict | None = None):
+def read_dataset(path: str, interference: InterferencePolicy | None = None, labels: dict | None = None,
+                 exclude: frozenset[int] = frozenset()):
     """A perfctl JSON Lines file as a Dataset (see DatasetBuilder); with ``labels``, only the samples that
-    carry every one of them (the others are not read further).
+    carry every one of them (the others are not read further); ``exclude``: runs left out as the other
+    side's (RunIdentity).
 
     Reads the JSON objects directly (orjson) rather than through Sample.from_dict: building 100,000 frozen
     dataclasses took longer than the whole comparison (bench/compare_speed.py). Malformed lines are
     reported with the file and line.
     """
-    builder = DatasetBuilder(path, interference=interference)
+    builder = DatasetBuilder(path, interference=interference, exclude=exclude)
     try:
         stream = open(path, "rb")
     except OSError as err:
@@ -406,12 +409,18 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
     return builder.finish()
 
 
-def _uuid(record) -> str | None:
-    """The record's uuid (its identity), None for a hand-made record without one; _FieldError if not text."""
-    uuid = record.get("uuid") if type(record) is dict else None
+def _run(record) -> int | None:
+    """The record's run (RunIdentity.run: its machine and uuid), None for a hand-made record without a uuid;
+    _FieldError when the uuid is not one, as for any other bad field."""
+    if type(record) is not dict:
+        return None
+    uuid = record.get("uuid")
     if uuid is not None and type(uuid) is not str:
         raise _FieldError("uuid", f"expected a string, got {json_kind(uuid)}")
-    return uuid
+    try:
+        return RunIdentity.run(uuid, record.get("machine_id"))
+    except ValueError as err:
+        raise _FieldError("uuid", str(err)) from None
 
 
 def _run_key(identity: RunIdentity, record) -> int | None:

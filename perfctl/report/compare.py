@@ -94,7 +94,7 @@ def statement(comparison: Comparison, context: CompareContext) -> list[str]:
              f"(lower {', '.join(context.metrics)} is better)",
              _levels(comparison),
              f"equivalence margin [{1 - p.margin:g}, {1 + p.margin:g}]; SPA proportion {p.proportion} at "
-             f"confidence {p.confidence}; {'paired (runs matched by index)' if p.paired else 'unpaired runs'}"]
+             f"confidence {p.confidence}; {(context.pairing or 'paired') if p.paired else 'unpaired runs'}"]
     if context.renamed:
         lines.append(context.renamed)
     return lines

@@ -62,10 +62,10 @@ class StatSummary:
     def add(self, sample: Sample) -> None:
         """One run: counted once (its uuid: a run added again is the same run, docs/samples.md), summarized
         when InterferencePolicy.judge, the rule every reader of samples follows, says it is measured."""
-        if self._identity.seen(sample.uuid):
-            self._identity.repeat()
+        run = RunIdentity.run(sample.uuid, sample.machine_id)
+        if self._identity.seen(run):
             return
-        self._identity.read(sample.uuid)
+        self._identity.read(run)
         # only the ebpf backend accounts for interference: a run without it is never flagged (nor looked at)
         reason, interfered = self.interference.judge(sample.warmup, sample.outcome,
                                                      sample.readings if "ebpf" in sample.backends else (),
