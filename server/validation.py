@@ -561,6 +561,10 @@ def validate_compare(request) -> str | None:
         problem = validate_selection(getattr(request, side), side)
         if problem:
             return problem
+    if request.a == request.b:
+        # the same selection is the same runs on both sides: a run compared with itself says nothing (a run's
+        # identity, docs/samples.md; files are refused alike by perfctl/cli/compare.py)
+        return "A and B select the same runs: a run compared with itself says nothing"
     if request.family not in COMPARE_FAMILIES:
         return f"family {request.family[:16]!r} unknown: one of {', '.join(COMPARE_FAMILIES[1:])}"
     if len(request.benchmarks) > 1000 or len(request.metrics) > 100:

@@ -107,8 +107,10 @@ def test_a_job_counted_by_perf_event_and_ebpf_is_stored_with_both_backends(fleet
             assert off_cpu.value >= 5_000_000  # most of its 10 ms asleep
         else:  # a switch the kernel did not report (agent/ebpf.py _unreported): said, not guessed
             assert "without reporting them" in off_cpu.reason, off_cpu
-    compare = fleet.client("compare", "box-a", "box-a", "--metric", "off-cpu-time", "--exclude-interfered",
-                           "--interference-limit", "0.5", server=server)
+    # the job's runs against the machine's latest runs: two selections (the same selection on both sides is
+    # refused), whose runs are the same here; what is looked at is which runs are left out as interfered-with
+    compare = fleet.client("compare", f"box-a@job={jobs[0]['job_id']}", "box-a", "--metric", "off-cpu-time",
+                           "--exclude-interfered", "--interference-limit", "0.5", server=server)
     # Which runs are left out depends on what else this machine ran meanwhile: read it off the samples.
     kept = [s for s in samples if not InterferencePolicy(0.5).flags(
         [{"event": r.event, "status": r.status, "value": r.value} for r in s.readings], s.wall_ns)

@@ -183,14 +183,15 @@ def test_a_selection_over_the_servers_limit_is_refused_with_the_limit_named(tmp_
     try:
         small = start_server(fleet, ["--max-compare-runs", "6"])
         small.register("box-a")
-        small.send("box-a", *stamped(runs[0], start_ns=time.time_ns()))
+        small.send("box-a", *stamped(runs[0], start_ns=time.time_ns(), labels={"commit": "abc"}))
         with pytest.raises(grpc.RpcError) as caught:
-            small.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"), b=pb.Selection(machine="box-a")),
+            small.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"),
+                                                  b=pb.Selection(machine="box-a", labels={"commit": "abc"})),
                                 metadata=small.client_md)
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "box-a selects more than 6 runs, the most this server compares (perfctl server --max-compare-runs)" \
             in caught.value.details()
-        result = cli(small, "compare", "box-a", "box-a")
+        result = cli(small, "compare", "box-a", "box-a@commit=abc")
         assert result.returncode == 2 and "RESOURCE_EXHAUSTED" in result.stderr
     finally:
         fleet.stop_all()
@@ -432,3 +433,12 @@ def test_paired_runs_on_a_server_keep_their_true_partners_when_runs_fail(tmp_pat
         assert "paired by round (run index): 18 pairs" in row["warnings"], row["warnings"]
     finally:
         fleet.stop_all()
+
+
+def test_the_same_selection_on_both_sides_is_refused(server):
+    """A machine's runs compared with themselves (box-a@job=J box-a@job=J) would read as equivalence: refused
+    in one line, as the same file on both sides is."""
+    job_id = server.jobs["a2"]
+    result = cli(server, "compare", f"box-a@job={job_id}", f"box-a@job={job_id}")
+    assert result.returncode == 2, result.stdout
+    assert "A and B select the same runs" in result.stderr and len(result.stderr.strip().splitlines()) == 1
