@@ -20,22 +20,10 @@ from pathlib import Path
 import numpy as np
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import (
-    BigInteger,
-    LargeBinary,
-    and_,
-    cast,
-    create_engine,
-    event,
-    func,
-    literal_column,
-    or_,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import LargeBinary, and_, cast, create_engine, event, func, literal_column, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
+from sqlalchemy.types import BigInteger
 
 from perfctl.server import migrations
 from perfctl.server.decode import row_fields
