@@ -241,8 +241,12 @@ def _compare(**fields) -> pb.CompareRequest:
 def test_validate_compare_accepts_full_selections():
     assert validate_compare(_compare()) is None
     full = _selection(job_id=str(uuid.uuid4()), labels=LABELS, since_ns=1, until_ns=2, all_history=True)
-    assert validate_compare(_compare(a=full, b=full, family="sparc", benchmarks=["true"], metrics=["task-clock"],
+    other = _selection("box-b", job_id=full.job_id, labels=LABELS, since_ns=1, until_ns=2, all_history=True)
+    assert validate_compare(_compare(a=full, b=other, family="sparc", benchmarks=["true"], metrics=["task-clock"],
                                      correction="holm", pool=True)) is None
+    # one selection on both sides is the same runs twice (docs/samples.md, "The identity of a run")
+    assert validate_compare(_compare(a=full, b=full)) == \
+        "A and B select the same runs: a run compared with itself says nothing"
     assert validate_compare(_compare(family="simultaneous", a=_selection(since_ns=5))) is None
     assert validate_compare(_compare(a=_selection(until_ns=5))) is None
 
