@@ -9,7 +9,8 @@ states the rules; each is here once:
    input (compare's ``FILE@ab=A``) before handing its path here.
 2. Before anything runs or is read, an output is refused (one line, exit 2) when its name is empty, or when it
    is one of the command's inputs, the benchmark's executable (as the runner resolves it, through PATH), a
-   file the benchmark's arguments name, another output of the same command, stdout's file, a directory; a
+   file the benchmark's arguments name, another output of the same command, stdout's or stdin's file, a
+   directory; a
    report also when it exists and is not a regular file (a device, pipe or socket). The arguments name a
    file (``_named_files``) as a word of its own or the value after ``=`` (``data.txt``,
    ``--opt=data.txt``: whether or not it exists, the benchmark may write it); as any part of a word cut in
@@ -79,11 +80,14 @@ def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str
     for output in outputs:
         if output.path == "":  # argparse takes -o "": left alone, it reads as "no output" and nothing is written
             raise UsageError(f"{command}: refusing {output.option} \"\": an empty name names no file; nothing was done")
-    stdout = _stdout_file()
+    stdout = _fd_file(1)
     if stdout is None and not any(output.path for output in outputs):
         return
     protected = _protected(inputs, benchmarks, cwd or os.getcwd(),
                            os.environ.get("PATH", os.defpath) if search_path is None else search_path)
+    stdin = _fd_file(0)
+    if stdin is not None:  # `perfctl ... < data.txt`: a file the user gave perfctl, whoever reads it
+        protected.setdefault(stdin[0], f"it is stdin's file ({stdin[1]})")
     claimed: dict[object, str] = {}
     if stdout is not None:
         identity, shown = stdout
@@ -99,17 +103,18 @@ def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str
         claimed[_identity(output.path)] = f"{output.option} names the same file"
 
 
-def _stdout_file() -> tuple[object, str] | None:
-    """(identity, name) of the regular file stdout writes to (``> f``, ``>> f``), else None: a pipe, a
-    terminal or /dev/null mixes nothing into a file."""
+def _fd_file(fd: int) -> tuple[object, str] | None:
+    """(identity, name) of the regular file behind descriptor ``fd``: stdout's (``> f``, ``>> f``), which
+    perfctl writes, or stdin's (``< f``), which the user gave it; else None: a pipe, a terminal or
+    /dev/null holds no file to mix into or destroy."""
     try:
-        status = os.fstat(1)
+        status = os.fstat(fd)
     except OSError:  # closed
         return None
     if not stat.S_ISREG(status.st_mode):
         return None
     try:
-        shown = os.readlink("/proc/self/fd/1")
+        shown = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         shown = "a regular file"
     return (status.st_dev, status.st_ino), shown

@@ -222,3 +222,20 @@ def test_two_pyperf_benchmarks_under_one_name_are_not_pooled(tmp_path):
     assert "same: left out: its runs mix 2 argv (pyperf benchmarks[0]: 3 runs, pyperf benchmarks[1]: 3 runs)" \
         in result.stderr
     assert perfctl("compare", str(path), str(path), "--pool").returncode in (0, 3)
+
+
+def test_an_integer_beyond_any_float_is_refused_in_one_line(tmp_path):
+    """A wall_ns of 10^400 ended in an OverflowError traceback (second hostile review): refused as no count
+    or time, naming its line, as the other readers do."""
+    path = tmp_path / "a.jsonl"
+    made = perfctl("stat", "-r", "3", "-e", "task-clock", "--no-progress", "-o", str(path), "--", "/bin/true")
+    assert made.returncode == 0, made.stderr
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[2])
+    lines[2] = json.dumps(record).replace(f'"wall_ns": {record["wall_ns"]}', '"wall_ns": 1' + "0" * 400)
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text("\n".join(lines) + "\n")
+    result = perfctl("compare", str(huge), str(path))
+    assert result.returncode == 2, result.stdout
+    assert len(result.stderr.strip().splitlines()) == 1 and "401 digits is not a count or a time" in result.stderr, \
+        result.stderr

@@ -502,3 +502,16 @@ def test_stdout_appended_to_an_input_is_refused(tmp_path, ab_file, bench, data):
     assert result.returncode == 2 and "refusing stdout" in result.stderr, result.stderr
     assert _digest(data) == before
     _nothing_ran(tmp_path)
+
+
+def test_an_output_that_is_stdins_file_is_refused(tmp_path, data):
+    """`perfctl stat --html in.txt -- wc -l < in.txt` replaced in.txt with the report, exit 0 (second hostile
+    review): the file on perfctl's stdin is a file the user gave it, protected as an input is."""
+    before = _digest(data)
+    with open(data, "rb") as stdin:
+        result = _stat(tmp_path, "--html", "data.txt", "--", "wc", "-l", stdin=stdin)
+    _refused(result, "perfctl stat", "--html", "it is stdin's file")
+    assert _digest(data) == before
+    with open(data, "rb") as stdin:  # a file that is not stdin's is still written
+        result = _stat(tmp_path, "--html", "r.html", "--", "wc", "-l", stdin=stdin)
+    assert result.returncode == 0, result.stderr

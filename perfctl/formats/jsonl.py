@@ -493,7 +493,11 @@ def _number(record: dict, key: str, where: str, optional: bool = False) -> float
     value = _field(record, key, where, (int, float), "a number", optional)
     if value is None:
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float (10^400): no count or time either
+        raise _FieldError(where, f"an integer of {len(str(value)):,} digits is not a count or a time (0 to 2^64)") \
+            from None
     if number != number or number in (float("inf"), float("-inf")):
         raise _FieldError(where, f"non-finite value {value!r}")
     if not 0 <= number <= MAX_VALUE:
