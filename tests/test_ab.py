@@ -361,14 +361,17 @@ def test_ab_interrupted_keeps_every_finished_run(programs, tmp_path):
                              str(programs / "spin"), "0.01"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not out.exists() or len(_samples(out)) < 10):
-        time.sleep(0.1)
+    # interrupted within the first rounds: two identical programs on a busy machine may drift, and a test of
+    # alike rounds could then end the rounds itself (exit 4) before the signal; it cannot in 5 rounds
+    # (analysis/alike.py: a Simple Jumper's capital grows at most 1.5-fold a round, 1.5^5 < 1/alpha)
+    while time.monotonic() < deadline and (not out.exists() or len(_samples(out)) < 4):
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stdout and f"samples are in {out}" in stderr
     samples = _samples(out)
-    assert len(samples) >= 10 and all(s["outcome"] == "ok" for s in samples)
+    assert len(samples) >= 4 and all(s["outcome"] == "ok" for s in samples)
     # every line is whole and read back by compare
     assert perfctl("compare", f"{out}@ab=A", f"{out}@ab=B").returncode in (0, 3)
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_spin(p, programs)]
