@@ -107,6 +107,19 @@ def _exact_reading(x, y, level, margin, paired):
     return (difference, equivalence), shown
 
 
+def _sizes(rng, most):
+    """Paired or not, and the two sides' sizes (equal when paired), each from 2 to most - 1."""
+    paired = bool(rng.integers(0, 2))
+    n = int(rng.integers(2, most))
+    return paired, n, (n if paired else int(rng.integers(2, most)))
+
+
+def _on_edge(y, edge, n, paired, rng):
+    """Counts x = round(edge * y): on the band's edge as closely as integers can be (y's own runs when
+    paired, n drawn from them otherwise)."""
+    return np.array([round(v * edge) for v in (y if paired else rng.choice(y, n))], dtype=float)
+
+
 def test_interval_ends_read_as_the_exact_interval():
     """Counts built on 1 and on the edges (x = round(edge * y), some moved by one count), at several
     margins, levels and magnitudes up to 10^15: the verdict read off the computed interval is the one read
@@ -115,13 +128,11 @@ def test_interval_ends_read_as_the_exact_interval():
     checked = 0
     for _ in range(1500):
         margin = float(rng.choice([0.05, 0.1, 0.5, 0.25, 0.01, 0.2]))
-        paired = bool(rng.integers(0, 2))
-        n = int(rng.integers(2, 12))
-        m = n if paired else int(rng.integers(2, 12))
+        paired, n, m = _sizes(rng, 12)
         base = int(rng.choice([20, 100, 1000, 10**9, 10**15]))
         edge = float(rng.choice([1 - margin, 1, 1 + margin]))
         y = (rng.choice([base, base * 2, base * 4], m) if rng.random() < .5 else np.full(m, base)).astype(float)
-        x = np.array([round(v * edge) for v in (y if paired else rng.choice(y, n))], dtype=float)
+        x = _on_edge(y, edge, n, paired, rng)
         if rng.random() < 0.5:
             x = x + rng.integers(-1, 2, n)
         level = float(rng.choice([0.95, 0.99, 0.8]))
@@ -188,13 +199,11 @@ def test_sparc_equivalence_tests_count_the_closed_band_exactly():
     rng = np.random.default_rng(12)
     for _ in range(300):
         margin = float(rng.choice([0.05, 0.03, 0.1, 0.01, 0.2, 0.001]))
-        paired = bool(rng.integers(0, 2))
-        n = int(rng.integers(2, 10))
-        m = n if paired else int(rng.integers(2, 10))
+        paired, n, m = _sizes(rng, 10)
         base = int(rng.choice([100, 1000, 952, 10**9, 10**15]))
         edge = float(rng.choice([1 - margin, 1 + margin]))
         y = rng.choice([base, base * 2, base * 3], m).astype(float)
-        x = np.array([round(v * edge) for v in (y if paired else rng.choice(y, n))], dtype=float)
+        x = _on_edge(y, edge, n, paired, rng)
         x = x + rng.integers(-1, 2, n) * (rng.random(n) < 0.3)
         tests_x, tests_y = (x, y) if paired else (np.sort(x), np.sort(y))
         upper, lower = equivalence_tests(tests_x, tests_y, margin, paired)
