@@ -362,6 +362,7 @@ class DatasetBuilder:
                 dataset.benchmarks[name].warmups = values
         left_out_notes(dataset, self._excluded, self._interfered, self._interference)
         self.identity.note(dataset)
+        self.identity.blocks(dataset)
         dataset.runs = self.identity.runs
         return dataset
 
@@ -425,14 +426,17 @@ def _run(record) -> int | None:
 
 def _run_key(identity: RunIdentity, record) -> int | None:
     """A measured run's pairing key (RunIdentity.key): its round when it has one (`perfctl ab`'s
-    ``extra.round``), else its run_index; None for a warm-up or a record without either."""
+    ``extra.round``, in the session of its ``extra.seed``), else its run_index; None for a warm-up or a
+    record without either."""
     if type(record) is not dict or record.get("warmup") is not False:
         return None
     extra, bench = record.get("extra"), record.get("benchmark")
     index = extra.get("round") if type(extra) is dict else None
     if index is None:
         index = record.get("run_index")
-    return identity.key(bench.get("name") if type(bench) is dict else None, index, record.get("job_id"))
+    return identity.key(bench.get("name") if type(bench) is dict else None, index, record.get("job_id"),
+                        extra.get("seed") if type(extra) is dict else None, record.get("start_time_ns"),
+                        record.get("machine_id"))
 
 
 def _labelled(record: dict, labels: dict) -> bool:
