@@ -260,13 +260,16 @@ class RunIdentity:
         common = a & b
         if not common:
             return set(), set()
-        if common == a and common == b:
+        losers = RunIdentity.losers(common == a, common == b)
+        return None if losers is None else (common if losers[0] else set(), common if losers[1] else set())
+
+    @staticmethod
+    def losers(only_shared_a: bool, only_shared_b: bool) -> tuple[bool, bool] | None:
+        """Which sides leave out the runs both hold (some are), from whether each holds only those: see
+        ``shared``; None when both do. A server's selections (server/selection.py) decide by it too."""
+        if only_shared_a and only_shared_b:
             return None
-        if common == a:
-            return set(), common
-        if common == b:
-            return common, set()
-        return common, common
+        return not only_shared_a, not only_shared_b
 
 
 def shared_note(runs: int) -> str:
