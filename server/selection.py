@@ -92,7 +92,11 @@ class Selector:
         shared = sum(runs for *_, runs in self.storage.run_counts(**both)) if both else 0
         left_out: list = [None, None]
         if shared:
-            totals = [sum(runs for *_, runs in self.storage.run_counts(**where)) for where in wheres]
+            counted = [self.storage.run_counts(**where) for where in wheres]
+            for side, rows in zip((a, b), counted):  # a selection too large is refused as such first
+                self._within_limit(describe(side), sum(runs for _, warmup, outcome, runs in rows
+                                                       if not warmup and outcome == "ok"))
+            totals = [sum(runs for *_, runs in rows) for rows in counted]
             losers = RunIdentity.losers(totals[0] == shared, totals[1] == shared)
             if losers is None:
                 raise PairingError(f"A and B select the same {shared} runs ({describe(a)} and {describe(b)}): a run "
@@ -132,10 +136,7 @@ class Selector:
                 continue
             reason = "warmup" if warmup else outcome
             bench.excluded[reason] = bench.excluded.get(reason, 0) + runs
-        if measured > self.limit:
-            raise TooManyRuns(f"{name} selects more than {self.limit:,} runs, the most this server compares "
-                              "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
-                              "--since/--until or --benchmark")
+        self._within_limit(name, measured)
         skipped = 0
         for benchmark_pk, job_id, context, runs, vals, shapes, starts, indexes in \
                 self.storage.grouped_values(run_indexes=self.paired, **where):
@@ -183,6 +184,13 @@ class Selector:
             why = "; ".join(note for note in dataset.notes if ": left out" in note)
             raise DatasetError(f"machine {name!r} has no measured runs{what}{chosen}" + (f" ({why})" if why else ""))
         return dataset
+
+    def _within_limit(self, name: str, measured: int) -> None:
+        """TooManyRuns when the selection ``name`` holds more measured runs than ``limit``."""
+        if measured > self.limit:
+            raise TooManyRuns(f"{name} selects more than {self.limit:,} runs, the most this server compares "
+                              "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
+                              "--since/--until or --benchmark")
 
     def payloads(self, selection: pb.Selection, benchmarks: list[str] | None = None) -> list[bytes]:
         """The stored payloads of the runs ``dataset`` would compare (warm-ups and failed runs too), for a
