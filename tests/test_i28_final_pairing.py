@@ -227,6 +227,20 @@ def test_two_selections_of_the_same_runs_are_refused(server):
     assert f"A and B select the same 8 runs (box-a@job={server.jobs[2]} and box-a)" in line, line
 
 
+def test_the_client_drawing_every_run_applies_the_same_rule(server, tmp_path):
+    """With --html the client fetches both sides' runs and compares them itself: the same refusal, and the
+    same runs left out with the same note, as the server's comparison."""
+    html = str(tmp_path / "r.html")
+    _, result = _server_document(server, f"box-a@job={server.jobs[2]}", "box-a", "--html", html)
+    assert result.returncode == 2, result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert "A and B select the same 8 runs: a run compared with itself says nothing" in line, line
+    document, result = _server_document(server, "box-a@commit=abc", "box-a@phase=2", "--all-history", "--html", html)
+    assert result.returncode in (0, 3), result.stderr
+    assert [(r["n_a"], r["n_b"]) for r in document["benchmarks"]] == [(8, 8)]
+    assert f"A and B: {SHARED}" in document["notes"], document["notes"]
+
+
 def test_runs_on_both_sides_leave_the_side_holding_others(server):
     """box-a@commit=abc over all history (J1 and J2) against box-a@job=J2: J2's runs are B's alone (B holds
     nothing else), so A keeps J1's 8 and says it left out 8 as the other side's: the rule of files."""

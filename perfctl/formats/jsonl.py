@@ -705,13 +705,13 @@ def _reading_target(bench, label: str, status: str, unit: str | None, backend: s
 
 
 def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
-                   interference: InterferencePolicy | None = None):
+                   interference: InterferencePolicy | None = None, exclude: frozenset[int] = frozenset()):
     """The Dataset of one machine's stored samples: ``records`` yields each sample's record (a dict), or
     the reason it could not be decoded (a string). What cannot be used is skipped and said in a note (stored
     by an older server that validated less: never fatal); a machine without a measured run is a
     DatasetError. Used by the server (server/service.py) and by the client that fetches the runs itself
-    for a report (perfctl/client.py)."""
-    builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy())
+    for a report (perfctl/client.py). ``exclude``: runs left out as the other side's (RunIdentity)."""
+    builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy(), exclude=exclude)
     skipped, first_reason = 0, None
     for record in records:
         reason = record if isinstance(record, str) else builder.add_or_skip(record)
