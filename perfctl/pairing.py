@@ -13,6 +13,8 @@ import datetime
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from perfctl.analysis.compare import Comparison, Parameters, compare
 from perfctl.formats import BenchmarkData, Dataset
 from perfctl.formats.dataset import Block
@@ -192,23 +194,28 @@ def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -
         which = "A's and B's" if keys_a is None and keys_b is None else "A's" if keys_a is None else "B's"
         return list(values_a), list(values_b), (f"paired {BY_POSITION}: {which} runs carry no round or run index, "
                                                 "so the i-th run of A is paired with the i-th of B")
-    partner, left = match_blocks(a, {k >> 32 for k in keys_a}, b, {k >> 32 for k in keys_b})
-    twice_a, twice_b = _repeated(keys_a), _repeated(keys_b)
-    in_b = {k: v for k, v in zip(keys_b, values_b) if k not in twice_b}
-    # A's runs under their partner's key in B's blocks; a run of a block without a partner has none
-    common = sorted((partner[k >> 32] << 32 | (k & 0xFFFFFFFF), v) for k, v in zip(keys_a, values_a)
-                    if k >> 32 in partner and k not in twice_a)
-    common = [(k, v) for k, v in common if k in in_b]
-    x = [v for _, v in common]
-    y = [in_b[k] for k, _ in common]
+    # numpy: 10^6 runs a side are joined in ~0.3 s, where Python sets and dicts took seconds
+    ka, kb = np.frombuffer(keys_a, dtype=np.int64), np.frombuffer(keys_b, dtype=np.int64)
+    numbers_a = np.unique(ka >> 32)
+    partner, left = match_blocks(a, set(numbers_a.tolist()), b, set(np.unique(kb >> 32).tolist()))
+    twice_a, twice_b = _repeated(ka), _repeated(kb)
+    # A's runs under their partner's key in B's blocks; a run of a block without a partner has none (-1)
+    target = np.array([partner.get(n, -1) for n in numbers_a.tolist()], dtype=np.int64)[
+        np.searchsorted(numbers_a, ka >> 32)]
+    usable_a = (target >= 0) & ~np.isin(ka, twice_a)
+    usable_b = ~np.isin(kb, twice_b)
+    moved = (target[usable_a] << 32) | (ka[usable_a] & 0xFFFFFFFF)
+    _, in_a, in_b = np.intersect1d(moved, kb[usable_b], assume_unique=True, return_indices=True)
+    x = np.asarray(values_a, dtype=float)[usable_a][in_a].tolist()  # in key order: the pairs' order
+    y = np.asarray(values_b, dtype=float)[usable_b][in_b].tolist()
     alone_a, alone_b = len(values_a) - len(x), len(values_b) - len(y)
     how = f"paired {BY_ROUND}: {len(x)} pairs"
     if alone_a or alone_b:
         how += (f"; left out {alone_a} runs of A and {alone_b} of B whose round has no run on the other side (a "
                 "failed, left-out or interrupted run leaves its partner out)")
     for side, twice, bench in (("A", twice_a, a), ("B", twice_b, b)):
-        if twice:
-            key = min(twice)
+        if len(twice):
+            key = int(twice[0])
             how += (f"; {side} holds {len(twice)} rounds (run indexes) twice in one measurement, e.g. round "
                     f"{key & 0xFFFFFFFF} of {_block_name(bench, side, key >> 32)} (files joined by hand, runs "
                     "without a uuid read twice): they are left out with their partners, never paired by place")
@@ -217,10 +224,10 @@ def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -
     return x, y, how
 
 
-def _repeated(keys) -> set[int]:
-    """The keys met more than once."""
-    seen: set[int] = set()
-    return {k for k in keys if k in seen or seen.add(k)}
+def _repeated(keys: np.ndarray) -> np.ndarray:
+    """The keys met more than once, in order."""
+    unique, counts = np.unique(keys, return_counts=True)
+    return unique[counts > 1]
 
 
 def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, numbers_b: set[int]):
@@ -254,11 +261,10 @@ def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, number
     rest_b = {n: blk for n, blk in blocks_b.items() if n not in taken}
     timed = all(blk.first_ns is not None for blk in (*rest_a.values(), *rest_b.values()))
     if rest_a and rest_b and timed:
-        overlapping = {n: [m for m, other in rest_b.items()
-                           if blk.first_ns <= other.last_ns and other.first_ns <= blk.last_ns]
-                       for n, blk in rest_a.items()}
+        overlapping = _overlapping(rest_a, rest_b)
+        overlapped = Counter(m for found in overlapping.values() for m in found)
         for n, found in overlapping.items():
-            if len(found) == 1 and sum(found[0] in others for others in overlapping.values()) == 1:
+            if len(found) == 1 and overlapped[found[0]] == 1:
                 partner[n] = found[0]
         rest_a = {n: blk for n, blk in rest_a.items() if n not in partner}
         taken = set(partner.values())
@@ -282,6 +288,27 @@ def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, number
     alone = [f"left out {_names(bench, side, rest)}: no measurement of {other} was taken with or next to it"
              for side, other, bench, rest in (("A", "B", a, rest_a), ("B", "A", b, rest_b)) if rest]
     return partner, "; ".join(alone)
+
+
+def _overlapping(rest_a: dict, rest_b: dict) -> dict[int, list[int]]:
+    """Per block of A, the blocks of B whose runs' start times overlap its own, found through B's blocks in
+    order of their first start and the greatest last start up to each (a side's measurements follow one
+    another: a few steps per block, not the product of the counts)."""
+    import bisect
+    import itertools
+
+    order = sorted(rest_b.items(), key=lambda item: item[1].first_ns)
+    firsts = [blk.first_ns for _, blk in order]
+    reach = list(itertools.accumulate((blk.last_ns for _, blk in order), max))
+    found = {}
+    for n, blk in rest_a.items():
+        j, hits = bisect.bisect_right(firsts, blk.last_ns) - 1, []
+        while j >= 0 and reach[j] >= blk.first_ns:
+            if order[j][1].last_ns >= blk.first_ns:
+                hits.append(order[j][0])
+            j -= 1
+        found[n] = hits
+    return found
 
 
 def _alternation(rest_a: dict, rest_b: dict) -> tuple[dict[int, int], bool]:
