@@ -278,16 +278,20 @@ def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, number
                                    "measurement before it or after it; keep one measurement of each side per round "
                                    "(or compare without --paired)")
             partner.update(alternated)
-            rest_a = {n: blk for n, blk in rest_a.items() if n not in partner}
-            taken = set(partner.values())
-            rest_b = {n: blk for n, blk in rest_b.items() if n not in taken}
+            # those left have no measurement of the other side next to them: alone, not unclear
+            return partner, _alone(a, b, {n: blk for n, blk in rest_a.items() if n not in partner},
+                                   {n: blk for n, blk in rest_b.items() if n not in set(partner.values())})
     if rest_a and rest_b:
         raise PairingError(f"{a.name}: {_names(a, 'A', rest_a)} and {_names(b, 'B', rest_b)} cannot be matched: "
                            "no job, ab session or time on one machine's clock says which is whose partner; compare "
                            "one measurement of each (FILE@LABEL=VALUE, MACHINE@job=ID) or without --paired")
-    alone = [f"left out {_names(bench, side, rest)}: no measurement of {other} was taken with or next to it"
-             for side, other, bench, rest in (("A", "B", a, rest_a), ("B", "A", b, rest_b)) if rest]
-    return partner, "; ".join(alone)
+    return partner, _alone(a, b, rest_a, rest_b)
+
+
+def _alone(a: BenchmarkData, b: BenchmarkData, rest_a: dict, rest_b: dict) -> str:
+    """The note on the blocks match_blocks left without a partner."""
+    return "; ".join(f"left out {_names(bench, side, rest)}: no measurement of {other} was taken with or next to it"
+                     for side, other, bench, rest in (("A", "B", a, rest_a), ("B", "A", b, rest_b)) if rest)
 
 
 def _overlapping(rest_a: dict, rest_b: dict) -> dict[int, list[int]]:

@@ -75,6 +75,17 @@ def test_a_measurement_missing_on_one_side_leaves_its_partner_out(rounds):
         "no measurement of B was taken with or next to it" in row["warnings"], row["warnings"]
 
 
+def test_a_measurement_missing_on_each_side_leaves_both_partners_out(rounds, tmp_path):
+    """A's last measurement dropped too: A's 2nd and B's last (round 5) have no partner: both left out and
+    named, the 3 rounds measured on both sides kept."""
+    a = _write(tmp_path / "A4.jsonl", _blocks(rounds["A"])[:4])
+    document, result = _document(a, rounds["B"], "--paired", "--metric", "page-faults")
+    (row,) = document["benchmarks"]
+    assert (row["n_a"], row["n_b"]) == (6, 6) and 0.96 < row["ratio_low"] <= row["ratio_high"] < 0.98, row
+    assert "left out A's measurement 2 (started " in row["warnings"] and \
+        "left out B's measurement 4 (started " in row["warnings"], row["warnings"]
+
+
 def test_blocks_in_any_line_order_keep_their_partners(rounds, tmp_path):
     """The match reads when each measurement was taken, not where its lines are: B's measurements written
     in reverse order pair as before."""
