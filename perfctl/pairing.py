@@ -278,9 +278,10 @@ def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, number
                                    "measurement before it or after it; keep one measurement of each side per round "
                                    "(or compare without --paired)")
             partner.update(alternated)
+            taken = set(partner.values())
             # those left have no measurement of the other side next to them: alone, not unclear
             return partner, _alone(a, b, {n: blk for n, blk in rest_a.items() if n not in partner},
-                                   {n: blk for n, blk in rest_b.items() if n not in set(partner.values())})
+                                   {n: blk for n, blk in rest_b.items() if n not in taken})
     if rest_a and rest_b:
         raise PairingError(f"{a.name}: {_names(a, 'A', rest_a)} and {_names(b, 'B', rest_b)} cannot be matched: "
                            "no job, ab session or time on one machine's clock says which is whose partner; compare "
