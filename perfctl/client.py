@@ -159,6 +159,28 @@ def _connects(channel, timeout: float) -> bool:
         channel.unsubscribe(seen)
 
 
+def _apart(fetched: list[list[dict]]) -> tuple[set[int], set[int]]:
+    """The runs each side leaves out as the other's, by the rule of files and of the server's comparison
+    (RunIdentity.shared): two selections of one machine may overlap (box-a@job=J and box-a).
+    DatasetError when they are the same runs."""
+    from perfctl.formats import DatasetError
+    from perfctl.formats.dataset import RunIdentity
+
+    runs = []
+    for records in fetched:
+        found = set()
+        for record in records:
+            try:
+                found.add(RunIdentity.run(record.get("uuid"), record.get("machine_id")))
+            except ValueError:  # a uuid no run can have: the reader says so
+                continue
+        runs.append(found - {None})
+    left_out = RunIdentity.shared(*runs)
+    if left_out is None:
+        raise DatasetError(f"A and B select the same {len(runs[0])} runs: a run compared with itself says nothing")
+    return left_out
+
+
 def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) -> list:
     """The stored runs of two machines as Datasets, each side a Selection (the runs the server's Compare
     would take), read with perfctl/formats/jsonl.stored_dataset, each with its machine's inventory and
@@ -179,15 +201,17 @@ def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) ->
     try:
         listed = {m.name: m for m in stub.ListMachines(pb.ListMachinesRequest(), metadata=metadata,
                                                        timeout=60).machines}
-        datasets = []
+        fetched = []
         for side in sides:
+            if side.machine not in listed:
+                raise DatasetError(f"no machine named {side.machine!r} on this server")
+            fetched.append([proto_to_dict(sample) for benchmark in (benchmarks or [""])
+                            for sample in stub.GetSamples(pb.GetSamplesRequest(selection=side, benchmark=benchmark),
+                                                          metadata=metadata, timeout=600)])
+        datasets = []
+        for side, records, out in zip(sides, fetched, _apart(fetched)):
             name = side.machine
-            if name not in listed:
-                raise DatasetError(f"no machine named {name!r} on this server")
-            records = (proto_to_dict(sample) for benchmark in (benchmarks or [""])
-                       for sample in stub.GetSamples(pb.GetSamplesRequest(selection=side, benchmark=benchmark),
-                                                     metadata=metadata, timeout=600))
-            dataset = stored_dataset(name, records, benchmarks, interference)
+            dataset = stored_dataset(name, records, benchmarks, interference, frozenset(out))
             machine = listed[name]
             audit = ({"verdict": machine.audit_verdict, "time_ns": machine.audit_time_ns}
                      if machine.audit_verdict else None)

@@ -9,10 +9,15 @@ task-clock, else wall time. A metric name matches a reading label exactly, or wi
 
 from __future__ import annotations
 
+import datetime
+from collections import Counter
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from perfctl.analysis.compare import Comparison, Parameters, compare
 from perfctl.formats import BenchmarkData, Dataset
+from perfctl.formats.dataset import Block
 from perfctl.model import metric_label
 
 DEFAULT_METRICS = ("instructions", "cycles", "task-clock", "wall-time")
@@ -173,45 +178,184 @@ def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -
     """A's and B's values of one metric in the order of their pairs, and how they were paired (the note,
     which starts 'paired BY_ROUND' or 'paired BY_POSITION': the report's header reads it, pairing_words).
 
-    Runs are paired by their key (formats/dataset.py RunIdentity: the round, or the run index within each
-    measurement, whatever order the file's lines are in): a run that failed, was left out or never ran on
-    one side leaves its partner out, and the others keep their true partners. Pairing by place in the lists
-    would shift every pair after the first missing run onto the next round's partner, and a drift across
-    rounds then reads as noise or as a difference. Where a side's reader knows no keys (hyperfine's own
-    runs aside: pyperf, perf stat files), or a side holds one key twice (no run can tell which partner is
-    its own), runs are paired by position, and the note says why."""
+    Runs are paired by their key (formats/dataset.py RunIdentity: a block, one measurement, and the round or
+    run index within it, whatever order the file's lines are in): A's blocks are matched with B's by what
+    identifies them (match_blocks), and run k of a block with run k of its partner. A run that failed, was
+    left out or never ran on one side leaves its partner out, and the others keep their true partners.
+    Pairing by place in the lists, or blocks by their count, would shift every pair after the first missing
+    run or measurement onto the next round's partner, and a drift across rounds then reads as noise or as a
+    difference. A key held twice on one side (files joined by hand, runs without a uuid read twice) cannot
+    tell which run is whose partner: those runs are left out with their partners, never paired by place.
+    Where a side's reader knows no keys (hyperfine's own runs aside: pyperf, perf stat files), runs are
+    paired by position, and the note says why. PairingError when blocks cannot be matched unambiguously."""
     values_a, values_b = a.metrics.get(label_a, []), b.metrics.get(label_b, [])
     keys_a, keys_b = a.keyed(label_a), b.keyed(label_b)
-    why = _unkeyed(keys_a, keys_b)
-    if why:
-        return list(values_a), list(values_b), (f"paired {BY_POSITION}: {why}, so the i-th run of A is paired "
-                                                "with the i-th of B")
-    in_b = dict(zip(keys_b, values_b))
-    common = [(k, v) for k, v in zip(keys_a, values_a) if k in in_b]
-    common.sort(key=lambda pair_: pair_[0])
-    x = [v for _, v in common]
-    y = [in_b[k] for k, _ in common]
+    if keys_a is None or keys_b is None:
+        which = "A's and B's" if keys_a is None and keys_b is None else "A's" if keys_a is None else "B's"
+        return list(values_a), list(values_b), (f"paired {BY_POSITION}: {which} runs carry no round or run index, "
+                                                "so the i-th run of A is paired with the i-th of B")
+    # numpy: 10^6 runs a side are joined in ~0.3 s, where Python sets and dicts took seconds
+    ka, kb = np.frombuffer(keys_a, dtype=np.int64), np.frombuffer(keys_b, dtype=np.int64)
+    numbers_a = np.unique(ka >> 32)
+    partner, left = match_blocks(a, set(numbers_a.tolist()), b, set(np.unique(kb >> 32).tolist()))
+    twice_a, twice_b = _repeated(ka), _repeated(kb)
+    # A's runs under their partner's key in B's blocks; a run of a block without a partner has none (-1)
+    target = np.array([partner.get(n, -1) for n in numbers_a.tolist()], dtype=np.int64)[
+        np.searchsorted(numbers_a, ka >> 32)]
+    usable_a = (target >= 0) & ~np.isin(ka, twice_a)
+    usable_b = ~np.isin(kb, twice_b)
+    moved = (target[usable_a] << 32) | (ka[usable_a] & 0xFFFFFFFF)
+    _, in_a, in_b = np.intersect1d(moved, kb[usable_b], assume_unique=True, return_indices=True)
+    x = np.asarray(values_a, dtype=float)[usable_a][in_a].tolist()  # in key order: the pairs' order
+    y = np.asarray(values_b, dtype=float)[usable_b][in_b].tolist()
     alone_a, alone_b = len(values_a) - len(x), len(values_b) - len(y)
     how = f"paired {BY_ROUND}: {len(x)} pairs"
     if alone_a or alone_b:
         how += (f"; left out {alone_a} runs of A and {alone_b} of B whose round has no run on the other side (a "
                 "failed, left-out or interrupted run leaves its partner out)")
+    for side, twice, bench in (("A", twice_a, a), ("B", twice_b, b)):
+        if len(twice):
+            key = int(twice[0])
+            how += (f"; {side} holds {len(twice)} rounds (run indexes) twice in one measurement, e.g. round "
+                    f"{key & 0xFFFFFFFF} of {_block_name(bench, side, key >> 32)} (files joined by hand, runs "
+                    "without a uuid read twice): they are left out with their partners, never paired by place")
+    if left:
+        how += f"; {left}"
     return x, y, how
 
 
-def _unkeyed(keys_a, keys_b) -> str | None:
-    """Why A's and B's runs cannot be paired by key, or None when they can."""
-    if keys_a is None or keys_b is None:
-        which = "A's and B's" if keys_a is None and keys_b is None else "A's" if keys_a is None else "B's"
-        return f"{which} runs carry no round or run index"
-    for side, keys in (("A", keys_a), ("B", keys_b)):
-        if len(set(keys)) != len(keys):
-            seen = set()
-            key = next(k for k in keys if k in seen or seen.add(k))
-            return (f"{side} holds round (run index) {key & 0xFFFFFFFF} of its measurement {(key >> 32) + 1} twice "
-                    "(two runs with one index and no machine line or job between them: runs without a uuid read "
-                    "twice, or files joined by hand), so its runs cannot be paired by round")
-    return None
+def _repeated(keys: np.ndarray) -> np.ndarray:
+    """The keys met more than once, in order."""
+    unique, counts = np.unique(keys, return_counts=True)
+    return unique[counts > 1]
+
+
+def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, numbers_b: set[int]):
+    """Which block (measurement) of B each block of A pairs with, and the note on the blocks left out:
+    ({A's block: B's block}, note or ""). The rule (docs/samples.md, "The identity of a run"):
+
+    - one block on each side: they pair;
+    - blocks that name each other pair: the same job, or the same `perfctl ab` session (its seed);
+    - blocks measured at the same time (their runs' start times overlap), one of A with one of B, pair;
+    - the others, on one machine's clock, by alternation, as examples/compare-builds.sh takes them (A, B,
+      A, B...): a block pairs with the other side's block measured right after it, in the round order (A
+      first or B first) that pairs the most blocks, i.e. that needs the fewest measurements missing.
+
+    A block left without a partner (a measurement skipped on the other side) is left out and said. Where
+    the blocks cannot be matched one way only (both round orders pair as many; blocks without start times,
+    or on two machines' clocks, left on both sides), PairingError names them: pairing them by their count
+    would pair a measurement with another round's and report the drift between them as a difference."""
+    blocks_a = {n: a.blocks.get(n, Block()) for n in sorted(numbers_a)}
+    blocks_b = {n: b.blocks.get(n, Block()) for n in sorted(numbers_b)}
+    if len(blocks_a) == 1 and len(blocks_b) == 1:
+        return {next(iter(blocks_a)): next(iter(blocks_b))}, ""
+    partner: dict[int, int] = {}
+    tags_a = Counter(block.tag for block in blocks_a.values() if block.tag is not None)
+    tags_b = Counter(block.tag for block in blocks_b.values() if block.tag is not None)
+    by_tag = {block.tag: n for n, block in blocks_b.items() if tags_b[block.tag] == 1 and tags_a[block.tag] == 1}
+    for n, block in blocks_a.items():
+        if block.tag in by_tag:
+            partner[n] = by_tag[block.tag]
+    rest_a = {n: blk for n, blk in blocks_a.items() if n not in partner}
+    taken = set(partner.values())
+    rest_b = {n: blk for n, blk in blocks_b.items() if n not in taken}
+    timed = all(blk.first_ns is not None for blk in (*rest_a.values(), *rest_b.values()))
+    if rest_a and rest_b and timed:
+        overlapping = _overlapping(rest_a, rest_b)
+        overlapped = Counter(m for found in overlapping.values() for m in found)
+        for n, found in overlapping.items():
+            if len(found) == 1 and overlapped[found[0]] == 1:
+                partner[n] = found[0]
+        rest_a = {n: blk for n, blk in rest_a.items() if n not in partner}
+        taken = set(partner.values())
+        rest_b = {n: blk for n, blk in rest_b.items() if n not in taken}
+        clocks = {blk.clock for blk in (*rest_a.values(), *rest_b.values())}
+        if rest_a and rest_b and len(clocks) == 1:
+            alternated, unclear = _alternation(rest_a, rest_b)
+            if unclear:
+                raise PairingError(f"{a.name}: {_names(a, 'A', rest_a)} and {_names(b, 'B', rest_b)} cannot be "
+                                   "matched one way only: measured in turn, each could be the partner of the "
+                                   "measurement before it or after it; keep one measurement of each side per round "
+                                   "(or compare without --paired)")
+            partner.update(alternated)
+            taken = set(partner.values())
+            # those left have no measurement of the other side next to them: alone, not unclear
+            return partner, _alone(a, b, {n: blk for n, blk in rest_a.items() if n not in partner},
+                                   {n: blk for n, blk in rest_b.items() if n not in taken})
+    if rest_a and rest_b:
+        raise PairingError(f"{a.name}: {_names(a, 'A', rest_a)} and {_names(b, 'B', rest_b)} cannot be matched: "
+                           "no job, ab session or time on one machine's clock says which is whose partner; compare "
+                           "one measurement of each (FILE@LABEL=VALUE, MACHINE@job=ID) or without --paired")
+    return partner, _alone(a, b, rest_a, rest_b)
+
+
+def _alone(a: BenchmarkData, b: BenchmarkData, rest_a: dict, rest_b: dict) -> str:
+    """The note on the blocks match_blocks left without a partner."""
+    return "; ".join(f"left out {_names(bench, side, rest)}: no measurement of {other} was taken with or next to it"
+                     for side, other, bench, rest in (("A", "B", a, rest_a), ("B", "A", b, rest_b)) if rest)
+
+
+def _overlapping(rest_a: dict, rest_b: dict) -> dict[int, list[int]]:
+    """Per block of A, the blocks of B whose runs' start times overlap its own, found through B's blocks in
+    order of their first start and the greatest last start up to each (a side's measurements follow one
+    another: a few steps per block, not the product of the counts)."""
+    import bisect
+    import itertools
+
+    order = sorted(rest_b.items(), key=lambda item: item[1].first_ns)
+    firsts = [blk.first_ns for _, blk in order]
+    reach = list(itertools.accumulate((blk.last_ns for _, blk in order), max))
+    found = {}
+    for n, blk in rest_a.items():
+        j, hits = bisect.bisect_right(firsts, blk.last_ns) - 1, []
+        while j >= 0 and reach[j] >= blk.first_ns:
+            if order[j][1].last_ns >= blk.first_ns:
+                hits.append(order[j][0])
+            j -= 1
+        found[n] = hits
+    return found
+
+
+def _alternation(rest_a: dict, rest_b: dict) -> tuple[dict[int, int], bool]:
+    """A's blocks paired with B's measured right after or before them on one clock (match_blocks), and
+    whether that is unclear (both round orders pair as many blocks, differently)."""
+    timeline = sorted([(blk.first_ns, blk.last_ns, "A", n) for n, blk in rest_a.items()] +
+                      [(blk.first_ns, blk.last_ns, "B", n) for n, blk in rest_b.items()])
+    parses = []
+    for first in ("A", "B"):
+        pairs, i = {}, 0
+        while i < len(timeline):
+            if timeline[i][2] == first and i + 1 < len(timeline) and timeline[i + 1][2] != first:
+                one, two = timeline[i][3], timeline[i + 1][3]
+                pairs[one if first == "A" else two] = two if first == "A" else one
+                i += 2
+            else:
+                i += 1
+        parses.append(pairs)
+    by_a, by_b = parses
+    if len(by_a) == len(by_b) and by_a != by_b:
+        return {}, True
+    return max(parses, key=len), False
+
+
+def _block_name(bench: BenchmarkData, side: str, number: int) -> str:
+    """A block as the user can find it: its side, its place in the file and its job, ab seed or start."""
+    block = bench.blocks.get(number, Block())
+    what = []
+    if block.tag and block.tag[0]:
+        what.append(f"job {block.tag[0]}")
+    if block.tag and block.tag[1] is not None:
+        what.append(f"ab seed {block.tag[1]}")
+    if block.first_ns is not None:
+        when = datetime.datetime.fromtimestamp(block.first_ns / 1e9, datetime.UTC)
+        what.append(f"started {when:%Y-%m-%d %H:%M:%S} UTC")
+    return f"{side}'s measurement {number + 1}" + (f" ({', '.join(what)})" if what else "")
+
+
+def _names(bench: BenchmarkData, side: str, blocks: dict) -> str:
+    """Blocks as the user can find them (_block_name), the first five."""
+    names = [_block_name(bench, side, n) for n in list(blocks)[:5]]
+    return ", ".join(names) + (f" and {len(blocks) - 5} more" if len(blocks) > 5 else "")
 
 
 def pairing_words(notes) -> str:

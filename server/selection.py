@@ -16,12 +16,23 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfctl.formats.dataset import WALL_TIME, Dataset, DatasetError, left_out_notes, unmix
+from perfctl.formats.dataset import (
+    WALL_TIME,
+    Block,
+    Dataset,
+    DatasetError,
+    RunIdentity,
+    left_out_notes,
+    shared_note,
+    unmix,
+)
 from perfctl.model import INTERFERENCE_EVENT, InterferencePolicy
+from perfctl.pairing import PairingError
 from perfctl.v1 import fleet_pb2 as pb
 
 # The most runs one side of a comparison may select: beyond, the request is refused (RESOURCE_EXHAUSTED)
@@ -52,10 +63,10 @@ class _Bench:
     starts: array = field(default_factory=lambda: array("q"))
     # with --paired, each kept run's pairing key (formats/dataset.py RunIdentity: the block of its job, its
     # run_index), or None once a run of the benchmark came without its index (then paired by position, and
-    # said so); the block is first the job's place in reading order, and its place in start order once all
-    # are read (_build): the i-th job of A pairs with the i-th of B, whatever their ids
+    # said so); a block is a job, numbered in reading order, and dated by its runs' first and last start:
+    # perfctl/pairing.py matches A's jobs with B's by them (match_blocks), as it matches a file's blocks
     keys: array | None = field(default_factory=lambda: array("q"))
-    job_starts: dict = field(default_factory=dict)  # job id -> (block in reading order, earliest start)
+    job_blocks: dict = field(default_factory=dict)  # job id -> [block, first start, last start]
     contexts: Counter = field(default_factory=Counter)  # (benchmark id, context) -> kept runs
     vals: dict[int, list] = field(default_factory=dict)
 
@@ -70,9 +81,38 @@ class Selector:
         self._shapes = storage.shapes()
         self._contexts = storage.contexts()
 
-    def dataset(self, selection: pb.Selection, benchmarks: list[str] | None = None) -> Dataset:
-        """The Dataset of one side. DatasetError (one line) when the machine is unknown or nothing is
-        selected; TooManyRuns past ``limit``."""
+    def datasets(self, a: pb.Selection, b: pb.Selection, benchmarks: list[str] | None = None) -> list[Dataset]:
+        """The Datasets of both sides of a comparison, read at once, without a run on both sides: two
+        selections of one machine may overlap (box-a@job=J and box-a, whose latest job is J). The rule of
+        files (perfctl/cli/compare.py _apart, RunIdentity.shared): the side made only of shared runs keeps
+        them, where both hold others too neither does, and the same runs on both sides are refused
+        (PairingError). Each side's note says how many it left out."""
+        wheres = [self._where(side, benchmarks)[1] for side in (a, b)]
+        both = _intersection(*wheres)
+        shared = sum(runs for *_, runs in self.storage.run_counts(**both)) if both else 0
+        left_out: list = [None, None]
+        if shared:
+            counted = [self.storage.run_counts(**where) for where in wheres]
+            for side, rows in zip((a, b), counted):  # a selection too large is refused as such first
+                self._within_limit(describe(side), sum(runs for _, warmup, outcome, runs in rows
+                                                       if not warmup and outcome == "ok"))
+            totals = [sum(runs for *_, runs in rows) for rows in counted]
+            losers = RunIdentity.losers(totals[0] == shared, totals[1] == shared)
+            if losers is None:
+                raise PairingError(f"A and B select the same {shared} runs ({describe(a)} and {describe(b)}): a run "
+                                   "compared with itself says nothing")
+            left_out = [(wheres[1 - side], both) if losers[side] else None for side in (0, 1)]
+        # both sides read at once: each waits on the database (which runs the scan and concatenation in its
+        # own process, or in SQLite's C code without the GIL) for much of its time; A's error first
+        with ThreadPoolExecutor(2, thread_name_prefix="compare-read") as readers:
+            return list(readers.map(lambda side: self.dataset(side[0], benchmarks, excluding=side[1]),
+                                    ((a, left_out[0]), (b, left_out[1]))))
+
+    def dataset(self, selection: pb.Selection, benchmarks: list[str] | None = None,
+                excluding: tuple | None = None) -> Dataset:
+        """The Dataset of one side, without the runs that ``excluding`` (the other side's selection, and
+        what both take: datasets) also selects. DatasetError (one line) when the machine is unknown or
+        nothing is selected; TooManyRuns past ``limit``."""
         name = describe(selection)
         dataset = Dataset(f"machine {name}", "perfctl")
         clock = next((machine_id for machine_name, machine_id in self.storage.machine_names().values()
@@ -81,17 +121,22 @@ class Selector:
         names = {pk: identity["name"] for pk, identity in identities.items()}
         benches: dict[str, _Bench] = {}
         measured = 0
+        other = excluding[0] if excluding else None
+        counts = Counter()
         for benchmark_pk, warmup, outcome, runs in self.storage.run_counts(**where):
+            counts[benchmark_pk, warmup, outcome] += runs
+        for benchmark_pk, warmup, outcome, runs in self.storage.run_counts(**excluding[1]) if excluding else ():
+            counts[benchmark_pk, warmup, outcome] -= runs  # the other side's: not counted here
+        for (benchmark_pk, warmup, outcome), runs in counts.items():
+            if runs <= 0:
+                continue
             bench = benches.setdefault(names[benchmark_pk], _Bench())
             if not warmup and outcome == "ok":
                 measured += runs
                 continue
             reason = "warmup" if warmup else outcome
             bench.excluded[reason] = bench.excluded.get(reason, 0) + runs
-        if measured > self.limit:
-            raise TooManyRuns(f"{name} selects more than {self.limit:,} runs, the most this server compares "
-                              "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
-                              "--since/--until or --benchmark")
+        self._within_limit(name, measured)
         skipped = 0
         for benchmark_pk, job_id, context, runs, vals, shapes, starts, indexes in \
                 self.storage.grouped_values(run_indexes=self.paired, **where):
@@ -99,28 +144,35 @@ class Selector:
             bench = benches.get(name_of)
             if bench is None:
                 bench = benches[name_of] = _Bench()
+            taken = _taken(other, benchmark_pk, job_id, context, starts) if other and len(starts) == runs else None
+            if taken is not None and taken.all():
+                continue  # the other side's runs
             if not self.paired:
                 bench.keys = None
             elif bench.keys is not None and indexes is not None and len(indexes) == runs == len(starts) and runs \
                     and 0 <= int(indexes.min()) and int(indexes.max()) < 1 << 32:
-                block, first = bench.job_starts.setdefault(job_id, (len(bench.job_starts), int(starts.min())))
-                bench.job_starts[job_id] = (block, min(first, int(starts.min())))
-                indexes = indexes | (block << 32)
+                first, last = int(starts.min()), int(starts.max())
+                span = bench.job_blocks.setdefault(job_id, [len(bench.job_blocks), first, last])
+                span[1:] = min(span[1], first), max(span[2], last)
+                indexes = indexes | (span[0] << 32)
             else:
                 indexes = None
             if context is None:  # rows migration 0004 could not fill: their payloads do not decode
                 skipped += runs
-            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shapes, starts, indexes):
+            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shapes, starts, indexes, taken):
                 # a row whose values cannot be read (stored by a server that checked less, or damaged):
                 # this series run by run, leaving out only such rows
                 one = dict(where, jobs={job_id: {benchmark_pk}}, context_pks={context})
                 bench.keys = None  # run by run, without their indexes: paired by position
                 for rows in self.storage.stored_values(measured=True, **one):
                     for row in rows:
-                        skipped += self._add(bench, row)
+                        if not (other and _taken(other, row[0], job_id, row[1], np.array([row[5]])).all()):
+                            skipped += self._add(bench, row)
         for bench_name, bench in benches.items():
             self._build(dataset, bench_name, bench, identities, clock)
         self._notes(dataset, benches)
+        if excluding:
+            dataset.notes.append(shared_note(sum(runs for *_, runs in self.storage.run_counts(**excluding[1]))))
         if skipped:
             dataset.notes.append(f"{skipped} stored samples of machine {selection.machine} could not be used and "
                                  "were skipped (their values could not be read)")
@@ -132,6 +184,13 @@ class Selector:
             why = "; ".join(note for note in dataset.notes if ": left out" in note)
             raise DatasetError(f"machine {name!r} has no measured runs{what}{chosen}" + (f" ({why})" if why else ""))
         return dataset
+
+    def _within_limit(self, name: str, measured: int) -> None:
+        """TooManyRuns when the selection ``name`` holds more measured runs than ``limit``."""
+        if measured > self.limit:
+            raise TooManyRuns(f"{name} selects more than {self.limit:,} runs, the most this server compares "
+                              "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
+                              "--since/--until or --benchmark")
 
     def payloads(self, selection: pb.Selection, benchmarks: list[str] | None = None) -> list[bytes]:
         """The stored payloads of the runs ``dataset`` would compare (warm-ups and failed runs too), for a
@@ -172,10 +231,11 @@ class Selector:
         return identities, dict(machine_pk=machine_pk, jobs=jobs, **filters)
 
     def _series(self, bench: _Bench, benchmark_pk: int, context: int, runs: int, vals: bytes, shapes: np.ndarray,
-                starts: np.ndarray, keys: np.ndarray | None = None) -> bool:
+                starts: np.ndarray, keys: np.ndarray | None = None, taken: np.ndarray | None = None) -> bool:
         """Add one series' runs (Storage.grouped_values) to its benchmark whole, in start order (ties in the
-        order read); False, adding nothing, when a run of it cannot be read (no shape or values: a row
-        migration 0004 could not fill; values of another size than its shape's)."""
+        order read), but those ``taken`` by the other side; False, adding nothing, when a run of it cannot be
+        read (no shape or values: a row migration 0004 could not fill; values of another size than its
+        shape's)."""
         if len(shapes) != runs or len(starts) != runs:
             return False
         sizes = np.array([8 * (len(self._shapes[int(shape)]) + 1) if int(shape) in self._shapes else -1
@@ -185,6 +245,13 @@ class Selector:
             np.full(runs, sizes[0])
         if (widths < 0).any() or int(widths.sum()) != len(vals):
             return False
+        if taken is not None and taken.any():  # the other side's runs are left out of this series
+            kept = np.flatnonzero(~taken)
+            offsets = np.concatenate(([0], np.cumsum(widths))).tolist()
+            vals = b"".join(vals[offsets[i]:offsets[i + 1]] for i in kept.tolist())
+            shapes, starts, widths, runs = shapes[kept], starts[kept], widths[kept], len(kept)
+            keys = None if keys is None else keys[kept]
+            size_of = {shape: size_of[shape] for shape in np.unique(shapes).tolist()}
         in_order = bool((starts[1:] >= starts[:-1]).all())
         order = np.arange(runs) if in_order else np.argsort(starts, kind="stable")
         if len(size_of) == 1:  # one shape: the usual case, added whole
@@ -273,10 +340,13 @@ class Selector:
         run_keys = None
         if bench.keys is not None:
             run_keys = np.frombuffer(bench.keys, dtype=np.int64)
-            in_start_order = sorted(bench.job_starts.values(), key=lambda block_first: block_first[1])
+            # the jobs numbered in start order, as the user can find them (the n-th job of the side)
+            in_start_order = sorted(bench.job_blocks.items(), key=lambda job_span: job_span[1][1])
             rank = np.zeros(len(in_start_order), dtype=np.int64)
-            rank[[block for block, _ in in_start_order]] = np.arange(len(in_start_order))
+            rank[[span[0] for _, span in in_start_order]] = np.arange(len(in_start_order))
             run_keys = (rank[run_keys >> 32] << 32) | (run_keys & 0xFFFFFFFF)
+            data.blocks = {number: Block((job_id, None) if job_id else None, first, last, clock)
+                           for number, (job_id, (_, first, last)) in enumerate(in_start_order)}
         columns: dict[str, np.ndarray] = {}
         for shape, matrix in matrices.items():
             where = np.flatnonzero(order == shape)
@@ -315,6 +385,45 @@ class Selector:
         """The Dataset's notes, worded as for files (formats/dataset.py left_out_notes)."""
         left_out_notes(dataset, {name: bench.excluded for name, bench in benches.items()},
                        {name: bench.interfered for name, bench in benches.items()}, self.interference)
+
+
+def _intersection(one: dict, other: dict) -> dict | None:
+    """The runs two selections (Selector._where's query arguments) both take, as one selection; None when
+    they cannot share a run (two machines, or nothing in common)."""
+    if one["machine_pk"] != other["machine_pk"]:
+        return None
+
+    def meet(x, y):  # None: any
+        return y if x is None else x if y is None else x & y
+
+    benchmark_pks, context_pks = (meet(one[key], other[key]) for key in ("benchmark_pks", "context_pks"))
+    jobs = one["jobs"] if other["jobs"] is None else other["jobs"] if one["jobs"] is None else \
+        {job: one["jobs"][job] & other["jobs"][job] for job in one["jobs"].keys() & other["jobs"].keys()
+         if one["jobs"][job] & other["jobs"][job]}
+    until = min((u for u in (one["until_ns"], other["until_ns"]) if u), default=0)
+    since = max(one["since_ns"], other["since_ns"])
+    if jobs == {} or benchmark_pks == set() or context_pks == set() or (until and since >= until):
+        return None
+    return dict(machine_pk=one["machine_pk"], jobs=jobs, benchmark_pks=benchmark_pks, context_pks=context_pks,
+                since_ns=since, until_ns=until)
+
+
+def _taken(where: dict, benchmark_pk: int, job_id, context: int, starts: np.ndarray) -> np.ndarray:
+    """Which runs of one series (its benchmark, job, context, and the runs' starts) ``where`` selects too:
+    Storage._selected's conditions, on the series' own fields."""
+    none = np.zeros(len(starts), dtype=bool)
+    if where["benchmark_pks"] is not None and benchmark_pk not in where["benchmark_pks"]:
+        return none
+    if where["context_pks"] is not None and context not in where["context_pks"]:
+        return none
+    if where["jobs"] is not None and benchmark_pk not in where["jobs"].get(job_id or None, ()):
+        return none
+    taken = ~none
+    if where["since_ns"]:
+        taken &= starts >= where["since_ns"]
+    if where["until_ns"]:
+        taken &= starts < where["until_ns"]
+    return taken
 
 
 def _interference_unknown(spec: list) -> bool:

@@ -21,7 +21,7 @@ import signal
 import socket
 import tempfile
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import grpc
@@ -476,10 +476,7 @@ class QueryService(_Base, rpc.QueryServiceServicer):
         selector = Selector(self.storage, InterferencePolicy(limit, request.exclude_interfered), request.pool,
                             self.compare_limit, paired=request.paired)
         benchmarks = list(request.benchmarks) or None
-        # both sides read at once: each waits on the database (which runs the scan and concatenation in
-        # its own process, or in SQLite's C code without the GIL) for much of its time; A's error first
-        with ThreadPoolExecutor(2, thread_name_prefix="compare-read") as readers:
-            datasets = list(readers.map(lambda side: selector.dataset(side, benchmarks), (request.a, request.b)))
+        datasets = selector.datasets(request.a, request.b, benchmarks)  # at once, without a run on both sides
         latest = self.storage.latest_audits()
         for dataset, side in zip(datasets, (request.a, request.b)):
             warning = audit_warning(side.machine, latest.get(side.machine), time.time_ns())

@@ -103,11 +103,13 @@ def test_runs_without_a_uuid_are_counted_in_a_note(measured, tmp_path):
     path.write_text("\n".join(lines[:1] + anonymous + anonymous) + "\n")
     document, _ = _document(path, measured["B"])
     assert "A: 10 samples carry no uuid: a run read twice among them cannot be told from two runs" in document["notes"]
-    # read twice without a uuid, run index 0 is met twice in one measurement: no pairing by round, and why
+    # read twice without a uuid, each run index is met twice in one measurement: no run can tell which of its
+    # two is the partner, so they are left out, never paired by place (issue 28, second review), and why
     document, _ = _document(path, measured["B"], "--paired")
-    assert "paired by position: A holds round (run index) 0 of its measurement 1 twice" in \
-        document["benchmarks"][0]["warnings"]
-    assert document["statement"][-1].endswith("paired by position")
+    (row,) = document["benchmarks"]
+    assert "A holds 5 rounds (run indexes) twice in one measurement, e.g. round 0 of A's measurement 1" in \
+        row["warnings"] and "never paired by place" in row["warnings"], row["warnings"]
+    assert row["n_a"] == row["n_b"] == 0 and "paired by position" not in document["statement"][-1]
 
 
 def test_runs_out_of_line_order_keep_their_partners(measured, tmp_path):

@@ -22,6 +22,19 @@ class DatasetError(ValueError):
     """A file that cannot be read as samples; the message is one line naming the file."""
 
 
+@dataclass(frozen=True)
+class Block:
+    """One measurement of a benchmark (RunIdentity's block): what names it on both sides of a comparison
+    (``tag``: its job and `perfctl ab`'s seed, where its runs carry them), when its measured runs started
+    (first and last, ns since the epoch) and on whose clock; None where the runs do not all say. With
+    --paired, perfctl/pairing.py matches A's blocks with B's by these (match_blocks), never by count."""
+
+    tag: tuple | None = None
+    first_ns: int | None = None
+    last_ns: int | None = None
+    clock: str | None = None
+
+
 @dataclass
 class BenchmarkData:
     name: str
@@ -49,6 +62,9 @@ class BenchmarkData:
     # as many keys as values is paired by position (perfctl/pairing.py says so). Keys are RunIdentity's
     # packed integers in int64 arrays: 8 bytes a value, where a tuple per run cost ~15 MB per 50,000 runs
     keys: dict[str, array] = field(default_factory=dict)
+    # the blocks the keys name (key >> 32 -> Block), where the reader knows them; a block missing here is
+    # known by its number only
+    blocks: dict[int, Block] = field(default_factory=dict)
 
     def add(self, metric: str, value: float, unit: str, backend: str | None = None, key=None) -> None:
         self.metrics.setdefault(metric, []).append(float(value))
@@ -136,12 +152,14 @@ class RunIdentity:
     - the same run on both sides of a comparison is no comparison: ``shared`` decides what is left out
       (cli/compare.py reads the sides again without it);
     - a measured run's pairing key is ``(block, index)``, packed as ``block << 32 | index`` (one int64, in
-      the same order as the pairs): ``index`` is the round of an interleaved
-      measurement (``extra.round``, `perfctl ab`), else the ``run_index``; a block is one measurement of
-      the benchmark (``perfctl stat -o`` appended several times, as examples/compare-builds.sh does), begun
-      by a machine line or another job, whatever order the runs' lines are in. Run k of block j of A pairs
-      with run k of block j of B whatever failed or was left out around it (perfctl/pairing.py); an index
-      met twice in one block makes the benchmark's keys repeat, and pairing.py pairs it by position.
+      the same order as the pairs): ``index`` is the round of an interleaved measurement (``extra.round``,
+      `perfctl ab`), else the ``run_index``; a block is one measurement of the benchmark: ``perfctl stat -o``
+      appended several times, as examples/compare-builds.sh does (begun by a machine line), a job, or a
+      `perfctl ab` session (its ``extra.seed``: two sessions joined by hand repeat their rounds), whatever
+      order the runs' lines are in. Each block keeps what identifies it in time (Block: its job and seed, its
+      first and last start): perfctl/pairing.py matches a block of A with the block of B measured with it or
+      next to it (match_blocks), and run k of a block with run k of its partner, whatever failed or was left
+      out around it. An index met twice in one block is left out with its partner (pairing.py says which).
 
     Warm-ups have no key and do not move the blocks."""
 
@@ -156,8 +174,9 @@ class RunIdentity:
         self._exclude = exclude
         self.excluded = 0
         self._segment = 0
-        # benchmark name -> {(segment, job): block}, in the order the blocks were met
-        self._blocks: dict[str, dict[tuple, int]] = {}
+        # benchmark name -> {(segment, job, seed): [block, first start, last start, clock, times known]}, in
+        # the order the blocks were met
+        self._blocks: dict[str, dict[tuple, list]] = {}
 
     def new_measurement(self) -> None:
         """A machine line: the runs that follow were appended by another measurement."""
@@ -191,22 +210,44 @@ class RunIdentity:
         else:
             self.runs.add(run)
 
-    def key(self, name, index, job=None) -> int | None:
+    def key(self, name, index, job=None, seed=None, start_ns=None, clock=None) -> int | None:
         """The pairing key of a measured run of benchmark ``name`` with round or run index ``index`` (None
-        when the record has no usable index: its benchmark is then paired by position)."""
+        when the record has no usable index: its benchmark is then paired by position), in the block of its
+        measurement, job and ab ``seed``; ``start_ns`` and ``clock`` (its machine) date the block."""
         if type(index) is not int or not 0 <= index < 1 << 32 or type(name) is not str:
             return None
         blocks = self._blocks.setdefault(name, {})
-        block = blocks.setdefault((self._segment, job if type(job) is str else None), len(blocks))
+        job = job if type(job) is str else None
+        seed = seed if type(seed) is int else None
+        span = blocks.get((self._segment, job, seed))
+        if span is None:
+            span = blocks[self._segment, job, seed] = [len(blocks), start_ns, start_ns, clock, True]
+        timed = type(start_ns) is int and type(clock) is str and clock == span[3]
+        if not timed:  # a run without its start, or on another clock: the block's time is unknown
+            span[4] = False
+        elif start_ns < span[1]:
+            span[1] = start_ns
+        elif start_ns > span[2]:
+            span[2] = start_ns
+        block = span[0]
         return block << 32 | index if block < 1 << 30 else None
+
+    def blocks(self, dataset: Dataset) -> None:
+        """Give each benchmark of ``dataset`` its blocks (BenchmarkData.blocks), as met while reading."""
+        for name, found in self._blocks.items():
+            bench = dataset.benchmarks.get(name)
+            if bench is None:
+                continue
+            for (_segment, job, seed), (block, first, last, clock, timed) in found.items():
+                tag = (job, seed) if job is not None or seed is not None else None
+                bench.blocks[block] = Block(tag, *((first, last, clock) if timed else (None, None, None)))
 
     def note(self, dataset: Dataset) -> None:
         if self.repeated:
             dataset.notes.append(f"left out {self.repeated} samples whose uuid an earlier sample already had: a "
                                  "run counts once (the input holds some runs twice, e.g. a file appended to itself)")
         if self.excluded:
-            dataset.notes.append(f"left out {self.excluded} samples that are also the other side's (same uuid): a "
-                                 "run is A's or B's, not both")
+            dataset.notes.append(shared_note(self.excluded))
         if self.anonymous:
             dataset.notes.append(f"{self.anonymous} samples carry no uuid: a run read twice among them cannot be "
                                  "told from two runs")
@@ -219,13 +260,22 @@ class RunIdentity:
         common = a & b
         if not common:
             return set(), set()
-        if common == a and common == b:
+        losers = RunIdentity.losers(common == a, common == b)
+        return None if losers is None else (common if losers[0] else set(), common if losers[1] else set())
+
+    @staticmethod
+    def losers(only_shared_a: bool, only_shared_b: bool) -> tuple[bool, bool] | None:
+        """Which sides leave out the runs both hold (some are), from whether each holds only those: see
+        ``shared``; None when both do. A server's selections (server/selection.py) decide by it too."""
+        if only_shared_a and only_shared_b:
             return None
-        if common == a:
-            return set(), common
-        if common == b:
-            return common, set()
-        return common, common
+        return not only_shared_a, not only_shared_b
+
+
+def shared_note(runs: int) -> str:
+    """The note of a side that left out ``runs`` runs as the other side's (RunIdentity.shared): files and a
+    server's selections say it alike."""
+    return f"left out {runs} samples that are also the other side's (same uuid): a run is A's or B's, not both"
 
 
 def from_entry(bench: BenchmarkData, entry: str, runs: int) -> None:

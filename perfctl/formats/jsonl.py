@@ -362,6 +362,7 @@ class DatasetBuilder:
                 dataset.benchmarks[name].warmups = values
         left_out_notes(dataset, self._excluded, self._interfered, self._interference)
         self.identity.note(dataset)
+        self.identity.blocks(dataset)
         dataset.runs = self.identity.runs
         return dataset
 
@@ -425,14 +426,17 @@ def _run(record) -> int | None:
 
 def _run_key(identity: RunIdentity, record) -> int | None:
     """A measured run's pairing key (RunIdentity.key): its round when it has one (`perfctl ab`'s
-    ``extra.round``), else its run_index; None for a warm-up or a record without either."""
+    ``extra.round``, in the session of its ``extra.seed``), else its run_index; None for a warm-up or a
+    record without either."""
     if type(record) is not dict or record.get("warmup") is not False:
         return None
     extra, bench = record.get("extra"), record.get("benchmark")
     index = extra.get("round") if type(extra) is dict else None
     if index is None:
         index = record.get("run_index")
-    return identity.key(bench.get("name") if type(bench) is dict else None, index, record.get("job_id"))
+    return identity.key(bench.get("name") if type(bench) is dict else None, index, record.get("job_id"),
+                        extra.get("seed") if type(extra) is dict else None, record.get("start_time_ns"),
+                        record.get("machine_id"))
 
 
 def _labelled(record: dict, labels: dict) -> bool:
@@ -701,13 +705,13 @@ def _reading_target(bench, label: str, status: str, unit: str | None, backend: s
 
 
 def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
-                   interference: InterferencePolicy | None = None):
+                   interference: InterferencePolicy | None = None, exclude: frozenset[int] = frozenset()):
     """The Dataset of one machine's stored samples: ``records`` yields each sample's record (a dict), or
     the reason it could not be decoded (a string). What cannot be used is skipped and said in a note (stored
     by an older server that validated less: never fatal); a machine without a measured run is a
     DatasetError. Used by the server (server/service.py) and by the client that fetches the runs itself
-    for a report (perfctl/client.py)."""
-    builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy())
+    for a report (perfctl/client.py). ``exclude``: runs left out as the other side's (RunIdentity)."""
+    builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy(), exclude=exclude)
     skipped, first_reason = 0, None
     for record in records:
         reason = record if isinstance(record, str) else builder.add_or_skip(record)
