@@ -1,0 +1,112 @@
+"""Issue 28, final round: a stop signal that Python drops cannot leave `perfctl stat` or `perfctl ab` running.
+
+Python runs a signal's handler wherever the main thread runs Python code, finalisers included, and drops an
+exception raised in one ("Exception ignored in ..."). perfctl's policy ignored every signal after the first
+(so that the cleanup it starts runs to its end), so a first Interrupted dropped in a finaliser left the
+command unstoppable but by SIGKILL (CI under load: `perfctl ab` ran on for 14 minutes after a SIGINT). The
+tests build that situation in-process: garbage in a reference cycle whose __del__ sends the signal, so the
+handler runs inside the finaliser while the command's run loop runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import time
+
+import pytest
+
+from perfctl.cli import main
+from perfctl.output import Interrupted, stop_on_signals
+
+
+def _samples(path) -> int:
+    return sum('"type":"sample"' in line for line in open(path)) if os.path.exists(path) else 0
+
+
+class _SignalInFinaliser:
+    """Cyclic garbage: the cyclic GC finalises it at some allocation of the run loop. Once ``after`` samples
+    are in ``path``, its __del__ sends SIGINT and the handler runs there (at the call after the kill);
+    before, it leaves garbage like itself for the next collection."""
+
+    sent: list[float] = []
+
+    def __init__(self, path, after: int):
+        self.cycle, self.path, self.after = self, path, after
+
+    def __del__(self):
+        if self.sent:
+            return
+        if _samples(self.path) >= self.after:
+            self.sent.append(time.monotonic())
+            os.kill(os.getpid(), signal.SIGINT)
+            _a_call()  # where the handler runs, inside this finaliser
+        else:
+            _SignalInFinaliser(self.path, self.after)
+
+
+def _a_call() -> None:
+    return None
+
+
+@pytest.fixture
+def frequent_gc():
+    """Collections every 50 allocations, so that the garbage is finalised within the first runs."""
+    thresholds = gc.get_threshold()
+    _SignalInFinaliser.sent = []
+    gc.set_threshold(50)
+    yield
+    gc.set_threshold(*thresholds)
+    gc.collect()
+
+
+@pytest.mark.parametrize("command", ["stat", "ab"])
+def test_a_stop_signal_raised_inside_a_finaliser_ends_the_runs(command, tmp_path, frequent_gc, capsys):
+    """Before: the SIGINT's Interrupted was dropped in __del__, every later signal ignored, and the command
+    ran all its 40 runs (rounds) and exited 0 (stat) or 4 (ab). Now the loop ends at its next run: exit 130,
+    every finished run kept."""
+    out = tmp_path / "runs.jsonl"
+    argv = {"stat": ["stat", "-r", "40", "-o", str(out), "--", "/bin/sleep", "0.01"],
+            "ab": ["ab", "--min-runs", "40", "--max-runs", "40", "-o", str(out), "--", "/bin/sleep", "0.01", ":::",
+                   "/bin/sleep", "0.01"]}[command]
+    _SignalInFinaliser(out, 2)
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert _SignalInFinaliser.sent, "the finaliser never ran during the runs"
+    assert code == 130, captured.err
+    assert "interrupted after" in captured.err and "Exception ignored" not in captured.err
+    written = _samples(out)
+    assert 2 <= written < (40 if command == "stat" else 80), written
+
+
+def test_a_second_signal_raises_again_when_the_first_was_dropped():
+    """A first stop dropped in a finaliser does not make the command deaf: the next signal raises."""
+    sent: list[bool] = []
+
+    class Finaliser:
+        def __del__(self):
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+            _a_call()
+
+    with pytest.raises(Interrupted) as stopped, stop_on_signals():
+        Finaliser()  # freed at once (no cycle): its __del__ runs here and the Interrupted is dropped
+        assert sent
+        os.kill(os.getpid(), signal.SIGINT)
+        _a_call()
+    assert stopped.value.signum == signal.SIGTERM  # the first stop's signal decides the exit (143)
+
+
+def test_a_second_signal_is_ignored_while_the_first_unwinds():
+    """The cleanup a stop starts runs to its end: a signal during it raises nothing."""
+    cleaned = []
+    with pytest.raises(Interrupted) as stopped, stop_on_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            _a_call()
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)
+            _a_call()
+            cleaned.append(True)
+    assert cleaned and stopped.value.signum == signal.SIGINT
