@@ -364,6 +364,9 @@ def test_ab_interrupted_keeps_every_finished_run(programs, tmp_path):
                                                  "0.01")
     assert returncode == 130, stderr
     assert "interrupted" in stdout and f"samples are in {out}" in stderr
+    # the user stopped the rounds: no budget named, no edge blamed (issue 28, second review)
+    assert "--max-runs" not in stdout and "near a margin edge" not in stdout
+    assert "not settled: interrupted after" in stdout, stdout
     samples = _samples(out)
     assert len(samples) >= 4 and all(s["outcome"] == "ok" for s in samples)
     # every line is whole and read back by compare

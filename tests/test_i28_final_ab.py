@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import signal
 import time
 
@@ -110,3 +111,49 @@ def test_a_second_signal_is_ignored_while_the_first_unwinds():
             _a_call()
             cleaned.append(True)
     assert cleaned and stopped.value.signum == signal.SIGINT
+
+
+def _note(rounds, stop: str, a_values, b_values) -> str:
+    """The line ab prints for B after ``rounds`` rounds of A and B's values, stopped by ``stop``."""
+    from rich.console import Console
+
+    from perfctl.analysis.ab import SequentialSuite
+    from perfctl.report.ab import AbReport, AbResult, Side
+
+    suite = SequentialSuite(2, 0.05, 0.95)
+    for a, b in zip(a_values[:rounds], b_values[:rounds]):
+        suite.add_round({0: a, 1: b})
+    sides = [Side("A", ["a"], rounds), Side("B", ["b"], rounds)]
+    result = AbResult(sides, {"B": suite.settlements()[1]}, "task-clock", 0.05, 0.95, 1, stop, rounds=rounds,
+                      to_settle={"B": suite.comparisons[1].rounds_to_settle()})
+    console = Console(record=True, width=400)
+    AbReport(result).table(console)
+    (line,) = [line for line in console.export_text().splitlines() if line.startswith("B: ")]
+    return line
+
+
+def test_an_interrupted_ab_says_so_rather_than_naming_a_budget_or_an_edge():
+    """Before: "not settled: about 28 rounds like these would settle it (--max-runs)" after a SIGHUP at round
+    14, and "... (the ratio is near a margin edge)" whatever stopped the rounds."""
+    noise = random.Random(28)
+    a = [20.0 * noise.uniform(0.8, 1.2) for _ in range(14)]
+    b = [23.0 * noise.uniform(0.8, 1.2) for _ in range(14)]
+    line = _note(14, "interrupted", a, b)
+    assert "not settled: interrupted after 14 rounds (the verdict of the rounds so far)" in line, line
+    assert "rounds like these would settle it: run the same perfctl ab again" in line, line
+    assert "--max-runs" not in line and "edge" not in line
+    # --max-time named as the budget that ended the rounds, not --max-runs
+    line = _note(14, "max-time", a, b)
+    assert line.endswith("rounds like these would settle it (--max-time)"), line
+
+
+def test_rounds_in_two_clusters_either_side_of_the_band_are_not_blamed_on_a_median_near_an_edge():
+    """B alternating 10% faster and 10% slower (ab_s4 of the review: ratio 1.0039, "near a margin edge"):
+    the median is in the middle of the band; what keeps it unsettled is that no round lies near it."""
+    a = [100.0] * 60
+    b = [91.0 if i % 2 else 111.0 for i in range(60)]
+    line = _note(60, "max-runs", a, b)
+    assert "near a margin edge" not in line
+    assert "the rounds' ratios around their median lie on both sides of a margin edge" in line, line
+    line = _note(60, "interrupted", a, b)
+    assert "interrupted after 60 rounds" in line and "run the same" not in line, line

@@ -200,9 +200,17 @@ def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
     if s.too_early:
         return f"; not settled: the rounds ended after {s.rounds}, before the {s.min_rounds} of --min-runs"
     estimate = result.to_settle.get(side.label)
-    if estimate is None:
-        return "; not settled, and more rounds like these would not settle it soon (the ratio is near a margin edge)"
-    return f"; not settled: about {estimate} rounds like these would settle it (--max-runs)"
+    # rounds_to_settle is None when the empirical quantiles at the sequence's ranks, which close in on the
+    # median, still cross an edge of the band LOOK_AHEAD times later: the rounds around the median lie on both
+    # sides of it (a median near the edge, or ratios in two clusters either side of the band)
+    more = ("more rounds like these would not settle it soon (the rounds' ratios around their median lie on both "
+            "sides of a margin edge)") if estimate is None else f"about {estimate} rounds like these would settle it"
+    if result.stop == "interrupted":  # the user stopped the rounds: no budget to raise, and no edge to blame
+        again = "" if estimate is None else ": run the same perfctl ab again (its rounds start afresh)"
+        return (f"; not settled: interrupted after {result.rounds} rounds (the verdict of the rounds so far); "
+                f"{more}{again}")
+    budget = {"max-time": "--max-time", "max-runs": "--max-runs"}.get(result.stop)
+    return f"; not settled: {more}" + (f" ({budget})" if budget and estimate is not None else "")
 
 
 def _number(value: float | None) -> str:
