@@ -20,6 +20,7 @@ import pytest
 
 from perfctl.cli import main
 from perfctl.output import Interrupted, stop_on_signals
+from tests.conftest import needs_tracepoints, perfctl
 
 
 def _samples(path) -> int:
@@ -157,3 +158,59 @@ def test_rounds_in_two_clusters_either_side_of_the_band_are_not_blamed_on_a_medi
     assert "the rounds' ratios around their median lie on both sides of a margin edge" in line, line
     line = _note(60, "interrupted", a, b)
     assert "interrupted after 60 rounds" in line and "run the same" not in line, line
+
+
+# --- a step in A or in B is shown "not alike" (review: a step in B at round 10 settled "beyond" unseen) ------
+
+def _first_not_alike(before: float, after: float, step_after: int, min_rounds: int, side: str = "B"):
+    """Rounds of constant exact counts (page faults) whose ratio A/B steps from ``before`` to ``after`` after
+    round ``step_after``, by a step of ``side``; fed as ab feeds them until they settle (from ``min_rounds``)
+    or are seen not alike. Returns the comparison."""
+    from perfctl.analysis.ab import SequentialComparison
+
+    comparison = SequentialComparison(0.05, 0.05, min_rounds=min_rounds)
+    for round_ in range(1, 200):
+        ratio = before if round_ <= step_after else after
+        a, b = (1000.0, 1000.0 / ratio) if side == "B" else (952.0 * ratio, 952.0)
+        comparison.add(a, b)
+        if comparison.settled or not comparison.alike:
+            break
+    return comparison
+
+
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_a_step_at_round_10_is_not_alike_before_30_rounds_settle_it(side):
+    """Before: the martingale on the log ratios needs about 4 times the rounds before a step to see it (42
+    rounds here): --min-runs 30 settled "B slower beyond [0.7310, 0.8562]" at round 30, exit 3."""
+    comparison = _first_not_alike(0.856, 0.731, 10, 30, side)
+    settlement = comparison.settlement()
+    assert not settlement.settled and not settlement.alike, settlement
+    change = settlement.change
+    assert change.seen_at < 30 and change.last_before == 10, change
+    assert change.before == pytest.approx(0.856) and change.after == pytest.approx(0.731)
+
+
+def test_a_change_of_the_machine_under_both_commands_cancels_in_the_ratio():
+    """Both sides twice as slow from round 10: the ratio does not move, the verdict about it stays valid."""
+    from perfctl.analysis.ab import SequentialComparison
+
+    comparison = SequentialComparison(0.05, 0.05, min_rounds=30)
+    for round_ in range(1, 31):
+        level = 1.0 if round_ <= 10 else 2.0
+        comparison.add(1000.0 * level, 1112.0 * level)
+    assert comparison.alike and comparison.settled
+
+
+@needs_tracepoints
+def test_ab_shows_a_step_in_b_as_not_alike(programs, tmp_path):
+    """The review's case with real programs: pagetouch 952 against a B that touches 1152 pages from its 11th
+    run on (exact page-fault counts): exit 4, "not alike", the change placed after round 10."""
+    pagetouch = str(programs / "pagetouch")
+    state, script = tmp_path / "state", tmp_path / "pstep.sh"
+    script.write_text(f'n=$(cat {state} 2>/dev/null || echo 0); echo $((n+1)) > {state}\n'
+                      f'if [ "$n" -lt 10 ]; then exec {pagetouch} 952; else exec {pagetouch} 1152; fi\n')
+    result = perfctl("ab", "--metric", "page-faults", "--min-runs", "30", "--seed", "1", "--", pagetouch, "952",
+                     ":::", "sh", str(script), timeout=600)
+    assert result.returncode == 4, (result.stdout, result.stderr)
+    assert "not alike: A/B " in result.stdout and "over rounds 1-10," in result.stdout, result.stdout
+    assert "settled" not in result.stdout.split("not alike")[-1], result.stdout

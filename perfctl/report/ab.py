@@ -30,6 +30,8 @@ STOPS = {
 SEEN_BY = {
     "exchangeability": "a test of alike rounds (a conformal test martingale)",
     "disjoint": "the rounds' confidence sequences no longer overlapping",
+    "stretches": "a test of a step (the confidence sequences of the rounds before and after a round no longer "
+                 "overlapping)",
 }
 
 
@@ -176,9 +178,10 @@ def change_line(label: str, s: Settlement) -> str:
     ...     c.add(20.0 * (1 + 0.001 * (i % 5)), 20.0 if i < 15 else 25.0)
     ...     i += 1
     >>> print(change_line("B", c.settlement()))  # doctest: +NORMALIZE_WHITESPACE
-    B: not alike: A/B 1.0020 over rounds 1-15, 0.8016 over rounds 16-46 (Pettitt's change point), seen at round
-    46 by a test of alike rounds (a conformal test martingale); the machine or a program changed during the
-    rounds, so there is no verdict (exit 4): run again on a quiet machine, or find what changed
+    B: not alike: A/B 1.0020 over rounds 1-15, 0.8016 over rounds 16-30 (Pettitt's change point), seen at round
+    30 by a test of a step (the confidence sequences of the rounds before and after a round no longer
+    overlapping); the machine or a program changed during the rounds, so there is no verdict (exit 4): run
+    again on a quiet machine, or find what changed
     """
     change = s.change
     if change is None:
