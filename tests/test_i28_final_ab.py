@@ -214,3 +214,36 @@ def test_ab_shows_a_step_in_b_as_not_alike(programs, tmp_path):
     assert result.returncode == 4, (result.stdout, result.stderr)
     assert "not alike: A/B " in result.stdout and "over rounds 1-10," in result.stdout, result.stdout
     assert "settled" not in result.stdout.split("not alike")[-1], result.stdout
+
+
+# --- a fleet job run --until-settled: rounds not alike end the job and are said so -------------------------
+
+def test_a_fleet_job_whose_rounds_are_not_alike_ends_and_says_so():
+    """Before: the agent ended a job only when every comparison settled, so rounds seen not alike ran to the
+    job's end (200 runs here) and the job said "not settled ...: B: indeterminate"; the server's replay under
+    `compare` said "indeterminate, not settled". Now the job ends at the round they are seen not alike."""
+    from perfctl.agent.daemon import SequentialRule, _Rounds, job_order
+    from perfctl.analysis.ab import replay
+    from perfctl.report.ab import replay_line
+
+    rule = SequentialRule("page-faults", 0.05, 0.95, 30)
+    order = job_order("job", 0, 100, 2, shuffled=True)
+    # A 1000 page faults; B 1168 for 10 rounds (A/B 0.856), then 1368 (0.731): the review's step
+    values = [1000.0 if c == 0 else (1168.0 if run_index < 10 else 1368.0) for _, run_index, c in order]
+    rounds = _Rounds(rule, order, 2, {})
+    message = ended_at = None
+    for index, value in enumerate(values):
+        message = rounds.measured(index, value)
+        if message:
+            ended_at = index
+            break
+    assert message is not None and ended_at < 60, (ended_at, message)
+    assert message.startswith(f"not alike after {rounds.rounds} rounds on page-faults: B: not alike (a change seen "
+                              f"at round {rounds.rounds})"), message
+    assert "indeterminate" not in message
+    a = [values[i] for i in range(ended_at + 1) if order[i][2] == 0]
+    b = [values[i] for i in range(ended_at + 1) if order[i][2] == 1]
+    line = replay_line(replay(a, b, label="B", metric="page-faults", margin=0.05, confidence=0.95, commands=2,
+                              min_rounds=30))
+    assert "B: not alike: A/B 0.8562 over rounds 1-10, 0.7310 over rounds 11-" in line, line
+    assert "indeterminate" not in line and "not settled" not in line

@@ -266,6 +266,8 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
 def replay_line(replayed) -> str:
     """The --until-settled job's own decision, under a comparison of its commands (analysis/ab.py Replay)."""
     s = replayed.settlement
+    if not s.alike:  # no verdict is read off rounds that are not alike: where they changed, as ab says it
+        return f"sequential (the job's --until-settled rule, {replayed.metric}): {change_line(replayed.label, s)}"
     state = f"settled after {s.rounds} rounds" if s.settled else f"not settled after {s.rounds} rounds"
     return (f"sequential (the job's --until-settled rule, {replayed.metric}): {replayed.label}: "
             f"{reading(s, replayed.label)}; ratio A/{replayed.label} {_number(s.ratio)}, confidence sequence "
