@@ -272,19 +272,19 @@ class _Rounds:
             self.rounds += 1
         else:
             self.left_out += 1
-        if not self.suite.unsettled():  # settled: the suite holds min_rounds too
+        if not self.suite.undecided():  # each settled (from min_rounds on) or not alike: more rounds change nothing
             return self.summary(settled=True)
         return None
 
     def summary(self, settled: bool) -> str:
-        head = f"settled after {self.rounds} rounds" if settled else \
-            f"not settled after {self.rounds} rounds (the runs asked for are done)"
+        head = f"{'settled' if not self.suite.unsettled() else 'not alike'} after {self.rounds} rounds" if settled \
+            else f"not settled after {self.rounds} rounds (the runs asked for are done)"
         parts = []
         for i, s in self.suite.settlements().items():
             interval = "-" if s.low is None or s.high is None else f"[{s.low:.4f}, {s.high:.4f}]"
-            ratio = "-" if s.ratio is None else f"{s.ratio:.4f}"
-            parts.append(f"{chr(ord('A') + i)}: {s.verdict.value}{', ' + s.beyond if s.beyond else ''}, "
-                         f"A/{chr(ord('A') + i)} {ratio} {interval}")
+            verdict = s.verdict.value if s.alike else f"not alike (a change seen at round {s.change.seen_at})"
+            parts.append(f"{chr(ord('A') + i)}: {verdict}{', ' + s.beyond if s.beyond else ''}, "
+                         f"A/{chr(ord('A') + i)} {'-' if s.ratio is None else f'{s.ratio:.4f}'} {interval}")
         left = f"; {self.left_out} rounds left out (a run failed or did not count {self.rule.metric})" \
             if self.left_out else ""
         return f"{head} on {self.rule.metric}: " + "; ".join(parts) + left

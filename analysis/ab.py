@@ -37,16 +37,21 @@ B in random order within each round is what makes a slow drift of the machine ca
 of the programs themselves, or of the machine under one of them, does not cancel. So before a verdict is
 settled the rounds are tested for alikeness after every round (analysis/alike.py), at the same alpha / k:
 
-- the Simple Jumper conformal test martingale on the log ratios reaches 1/alpha (Vovk et al. 2021,
-  Algorithm 1; Ville's inequality bounds the chance of that on alike rounds by alpha, however long they
-  run);
+- the Simple Jumper conformal test martingale on the log ratios reaches 2/alpha (Vovk et al. 2021,
+  Algorithm 1; Ville's inequality bounds the chance of that on alike rounds by alpha / 2, however long they
+  run): it sees drifts;
+- the CS of the rounds after round 10, 20, 40, ... no longer meets the running intersection of the CS up to
+  that round (analysis/alike.py ``StretchTest``, alpha / 2 over all its stretches): it sees a step, which
+  the martingale sees late (a step in A or in B is a step of their ratio; a change of the machine under both
+  cancels in it, as a drift does, and the verdict about the ratio stays valid);
 - or the running intersection of the CS over the rounds becomes empty (``contradicted``): no median is in
   every round's CS, which on alike rounds happens only when some CS missed (probability <= alpha).
 
-Either makes the comparison *not alike* from that round on: no interval is claimed (``low``, ``high``
+Any makes the comparison *not alike* from that round on: no interval is claimed (``low``, ``high``
 None), nothing is settled, and ``change`` says when it was seen, where the rounds changed (Pettitt's change
 point) and the ratio before and after. Alike rounds are called not alike with probability at most 2 alpha
-/ k (each test alpha / k); the chance that a settled verdict is wrong stays at most alpha / k.
+/ k (alpha / k for the CS, alpha / 2k for each of the other two tests); the chance that a settled verdict is
+wrong stays at most alpha / k.
 
 Pure: no I/O.
 """
@@ -58,7 +63,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from perfctl.analysis.alike import TIE_SEED, AlikeTest, change_point
+from perfctl.analysis.alike import TIE_SEED, AlikeTest, StretchTest, change_point
 from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.ratio_edges import RoundRatios, place_end, rank_side
 from perfctl.analysis.summary import linear_quantile
@@ -92,8 +97,9 @@ def confidence_problem(confidence) -> str | None:
 @dataclass(frozen=True)
 class Change:
     """Where a comparison's rounds stopped being alike: the round at which that was seen (``seen_at``) and by
-    which test (``test``: "exchangeability", the conformal test martingale reached 1/alpha; "disjoint", the
-    rounds' confidence sequences no longer overlap); Pettitt's change point over the rounds so far
+    which test (``test``: "exchangeability", the conformal test martingale reached 2/alpha; "stretches", the
+    rounds after a round no longer meet those up to it; "disjoint", the rounds' confidence sequences no
+    longer overlap); Pettitt's change point over the rounds so far
     (``last_before``: the last round of the first stretch; None when no split separates anything) and the
     ratio A/B over the rounds up to it (``before``) and after it (``after``)."""
 
@@ -198,7 +204,9 @@ class SequentialComparison:
         # only its becoming empty is (a test of alikeness, module docstring)
         self._low, self._high = -math.inf, math.inf
         self.contradicted = False
-        self._alike = AlikeTest(self.alpha, seed=tie_seed)
+        # the two tests of alike rounds share alpha (module docstring)
+        self._alike = AlikeTest(self.alpha / 2, seed=tie_seed)
+        self._stretches = StretchTest(self.alpha / 2, lambda n, alpha: _ranks(n, alpha, self.method, self.t_opt))
         self.not_alike_at: int | None = None
         self._not_alike_by = ""
         self._change: Change | None = None  # computed once asked, for the rounds at that time
@@ -235,9 +243,10 @@ class SequentialComparison:
             self.contradicted = True
         else:
             self._low, self._high = new_low, new_high
-        if self.not_alike_at is None and (alarm or self.contradicted):
+        step = self._stretches.add(d, (self._low, self._high))
+        if self.not_alike_at is None and (alarm or step or self.contradicted):
             self.not_alike_at = len(self._sorted)
-            self._not_alike_by = "exchangeability" if alarm else "disjoint"
+            self._not_alike_by = "exchangeability" if alarm else "stretches" if step else "disjoint"
 
     def _current(self) -> tuple[float, float]:
         """The CS of all the rounds so far (log scale; -inf/inf: that end not bounded)."""

@@ -16,6 +16,15 @@ command, breaks that, and a verdict read off such rounds speaks of no one state 
   ratio's level makes each new round's value extreme among those before it and grows the capital; a
   spread that changes symmetrically (a machine noisier for a while) does not move that mean, and is left to
   the confidence sequence, which stays valid for the median under it.
+- ``StretchTest``: a step (a program or the machine under one command changed at some round) is where the
+  martingale is weakest: the rounds after it are alike among themselves, so each new one is extreme only
+  against the share of rounds before the step, which fades, and a 10-round stretch before a step needs
+  about 30 more rounds to be seen (a step of A/B 0.856 -> 0.731 at round 10 was settled "beyond" at round 30,
+  unseen). So the rounds after each round s of a grid (10, 20, 40, ...) get a confidence sequence of their
+  own median, at alpha_j (summing to the test's alpha), and the rounds are not alike once it no longer meets
+  the running intersection of the comparison's own CS up to s. On alike rounds both cover the one median at
+  every round with probability >= 1 - (alpha + sum alpha_j) (Howard & Ramdas 2022, Theorem 1: a CS covers
+  at all times at once), so this test adds at most its alpha to the false "not alike" rate.
 - ``change_point``: Pettitt's rank change point (A. N. Pettitt, "A non-parametric approach to the
   change-point problem", Applied Statistics 28(2), 1979, 126-135, section 2): the split of the rounds that
   most separates the values before it from those after, to say where the rounds changed.
@@ -120,6 +129,62 @@ class AlikeTest:
             if self.jumper.log_capital >= self.threshold:
                 self.alarm_round = self.rounds
         return self.alarm_round is not None
+
+
+# The stretches start after rounds FIRST_STRETCH * 2^(j-1): a doubling grid spends the alpha on log2(t) starts
+# up to round t, and the first start leaves the CS of the rounds before it time to have both ends (6 rounds at
+# alpha 0.05).
+FIRST_STRETCH = 10
+
+
+class StretchTest:
+    """The rounds after round s_j = FIRST_STRETCH * 2^(j-1) against those up to it (module docstring).
+
+    ``ranks(n, alpha)``: the (lower, upper) order-statistic ranks of the median's CS of n rounds at alpha, as
+    the comparison's own CS computes them (analysis/ab.py). ``add(value, before)`` takes the newest round's
+    log ratio and ``before``, the running intersection (low, high) of the comparison's CS after it; returns
+    True once a stretch's running intersection is disjoint from the snapshot of ``before`` at its start (an
+    alarm is not taken back). The stretch started after s_j is held at alpha_j = alpha 6 / (pi^2 j^2).
+
+    >>> from perfctl.analysis.mixture import mixture_rank_pair
+    >>> test = StretchTest(0.025, lambda n, a: mixture_rank_pair(0.5, n, a, 10.0))
+    >>> rounds = [-0.155] * 10 + [-0.313] * 30  # A/B 0.856 for 10 rounds, then 0.731
+    >>> [test.add(d, (-0.155, -0.155) if i < 10 else (-0.313, -0.155)) for i, d in enumerate(rounds)].index(True)
+    17
+    """
+
+    def __init__(self, alpha: float, ranks):
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha!r}")
+        self.alpha, self._ranks = alpha, ranks
+        self.rounds = 0
+        self.alarm_round: int | None = None
+        self.alarm_start: int | None = None  # the s_j whose stretch no longer met the rounds before it
+        # per stretch: its start s_j, alpha_j, the snapshot (low, high) at s_j, its rounds sorted, and its
+        # running intersection (low, high)
+        self._stretches: list[list] = []
+
+    def add(self, value: float, before: tuple[float, float]) -> bool:
+        self.rounds += 1
+        if self.alarm_round is not None:
+            return True
+        for stretch in self._stretches:
+            start, alpha, (before_low, before_high), ordered, running = stretch
+            bisect.insort(ordered, value)
+            n = len(ordered)
+            lower, upper = self._ranks(n, alpha)
+            low = max(running[0], ordered[lower - 1] if lower >= 1 else -math.inf)
+            high = min(running[1], ordered[upper - 1] if upper <= n else math.inf)
+            stretch[4] = (low, high)
+            # an empty running intersection of the stretch itself says the same: its rounds are not alike
+            if low > high or low > before_high or high < before_low:
+                self.alarm_round, self.alarm_start = self.rounds, start
+                return True
+        if self.rounds == FIRST_STRETCH << len(self._stretches):
+            j = len(self._stretches) + 1
+            self._stretches.append([self.rounds, self.alpha * 6 / (math.pi ** 2 * j * j), before, [],
+                                    (-math.inf, math.inf)])
+        return False
 
 
 def change_point(values: list[float]) -> int | None:

@@ -356,25 +356,35 @@ def test_ab_json_needs_an_open_stdout():
 @needs_tracepoints
 def test_ab_interrupted_keeps_every_finished_run(programs, tmp_path):
     out = tmp_path / "ab.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "perfctl", "ab", "-o", str(out), "--max-runs", "100000",
-                             "--margin", "0.0001", "--", str(programs / "spin"), "0.01", ":::",
-                             str(programs / "spin"), "0.01"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 60
     # interrupted within the first rounds: two identical programs on a busy machine may drift, and a test of
     # alike rounds could then end the rounds itself (exit 4) before the signal; it cannot in 5 rounds
     # (analysis/alike.py: a Simple Jumper's capital grows at most 1.5-fold a round, 1.5^5 < 1/alpha)
-    while time.monotonic() < deadline and (not out.exists() or len(_samples(out)) < 4):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    returncode, stdout, stderr = _interrupted_ab(out, 4, "--max-runs", "100000", "--margin", "0.0001", "--",
+                                                 str(programs / "spin"), "0.01", ":::", str(programs / "spin"),
+                                                 "0.01")
+    assert returncode == 130, stderr
     assert "interrupted" in stdout and f"samples are in {out}" in stderr
+    # the user stopped the rounds: no budget named, no edge blamed (issue 28, second review)
+    assert "--max-runs" not in stdout and "near a margin edge" not in stdout
+    assert "not settled: interrupted after" in stdout, stdout
     samples = _samples(out)
     assert len(samples) >= 4 and all(s["outcome"] == "ok" for s in samples)
     # every line is whole and read back by compare
     assert perfctl("compare", f"{out}@ab=A", f"{out}@ab=B").returncode in (0, 3)
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_spin(p, programs)]
+
+
+def _interrupted_ab(out, samples: int, *args: str) -> tuple[int, str, str]:
+    """`perfctl ab -o OUT ARGS`, sent SIGINT once OUT holds ``samples`` samples (or after 60 s): its exit
+    code, stdout and stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "perfctl", "ab", "-o", str(out), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not out.exists() or len(_samples(out)) < samples):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    return proc.returncode, stdout, stderr
 
 
 def _is_spin(pid: str, programs) -> bool:
@@ -569,16 +579,10 @@ def test_ab_max_time_before_min_runs_is_not_settled(programs):
 @needs_tracepoints
 def test_ab_interrupted_before_min_runs_is_not_settled(programs, tmp_path):
     out = tmp_path / "ab.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "perfctl", "ab", "--metric", "page-faults", "--min-runs", "50",
-                             "--format", "json", "-o", str(out), "--", str(programs / "spin"), "0.02", ":::",
-                             str(programs / "spin"), "0.02"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not out.exists() or len(_samples(out)) < 16):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130, stderr
+    returncode, stdout, stderr = _interrupted_ab(out, 16, "--metric", "page-faults", "--min-runs", "50",
+                                                 "--format", "json", "--", str(programs / "spin"), "0.02", ":::",
+                                                 str(programs / "spin"), "0.02")
+    assert returncode == 130, stderr
     document = json.loads(stdout)
     (b,) = document["comparisons"]
     assert document["stop"] == "interrupted" and 8 <= b["rounds"] < 50 and b["settled"] is False, document

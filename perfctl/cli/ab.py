@@ -32,7 +32,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.model import default_metric, metric_label
-from perfctl.output import Interrupted, UsageError, console, interactive, say, stdout_closed
+from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 from perfctl.report import FAIL_ON
 
 SEPARATOR = ":::"
@@ -171,6 +171,7 @@ def run(args) -> int:
             uuids = session.uuids()
 
             def measure(i: int, index: int, warmup: bool, extra: dict):
+                raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
                 sample = session.measure_once(
                     backend, runner, *identified[i], control, environment, run_index=index, warmup=warmup,
                     sample_uuid=next(uuids), machine_id=inv.machine_id, corrector=correctors[i],

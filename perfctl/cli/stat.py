@@ -27,7 +27,7 @@ from perfctl.cli.options import (
     positive_int,
     verbosity,
 )
-from perfctl.output import Interrupted, UsageError, console, interactive, say, stdout_closed
+from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 
 def add_parser(sub) -> None:
@@ -96,11 +96,13 @@ def run(args) -> int:
                                                                    ebpf="ebpf" in backend.names)
             with progress or contextlib.nullcontext():
                 task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total) if progress else None
+                raise_received_stop()  # a stop whose Interrupted was lost on the way ends the runs here
                 for sample in session.run(plan, backend, runner, inv.machine_id, corrector, identified):
                     outputs.write(sample, inv)
                     summary.add(sample)
                     if progress:
                         progress.advance(task)
+                    raise_received_stop()
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
             closing = ClosingMeanwhile(backend)

@@ -30,6 +30,8 @@ STOPS = {
 SEEN_BY = {
     "exchangeability": "a test of alike rounds (a conformal test martingale)",
     "disjoint": "the rounds' confidence sequences no longer overlapping",
+    "stretches": "a test of a step (the confidence sequences of the rounds before and after a round no longer "
+                 "overlapping)",
 }
 
 
@@ -176,9 +178,10 @@ def change_line(label: str, s: Settlement) -> str:
     ...     c.add(20.0 * (1 + 0.001 * (i % 5)), 20.0 if i < 15 else 25.0)
     ...     i += 1
     >>> print(change_line("B", c.settlement()))  # doctest: +NORMALIZE_WHITESPACE
-    B: not alike: A/B 1.0020 over rounds 1-15, 0.8016 over rounds 16-46 (Pettitt's change point), seen at round
-    46 by a test of alike rounds (a conformal test martingale); the machine or a program changed during the
-    rounds, so there is no verdict (exit 4): run again on a quiet machine, or find what changed
+    B: not alike: A/B 1.0020 over rounds 1-15, 0.8016 over rounds 16-30 (Pettitt's change point), seen at round
+    30 by a test of a step (the confidence sequences of the rounds before and after a round no longer
+    overlapping); the machine or a program changed during the rounds, so there is no verdict (exit 4): run
+    again on a quiet machine, or find what changed
     """
     change = s.change
     if change is None:
@@ -200,9 +203,17 @@ def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
     if s.too_early:
         return f"; not settled: the rounds ended after {s.rounds}, before the {s.min_rounds} of --min-runs"
     estimate = result.to_settle.get(side.label)
-    if estimate is None:
-        return "; not settled, and more rounds like these would not settle it soon (the ratio is near a margin edge)"
-    return f"; not settled: about {estimate} rounds like these would settle it (--max-runs)"
+    # rounds_to_settle is None when the empirical quantiles at the sequence's ranks, which close in on the
+    # median, still cross an edge of the band LOOK_AHEAD times later: the rounds around the median lie on both
+    # sides of it (a median near the edge, or ratios in two clusters either side of the band)
+    more = ("more rounds like these would not settle it soon (the rounds' ratios around their median lie on both "
+            "sides of a margin edge)") if estimate is None else f"about {estimate} rounds like these would settle it"
+    if result.stop == "interrupted":  # the user stopped the rounds: no budget to raise, and no edge to blame
+        again = "" if estimate is None else ": run the same perfctl ab again (its rounds start afresh)"
+        return (f"; not settled: interrupted after {result.rounds} rounds (the verdict of the rounds so far); "
+                f"{more}{again}")
+    budget = {"max-time": "--max-time", "max-runs": "--max-runs"}.get(result.stop)
+    return f"; not settled: {more}" + (f" ({budget})" if budget and estimate is not None else "")
 
 
 def _number(value: float | None) -> str:
@@ -255,6 +266,8 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
 def replay_line(replayed) -> str:
     """The --until-settled job's own decision, under a comparison of its commands (analysis/ab.py Replay)."""
     s = replayed.settlement
+    if not s.alike:  # no verdict is read off rounds that are not alike: where they changed, as ab says it
+        return f"sequential (the job's --until-settled rule, {replayed.metric}): {change_line(replayed.label, s)}"
     state = f"settled after {s.rounds} rounds" if s.settled else f"not settled after {s.rounds} rounds"
     return (f"sequential (the job's --until-settled rule, {replayed.metric}): {replayed.label}: "
             f"{reading(s, replayed.label)}; ratio A/{replayed.label} {_number(s.ratio)}, confidence sequence "
