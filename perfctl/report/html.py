@@ -98,10 +98,11 @@ def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
 
 def document(title: str, body: Sequence[str], script: bool = False) -> str:
     from perfctl import __version__
+    from perfctl.output_files import HTML_GENERATOR
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>" + HTML_GENERATOR  # output_files rule 5
+            + '<meta name="viewport" content="width=device-width, initial-scale=1">'
             # no request may leave the page: inline style and script only, images from data: at most
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
@@ -111,14 +112,16 @@ def document(title: str, body: Sequence[str], script: bool = False) -> str:
             + (f"<script>{SCRIPT}</script>" if script else "") + "</body></html>\n")
 
 
-def write_report(report, path: str, command: str, quiet: bool = False) -> None:
-    """The report's HTML page into ``path``, whole or not at all (perfctl/output_files.py, which has also
-    refused, before the command did anything, a ``path`` that must not be written); a failure is one line
-    naming the file. The command says where it went, on stderr (stdout may be a table or JSON)."""
+def write_report(report, output, command: str, quiet: bool = False) -> None:
+    """The report's HTML page into the file ``output`` (an output_files.Output) names, whole or not at all
+    (perfctl/output_files.py, which has also refused, before the command did anything, a file that must
+    not be written); a failure is one line naming the file. The command says where it went, on stderr
+    (stdout may be a table or JSON)."""
     from perfctl.output import say
     from perfctl.output_files import replace
 
-    written = replace(path, report.html(), command)
+    written = replace(output, report.html(), command)
+    path = output.path
     if not quiet:
         say(f"{command}: HTML report written to {path} ({written / 1e3:,.0f} kB)")
 
