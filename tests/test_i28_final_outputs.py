@@ -150,7 +150,8 @@ def test_compare_and_report_refuse_a_file_not_perfctls_and_replace_their_own(tmp
 @pytest.fixture
 def lackey_log(tmp_path) -> Path:
     log = tmp_path / "trace.log"
-    log.write_text("".join(f" L {0x1000 + 64 * (i % 50):x},8\n" for i in range(2000)) + "==1==   guest instrs:  9,000\n")
+    accesses = "".join(f" L {0x1000 + 64 * (i % 50):x},8\n" for i in range(2000))
+    log.write_text(accesses + "==1==   guest instrs:  9,000\n")
     return log
 
 
