@@ -81,9 +81,30 @@ def chosen(priorities: Sequence, limit: int) -> list[int]:
     return sorted(sorted(range(len(priorities)), key=lambda i: priorities[i])[:max(limit, 0)])
 
 
+# Any one text a page shows (a name, a label, a note, a tooltip) is cut to this many characters, in the
+# middle, saying how many were left out: a 3 MB benchmark name repeated in a title, a heading, a table row,
+# a tooltip and the plots made a 6 MB page; bounded, each occurrence costs a few kB, and the page budget
+# (PAGE_BYTES) holds whatever the names. --format json keeps every text whole.
+TEXT_LIMIT = 2000
+# A name shown where it is read at a glance (a table cell, a heading) is cut to this many characters, the
+# whole name (up to TEXT_LIMIT) in its tooltip (html.name)
+NAME_SHOWN = 160
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` with its middle replaced by how many characters were left out when it is longer than
+    ``limit`` characters: the start and the end of a name tell it from its neighbours."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 50, 2)  # the note below takes under 50 characters
+    tail = keep // 3
+    return text[:keep - tail] + f" [... {len(text) - keep:,} characters left out ...] " + text[len(text) - tail:]
+
+
 def esc(text) -> str:
-    """Data as SVG/HTML text: control characters made visible, markup characters escaped."""
-    return html.escape(visible(str(text)), quote=True)
+    """Data as SVG/HTML text: control characters made visible, markup characters escaped, cut to
+    TEXT_LIMIT characters."""
+    return html.escape(cut(visible(str(text)), TEXT_LIMIT), quote=True)
 
 
 @dataclass(frozen=True)
