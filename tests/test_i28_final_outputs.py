@@ -7,7 +7,9 @@ run. And every cache output is checked before the trace (`cache mrc --plot out.t
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -214,3 +216,71 @@ def test_a_pirate_csv_perfctl_wrote_is_known_by_its_header(tmp_path):
     mine.write_bytes(b"target_bytes,x\r\n1,2\r\n")
     with pytest.raises(Exception, match="it exists and is not perfctl's CSV"):
         check("perfctl cache pirate", [Output("--csv", str(mine), CSV, signature=PIRATE_CSV_SIGNATURE)])
+
+
+# --- report size whatever the names; Markdown escapes only what a user gave ------------------------------------
+
+
+def _renamed(source: Path, target: Path, name: str) -> Path:
+    lines = []
+    for line in source.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("type") == "sample":
+            record["benchmark"]["name"] = name
+        lines.append(json.dumps(record))
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+@pytest.fixture
+def two_sides(tmp_path) -> tuple[Path, Path]:
+    paths = []
+    for side in ("a", "b"):
+        path = tmp_path / f"{side}.jsonl"
+        result = perfctl("stat", "-r", "5", "-e", "task-clock", "--no-progress", "--name", "short", "-o", str(path),
+                         "--", "/bin/true")
+        assert result.returncode == 0, result.stderr
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def test_a_3_mb_benchmark_name_keeps_the_page_small(tmp_path, two_sides):
+    """A 3 MB name, repeated in the title, headings, table, tooltips and plots, made a 6 MB page (the
+    documented bound is 5 MB): every text is cut to 2,000 characters (svg.TEXT_LIMIT)."""
+    from perfctl.report.svg import NAME_SHOWN, TEXT_LIMIT
+
+    huge = "N" * 1000 + "M" * 3_000_000 + "E" * 1000
+    a, b = (_renamed(side, tmp_path / f"big-{side.name}", huge) for side in two_sides)
+    result = perfctl("report", str(a), str(b), "--metric", "task-clock", "-o", "big.html", cwd=tmp_path)
+    assert result.returncode in (0, 3, 4), result.stderr
+    page = (tmp_path / "big.html").read_text()
+    assert len(page.encode()) < 200_000, len(page.encode())
+    longest = max(len(part) for part in re.findall(r"[NME]{100,}", page))  # the longest piece of the name shown
+    assert longest < TEXT_LIMIT
+    assert "characters left out" in page and NAME_SHOWN < TEXT_LIMIT
+    assert "NNN" in page and "EEE" in page  # its start and its end are shown
+
+
+def test_a_long_name_is_cut_with_the_whole_name_in_a_tooltip(tmp_path, two_sides):
+    long = "bench-" + "x" * 400 + "-end"
+    a, b = (_renamed(side, tmp_path / f"long-{side.name}", long) for side in two_sides)
+    result = perfctl("report", str(a), str(b), "--metric", "task-clock", "-o", "long.html", cwd=tmp_path)
+    assert result.returncode in (0, 3, 4), result.stderr
+    page = (tmp_path / "long.html").read_text()
+    assert f'<span title="{long}">' in page  # the whole name, in the tooltip
+    assert "<td class=name><a href=\"#b0\"><span title=" in page
+    cell = page.split("<td class=name>")[1].split("</td>")[0]
+    shown = cell.split(">", 2)[2]  # past <a ...> and <span ...>
+    assert shown.startswith("bench-x") and shown.split("</span>")[0].endswith("x-end")
+    assert len(shown.split("</span>")[0]) <= 160
+
+
+def test_markdown_escapes_only_what_a_user_gave(tmp_path, two_sides):
+    a, b = (_renamed(side, tmp_path / f"md-{side.name}", "**bold**_[x](http://evil)") for side in two_sides)
+    result = perfctl("compare", str(a), str(b), "--metric", "task-clock", "--format", "markdown", cwd=tmp_path)
+    assert result.returncode in (0, 3, 4), result.stderr
+    out = result.stdout
+    assert "> metric: metric chosen with --metric" in out and "metric\\:" not in out  # perfctl's prose as written
+    assert "A/B [95%]" in out and "Verdicts: relevant difference: the interval" in out
+    assert "\\*\\*bold\\*\\*\\_\\[x\\]\\(http\\:" in out  # the user's name escaped
+    assert "md-a\\.jsonl" in out  # file names are the user's too
