@@ -54,11 +54,12 @@ REPORT, CSV, RDS, PLOT = "report", "csv", "rds", "plot"
 SAMPLES, APPENDED = "samples", "appended"
 _REPLACED = {REPORT: "perfctl's HTML report", CSV: "perfctl's CSV", RDS: "perfctl's reuse-distance sample",
              PLOT: "perfctl's plot"}
-# Rule 5's signatures. Every HTML page perfctl writes carries this in its first bytes (report/html.py page);
-# pages written before it had the marker are known by their fixed start and the footer perfctl signs
-HTML_GENERATOR = '<meta name=generator content="perfctl">'
+# Rule 5's signatures. Every HTML page perfctl writes starts with these bytes (report/html.py document), its
+# generator marker at a fixed place: a text that merely quotes the marker (docs/outputs.md) is not a page of
+# perfctl's. Pages written before the marker are known by their fixed start, perfctl's footer and their end
+HTML_START = '<!DOCTYPE html><html lang=en><head><meta charset=utf-8><meta name=generator content="perfctl">'
 _HTML_BEFORE_MARKER = b'<!DOCTYPE html><html lang=en><head><meta charset=utf-8><meta name="viewport"'
-_HTML_FOOTER = b"<footer>written by perfctl "
+_HTML_FOOTER, _HTML_END = b"<footer>written by perfctl ", b"</body></html>\n"
 # a plot's creator, in the file's own metadata (matplotlib's savefig metadata=, report/cache.py plot): a PNG
 # tEXt chunk, SVG's Dublin Core creator, a PDF's /Creator; only these three formats can carry it
 PLOT_CREATOR = "perfctl cache mrc"
@@ -313,17 +314,18 @@ def _foreign(path: str, output: Output) -> bool:
 
 def _signed(path: str, output: Output) -> bool:
     """Whether the existing file at ``path`` carries the signature of perfctl's ``output.kind`` (rule 5):
-    an HTML page its generator marker (or, written before the marker, the page's fixed start and perfctl's
-    footer); a plot its creator in the format's metadata; a CSV or an .rds sample ``output.signature``
-    as its first bytes. An unreadable file is not known as perfctl's."""
+    an HTML page starts with HTML_START (or, written before the marker, with the page's fixed start, and
+    ends with perfctl's footer and the page's end); a plot carries its creator in the format's metadata; a
+    CSV or an .rds sample starts with ``output.signature``. An unreadable file is not known as perfctl's."""
     try:
         with open(path, "rb") as f:
             head = f.read(_SIGNED_LIMIT)
     except OSError:
         return False
     if output.kind == REPORT:
-        return HTML_GENERATOR.encode() in head[:1024] or (
-            head.startswith(_HTML_BEFORE_MARKER) and _HTML_FOOTER in head[-(1 << 16):])
+        tail = head[-(1 << 16):]
+        return head.startswith(HTML_START.encode()) or (
+            head.startswith(_HTML_BEFORE_MARKER) and _HTML_FOOTER in tail and tail.endswith(_HTML_END))
     if output.kind == PLOT:
         magic, creator = PLOT_FORMATS.get(os.path.splitext(path)[1].lower(), (None, None))
         return magic is not None and head.startswith(magic) and creator in head

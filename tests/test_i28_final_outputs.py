@@ -284,3 +284,13 @@ def test_markdown_escapes_only_what_a_user_gave(tmp_path, two_sides):
     assert "A/B [95%]" in out and "Verdicts: relevant difference: the interval" in out
     assert "\\*\\*bold\\*\\*\\_\\[x\\]\\(http\\:" in out  # the user's name escaped
     assert "md-a\\.jsonl" in out  # file names are the user's too
+
+
+def test_a_text_that_quotes_perfctls_marker_is_not_perfctls_report(tmp_path):
+    """The signature is the page's fixed start, not a string anywhere near it: notes quoting the marker
+    (as docs/outputs.md does) are the user's."""
+    notes = tmp_path / "notes.md"
+    before = b'# perfctl notes\n<meta name=generator content="perfctl">\nmy findings\n'
+    notes.write_bytes(before)
+    _refused_not_perfctls(_stat(tmp_path, "--html", "notes.md", "--", "true"), "perfctl stat", "--html", notes,
+                          before)

@@ -109,10 +109,10 @@ def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
 
 def document(title: str, body: Sequence[str], script: bool = False) -> str:
     from perfctl import __version__
-    from perfctl.output_files import HTML_GENERATOR
+    from perfctl.output_files import HTML_START
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>" + HTML_GENERATOR  # output_files rule 5
+    return (HTML_START  # perfctl's signature: output_files replaces an existing page only when it starts so
             + '<meta name="viewport" content="width=device-width, initial-scale=1">'
             # no request may leave the page: inline style and script only, images from data: at most
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
