@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from perfctl import units
 from perfctl.report import svg
 from perfctl.report.svg import esc
-from perfctl.text import visible
 
 OPEN_LIMIT = 20
 # the verdict table's rows per table of its own (``_verdict_table``), and a row's height in pixels before the
@@ -80,12 +79,11 @@ def tone(verdict: str, ratio: float | None = None) -> str:
 
 def name(text) -> str:
     """A name (benchmark, machine, metric, event, label) where it is read at a glance, a table cell or a
-    heading: cut in the middle to svg.NAME_SHOWN characters, the whole name (up to svg.TEXT_LIMIT
-    characters, as every text of a page: svg.esc) in its tooltip."""
-    shown = visible(str(text))
-    if len(shown) <= svg.NAME_SHOWN:
-        return esc(shown)
-    return f'<span title="{esc(shown)}">{esc(svg.cut(shown, svg.NAME_SHOWN))}</span>'
+    heading: cut in the middle to svg.NAME_SHOWN characters (escaped), the whole name (up to
+    svg.NAME_LIMIT) in its tooltip."""
+    shown = svg.bounded(text, svg.NAME_SHOWN)
+    whole = svg.tooltip(text)
+    return shown if shown == whole else f'<span title="{whole}">{shown}</span>'
 
 
 def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True, css: str = "") -> str:
@@ -265,7 +263,7 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, orde
         low, high = units.ratio_ends(r["ratio_low"], r["ratio_high"], margin)
         shown = f'<a href="#b{i}">{name(r["benchmark"])}</a>' if i in drawn else name(r["benchmark"])
         out.append(
-            f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
+            f'<tr data-benchmark="{svg.tooltip(r["benchmark"])}" data-metric="{svg.tooltip(r["metric"])}">'
             f'<td class=name>{shown}</td>'
             f'{_cell(r["metric"], numeric=False, css="metric")}'
             f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
@@ -524,7 +522,7 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
     measured = [e for e in summary.events.values() if e.values]
     for i, event in enumerate(measured):
         d = describe(event.values)
-        rows.append(f'<tr data-event="{esc(event.label)}"><td><a href="#e{i}">{name(event.label)}</a></td>'
+        rows.append(f'<tr data-event="{svg.tooltip(event.label)}"><td><a href="#e{i}">{name(event.label)}</a></td>'
                     f'{_cell(d.n, field="n")}{_cell(d.median, units.quantity(d.median, event.unit), "median")}'
                     f'{_cell(d.mean, units.quantity(d.mean, event.unit), "mean")}'
                     f'{_cell(d.cv, "-" if not math.isfinite(d.cv) else f"{d.cv:.2%}", "cv")}'
