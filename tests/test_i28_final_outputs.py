@@ -262,7 +262,9 @@ def test_a_3_mb_benchmark_name_keeps_the_page_small(tmp_path, two_sides):
 
 
 def test_a_long_name_is_cut_with_the_whole_name_in_a_tooltip(tmp_path, two_sides):
-    long = "bench-" + "x" * 400 + "-end"
+    """Shown: 160 characters (svg.NAME_SHOWN), its start and end; the tooltip: the whole name up to 300
+    (svg.NAME_LIMIT)."""
+    long = "bench-" + "x" * 240 + "-end"
     a, b = (_renamed(side, tmp_path / f"long-{side.name}", long) for side in two_sides)
     result = perfctl("report", str(a), str(b), "--metric", "task-clock", "-o", "long.html", cwd=tmp_path)
     assert result.returncode in (0, 3, 4), result.stderr
@@ -273,6 +275,14 @@ def test_a_long_name_is_cut_with_the_whole_name_in_a_tooltip(tmp_path, two_sides
     shown = cell.split(">", 2)[2]  # past <a ...> and <span ...>
     assert shown.startswith("bench-x") and shown.split("</span>")[0].endswith("x-end")
     assert len(shown.split("</span>")[0]) <= 160
+    longer = "bench-" + "y" * 1000 + "-end"
+    a, b = (_renamed(side, tmp_path / f"longer-{side.name}", longer) for side in two_sides)
+    result = perfctl("report", str(a), str(b), "--metric", "task-clock", "-o", "longer.html", cwd=tmp_path)
+    assert result.returncode in (0, 3, 4), result.stderr
+    title = (tmp_path / "longer.html").read_text().split("<td class=name><a href=\"#b0\"><span title=\"")[1]
+    title = title.split('"')[0]
+    assert len(title) <= 300 and title.startswith("bench-yyy") and title.endswith("yyy-end")
+    assert "characters left out" in title
 
 
 def test_markdown_escapes_only_what_a_user_gave(tmp_path, two_sides):
