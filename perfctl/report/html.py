@@ -163,8 +163,9 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     if legend:
         rest.append(f"<p class=note>{esc(legend)}</p>")
     if comparison.only_a or comparison.only_b:
-        rest.append(f"<p class=note>only in A: {esc(', '.join(_capped(comparison.only_a)) or '-')}; only in B: "
-                    f"{esc(', '.join(_capped(comparison.only_b)) or '-')}</p>")
+        # each name bounded (svg.tooltip), not the list: a bound on the list would cut it after a few names
+        rest.append(f"<p class=note>only in A: {', '.join(map(svg.tooltip, _capped(comparison.only_a))) or '-'}; "
+                    f"only in B: {', '.join(map(svg.tooltip, _capped(comparison.only_b))) or '-'}</p>")
     if datasets is not None:
         rest.append(_inventories(datasets[0].machine, datasets[1].machine))
     if sequence:
@@ -359,7 +360,7 @@ def _inventories(a: dict | None, b: dict | None) -> str:
     rows = [f'<tr class="{"differs" if k in differing else ""}"><td>{esc(k)}</td>'
             f'<td>{esc(left.get(k, "(not recorded)"))}</td><td>{esc(right.get(k, "(not recorded)"))}</td></tr>'
             for k in keys]
-    said = (f"{len(differing)} items differ: {esc(', '.join(differing))}" if differing
+    said = (f"{len(differing)} items differ: {', '.join(map(svg.tooltip, differing))}" if differing
             else "the two inventories are the same")
     same = [row for k, row in zip(keys, rows) if k not in differing]
     return (f"<h2 id=machines>Machines</h2><p>{said}</p>"
@@ -488,7 +489,7 @@ def fleet_page(history: dict[str, list[dict]], drifts: dict[str, list[str]], spr
         lines = [f"<tr><td>{esc(_utc(r.get('time_ns')))}</td>"
                  f"<td class=\"tone-{AUDIT_TONES.get(r.get('verdict'), 'other')}\">{esc(r.get('verdict'))}</td>"
                  f"<td>{esc(r.get('kernel'))}</td><td>{esc(r.get('microcode'))}</td>"
-                 f"<td>{esc('; '.join(map(str, r.get('reasons') or [])) or '-')}</td></tr>"
+                 f"<td>{'; '.join(map(esc, r.get('reasons') or [])) or '-'}</td></tr>"
                  for r in reversed(reports)]
         body.append(f"<details open><summary><h3>{name(machine)}</h3> ({len(reports)} audits)</summary>"
                     + _table(("time (UTC)", "verdict", "kernel", "microcode", "reasons"), lines) + "</details>")
@@ -541,8 +542,9 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
     unsupported = [e for e in summary.events.values() if not e.values and e.unsupported]
     body.append(_table(("event", "n", "median", "mean", "CV", "min", "max", "backend (source)"), rows, "events"))
     if unsupported:
-        body.append("<p class=note>not counted here: " + esc("; ".join(f"{e.label}: {e.unsupported}"
-                                                                        for e in unsupported)) + "</p>")
+        # each item bounded (svg.esc), not the list, which may be long and is worth reading whole
+        body.append("<p class=note>not counted here: " + "; ".join(esc(f"{e.label}: {e.unsupported}")
+                                                                   for e in unsupported) + "</p>")
     if summary.correction_note:
         body.append(f"<p class=note>{esc(summary.correction_note)}</p>")
     body.append("<h2 id=runs>Runs of each event</h2>")
