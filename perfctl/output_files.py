@@ -26,6 +26,13 @@ states the rules; each is here once:
    one the format's ``recognise`` takes (asked of an empty file too: a tokens file other users can read is
    refused, empty or not) that, unless empty, ends with a newline.
 4. Reports are written whole or not at all: a temporary file beside the target, renamed over it.
+5. A file replaced whole (an HTML report, a CSV, an .rds sample, a plot) is replaced only when it is new,
+   empty, or perfctl's own output of that kind, known by its signature (``_signed``; docs/outputs.md
+   lists them), or with ``--force``: a file perfctl did not write may be one the benchmark reads without
+   naming it (``xargs -a list``, ``sh job.sh``, a glob or a variable in a shell string), which no reading
+   of its arguments can see. Checked before anything runs, and again just before the rename (the
+   benchmark may have written the file meanwhile): a report that cannot replace it then is kept beside it.
+   ``--force`` lifts only this rule: an input, the benchmark, its arguments' files stay refused.
 """
 
 from __future__ import annotations
@@ -41,8 +48,27 @@ from dataclasses import dataclass
 
 from perfctl.output import UsageError, say
 
-# replaced whole; perfctl's JSON Lines, appended to; a file of another format that its own writer appends to
-REPORT, SAMPLES, APPENDED = "report", "samples", "appended"
+# replaced whole: perfctl's HTML report, a CSV, a reuse-distance sample, a plot (rule 5: each known by its
+# signature); perfctl's JSON Lines, appended to; a file of another format that its own writer appends to
+REPORT, CSV, RDS, PLOT = "report", "csv", "rds", "plot"
+SAMPLES, APPENDED = "samples", "appended"
+_REPLACED = {REPORT: "perfctl's HTML report", CSV: "perfctl's CSV", RDS: "perfctl's reuse-distance sample",
+             PLOT: "perfctl's plot"}
+# Rule 5's signatures. Every HTML page perfctl writes starts with these bytes (report/html.py document), its
+# generator marker at a fixed place: a text that merely quotes the marker (docs/outputs.md) is not a page of
+# perfctl's. Pages written before the marker are known by their fixed start, perfctl's footer and their end
+HTML_START = '<!DOCTYPE html><html lang=en><head><meta charset=utf-8><meta name=generator content="perfctl">'
+_HTML_BEFORE_MARKER = b'<!DOCTYPE html><html lang=en><head><meta charset=utf-8><meta name="viewport"'
+_HTML_FOOTER, _HTML_END = b"<footer>written by perfctl ", b"</body></html>\n"
+# a plot's creator, in the file's own metadata (matplotlib's savefig metadata=, report/cache.py plot): a PNG
+# tEXt chunk, SVG's Dublin Core creator, a PDF's /Creator; only these three formats can carry it
+PLOT_CREATOR = "perfctl cache mrc"
+PLOT_FORMATS = {".png": (b"\x89PNG\r\n", b"Creator\x00" + PLOT_CREATOR.encode()),
+                ".svg": (b"<?xml", b"<dc:title>" + PLOT_CREATOR.encode() + b"</dc:title>"),
+                ".pdf": (b"%PDF-", b"/Creator (" + PLOT_CREATOR.encode() + b")")}
+# perfctl's plots are tens of kB and its pages at most ~5 MB (docs/report.md): a larger file is looked at
+# only this far, and not taken for perfctl's when its signature is not there
+_SIGNED_LIMIT = 16 << 20
 # perfctl's writers (formats/jsonl.py, agent/machine.py) start every line with one of these: a file whose
 # only line was cut short by a kill is still known as perfctl's by it
 _PERFCTL_PREFIXES = (b'{"type":"machine",', b'{"type":"sample",')
@@ -58,14 +84,18 @@ _FIRST_LINE_LIMIT = 1 << 20
 @dataclass(frozen=True)
 class Output:
     """A file the command is asked to write: the option that names it (``-o``, ``--html``), the path as the
-    user wrote it (None: not asked for; "" is refused), and whether it is replaced (REPORT) or appended
-    to: samples (SAMPLES), or lines of another format (APPENDED), which ``recognise(path)`` knows: None for
-    an existing file (empty too) that may take them, else why not."""
+    user wrote it (None: not asked for; "" is refused), and whether it is replaced whole (REPORT, CSV, RDS,
+    PLOT) or appended to: samples (SAMPLES), or lines of another format (APPENDED), which
+    ``recognise(path)`` knows: None for an existing file (empty too) that may take them, else why not.
+    ``signature``: for CSV and RDS, the first bytes of every such file perfctl writes (its header line, its
+    JSON's first key); ``force``: replace an existing file that is not perfctl's (rule 5, --force)."""
 
     option: str
     path: str | None
     kind: str = REPORT
     recognise: Callable[[str], str | None] | None = None
+    signature: bytes = b""
+    force: bool = False
 
 
 def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str, str]] = (),
@@ -156,6 +186,12 @@ def _refusal(output: Output, protected: dict[object, str], claimed: dict[object,
         return None
     if status is not None and not stat.S_ISREG(status.st_mode):
         return "not a regular file (a device, pipe or socket is never replaced)"
+    if output.kind == PLOT and os.path.splitext(real)[1].lower() not in PLOT_FORMATS:
+        return f"name the format by the extension: {', '.join(PLOT_FORMATS)} (the formats that carry perfctl's " \
+               "signature)"
+    if status is not None and not output.force and _foreign(real, output):
+        return f"it exists and is not {_REPLACED[output.kind]} (perfctl replaces only a file it wrote, which " \
+               "may be one the benchmark reads without naming it; --force replaces it)"
     import tempfile  # here, not at the top: every start of stat would pay for it
 
     try:  # the directory must take the temporary file the report is renamed from, or it fails after the runs
@@ -264,6 +300,36 @@ def _shell_words(text: str) -> list[str]:
     except ValueError:  # an unbalanced quote: the shell would refuse it; its words still name files
         words = text.split()
     return [] if words == [text] else [w for w in words if w]
+
+
+def _foreign(path: str, output: Output) -> bool:
+    """Whether the existing regular file at ``path`` holds something and is not perfctl's (rule 5)."""
+    try:
+        if os.stat(path).st_size == 0:  # nothing to lose (mktemp's file, a `touch`ed name)
+            return False
+    except OSError:
+        return False  # gone meanwhile: nothing to lose either
+    return not _signed(path, output)
+
+
+def _signed(path: str, output: Output) -> bool:
+    """Whether the existing file at ``path`` carries the signature of perfctl's ``output.kind`` (rule 5):
+    an HTML page starts with HTML_START (or, written before the marker, with the page's fixed start, and
+    ends with perfctl's footer and the page's end); a plot carries its creator in the format's metadata; a
+    CSV or an .rds sample starts with ``output.signature``. An unreadable file is not known as perfctl's."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SIGNED_LIMIT)
+    except OSError:
+        return False
+    if output.kind == REPORT:
+        tail = head[-(1 << 16):]
+        return head.startswith(HTML_START.encode()) or (
+            head.startswith(_HTML_BEFORE_MARKER) and _HTML_FOOTER in tail and tail.endswith(_HTML_END))
+    if output.kind == PLOT:
+        magic, creator = PLOT_FORMATS.get(os.path.splitext(path)[1].lower(), (None, None))
+        return magic is not None and head.startswith(magic) and creator in head
+    return bool(output.signature) and head.startswith(output.signature)
 
 
 def _not_perfctl(path: str) -> str | None:
@@ -388,27 +454,30 @@ class SampleFile:
                         os.unlink(self.path)
 
 
-def replace(path: str, content: str | bytes, command: str) -> int:
-    """Write ``content`` into the file ``path`` names, whole or not at all (rule 4); the bytes written. A
-    failure is one line naming the file (a UsageError)."""
+def replace(output: Output, content: str | bytes, command: str) -> int:
+    """Write ``content`` into the file ``output`` names, whole or not at all (rules 4, 5); the bytes
+    written. A failure is one line naming the file (a UsageError)."""
     data = content.encode("utf-8") if isinstance(content, str) else content
 
     def put(temporary: str) -> None:
         with open(temporary, "wb") as f:
             f.write(data)
 
-    replace_with(path, put, command)
+    replace_with(output, put, command)
     return len(data)
 
 
-def replace_with(path: str, make: Callable[[str], None], command: str) -> None:
+def replace_with(output: Output, make: Callable[[str], None], command: str) -> None:
     """``make(temporary)`` writes a file (a library that takes a path: matplotlib's savefig), which then
-    replaces the file ``path`` names: a temporary file beside the target (with its suffix, which tells such
-    a library the format), renamed over it, so an interrupted or failed write leaves no half file behind
-    (or the previous one). A link is followed; an existing file keeps its mode and owner; a new one gets
-    0666 less the umask, as open() would."""
+    replaces the file ``output.path`` names: a temporary file beside the target (with its suffix, which
+    tells such a library the format), renamed over it, so an interrupted or failed write leaves no half
+    file behind (or the previous one). A link is followed; an existing file keeps its mode and owner; a new
+    one gets 0666 less the umask, as open() would. A target that became a file perfctl did not write since
+    ``check`` (the benchmark wrote it) is not replaced (rule 5): the new file keeps its temporary name, which
+    the one-line refusal gives."""
     import tempfile
 
+    path = output.path
     try:
         real = os.path.realpath(path)
         if path.endswith(os.sep) or os.path.isdir(real):
@@ -432,7 +501,10 @@ def replace_with(path: str, make: Callable[[str], None], command: str) -> None:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, real)
+        # checked again on the file as it is now: the benchmark may have written it since check()
+        foreign = previous is not None and not output.force and _foreign(real, output)
+        if not foreign:
+            os.replace(temporary, real)
     except OSError as err:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
@@ -441,3 +513,8 @@ def replace_with(path: str, make: Callable[[str], None], command: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    if foreign:  # the new file is kept under its temporary name, which the message gives
+        kept = os.path.join(os.path.dirname(path), os.path.basename(temporary))
+        raise UsageError(f"{command}: refusing {output.option} {path}: it is not {_REPLACED[output.kind]} now (the "
+                         f"benchmark wrote it while perfctl ran?) and was left as it is; the new file is {kept} "
+                         "(--force replaces it)")

@@ -378,9 +378,10 @@ def test_stat_html_still_writes_a_file_no_argument_names(tmp_path, data):
 
 def test_a_name_inside_a_word_that_is_no_file_of_the_benchmarks_is_not_refused(tmp_path, data):
     """Only the parts programs glue a file into are read as files (after -X, between = @ : ,): the "out" at
-    the end of --layout is not, and a report named out is written."""
+    the end of --layout is not, and a report named out is written (--force: it is not perfctl's report, which
+    --force allows; a file the arguments name it would still refuse)."""
     (tmp_path / "out").write_text("an old report\n")
-    result = _stat(tmp_path, "--html", "out", "--", "sh", "-c", "true", "--layout")
+    result = _stat(tmp_path, "--force", "--html", "out", "--", "sh", "-c", "true", "--layout")
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out").read_bytes().startswith(b"<!DOCTYPE html>")
 

@@ -7,11 +7,11 @@ import argparse
 import math
 import os
 
-from perfctl.cli.options import SIGNAL_EXIT, Parser, command_of, exit_status, loudness, verbosity
+from perfctl.cli.options import SIGNAL_EXIT, Parser, command_of, exit_status, force_option, loudness, verbosity
 from perfctl.output import UsageError, console, interactive, say
-from perfctl.output_files import Output, check, replace, replace_with
+from perfctl.output_files import CSV, PLOT, RDS, Output, check, replace, replace_with
 from perfctl.report import QUIET, write
-from perfctl.report.cache import LINE
+from perfctl.report.cache import LINE, MRC_CSV_SIGNATURE, PIRATE_CSV_SIGNATURE
 
 AUTO_SAMPLES = 100_000  # 50 windows of 2000: StatStack's own error, not the sample's, dominates (docs/cache.md)
 EXACT_LIMIT = 30_000_000  # ~45 s and a few GB for the exact reference beyond this
@@ -78,7 +78,8 @@ def add_parser(sub) -> None:
                      help=f"stop valgrind and fail when lackey's trace grows past this ({DEFAULT_MAX_TRACE})")
     mrc.add_argument("--rds", metavar="FILE", help="write the reuse-distance sample (for perfctl cache corun)")
     mrc.add_argument("--csv", metavar="FILE", help="write the curve as CSV")
-    mrc.add_argument("--plot", metavar="FILE.png", help="plot the curves (needs matplotlib)")
+    mrc.add_argument("--plot", metavar="FILE.png", help="plot the curves: .png, .svg or .pdf (needs matplotlib)")
+    force_option(mrc, "--rds, --csv and --plot FILE")
     mrc.add_argument("--json", action="store_true", help="the curve as JSON on stdout")
     mrc.add_argument("--name", help="benchmark name (default: the command's basename)")
     loudness(mrc, verbose="accepted (the table shows every size)",
@@ -110,6 +111,7 @@ def add_parser(sub) -> None:
     pirate.add_argument("--dynamic", action="store_true", help="one run, sizes cycled per interval (needs a PMU)")
     pirate.add_argument("--timeout", type=float, default=None, help="kill a Target run after S seconds")
     pirate.add_argument("--csv", metavar="FILE")
+    force_option(pirate, "--csv FILE")
     pirate.add_argument("--json", action="store_true")
     loudness(pirate, verbose="accepted (the table shows every size)",
              quiet="no table: only errors (files asked for are written)")
@@ -191,18 +193,23 @@ def _mrc(args) -> int:
 
     from perfctl.analysis import lru, reuse, statstack
     from perfctl.formats import rds
-    from perfctl.report.cache import MrcReport, plot
+    from perfctl.report.cache import MrcReport, plot, plotting
 
     sizes = parse_sizes(args.sizes)
     lines = np.array([max(1, s // LINE) for s in sizes])
-    if args.plot and not os.path.splitext(args.plot)[1]:  # matplotlib would add one: another file than named
-        raise UsageError(f"perfctl cache mrc: --plot {args.plot}: name the format by the extension (.png, .svg, "
-                         ".pdf)")
     command = _traced_command(args)
-    check("perfctl cache mrc", [Output("--rds", args.rds), Output("--csv", args.csv), Output("--plot", args.plot)],
+    rds_signature = f'{{"format":"{rds.FORMAT}"'.encode()  # rds.write puts it first, without spaces
+    rds_out, csv_out, plot_out = (Output("--rds", args.rds, RDS, signature=rds_signature, force=args.force),
+                                  Output("--csv", args.csv, CSV, signature=MRC_CSV_SIGNATURE, force=args.force),
+                                  Output("--plot", args.plot, PLOT, force=args.force))
+    # every output is checked before the trace, which may take minutes: the file (its format by the
+    # extension, perfctl's own or new) and the plotting library too
+    check("perfctl cache mrc", [rds_out, csv_out, plot_out],
           inputs=[(args.from_lackey, args.from_lackey)] if args.from_lackey else [],
           benchmarks=[command[0]] if command else [], cwd=command[2].cwd if command else None,
-          search_path=dict(command[2].env).get("PATH") if command else None)  # before the trace
+          search_path=dict(command[2].env).get("PATH") if command else None)
+    if args.plot:
+        plotting()
     benchmark, trace = _trace(args, command)
     rate = args.rate or min(1.0, AUTO_SAMPLES / len(trace.lines))
     settings = reuse.settings_for_rate(rate, len(trace.lines))
@@ -227,11 +234,12 @@ def _mrc(args) -> int:
     report = MrcReport(summary, len(np.unique(sample.windows)), exact is None and not args.no_exact, EXACT_LIMIT,
                        verbosity(args))
     if args.rds:
-        replace_with(args.rds, lambda temporary: rds.write(temporary, sample, benchmark), "perfctl cache mrc")
+        replace_with(rds_out, lambda temporary: rds.write(temporary, sample, benchmark), "perfctl cache mrc")
     if args.csv:
-        replace(args.csv, report.csv(), "perfctl cache mrc")
+        replace(csv_out, report.csv(), "perfctl cache mrc")
     if args.plot:
-        replace_with(args.plot, lambda temporary: plot(temporary, rows, benchmark["name"]), "perfctl cache mrc")
+        replace_with(plot_out, lambda temporary: plot(temporary, args.plot, rows, benchmark["name"]),
+                     "perfctl cache mrc")
     return write(report, "json" if args.json else "table", console())
 
 
@@ -299,12 +307,16 @@ def _pirate(args) -> int:
     if not any(sizes):
         raise UsageError("perfctl cache pirate: --sizes has only 0 (the baseline without a Pirate): add at least "
                          "one Pirate size, e.g. --sizes 0,4M")
-    inv = inventory.collect()
+    csv_out = Output("--csv", args.csv, CSV, signature=PIRATE_CSV_SIGNATURE, force=args.force)
     try:
         control = make_control(pin_cpu=args.target_cpu, timeout_s=args.timeout)
         resolved, bench = session.identify(cmd, control)
-        check("perfctl cache pirate", [Output("--csv", args.csv)], benchmarks=[resolved], cwd=control.cwd,
-              search_path=dict(control.env).get("PATH"))
+    except RunError as err:
+        raise UsageError(f"perfctl cache pirate: {err}") from None
+    check("perfctl cache pirate", [csv_out], benchmarks=[resolved], cwd=control.cwd,
+          search_path=dict(control.env).get("PATH"))  # before anything runs
+    inv = inventory.collect()
+    try:
         if args.dynamic:
             if not inv.pmu.present:
                 raise UsageError(f"perfctl cache pirate --dynamic needs instructions and cycles per interval: "
@@ -320,5 +332,5 @@ def _pirate(args) -> int:
              "discarded": p.discarded, "verified": p.verified} for p in curve(result.points)]
     report = PirateReport(bench.name, cache_bytes, source, result, rows, verbosity(args))
     if args.csv:
-        replace(args.csv, report.csv(), "perfctl cache pirate")
+        replace(csv_out, report.csv(), "perfctl cache pirate")
     return write(report, "json" if args.json else "table", console())

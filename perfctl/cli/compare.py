@@ -9,6 +9,7 @@ from perfctl.cli.options import (
     SIGNAL_EXIT,
     connection_options,
     exit_status,
+    force_option,
     interference,
     interference_options,
     loudness,
@@ -33,6 +34,7 @@ def add_parser(sub) -> None:
     inputs(compare)
     compare.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
     compare.add_argument("--html", metavar="FILE", help="also write the HTML report to FILE (docs/report.md)")
+    force_option(compare, "--html FILE")
     loudness(compare, verbose="the details table shows the Speedup-Test's mean protocol too",
              quiet="with --format table: only the relevant slowdowns, or that nothing could be judged")
 
@@ -189,28 +191,30 @@ def _machines(args) -> bool:
     return bool(server_given) and not os.path.exists(args.a) and not os.path.exists(args.b)
 
 
-def check_output(args, option: str, path: str | None, command: str) -> None:
-    """Refuse the report's FILE before anything is read or asked of a server when it must not be written
-    (perfctl/output_files.py): one of the inputs, found as the file each side names once its
-    ``@selectors`` are taken off (`compare F@ab=A F@ab=B --html F` names F three times), or a file read to
-    reach a server (--token-file, --tls-ca, --tls-cert, --tls-key, the config file: client.files_read)."""
+def check_output(args, option: str, path: str | None, command: str):
+    """The report's FILE as an output_files.Output, to write it with. Refused before anything is read or
+    asked of a server when it must not be written (perfctl/output_files.py): one of the inputs, found as the
+    file each side names once its ``@selectors`` are taken off (`compare F@ab=A F@ab=B --html F` names F
+    three times), a file read to reach a server (--token-file, --tls-ca, --tls-cert, --tls-key, the config
+    file: client.files_read), or an existing file that is not perfctl's HTML report (without --force)."""
     from perfctl.client import files_read
     from perfctl.output_files import REPORT, Output, check
 
     sides = [text for text in (args.a, args.b) if text]
-    check(command, [Output(option, path, REPORT)],
-          inputs=[(text, file_side(text, command)[0]) for text in sides] + files_read(args))
+    output = Output(option, path, REPORT, force=args.force)
+    check(command, [output], inputs=[(text, file_side(text, command)[0]) for text in sides] + files_read(args))
+    return output
 
 
 def run(args) -> int:
-    check_output(args, "--html", args.html, "perfctl compare")
+    html = check_output(args, "--html", args.html, "perfctl compare")
     if _machines(args) and not args.html:  # the server compares its stored runs itself
         report = _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
         return write(report, args.format, console())
     report = comparison(args, "perfctl compare")
     code = write(report, args.format, console())
     if args.html:
-        write_report(report, args.html, "perfctl compare", quiet=args.quiet)
+        write_report(report, html, "perfctl compare", quiet=args.quiet)
     return code
 
 

@@ -83,8 +83,13 @@ def check_outputs(args, command: str, resolved: list[list[str]], control) -> Non
     benchmark's executable or a file its arguments name (``resolved``: each command's argv as
     session.identify resolved it), the other output, or (-o) a file that is not perfctl's JSON Lines.
     The rules: perfctl/output_files.py, docs/outputs.md."""
-    check(command, [Output("-o", args.output, SAMPLES), Output("--html", getattr(args, "html", None), REPORT)],
+    check(command, [Output("-o", args.output, SAMPLES), html_output(args)],
           benchmarks=resolved, cwd=control.cwd, search_path=dict(control.env).get("PATH"))
+
+
+def html_output(args) -> Output:
+    """stat's --html FILE, as output_files checks and writes it (--force: replace a file not perfctl's)."""
+    return Output("--html", getattr(args, "html", None), REPORT, force=getattr(args, "force", False))
 
 
 def open_backend(args, specs, inventory, command: str, outputs: SampleOutputs):

@@ -83,6 +83,16 @@ def loudness(command, verbose: str = "more details", quiet: str = "only errors a
     group.add_argument("-q", "--quiet", action="store_true", help=quiet)
 
 
+def force_option(command, what: str) -> None:
+    """--force: replace ``what`` when it exists and is not perfctl's own output of that kind, which perfctl
+    otherwise refuses (perfctl/output_files.py rule 5: it may be a file the benchmark reads without naming
+    it). An input, the benchmark or a file its arguments name stays refused."""
+    command.add_argument("--force", action="store_true",
+                         help=f"replace {what} even when it exists and is not perfctl's own output (inputs, "
+                              "the benchmark and the files its arguments name are refused all the same; "
+                              "docs/outputs.md)")
+
+
 def verbosity(args) -> int:
     """QUIET, NORMAL or VERBOSE (perfctl/report), from -q/-v."""
     return QUIET if args.quiet else VERBOSE if args.verbose else NORMAL

@@ -4,7 +4,7 @@ whose runs the server holds), or of the fleet's audits (--machines). docs/report
 from __future__ import annotations
 
 from perfctl.cli.compare import check_output, comparison, inputs
-from perfctl.cli.options import SIGNAL_EXIT, exit_status, loudness
+from perfctl.cli.options import SIGNAL_EXIT, exit_status, force_option, loudness
 from perfctl.output import UsageError
 from perfctl.report.html import write_report
 
@@ -22,6 +22,7 @@ def add_parser(sub) -> None:
                                                "not be written (docs/outputs.md)", SIGNAL_EXIT))
     inputs(report, inputs_required=False)
     report.add_argument("-o", "--output", required=True, metavar="FILE", help="the HTML file to write")
+    force_option(report, "-o FILE")
     report.add_argument("--machines", action="store_true",
                         help="instead of A and B: every machine's audits over time and their drift (needs --server)")
     loudness(report, verbose="accepted", quiet="no line saying where the report went")
@@ -32,12 +33,12 @@ def run(args) -> int:
         raise UsageError(f"{COMMAND}: --machines reports the whole fleet: give no A and B")
     if not args.machines and not (args.a and args.b):
         raise UsageError(f"{COMMAND}: give A and B (files or machines), or --machines")
-    check_output(args, "-o", args.output, COMMAND)
+    output = check_output(args, "-o", args.output, COMMAND)
     if args.machines:
         from perfctl.cli.audit import audit_history
 
         result = audit_history(args)
     else:
         result = comparison(args, COMMAND)
-    write_report(result, args.output, COMMAND, quiet=args.quiet)
+    write_report(result, output, COMMAND, quiet=args.quiet)
     return result.exit_code()

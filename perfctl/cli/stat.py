@@ -13,6 +13,7 @@ from perfctl.cli.measure import (
     check_outputs,
     control_options,
     corrector_for,
+    html_output,
     open_backend,
     prepare,
     write_summary,
@@ -21,6 +22,7 @@ from perfctl.cli.options import (
     SIGNAL_EXIT,
     command_of,
     exit_status,
+    force_option,
     interference,
     loudness,
     non_negative_int,
@@ -48,6 +50,7 @@ def add_parser(sub) -> None:
     out.add_argument("--csv", action="store_true", help="per-run CSV on stdout (summary on stderr)")
     stat.add_argument("--html", metavar="FILE", help="also write the HTML report of the runs to FILE "
                                                      "(docs/report.md)")
+    force_option(stat, "--html FILE")
     loudness(stat, verbose="each unsupported event with its reason, and the correction's sentence",
              quiet="no summary table: only failed runs and errors")
     stat.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
@@ -122,7 +125,7 @@ def run(args) -> int:
     if args.html and summary.runs + summary.warmups:
         from perfctl.report.html import write_report
 
-        write_report(report, args.html, "perfctl stat", quiet=args.quiet)
+        write_report(report, html_output(args), "perfctl stat", quiet=args.quiet)
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")

@@ -14,6 +14,12 @@ from perfctl.report import QUIET, Report, csv_text, finite
 from perfctl.text import cell, visible
 
 LINE = 64
+# The CSVs' first columns, which also sign them as perfctl's (perfctl/output_files.py rule 5: an existing
+# --csv FILE is replaced only when it starts so); mrc adds exact_lru and error when the exact reference ran
+MRC_COLUMNS = ("bytes", "lines", "statstack", "statcache")
+PIRATE_COLUMNS = ("target_bytes", "pirate_bytes", "median", "kept", "discarded", "verified")
+MRC_CSV_SIGNATURE = ",".join(MRC_COLUMNS).encode()
+PIRATE_CSV_SIGNATURE = (",".join(PIRATE_COLUMNS) + "\r\n").encode()
 EXIT_NOT_CONVERGED = 3
 
 
@@ -54,7 +60,8 @@ class MrcReport(Report):
         return finite(self.summary)
 
     def csv(self) -> str:
-        return csv_text(self.summary["curve"], self.summary["curve"][0])
+        curve = self.summary["curve"]
+        return csv_text(curve, [*MRC_COLUMNS, *(key for key in curve[0] if key not in MRC_COLUMNS)])
 
     def table(self, console: Console) -> None:
         if self.verbosity <= QUIET:
@@ -144,7 +151,7 @@ class PirateReport(Report):
                        "metric": self.result.metric, "points": self.rows, "note": self.note})
 
     def csv(self) -> str:
-        return csv_text(self.rows, self.rows[0])
+        return csv_text(self.rows, PIRATE_COLUMNS)
 
     def table(self, console: Console) -> None:
         if self.verbosity <= QUIET:
@@ -163,8 +170,8 @@ class PirateReport(Report):
         console.print(self.note, highlight=False, markup=False)
 
 
-def plot(path: str, rows: list[dict], name: str) -> None:
-    """The miss-ratio curves of ``rows`` (MrcReport's curve) in a PNG (needs matplotlib)."""
+def plotting():
+    """matplotlib's pyplot (without a display), or a UsageError: asked before a trace, not after it."""
     from perfctl.output import UsageError
 
     try:
@@ -174,6 +181,17 @@ def plot(path: str, rows: list[dict], name: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("perfctl cache mrc: --plot needs matplotlib (pip install 'perfctl[plot]')") from None
+    return plt
+
+
+def plot(path: str, shown: str, rows: list[dict], name: str) -> None:
+    """The miss-ratio curves of ``rows`` (MrcReport's curve) into ``path`` (a temporary file for the one the
+    user named, ``shown``), in the format its extension names (.png, .svg, .pdf), signed as perfctl's in
+    the format's own metadata (perfctl/output_files.py rule 5)."""
+    from perfctl.output import UsageError
+    from perfctl.output_files import PLOT_CREATOR
+
+    plt = plotting()
     figure, axes = plt.subplots(figsize=(7, 4))
     sizes = [row["bytes"] for row in rows]
     for key, label in (("statstack", "StatStack (LRU)"), ("exact_lru", "exact LRU"), ("statcache", "StatCache")):
@@ -186,9 +204,9 @@ def plot(path: str, rows: list[dict], name: str) -> None:
     axes.legend()
     figure.tight_layout()
     try:
-        figure.savefig(path)
+        figure.savefig(path, metadata={"Creator": PLOT_CREATOR})
     except (OSError, ValueError) as err:
-        raise UsageError(f"perfctl cache mrc: cannot write the plot {path}: {err}") from None
+        raise UsageError(f"perfctl cache mrc: cannot write the plot {shown}: {err}") from None
     finally:
         plt.close(figure)
 

@@ -83,20 +83,22 @@ def rows(comparison: Comparison) -> list[dict]:
     return out
 
 
-def statement(comparison: Comparison, context: CompareContext) -> list[str]:
-    """The lines that say what was compared and how: shown above every table, and in the JSON."""
+def statement(comparison: Comparison, context: CompareContext, quote=str) -> list[str]:
+    """The lines that say what was compared and how: shown above every table, and in the JSON. ``quote``
+    is applied to every part a user or a file gave (names of the inputs, metrics, units, the pairing and
+    renaming notes that carry names): Markdown escapes those and leaves perfctl's own words as written."""
     p = comparison.parameters
     units = context.units or {}
-    unit_text = ", ".join(f"{m} in {units[m]}" for m in context.metrics if units.get(m))
-    lines = [f"A = {context.a}  B = {context.b}  ({context.format})",
-             f"metric: {context.metric_choice}{f' ({unit_text})' if unit_text else ''}; ratio = A/B, the "
+    unit_text = ", ".join(f"{quote(m)} in {quote(units[m])}" for m in context.metrics if units.get(m))
+    lines = [f"A = {quote(context.a)}  B = {quote(context.b)}  ({quote(context.format)})",
+             f"metric: {quote(context.metric_choice)}{f' ({unit_text})' if unit_text else ''}; ratio = A/B, the "
              f"Hodges-Lehmann estimate ({_HL_PAIRED if p.paired else _HL_UNPAIRED}); above 1 B is faster "
-             f"(lower {', '.join(context.metrics)} is better)",
+             f"(lower {', '.join(quote(m) for m in context.metrics)} is better)",
              _levels(comparison),
              f"equivalence margin [{1 - p.margin:g}, {1 + p.margin:g}]; SPA proportion {p.proportion} at "
-             f"confidence {p.confidence}; {(context.pairing or 'paired') if p.paired else 'unpaired runs'}"]
+             f"confidence {p.confidence}; {quote(context.pairing or 'paired') if p.paired else 'unpaired runs'}"]
     if context.renamed:
-        lines.append(context.renamed)
+        lines.append(quote(context.renamed))
     return lines
 
 
@@ -301,37 +303,40 @@ def to_csv(comparison: Comparison) -> str:
 
 
 def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
-    """The comparison as Markdown, for a CI comment: every cell and line goes through the one escaping
-    owner (perfctl/report's ``markdown_text``), so names and units from files render as the text they are."""
-    lines = [f"> {markdown_text(line)}" for line in statement(comparison, context)] + [""]
+    """The comparison as Markdown, for a CI comment: every text a user, a file, an agent or a server gave
+    goes through the one escaping owner (perfctl/report's ``markdown_text``), so names and units render as
+    the text they are; perfctl's own words and numbers are written as they are (plain text in Markdown:
+    no * ` | < or link syntax), so that they read as written (``metric:``, not ``metric\\:``). Notes mix
+    both and are escaped whole."""
+    lines = [f"> {line}" for line in statement(comparison, context, markdown_text)] + [""]
     level = percent(comparison.interval_level or comparison.parameters.confidence)
-    lines.append(_markdown_row(("benchmark", "metric", "n A/B", "median A", "median B", f"A/B [{level}]", "SPARC",
-                                f"±{comparison.parameters.margin:g}", "mean", "median", "P[A>B]")))
+    lines.append("| " + " | ".join(("benchmark", "metric", "n A/B", "median A", "median B", f"A/B [{level}]",
+                                    "SPARC", f"±{comparison.parameters.margin:g}", "mean", "median",
+                                    "P[A&gt;B]")) + " |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     metric_units = context.units or {}
     for row in rows(comparison):
         unit = metric_units.get(row["metric"])
-        lines.append(_markdown_row((row['benchmark'], row['metric'],
-                                    f"{row['n_a']}/{row['n_b']}", units.quantity(row['median_a'], unit),
-                                    units.quantity(row['median_b'], unit),
-                                    _ratio(row, comparison.parameters.margin), row['verdict'], row['margin'],
-                                    row['mean_protocol'] or '-',
-                                    row['median_protocol'] or '-', _number(row['p_a_greater_b'], 3))))
+        # names and quantities (a unit comes from a file) escaped; the rest are perfctl's numbers and words
+        lines.append("| " + " | ".join(map(str, (markdown_text(row['benchmark']), markdown_text(row['metric']),
+                                        f"{row['n_a']}/{row['n_b']}",
+                                        markdown_text(units.quantity(row['median_a'], unit)),
+                                        markdown_text(units.quantity(row['median_b'], unit)),
+                                        _ratio(row, comparison.parameters.margin), row['verdict'], row['margin'],
+                                        row['mean_protocol'] or '-', row['median_protocol'] or '-',
+                                        _number(row['p_a_greater_b'], 3)))) + " |")
     for summary in comparison.summaries:
         if summary.speedup_median is not None:
             lines.append("")
             lines.append(f"Overall ({markdown_text(summary.metric)}): speedup of medians (sum of A's medians / "
                          f"sum of B's) {_fixed(summary.speedup_median.speedup)}, "
                          f"B faster on {summary.accelerated.accelerated} of {summary.accelerated.benchmarks}.")
-    lines += ["", f"Verdicts: {markdown_text(legend(comparison))}."]
+    lines += ["", f"Verdicts: {legend(comparison)}."]
     if notes:
         lines.append("")
         lines += [f"- note: {markdown_text(note)}" for note in notes]
     return "\n".join(lines) + "\n"
 
-
-def _markdown_row(cells) -> str:
-    return "| " + " | ".join(markdown_text(c) for c in cells) + " |"
 
 
 EXIT_NO_RELEVANT_SLOWDOWN, EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 0, 3, 4

@@ -77,13 +77,22 @@ def tone(verdict: str, ratio: float | None = None) -> str:
     return "other"
 
 
+def name(text) -> str:
+    """A name (benchmark, machine, metric, event, label) where it is read at a glance, a table cell or a
+    heading: cut in the middle to svg.NAME_SHOWN characters (escaped), the whole name (up to
+    svg.NAME_LIMIT) in its tooltip."""
+    shown = svg.bounded(text, svg.NAME_SHOWN)
+    whole = svg.tooltip(text)
+    return shown if shown == whole else f'<span title="{whole}">{shown}</span>'
+
+
 def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True, css: str = "") -> str:
     """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts;
     ``css`` its class when it is not a number (CSS: ``word`` never wraps, ``name`` and ``metric`` wrap
     anywhere but keep a minimum width)."""
     if isinstance(value, float) and not math.isfinite(value):
         value = None  # as JSON has it: null
-    shown = esc(text if text is not None else ("-" if value is None else value))
+    shown = (esc if numeric else name)(text if text is not None else ("-" if value is None else value))
     raw = "" if value is None else (repr(float(value)) if isinstance(value, float) else esc(value))
     attributes = (f' data-field="{field}"' if field else "") + (f' data-value="{raw}"' if field else "")
     css = "num" if numeric else css
@@ -98,10 +107,11 @@ def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
 
 def document(title: str, body: Sequence[str], script: bool = False) -> str:
     from perfctl import __version__
+    from perfctl.output_files import HTML_START
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    return (HTML_START  # perfctl's signature: output_files replaces an existing page only when it starts so
+            + '<meta name="viewport" content="width=device-width, initial-scale=1">'
             # no request may leave the page: inline style and script only, images from data: at most
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
@@ -111,14 +121,16 @@ def document(title: str, body: Sequence[str], script: bool = False) -> str:
             + (f"<script>{SCRIPT}</script>" if script else "") + "</body></html>\n")
 
 
-def write_report(report, path: str, command: str, quiet: bool = False) -> None:
-    """The report's HTML page into ``path``, whole or not at all (perfctl/output_files.py, which has also
-    refused, before the command did anything, a ``path`` that must not be written); a failure is one line
-    naming the file. The command says where it went, on stderr (stdout may be a table or JSON)."""
+def write_report(report, output, command: str, quiet: bool = False) -> None:
+    """The report's HTML page into the file ``output`` (an output_files.Output) names, whole or not at all
+    (perfctl/output_files.py, which has also refused, before the command did anything, a file that must
+    not be written); a failure is one line naming the file. The command says where it went, on stderr
+    (stdout may be a table or JSON)."""
     from perfctl.output import say
     from perfctl.output_files import replace
 
-    written = replace(path, report.html(), command)
+    written = replace(output, report.html(), command)
+    path = output.path
     if not quiet:
         say(f"{command}: HTML report written to {path} ({written / 1e3:,.0f} kB)")
 
@@ -136,7 +148,7 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     what the verdicts mean, as the table says them."""
     p = comparison.parameters
     metric_units = context.units or {}
-    body = [f"<h1>{esc(context.a)} <span class=note>vs</span> {esc(context.b)}</h1>"]
+    body = [f"<h1>{name(context.a)} <span class=note>vs</span> {name(context.b)}</h1>"]
     body += [f"<p class=statement>{esc(line)}</p>" for line in statement]
     body.append("<h2 id=overall>Overall</h2>")
     for metric, lines in (overall or {}).items():
@@ -151,8 +163,9 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     if legend:
         rest.append(f"<p class=note>{esc(legend)}</p>")
     if comparison.only_a or comparison.only_b:
-        rest.append(f"<p class=note>only in A: {esc(', '.join(_capped(comparison.only_a)) or '-')}; only in B: "
-                    f"{esc(', '.join(_capped(comparison.only_b)) or '-')}</p>")
+        # each name bounded (svg.tooltip), not the list: a bound on the list would cut it after a few names
+        rest.append(f"<p class=note>only in A: {', '.join(map(svg.tooltip, _capped(comparison.only_a))) or '-'}; "
+                    f"only in B: {', '.join(map(svg.tooltip, _capped(comparison.only_b))) or '-'}</p>")
     if datasets is not None:
         rest.append(_inventories(datasets[0].machine, datasets[1].machine))
     if sequence:
@@ -249,10 +262,10 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, orde
         unit = metric_units.get(r["metric"])
         # the ends with the digits that read as the verdict against the band (units.ratio_ends)
         low, high = units.ratio_ends(r["ratio_low"], r["ratio_high"], margin)
-        name = f'<a href="#b{i}">{esc(r["benchmark"])}</a>' if i in drawn else esc(r["benchmark"])
+        shown = f'<a href="#b{i}">{name(r["benchmark"])}</a>' if i in drawn else name(r["benchmark"])
         out.append(
-            f'<tr data-benchmark="{esc(r["benchmark"])}" data-metric="{esc(r["metric"])}">'
-            f'<td class=name>{name}</td>'
+            f'<tr data-benchmark="{svg.tooltip(r["benchmark"])}" data-metric="{svg.tooltip(r["metric"])}">'
+            f'<td class=name>{shown}</td>'
             f'{_cell(r["metric"], numeric=False, css="metric")}'
             f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
             f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
@@ -320,19 +333,19 @@ def flatten(inventory, prefix: str = "") -> dict[str, str]:
             out["(more items)"] = f"not shown: the machine record has more than {FLATTEN_ITEMS} items"
             break
         key, value = entry
-        name = f"{level_prefix}{key}"
+        item = f"{level_prefix}{key}"
         if isinstance(value, dict):
             if len(stack) >= FLATTEN_DEPTH:
-                out[name] = f"not shown: nested deeper than {FLATTEN_DEPTH} levels"
+                out[item] = f"not shown: nested deeper than {FLATTEN_DEPTH} levels"
             else:
-                stack.append((name + ".", iter(value.items())))
+                stack.append((item + ".", iter(value.items())))
         elif key == "time_ns" and isinstance(value, int) and not isinstance(value, bool):
-            out[name] = f"{_utc(value)} UTC ({_age(value)})"
+            out[item] = f"{_utc(value)} UTC ({_age(value)})"
         elif isinstance(value, list):
             # a list's items are plain values in an inventory; a nested one is shown cut short (reprlib)
-            out[name] = ", ".join(_NESTED.repr(v) if isinstance(v, (dict, list)) else str(v) for v in value) or "-"
+            out[item] = ", ".join(_NESTED.repr(v) if isinstance(v, (dict, list)) else str(v) for v in value) or "-"
         else:
-            out[name] = "-" if value is None else str(value)
+            out[item] = "-" if value is None else str(value)
     return out
 
 
@@ -347,7 +360,7 @@ def _inventories(a: dict | None, b: dict | None) -> str:
     rows = [f'<tr class="{"differs" if k in differing else ""}"><td>{esc(k)}</td>'
             f'<td>{esc(left.get(k, "(not recorded)"))}</td><td>{esc(right.get(k, "(not recorded)"))}</td></tr>'
             for k in keys]
-    said = (f"{len(differing)} items differ: {esc(', '.join(differing))}" if differing
+    said = (f"{len(differing)} items differ: {', '.join(map(svg.tooltip, differing))}" if differing
             else "the two inventories are the same")
     same = [row for k, row in zip(keys, rows) if k not in differing]
     return (f"<h2 id=machines>Machines</h2><p>{said}</p>"
@@ -359,7 +372,7 @@ def _inventories(a: dict | None, b: dict | None) -> str:
 
 def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p, limit: int) -> str:
     unit = (context.units or {}).get(row["metric"])
-    head = (f'<summary><h3>{esc(row["benchmark"])} <span class=note>({esc(row["metric"])})</span></h3> '
+    head = (f'<summary><h3>{name(row["benchmark"])} <span class=note>({name(row["metric"])})</span></h3> '
             f'<span class="tone-{tone(row["verdict"], row["ratio_a_over_b"])}">{esc(row["verdict"])}</span>, A/B '
             f'{esc(units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"], p.margin))}</summary>')
     facts = [
@@ -460,7 +473,7 @@ def fleet_page(history: dict[str, list[dict]], drifts: dict[str, list[str]], spr
                 "untrusted (vermillion circle); hover a mark for its audit</p>")
     body.append("<h2 id=drift>Drift between consecutive audits</h2>")
     changes = [(m, c) for m, items in sorted(drifts.items()) for c in items]
-    body.append(_table(("machine", "what changed"), [f"<tr><td>{esc(m)}</td><td>{esc(c)}</td></tr>"
+    body.append(_table(("machine", "what changed"), [f"<tr><td>{name(m)}</td><td>{esc(c)}</td></tr>"
                                                      for m, c in changes], "drift")
                 if changes else "<p>no machine changed between consecutive audits.</p>")
     body.append("<h2 id=spread>Spread of instruction counts per kernel (latest audits)</h2>")
@@ -476,9 +489,9 @@ def fleet_page(history: dict[str, list[dict]], drifts: dict[str, list[str]], spr
         lines = [f"<tr><td>{esc(_utc(r.get('time_ns')))}</td>"
                  f"<td class=\"tone-{AUDIT_TONES.get(r.get('verdict'), 'other')}\">{esc(r.get('verdict'))}</td>"
                  f"<td>{esc(r.get('kernel'))}</td><td>{esc(r.get('microcode'))}</td>"
-                 f"<td>{esc('; '.join(map(str, r.get('reasons') or [])) or '-')}</td></tr>"
+                 f"<td>{'; '.join(map(esc, r.get('reasons') or [])) or '-'}</td></tr>"
                  for r in reversed(reports)]
-        body.append(f"<details open><summary><h3>{esc(machine)}</h3> ({len(reports)} audits)</summary>"
+        body.append(f"<details open><summary><h3>{name(machine)}</h3> ({len(reports)} audits)</summary>"
                     + _table(("time (UTC)", "verdict", "kernel", "microcode", "reasons"), lines) + "</details>")
     if notes:
         body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
@@ -503,14 +516,14 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
     runs as a strip, an ECDF and in order (flagged runs hollow), and the machine."""
     from perfctl.analysis.summary import describe
 
-    body = [f"<h1>{esc(title)}</h1>",
+    body = [f"<h1>{name(title)}</h1>",
             f"<p class=statement>{summary.runs} measured runs ({summary.outcomes.get('ok', 0)} ok), "
             f"{summary.warmups} warm-ups; {len(summary.interfered)} runs flagged as interfered-with</p>"]
     rows, sections = [], []
     measured = [e for e in summary.events.values() if e.values]
     for i, event in enumerate(measured):
         d = describe(event.values)
-        rows.append(f'<tr data-event="{esc(event.label)}"><td><a href="#e{i}">{esc(event.label)}</a></td>'
+        rows.append(f'<tr data-event="{svg.tooltip(event.label)}"><td><a href="#e{i}">{name(event.label)}</a></td>'
                     f'{_cell(d.n, field="n")}{_cell(d.median, units.quantity(d.median, event.unit), "median")}'
                     f'{_cell(d.mean, units.quantity(d.mean, event.unit), "mean")}'
                     f'{_cell(d.cv, "-" if not math.isfinite(d.cv) else f"{d.cv:.2%}", "cv")}'
@@ -524,13 +537,14 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
         plots = [svg.strip(series, event.unit, {}, label), svg.ecdf(series, event.unit, label),
                  svg.run_order(series, event.unit, label)]
         sections.append(f'<section id="e{i}"><details{" open" if len(measured) <= OPEN_LIMIT else ""}>'
-                        f"<summary><h3>{esc(event.label)}</h3></summary><div class=plots>"
+                        f"<summary><h3>{name(event.label)}</h3></summary><div class=plots>"
                         + "".join(f'<div class="plot">{p}</div>' for p in plots) + "</div></details></section>")
     unsupported = [e for e in summary.events.values() if not e.values and e.unsupported]
     body.append(_table(("event", "n", "median", "mean", "CV", "min", "max", "backend (source)"), rows, "events"))
     if unsupported:
-        body.append("<p class=note>not counted here: " + esc("; ".join(f"{e.label}: {e.unsupported}"
-                                                                        for e in unsupported)) + "</p>")
+        # each item bounded (svg.esc), not the list, which may be long and is worth reading whole
+        body.append("<p class=note>not counted here: " + "; ".join(esc(f"{e.label}: {e.unsupported}")
+                                                                   for e in unsupported) + "</p>")
     if summary.correction_note:
         body.append(f"<p class=note>{esc(summary.correction_note)}</p>")
     body.append("<h2 id=runs>Runs of each event</h2>")

@@ -81,9 +81,49 @@ def chosen(priorities: Sequence, limit: int) -> list[int]:
     return sorted(sorted(range(len(priorities)), key=lambda i: priorities[i])[:max(limit, 0)])
 
 
+# Bounds on the escaped form of a text, in characters, each cut in its middle saying how many characters
+# were left out (``bounded``): a 3 MB benchmark name repeated in a title, a heading, a table row, tooltips
+# and the plots made a 6 MB page; bounded, a page of any names stays within PAGE_BYTES (the verdict table
+# by its own measure, the forest and the sections at a few hundred bytes a name). --format json keeps every
+# text whole. Any text (a note, an inventory value): TEXT_LIMIT; a name (benchmark, machine, metric,
+# event, label) in a tooltip, an attribute or a plot's accessible name: NAME_LIMIT; a name where it is read
+# at a glance (a table cell, a heading, a plot's text): NAME_SHOWN, the tooltip beside it (html.name).
+TEXT_LIMIT = 2000
+NAME_LIMIT = 300
+NAME_SHOWN = 160
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` with its middle replaced by how many characters were left out when it is longer than
+    ``limit`` characters: the start and the end of a name tell it from its neighbours."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 50, 2)  # the note below takes under 50 characters
+    tail = keep // 3
+    return text[:keep - tail] + f" [... {len(text) - keep:,} characters left out ...] " + text[len(text) - tail:]
+
+
+def bounded(text, limit: int) -> str:
+    """Data as SVG/HTML text (control characters made visible, markup characters escaped) of at most
+    ``limit`` characters once escaped (a name of quotes and ampersands escapes to six times its length):
+    cut in its middle as far as that takes."""
+    raw = visible(str(text))
+    keep = min(len(raw), limit)
+    while True:
+        shown = html.escape(cut(raw, keep), quote=True)
+        if len(shown) <= limit or keep <= 60:
+            return shown
+        keep = max(60, keep * limit // len(shown) - 1)
+
+
 def esc(text) -> str:
-    """Data as SVG/HTML text: control characters made visible, markup characters escaped."""
-    return html.escape(visible(str(text)), quote=True)
+    """Data as SVG/HTML text, at most TEXT_LIMIT characters once escaped (``bounded``)."""
+    return bounded(text, TEXT_LIMIT)
+
+
+def tooltip(text) -> str:
+    """A name as SVG/HTML text in a tooltip, an attribute or an accessible name: at most NAME_LIMIT."""
+    return bounded(text, NAME_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -152,12 +192,12 @@ def _n(value: float) -> str:
 
 def _svg(width: int, height: int, label: str, body: list[str]) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(label)}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{tooltip(label)}" '
             f'font-family="sans-serif" font-size="{FONT}">' + "".join(body) + "</svg>")
 
 
 def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
-    return f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}"{extra}>{esc(text)}</text>'
+    return f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}"{extra}>{bounded(text, NAME_SHOWN)}</text>'
 
 
 def _marks(points: Sequence[tuple[float, float]], colour: str, cap: str, width: float = 6,
@@ -242,7 +282,7 @@ def forest(rows: Sequence[ForestRow], margin: float) -> str:
         name = fitted(visible(row.label), label_width - 16)
         link = f'<a href="#{esc(row.anchor)}">' if row.anchor else ""
         interval = units.ratio(row.ratio, row.low, row.high)
-        body.append(f'<g class="row"><title>{esc(row.label)}: {esc(row.verdict)}, A/B {esc(interval)}</title>'
+        body.append(f'<g class="row"><title>{tooltip(row.label)}: {esc(row.verdict)}, A/B {esc(interval)}</title>'
                     f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
         if row.low is not None and row.high is not None:
             body.append(f'<line x1="{_n(scale(row.low))}" x2="{_n(scale(row.high))}" y1="{y}" y2="{y}" '
@@ -528,7 +568,7 @@ def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width
     for i, (label, marks) in enumerate(rows):
         y = 34 + 22 * i
         name = fitted(visible(label), label_width - 16)
-        body.append(f"<g><title>{esc(label)}</title>{_text(label_width - 8, y + 4, name, 'end')}</g>")
+        body.append(f"<g><title>{tooltip(label)}</title>{_text(label_width - 8, y + 4, name, 'end')}</g>")
         for tone, group in _by_tone(marks).items():
             colour = VERDICT_COLOURS.get(tone, VERDICT_COLOURS["other"])
             body.append(_marks([(xs(t), y) for t in group], colour, "square" if tone != "slower" else "round", 9))
