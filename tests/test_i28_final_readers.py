@@ -303,3 +303,39 @@ def test_readers_keep_integer_counts_as_ints_and_times_as_floats(tmp_path):
     assert bench.metrics["page-faults"] == [2**53 + 1, 2**53]
     assert all(type(v) is int for v in bench.metrics["page-faults"])
     assert bench.metrics["task-clock"] == [500000.0, 250000.0]
+
+
+@pytest.mark.parametrize("paired", [False, True])
+@pytest.mark.parametrize("margin", [0.05, 1e-6])
+def test_intervals_of_large_counts_agree_with_intervals_computed_in_rationals(paired, margin):
+    """Random samples of counts past 2^53 a few units apart, near 1 (margin 0.05) or near an edge of
+    --margin 0.000001: every end of the interval lies on the side of 1 and of each edge that the interval
+    computed in rationals (the k-th smallest and largest of the exact ratios; paired, of the Walsh products
+    r_i r_j against t^2) has. Before, with the counts as floats, 91 of 400 (near 1) and 175 of 400 (near an
+    edge) of such comparisons disagreed."""
+    from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank
+    from perfctl.analysis.verdicts import band
+
+    rng = np.random.default_rng(11 + paired + int(margin * 100))
+    lower, upper = band(margin)
+    for _ in range(60):
+        n = int(rng.integers(6, 11))
+        m = n if paired else int(rng.integers(6, 11))
+        base = 10**6 * int(rng.choice([10**12 + 1, 2**50 + 3, 2**57 + 9]))
+        b = [base + 10**6 * int(rng.integers(0, 3)) for _ in range(m)]
+        scale = Fraction(1) if margin == 0.05 else (upper if rng.random() < 0.5 else lower)
+        a = [int(v * scale) + int(rng.choice([0, 0, 1, -1, 2])) for v in (b if paired else [base] * n)]
+        result = compare({("c", "page-faults"): a}, {("c", "page-faults"): b},
+                         Parameters(margin=margin, paired=paired)).benchmarks[0]
+        low, high, level = result.sparc.low, result.sparc.high, result.sparc.level
+        if paired:
+            ratios = [Fraction(x, y) for x, y in zip(a, b)]
+            grid = sorted(ratios[i] * ratios[j] for i in range(n) for j in range(i, n))
+            k, power = _center_critical_rank(n, (1 - level) / 2), 2
+        else:
+            grid = sorted(Fraction(x, y) for x in a for y in b)
+            k, power = _shift_critical_rank(n, m, (1 - level) / 2), 1
+        exact_low, exact_high = grid[k - 1], grid[len(grid) - k]
+        sides = lambda lo, hi, p: (lo > 1, hi < 1, lo >= lower**p, lo > upper**p, hi <= upper**p,  # noqa: E731
+                                   hi < lower**p)
+        assert sides(Fraction(low), Fraction(high), 1) == sides(exact_low, exact_high, power), (a, b)
