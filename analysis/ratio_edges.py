@@ -191,6 +191,8 @@ def exact_samples(x: Sequence, y: Sequence, floats: tuple[np.ndarray, np.ndarray
     holds no such integer and is not looked at value by value (10^6 runs: one vectorised pass)."""
     import numpy as np  # here: ab imports this module without numpy (the module docstring)
 
+    # numpy's integer arrays (uint64 counters) as the Python ints they hold: their floats round as a list's do
+    x, y = (v.tolist() if isinstance(v, np.ndarray) and v.dtype.kind in "iu" else v for v in (x, y))
     x_float, y_float = floats if floats is not None else (np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     if any(len(values) and np.abs(as_float).max() >= EXACT_IN_FLOAT
            and any(type(v) is int and abs(v) > EXACT_IN_FLOAT for v in values)

@@ -339,3 +339,12 @@ def test_intervals_of_large_counts_agree_with_intervals_computed_in_rationals(pa
         sides = lambda lo, hi, p: (lo > 1, hi < 1, lo >= lower**p, lo > upper**p, hi <= upper**p,  # noqa: E731
                                    hi < lower**p)
         assert sides(Fraction(low), Fraction(high), 1) == sides(exact_low, exact_high, power), (a, b)
+
+
+def test_sparc_tests_read_numpy_integer_counters_exactly():
+    """A library caller's uint64 counters are the integers they hold, as the readers' ints are."""
+    from perfctl.analysis.sparc import sparc_tests
+
+    tests = sparc_tests(np.full(8, 2**64 - 1, dtype=np.uint64), np.full(8, 2**64 - 2, dtype=np.uint64))
+    assert tests.ratio_low > 1 and tests.ratio_low <= tests.ratio <= tests.ratio_high
+    assert sparc_tests([2**53] * 8, [2**53 + 1] * 8, paired=True).ratio_high < 1
