@@ -26,6 +26,7 @@ from perfctl.analysis import spa
 from perfctl.analysis.disturbance import disturbed as disturbance
 from perfctl.analysis.multiple import adjust
 from perfctl.analysis.rank_tests import _sorted_median
+from perfctl.analysis.ratio_edges import exact_samples
 from perfctl.analysis.sparc import (
     FAMILIES,
     OverallTest,
@@ -281,6 +282,8 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     # each benchmark's own tests, half of them in a forked child when asked (perfctl/parallel.py); then
     # what takes all of them: the family's decisions, the adjusted p-values, the summaries
     samples = {key: (np.asarray(a[key], dtype=float), np.asarray(b[key], dtype=float)) for key in keys}
+    # the values themselves where a float cannot hold them (counts past 2^53), for the verdict's exact edges
+    exact = {key: exact_samples(a[key], b[key], samples[key]) for key in keys}
     reasons = {key: _precheck(x, y, p.paired) for key, (x, y) in samples.items()}
     # the simultaneous family reads its verdicts off intervals at its own level: each benchmark's SPARC
     # tests compute theirs at that level (one Hodges-Lehmann selection, not two), once the family's size
@@ -288,8 +291,8 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     level = family_level(sum(reason is None for reason in reasons.values()), p.alpha) \
         if p.family == "simultaneous" else None
     half = len(keys) // 2 if split and len(keys) >= SPLIT_MIN else 0
-    with Forked(_examined, keys[half:], samples, reasons, notes, p, level, worth=half > 0) as rest:
-        prepared = _examined(keys[:half], samples, reasons, notes, p, level) + rest.result()
+    with Forked(_examined, keys[half:], samples, reasons, notes, p, level, exact, worth=half > 0) as rest:
+        prepared = _examined(keys[:half], samples, reasons, notes, p, level, exact) + rest.result()
     judged = [item for item in prepared if isinstance(item, dict)]
     tests = [item["sparc"] for item in judged]
     groups = [item["metric"] for item in judged]
@@ -316,7 +319,8 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
 SPLIT_MIN = 64
 
 
-def _examined(keys, samples, reasons, notes, p: Parameters, level: float | None) -> list[BenchmarkComparison | dict]:
+def _examined(keys, samples, reasons, notes, p: Parameters, level: float | None,
+              exact=None) -> list[BenchmarkComparison | dict]:
     """What each benchmark's runs say on their own: SPARC's tests (their interval at the simultaneous
     family's ``level``, else at the confidence asked), the disturbance check, both protocols both ways,
     SPA's intervals and the pairing; a BenchmarkComparison for a benchmark that cannot be judged
@@ -333,7 +337,8 @@ def _examined(keys, samples, reasons, notes, p: Parameters, level: float | None)
         # in the runs' order (means, variances, Levene's deviations, the random pairing) get them as given
         x_sorted, y_sorted = np.sort(x), np.sort(y)
         ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
-        sparc = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, level or p.confidence)
+        sparc = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, level or p.confidence,
+                             (exact or {}).get((name, metric)))
         examined.append({
             "name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted, "y_sorted": y_sorted,
             "notes": key_notes, "disturbed": disturbance(x, y, p.alpha),

@@ -31,6 +31,13 @@ smallest difference r_i - c, on the band's side, of the signed-rank test. Scalin
 (1 - delta) made 95 against 100 a tie (p = 1) or not by rounding, and a tie read "equivalence not shown"
 beside an interval [0.950, 0.950] inside the closed band.
 
+Counts past 2^53 have no float of their own (2^53 + 1 is the float 2^53; 2^64 - 1 and 2^64 - 2 are one
+float), so the float arrays cannot say on which side of 1 their ratio lies: the readers keep integers as
+ints (perfctl/formats), and ``exact_samples`` hands them here beside the floats wherever one is past 2^53.
+The counters then take each value's rational from the int, and their float only as its approximation (a
+float within 1e-16 relative): constant counts 2^64 - 1 against 2^64 - 2 are a ratio of 1 + 5.4e-20, above
+1, not the 1 of their floats. Elsewhere (every time, every count up to 2^53) the floats are exact.
+
 ``perfctl ab``'s confidence sequence (analysis/ab.py) has the same problem and the same answer: its ends are
 exp of order statistics of the rounds' log ratios log(a_i / b_i), so ``RoundRatios`` keeps, round by round,
 how many exact ratios a_i / b_i lie below and on each threshold, and ``place_end`` moves an order statistic
@@ -42,7 +49,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -170,21 +178,51 @@ def ratio_side(a: float, b: float, t: Threshold) -> int:
     return (exact > t.value) - (exact < t.value)
 
 
+# the largest integer every one below which a float holds exactly
+EXACT_IN_FLOAT = 1 << 53
+
+Exact = tuple[Sequence, Sequence] | None
+
+
+def exact_samples(x: Sequence, y: Sequence, floats: tuple[np.ndarray, np.ndarray] | None = None) -> Exact:
+    """(x, y) as given, for the counters to read exactly, when either holds an integer a float cannot hold
+    (past 2^53: the readers keep counts as ints); None otherwise, the float arrays then being exact.
+    ``floats``: x and y as float arrays where the caller has them; a side whose floats all lie below 2^53
+    holds no such integer and is not looked at value by value (10^6 runs: one vectorised pass)."""
+    import numpy as np  # here: ab imports this module without numpy (the module docstring)
+
+    # numpy's integer arrays (uint64 counters) as the Python ints they hold: their floats round as a list's do
+    x, y = (v.tolist() if isinstance(v, np.ndarray) and v.dtype.kind in "iu" else v for v in (x, y))
+    x_float, y_float = floats if floats is not None else (np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    if any(len(values) and np.abs(as_float).max() >= EXACT_IN_FLOAT
+           and any(type(v) is int and abs(v) > EXACT_IN_FLOAT for v in values)
+           for values, as_float in ((x, x_float), (y, y_float))):
+        return tuple(x), tuple(y)
+    return None
+
+
 def settle_ends(x: np.ndarray, y: np.ndarray, low: float | None, high: float | None, level: float,
-                margin: float, paired: bool) -> tuple[float | None, float | None]:
+                margin: float, paired: bool, exact: Exact = None) -> tuple[float | None, float | None]:
     """The interval [low, high] of A/B at ``level`` (computed by rank_tests.py from x and y, validated and
     positive; ``paired``: Walsh averages of log(x_i / y_i)), each end on the exact side of 1 and of each
-    edge of [1 - margin, 1 + margin] (see the module's docstring). None ends stay None."""
+    edge of [1 - margin, 1 + margin] (see the module's docstring); ``exact``: the values themselves where
+    the floats are not (``exact_samples``). None ends stay None."""
     if not any(end is not None and near(end, t) for end in (low, high) for t in thresholds(margin)):
         return low, high
-    counter = _WalshCounter(x, y) if paired else _PairCounter(x, y)
+    counter = _counter(x, y, paired, exact)
     size, k = counter.size, counter.rank(level)
     return (None if low is None else place_end(low, rank_side(counter.count, k), margin),
             None if high is None else place_end(high, rank_side(counter.count, size - k + 1), margin))
 
 
-def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float,
-                      paired: bool) -> tuple[RankTestResult, RankTestResult]:
+def _counter(x: np.ndarray, y: np.ndarray, paired: bool, exact: Exact) -> _Counter:
+    if exact is not None:
+        return _ExactWalshCounter(*exact) if paired else _PairCounter.of_exact(*exact)
+    return _WalshCounter(x, y) if paired else _PairCounter(x, y)
+
+
+def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float, paired: bool,
+                      exact: Exact = None) -> tuple[RankTestResult, RankTestResult]:
     """(upper, lower): TOST's one-sided tests of H01-: S > 1 + margin ("less") and H02-: S < 1 - margin
     ("greater") on positive samples, the band's edges exact (``band``) and a ratio on an edge counted for
     the band (the module's docstring). Unpaired: rank-sum of x against c y, x and y in ascending order;
@@ -195,9 +233,9 @@ def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float,
 
     lower_edge, upper_edge = band(margin)
     if paired:
-        return (wilcoxon_signed_rank(_edge_differences(x, y, upper_edge, band_side=-1), "less"),
-                wilcoxon_signed_rank(_edge_differences(x, y, lower_edge, band_side=1), "greater"))
-    counter = _PairCounter(x, y)
+        return (wilcoxon_signed_rank(_edge_differences(x, y, upper_edge, -1, exact), "less"),
+                wilcoxon_signed_rank(_edge_differences(x, y, lower_edge, 1, exact), "greater"))
+    counter = _counter(x, y, False, exact)
     # U = #{x_i > c y_j}: the pairs the limit from outside puts above c y (lower edge: ratios at or above
     # it; upper edge: ratios above it). No x_i then ties with a c y_j; the ties left are each sample's own.
     ties = np.concatenate((_rank(x)[1], _rank(y)[1]))
@@ -212,16 +250,19 @@ def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float,
 ON_EDGE = math.ulp(0.0)
 
 
-def _edge_differences(x: np.ndarray, y: np.ndarray, edge: Fraction, band_side: int) -> np.ndarray:
+def _edge_differences(x: np.ndarray, y: np.ndarray, edge: Fraction, band_side: int,
+                      values: Exact = None) -> np.ndarray:
     """r_i - edge, r_i = x_i / y_i, each with its exact sign: correctly rounded from rationals where the
     float difference is within NEAR of the edge (it may be 0 or of the wrong sign there), and a ratio on
-    the edge an infinitesimal toward the band (``band_side``: +1 above the edge, -1 below)."""
+    the edge an infinitesimal toward the band (``band_side``: +1 above the edge, -1 below). ``values``:
+    the exact x and y where the floats are not (``exact_samples``)."""
     import numpy as np
 
+    exact_x, exact_y = values if values is not None else (x.tolist(), y.tolist())
     ratios = x / y
     differences = ratios - float(edge)
     for i in np.flatnonzero(np.abs(differences) <= NEAR * float(edge)):
-        exact = Fraction(float(x[i])) / Fraction(float(y[i])) - edge
+        exact = Fraction(exact_x[i]) / Fraction(exact_y[i]) - edge
         differences[i] = float(exact) if exact else band_side * ON_EDGE
     return differences
 
@@ -300,6 +341,27 @@ class _PairCounter(_Counter):
         self.exact_x = functools.cache(lambda i: Fraction(float(self.x[i])))
         self.exact_inverse = functools.cache(lambda j: 1 / Fraction(float(self.y[j])))
 
+    @classmethod
+    def of_exact(cls, x: Sequence, y: Sequence) -> _PairCounter:
+        """The same grid over values some of which no float holds (``exact_samples``): distinct values
+        counted as the numbers they are, their floats (correctly rounded, so never out of order) the
+        approximations ``_products_below`` bisects between."""
+        import numpy as np
+
+        counter = cls.__new__(cls)
+        counter.n, counter.m = len(x), len(y)
+        counter.size = counter.n * counter.m
+        x_counts, y_counts = Counter(x), Counter(y)
+        x_values, y_values = sorted(x_counts), sorted(y_counts, reverse=True)
+        counter.x = np.array([float(v) for v in x_values])
+        counter.x_counts = np.array([x_counts[v] for v in x_values], dtype=np.int64)
+        counter.y = np.array([float(v) for v in y_values])
+        counter.y_counts = np.array([y_counts[v] for v in y_values], dtype=np.int64)
+        counter.inverse = 1 / counter.y
+        counter.exact_x = functools.cache(lambda i: Fraction(x_values[i]))
+        counter.exact_inverse = functools.cache(lambda j: 1 / Fraction(y_values[j]))
+        return counter
+
     def count(self, t: Fraction, strict: bool) -> int:
         return _products_below(self.x, self.x_counts, self.exact_x, self.inverse, self.y_counts, self.exact_inverse,
                                t, strict)
@@ -349,6 +411,22 @@ class _WalshCounter(_Counter):
         from perfctl.analysis.rank_tests import _center_critical_rank
 
         return _center_critical_rank(self.n, (1 - level) / 2)
+
+
+class _ExactWalshCounter(_WalshCounter):
+    """``_WalshCounter`` over pairs some of whose values no float holds (``exact_samples``): the distinct
+    ratios x_i / y_i as rationals, in their exact order, their correctly rounded floats beside them."""
+
+    def __init__(self, x: Sequence, y: Sequence):
+        import numpy as np
+
+        self.n = len(x)
+        self.size = self.n * (self.n + 1) // 2
+        counts = Counter(Fraction(a) / Fraction(b) for a, b in zip(x, y))
+        ratios = sorted(counts)
+        self.ratios = np.array([float(r) for r in ratios])
+        self.counts = np.array([counts[r] for r in ratios], dtype=np.int64)
+        self._ratio = ratios.__getitem__
 
 
 def _lowest_terms(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -50,7 +50,7 @@ from perfctl.analysis.rank_tests import (
     median,
     wilcoxon_signed_rank,
 )
-from perfctl.analysis.ratio_edges import equivalence_tests, settle_ends
+from perfctl.analysis.ratio_edges import equivalence_tests, exact_samples, settle_ends
 from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
 
 FAMILIES = ("simultaneous", "sparc")
@@ -86,7 +86,9 @@ class SparcTests:
 
 
 def sparc_tests(x, y, delta: float = 0.05, *, paired: bool = False, confidence: float = 0.95) -> SparcTests:
-    """The three tests of one benchmark on positive samples x (initial) and y (candidate)."""
+    """The three tests of one benchmark on positive samples x (initial) and y (candidate); integers past 2^53
+    are read exactly where the verdict's edges need them (ratio_edges.exact_samples)."""
+    exact = exact_samples(x, y)
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if not 0 < delta < 1:
@@ -98,13 +100,14 @@ def sparc_tests(x, y, delta: float = 0.05, *, paired: bool = False, confidence: 
     if paired and x.size != y.size:
         raise ValueError(f"paired: need as many runs on each side (have {x.size}, {y.size})")
     return _sparc_tests(x, y, None if paired else np.sort(x), None if paired else np.sort(y), delta, paired,
-                        confidence)
+                        confidence, exact)
 
 
 def _sparc_tests(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray | None, y_sorted: np.ndarray | None,
-                 delta: float, paired: bool, confidence: float) -> SparcTests:
+                 delta: float, paired: bool, confidence: float, exact=None) -> SparcTests:
     """``sparc_tests`` of validated positive samples; unpaired, also given in ascending order (every test
-    below merges sorted runs: c*y keeps y's order for c > 0, and log keeps it)."""
+    below merges sorted runs: c*y keeps y's order for c > 0, and log keeps it). ``exact``: the samples as
+    read where a float cannot hold some value (ratio_edges.exact_samples), for the band's exact edges."""
     if paired:
         ratios = x / y
         difference = wilcoxon_signed_rank(ratios - 1, "two-sided")
@@ -119,10 +122,14 @@ def _sparc_tests(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray | None, y_so
         method = f"Mann-Whitney on x against c*y ({difference.method})"
     # the equivalence tests at the exact edges of the closed band (ratio_edges.py): a ratio on an edge is
     # inside, as the interval's reading has it
-    upper, lower = equivalence_tests(x, y, delta, paired)
+    upper, lower = equivalence_tests(x, y, delta, paired, exact)
     low, high = settle_ends(x, y, None if center.low is None else math.exp(center.low),
-                            None if center.high is None else math.exp(center.high), confidence, delta, paired)
-    return SparcTests(difference.pvalue, upper.pvalue, lower.pvalue, math.exp(center.estimate), low, high,
+                            None if center.high is None else math.exp(center.high), confidence, delta, paired, exact)
+    # the estimate (the median of the grid) lies inside its interval; an end settled a few ulps off its float
+    # (2^64 - 1 against 2^64 - 2: log-space says 1, the exact side is above) takes the estimate with it
+    estimate = min(max(math.exp(center.estimate), low if low is not None else -math.inf),
+                   high if high is not None else math.inf)
+    return SparcTests(difference.pvalue, upper.pvalue, lower.pvalue, estimate, low, high,
                       median_ratio, delta, paired, method, int(x.size), int(y.size), confidence)
 
 
@@ -254,6 +261,7 @@ def ratio_interval(x, y, level: float, *, paired: bool = False,
     rank-sum inversion on log x - log y (a scale shift X/Y = c); paired, the signed-rank inversion on
     log(x_i / y_i). None for an end the sample is too small to bound at this level. With ``margin``, each
     end lies on the exact side of 1 and of the band's edges (analysis/ratio_edges.py), as a verdict needs."""
+    exact = exact_samples(x, y)
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     if paired:
@@ -262,7 +270,7 @@ def ratio_interval(x, y, level: float, *, paired: bool = False,
         center = hodges_lehmann_shift(np.log(x), np.log(y), level)
     low = None if center.low is None else math.exp(center.low)
     high = None if center.high is None else math.exp(center.high)
-    return (low, high) if margin is None else settle_ends(x, y, low, high, level, margin, paired)
+    return (low, high) if margin is None else settle_ends(x, y, low, high, level, margin, paired, exact)
 
 
 def family_level(m: int, alpha: float) -> float | None:

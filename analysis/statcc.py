@@ -9,7 +9,12 @@ Section II.4, generalized to N applications as in ../shared/notes/cache-models.m
 2. Merge the rescaled samples, each application weighted by its share of the interleaved accesses
    (rate_i / Σ rate_j), run StatStack on the merge (analysis/statstack.py: ES(r) = E[min(R, r)] over the
    merged distribution), keep which entries came from which application, and take each application's miss
-   ratio at the shared size C from its own entries (dangling samples, cold, count as misses).
+   ratio at the shared size C from its own entries as StatStack does for one (analysis/statstack.py,
+   ``miss_ratios``): its cold share (``cold_ratio``: exact, F/N, where its trace was seen whole) plus the
+   rest times the share of its reuses whose ES reaches C, ES capped at the lines the traces hold together
+   (``stack_limit``: Σ F_j − 1, the applications' lines being disjoint). Before, the cold share was the
+   application's dangling count, which swings with the windows (26 to 247 for ~105 expected on ``sort
+   20000``), and ES was not capped: alone, StatCC was not the StatStack curve of the same sample.
 3. Solve the fixed point cpi_i = CPI_i(miss_ratio_i(cpi_1..cpi_N)) (Eq. II.3) by simple iteration, as the
    thesis did, damped when it oscillates; convergence is checked and reported, never assumed.
 
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfctl.analysis.reuse import DANGLING, ReuseSample
-from perfctl.analysis.statstack import CannotEstimate, expected_stack_distances, statstack
+from perfctl.analysis.statstack import CannotEstimate, expected_stack_distances, miss_ratios, stack_limit, statstack
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def shared_miss_ratios(apps: Sequence[Application], cpis: Sequence[float], cache
     if not (rates > 0).all():
         raise CannotEstimate("CPIs must be positive")
     shares = rates / rates.sum()
-    finite, weights, owners, danglers = [], [], [], []
+    finite, weights, owners = [], [], []
     for index, app in enumerate(apps):
         distances = app.sample.distances
         weight = shares[index] / app.sample.size
@@ -76,17 +81,14 @@ def shared_miss_ratios(apps: Sequence[Application], cpis: Sequence[float], cache
         finite.append(reused * (rates.sum() / rates[index]))
         weights.append(np.full(len(reused), weight))
         owners.append(np.full(len(reused), index))
-        danglers.append(app.sample.dangling)
     finite, weights, owners = np.concatenate(finite), np.concatenate(weights), np.concatenate(owners)
     order = np.argsort(finite, kind="stable")
     finite, weights, owners = finite[order], weights[order], owners[order]
-    stack = expected_stack_distances(finite, 1.0, finite, weights)  # the merged sample's total weight is 1
+    # the merged sample's total weight is 1; no stack distance reaches the lines all traces hold together
+    stack = np.minimum(expected_stack_distances(finite, 1.0, finite, weights), stack_limit([a.sample for a in apps]))
     misses = stack >= cache_lines
-    ratios = np.empty(len(apps))
-    for index, app in enumerate(apps):
-        capacity = np.count_nonzero(misses & (owners == index))
-        ratios[index] = (danglers[index] + capacity) / app.sample.size
-    return ratios
+    return np.array([float(miss_ratios(app.sample, np.count_nonzero(misses & (owners == index))))
+                     for index, app in enumerate(apps)])
 
 
 @dataclass(frozen=True)

@@ -78,10 +78,32 @@ def window_capacity_misses(distances: np.ndarray, sizes: np.ndarray, max_stack: 
 
 def cold_ratio(sample: ReuseSample) -> float:
     """The cold-miss ratio: exact (footprint / accesses) where the sampler saw the whole trace, else the
-    sample's dangling share (I.3.4)."""
+    sample's dangling share (I.3.4). The one owner of the cold share: StatStack, StatCache and StatCC
+    (analysis/statcc.py, per application) take it from here."""
     if sample.footprint is not None:
         return sample.footprint / sample.accesses
     return sample.dangling / sample.size
+
+
+def stack_limit(samples) -> float:
+    """The largest stack distance the traces of ``samples`` allow: an access sees at most the other lines,
+    F − 1 for one trace of F distinct lines, and Σ F_i − 1 for traces sharing a cache with disjoint lines
+    (StatCC, as in Paper II); infinite where a footprint is not known."""
+    footprints = [sample.footprint for sample in samples]
+    return np.inf if any(f is None for f in footprints) else float(sum(footprints) - 1)
+
+
+def miss_ratios(sample: ReuseSample, capacity) -> np.ndarray:
+    """MR = cold + (1 − cold) · capacity / reuses: the cold share (:func:`cold_ratio`) and the share of the
+    sample's reuses that StatStack counts as capacity misses (``capacity``, how many at each size; StatCC
+    counts one application's in the shared cache). 1 where the sample holds no reuse, which says nothing
+    of capacity misses."""
+    capacity = np.asarray(capacity, dtype=np.float64)
+    reuses = sample.size - sample.dangling
+    if reuses == 0:
+        return np.ones(capacity.shape)
+    cold = cold_ratio(sample)
+    return cold + (1.0 - cold) * capacity / reuses
 
 
 def statstack(sample: ReuseSample, sizes, per_window: bool = True) -> MissRatioCurve:
@@ -102,11 +124,10 @@ def statstack(sample: ReuseSample, sizes, per_window: bool = True) -> MissRatioC
     """
     sizes = _check(sample, sizes)
     cold = cold_ratio(sample)
-    reuses = sample.size - sample.dangling
-    if reuses == 0:
+    if sample.size == sample.dangling:
         # no reuse in the sample: every sampled line is touched once; it says nothing of capacity misses
-        return MissRatioCurve(sizes, np.ones(len(sizes)), cold, sample.accesses)
-    max_stack = np.inf if sample.footprint is None else sample.footprint - 1
+        return MissRatioCurve(sizes, miss_ratios(sample, np.zeros(len(sizes))), cold, sample.accesses)
+    max_stack = stack_limit([sample])
     if not per_window:
         capacity = window_capacity_misses(sample.distances, sizes, max_stack).astype(np.float64)
     else:
@@ -115,8 +136,7 @@ def statstack(sample: ReuseSample, sizes, per_window: bool = True) -> MissRatioC
         capacity = np.zeros(len(sizes))
         for start, count in zip(starts, counts):
             capacity += window_capacity_misses(sample.distances[order[start:start + count]], sizes, max_stack)
-    ratios = cold + (1.0 - cold) * capacity / reuses
-    return MissRatioCurve(sizes, ratios, cold, sample.accesses)
+    return MissRatioCurve(sizes, miss_ratios(sample, capacity), cold, sample.accesses)
 
 
 def statcache(sample: ReuseSample, sizes) -> MissRatioCurve:

@@ -206,9 +206,11 @@ def test_a_perf_stat_file_cut_inside_its_last_event_is_refused(tmp_path, syntax,
 
 @needs_perf
 @pytest.mark.parametrize("syntax", ["-x,", "-j"])
-def test_a_perf_stat_file_cut_at_a_line_end_says_which_run_is_short(tmp_path, syntax):
+def test_a_perf_stat_file_cut_at_a_line_end_refuses_the_short_run(tmp_path, syntax):
     """Cut after a whole line, a file parses: its last run then lacks events the others have (perf writes a
-    run's events together), or has none after its '# started on' line. Its values are real: kept, and said."""
+    run's events together), or has none after its '# started on' line. A short run is no run: refused,
+    naming its line (before: read with a note, its values in the verdict); an empty one gives no value, and
+    a note (perf writes it so for a command that did not start)."""
     whole = tmp_path / "whole.out"
     for _ in range(3):
         subprocess.run(["perf", "stat", syntax, "-o", str(whole), "--append", "-e", "page-faults,task-clock", "--",
@@ -219,11 +221,12 @@ def test_a_perf_stat_file_cut_at_a_line_end_says_which_run_is_short(tmp_path, sy
     events = [number for number, line in enumerate(lines, 1) if "page-faults" in line]
     short = tmp_path / "short.out"
     short.write_text("".join(lines[:events[-1]]))  # the last run's first event, page-faults, and no more
-    dataset = read_dataset(str(short))
-    assert dataset.benchmarks["short"].metrics.keys() == {"page-faults", "task-clock"}
-    assert len(dataset.benchmarks["short"].metrics["page-faults"]) == 3
-    assert dataset.notes == [f"short: the run from line {events[-1]} lacks task-clock, which other runs have "
-                             "(the last: the file may have been cut)"]
+    with pytest.raises(DatasetError) as err:
+        read_dataset(str(short))
+    assert str(err.value) == (
+        f"{short}:{events[-1]}: the run from line {events[-1]} lacks task-clock, which other runs count (perf "
+        "writes every event of a run): the last run, cut at a line end while the file was written (a full disk, "
+        "a killed perf stat); remove its lines or record it again")
     header_only = tmp_path / "header.out"
     header_only.write_text("".join(lines[:headers[-1]]))
     assert read_dataset(str(header_only)).notes == [

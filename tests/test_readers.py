@@ -321,7 +321,9 @@ def test_perf_stat_multiplexing_and_unsupported_are_noted_alike(tmp_path, fmt):
         {**GOOD_LINE, "pcnt-running": 50.0},
         {"counter-value": "<not supported>", "unit": "", "event": "cycles", "pcnt-running": 100.0},
         {"counter-value": "<not counted>", "unit": "", "event": "instructions", "pcnt-running": 0.0},
-        {**GOOD_LINE, "counter-value": "2.5"}))
+        {**GOOD_LINE, "counter-value": "2.5"},  # a second run: perf writes every event of each run
+        {"counter-value": "<not supported>", "unit": "", "event": "cycles", "pcnt-running": 100.0},
+        {"counter-value": "<not counted>", "unit": "", "event": "instructions", "pcnt-running": 0.0}))
     runs = read_dataset(str(path), fmt).benchmarks["mux"]
     assert runs.metrics == {"task-clock": [1.5e6, 2.5e6]}  # never a 0 for cycles or instructions
     assert runs.notes["cycles"] == ["unsupported: perf stat printed <not supported>"]

@@ -67,7 +67,9 @@ class BenchmarkData:
     blocks: dict[int, Block] = field(default_factory=dict)
 
     def add(self, metric: str, value: float, unit: str, backend: str | None = None, key=None) -> None:
-        self.metrics.setdefault(metric, []).append(float(value))
+        # an integer stays the int it is: a count past 2^53 has no float of its own (2^53 + 1 reads as 2^53),
+        # and the verdict's exact edges compare ratios of the counts themselves (analysis/ratio_edges.py)
+        self.metrics.setdefault(metric, []).append(value if type(value) is int else float(value))
         if key is not None:
             self.keys.setdefault(metric, array("q")).append(key)
         self.units.setdefault(metric, unit)
@@ -407,9 +409,11 @@ def stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0]
 
 
-def finite(path: str, where: str, value, text: bool = False) -> float:
+def finite(path: str, where: str, value, text: bool = False) -> float | int:
     """A finite number from a file, or a DatasetError naming where the bad value is. A JSON value must be
-    a number (not a string, not a boolean); ``text`` accepts the digits of a text format such as CSV."""
+    a number (not a string, not a boolean); ``text`` accepts the digits of a text format such as CSV. An
+    integer (a JSON integer, or text of digits only) is returned as the int it is, exact past 2^53, when a
+    float can stand for it at all (a value beyond 10^308 is refused as before); anything else as a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str) if text else (int, float)):
         raise DatasetError(f"{path}: {where}: expected a number, got {json_kind(value)}")
     try:
@@ -418,7 +422,16 @@ def finite(path: str, where: str, value, text: bool = False) -> float:
         raise DatasetError(f"{path}: {where}: not a number: {value!r}") from None
     if number != number or number in (float("inf"), float("-inf")):
         raise DatasetError(f"{path}: {where}: non-finite value {value!r}")
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        return int(value)
     return number
+
+
+# an integer as text formats write one (perf stat -x, counts): digits, perhaps signed and padded; int()
+# reads it exactly
+_DIGITS = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
 def to_ns(path: str, where: str, value: float, unit: str, ns_per_unit: float) -> float:

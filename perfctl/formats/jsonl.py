@@ -492,8 +492,9 @@ def _field(record: dict, key: str, where: str, types, wanted: str, optional: boo
 MAX_VALUE = float(1 << 64)
 
 
-def _number(record: dict, key: str, where: str, optional: bool = False) -> float | None:
-    """A count or a time: a finite number in [0, 2^64]."""
+def _number(record: dict, key: str, where: str, optional: bool = False) -> float | int | None:
+    """A count or a time: a finite number in [0, 2^64]; an integer stays the int it is (a float holds no
+    integer past 2^53 exactly: 2^64 - 1 and 2^64 - 2 are one float, and their runs one ratio, 1)."""
     value = _field(record, key, where, (int, float), "a number", optional)
     if value is None:
         return None
@@ -504,19 +505,20 @@ def _number(record: dict, key: str, where: str, optional: bool = False) -> float
             from None
     if number != number or number in (float("inf"), float("-inf")):
         raise _FieldError(where, f"non-finite value {value!r}")
-    if not 0 <= number <= MAX_VALUE:
+    if not 0 <= number <= MAX_VALUE or type(value) is int and value > _MAX_COUNT:
         raise _FieldError(where, f"{value!r} is not a count or a time (0 to 2^64)")
-    return number
+    return value if type(value) is int else number
 
 
 _MAX_COUNT = 1 << 64
 
 
-def _plain_number(value) -> float | None:
-    """float(value) for a JSON number in [0, 2^64] (not a boolean), else None: _number then says why not."""
+def _plain_number(value) -> float | int | None:
+    """A JSON number in [0, 2^64] (not a boolean) as it is, an integer exact (``_number``), else None:
+    _number then says why not."""
     kind = type(value)
     if kind is int:
-        return float(value) if 0 <= value <= _MAX_COUNT else None
+        return value if 0 <= value <= _MAX_COUNT else None
     if kind is float and 0.0 <= value <= MAX_VALUE:  # NaN fails both comparisons, infinities the range
         return value
     return None

@@ -8,7 +8,8 @@ percentage, and hand them to :class:`PerfStatRuns`, the one owner of the rest:
   event repeats.
 - Values. ``<not supported>`` and ``<not counted>`` are noted, never read as 0; msec values (task-clock,
   cpu-clock) are converted to ns; a value that is not a finite number, as written or once scaled, is refused.
-- Cuts. A run cut while written (a full disk, a killed perf stat) and then appended to ends in a line
+- Cuts. A run that lacks events other runs count is incomplete (cut at a line end, or recorded with other
+  events): refused, naming its first line (``finish``). A run cut while written and then appended to ends in a line
   with the next run's ``# started on`` after its text: refused, naming that line (``refuse_cut``); read,
   the cut text became an event name and the two runs' values one run.
 - Multiplexing. A counter that ran less than 100% of the time was scaled by perf: noted.
@@ -98,8 +99,14 @@ class PerfStatRuns:
             self._bench.note(event, f"multiplexed: counted {running:.2f}% of the time in some runs (scaled by perf)")
 
     def finish(self) -> Dataset:
-        """The runs read, with a note for each run that lacks events the others have: perf writes a run's
-        events together, so a run short of some was cut at a line end (the last) or measured other events."""
+        """The runs read. perf writes every event of a run, ``<not counted>`` ones too, so a run that lacks
+        events other runs have is incomplete: the last was cut at a line end (a full disk, a killed perf
+        stat), one before it cut and then appended to, or recorded with other ``-e`` events. Its values are
+        no run's, and read they entered the verdict (a note said so, which ``-q`` and ``--format csv`` do
+        not show): refused, naming its first line, as a cut inside a line is (``refuse_cut``,
+        dataset.read_lines). A ``# started on`` line with no event after it is perf's own record of a
+        command that did not start (``Workload failed``), or a cut just after it: no value is read from it,
+        and a note says so."""
         if self._run_header is not None and not self._run_events:
             self._empty.append(self._run_header)
         if self._empty and self._runs:
@@ -107,13 +114,17 @@ class PerfStatRuns:
                                       f"{', '.join(map(str, self._empty[:4]))}: a run that perf did not count, or "
                                       "a file cut after it")
         counted = set().union(*self._runs)
-        short = [events for events in self._runs if counted - events.keys()]
-        for events in short[:3]:
+        for events in self._runs:
             missing = sorted(counted - events.keys())
-            last = " (the last: the file may have been cut)" if events is self._runs[-1] else ""
-            self.dataset.notes.append(f"{stem(self.dataset.path)}: the run from line {min(events.values())} "
-                                      f"lacks {', '.join(missing[:4])}, which other runs have{last}")
-        if len(short) > 3:
-            self.dataset.notes.append(f"{stem(self.dataset.path)}: {len(short) - 3} more runs lack events that "
-                                      "other runs have")
+            if missing:
+                self._refuse_short(events, missing, last=events is self._runs[-1])
         return self.dataset
+
+    def _refuse_short(self, events: dict[str, int], missing: list[str], last: bool) -> None:
+        first = min(events.values())
+        lacks = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        why = ("the last run, cut at a line end while the file was written (a full disk, a killed perf stat)"
+               if last else "a run cut and then appended to, or recorded with other -e events")
+        raise DatasetError(f"{self.dataset.path}:{first}: the run from line {first} lacks {lacks}, which other "
+                           f"runs count (perf writes every event of a run): {why}; remove its lines or record "
+                           "it again")
