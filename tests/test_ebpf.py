@@ -112,30 +112,48 @@ def test_busy_process_on_the_benchmarks_cpu_is_interference_and_elsewhere_is_not
 
     cpus = sorted(os.sched_getaffinity(0))
     policy = InterferencePolicy()
-    for hog_cpu, flagged in ((cpus[0], True), (cpus[1], False)):
-        hog = _hog(hog_cpu)
+
+    def run():
+        sample = measure([programs / "spin", "0.3"], ["task-clock"], backend=PERF_AND_EBPF, pin_cpu=cpus[0])[0]
+        interference = _readings(sample, "ebpf")["interference-time"]
+        share = interference.value / sample.wall_ns if interference.status == "ok" else None
+        return sample, share
+
+    # The hog on the benchmark's CPU: every run interfered with. A run with a switch the kernel did not report
+    # has no interference figure (agent/ebpf.py _unreported): it is measured again.
+    hog = _hog(cpus[0])
+    try:
+        for _ in range(3):
+            sample, share = run()
+            if share is not None:
+                break
+    finally:
+        hog.kill()
+        hog.wait()
+    ebpf = _readings(sample, "ebpf")
+    assert policy.flags(sample.readings, sample.wall_ns) and share > 0.3, share
+    assert ebpf["preemptions"].value > 0 and ebpf["interference-tasks"].value >= 1
+
+    # The hog on the other CPU. A backend that counted it would report more interference than the run's whole
+    # wall time (the hog spins all of it). Whatever else the machine runs may land on the benchmark's CPU too
+    # (the suite is run with both cores busy): each run with the hog is measured right after one without it,
+    # and must show no more than that machine's own interference; on a quiet CPU, none at all.
+    seen = []
+    for _ in range(3):
+        _, baseline = run()
+        hog = _hog(cpus[1])
         try:
-            # With the hog elsewhere, whatever else this machine runs may still land on cpus[0]: of up to
-            # three runs one must be clean. A backend that counted the hog's CPU would flag all three. A run
-            # with a switch the kernel did not report has no interference figure (agent/ebpf.py
-            # _unreported): it is measured again too.
-            for _ in range(3):
-                sample = measure([programs / "spin", "0.3"], ["task-clock"], backend=PERF_AND_EBPF,
-                                 pin_cpu=cpus[0])[0]
-                if _readings(sample, "ebpf")["interference-time"].status == "ok" and (
-                        flagged or not policy.flags(sample.readings, sample.wall_ns)):
-                    break
+            sample, share = run()
         finally:
             hog.kill()
             hog.wait()
-        ebpf = _readings(sample, "ebpf")
-        share = ebpf["interference-time"].value / sample.wall_ns
-        assert policy.flags(sample.readings, sample.wall_ns) is flagged, (hog_cpu, share)
-        if flagged:
-            assert share > 0.3 and ebpf["preemptions"].value > 0
-            assert ebpf["interference-tasks"].value >= 1
-        else:
-            assert share < 0.05
+        if baseline is None or share is None:
+            continue
+        seen.append((baseline, share))
+        if baseline < 0.02 and share < 0.05 and not policy.flags(sample.readings, sample.wall_ns):
+            break  # quiet: no interference counted from the other CPU
+    assert seen, "every run had a switch the kernel did not report"
+    assert any(share < min(0.95, baseline + 0.3) for baseline, share in seen), seen
 
 
 def test_stat_shows_and_excludes_interfered_runs(programs, tmp_path):
@@ -318,7 +336,10 @@ def test_a_switch_the_kernel_did_not_report_is_counted_and_its_times_flagged(pro
     for label in ("context-switches", "context-switches-in", "page-faults:u", "timer-interrupts"):
         assert flagged[label].status == "ok" and flagged[label].value == clean[label].value
     # its interference cannot be shown small: it counts as interfered with (--exclude-interfered leaves it out)
-    assert InterferencePolicy(limit=1.0).flags(list(flagged.values()), sample.wall_ns)
-    assert not InterferencePolicy(limit=1.0).flags(list(clean.values()), sample.wall_ns)
+    # at a limit the clean run's own interference stays under (it may be large on a busy machine: the run can
+    # share both CPUs with other work)
+    limit = 1.0 + clean["interference-time"].value / sample.wall_ns
+    assert InterferencePolicy(limit=limit).flags(list(flagged.values()), sample.wall_ns)
+    assert not InterferencePolicy(limit=limit).flags(list(clean.values()), sample.wall_ns)
     assert all(r.status == "ok" for r in backend.readings_of(runacct.RunCounts({**counts.slots, "missed": 0},
                                                                                started=True)))
