@@ -1,0 +1,114 @@
+"""Issue 28, after the third hostile review: what perfctl does with a samples file's unterminated last line
+(read whole whatever its length; a whole record kept, perfctl's own torn write moved aside, never deleted),
+the name it gives a report kept beside a linked target, a stop signal at any moment of a command's start,
+and how an interrupted `perfctl ab` words a verdict not settled (docs/outputs.md, docs/ab.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, perfctl
+
+SPIN = ROOT / "examples" / "bin" / "spin"
+# 12 arguments of 100,000 bytes: a sample line of ~1.2 MB, longer than any fixed limit a first look would take
+LONG_ARGV = ["x" * 100_000] * 12
+
+
+def _stat(tmp_path, *args):
+    return perfctl("stat", "-r", "1", "-e", "task-clock", "--no-progress", "-q", *args, cwd=tmp_path)
+
+
+def _samples(tmp_path: Path, argv: list[str]) -> Path:
+    """A file of perfctl's: a machine line and two samples of ``argv`` (echo, so any argument is a run)."""
+    path = tmp_path / "s.jsonl"
+    made = perfctl("stat", "-r", "2", "-e", "task-clock", "--no-progress", "-q", "-o", str(path), "--",
+                   "/bin/echo", *argv, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return path
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+@pytest.mark.parametrize("argv", [LONG_ARGV, ["short"]], ids=["1.2MB-line", "short-line"])
+@pytest.mark.parametrize("command", ["stat", "ab"])
+def test_a_whole_last_record_without_its_newline_is_kept_whatever_its_length(tmp_path, argv, command):
+    """The reviewer's file: two echo runs of a long argv, the last newline dropped. It used to be taken for a
+    torn write (its line began as perfctl's and was longer than 1 MiB) and deleted."""
+    path = _samples(tmp_path, argv)
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-1])
+    if command == "stat":
+        more = _stat(tmp_path, "-o", "s.jsonl", "--", str(SPIN), "0.001")
+    else:
+        more = perfctl("ab", "-e", "task-clock", "--no-progress", "-q", "--max-runs", "2", "-o", "s.jsonl", "--",
+                       str(SPIN), "0.001", ":::", str(SPIN), "0.001", cwd=tmp_path)
+    assert more.returncode in (0, 4), more.stderr
+    assert "ended in a whole record without its newline; added the newline" in more.stderr, more.stderr
+    assert path.read_bytes().startswith(whole)  # every byte kept, the newline back where it was
+    records = _records(path)
+    echoes = [r for r in records if r["type"] == "sample" and r["benchmark"]["argv"][1:] == argv]
+    assert len(echoes) == 2 and len(records) >= 5  # + a machine line and the new runs
+    assert not list(tmp_path.glob("s.jsonl.cut-*"))
+
+
+@pytest.mark.parametrize("argv", [LONG_ARGV, ["short"]], ids=["1.2MB-line", "short-line"])
+def test_a_torn_last_line_of_perfctls_is_moved_aside_never_deleted(tmp_path, argv):
+    """A line perfctl began and a kill cut short (here: the last sample cut in the middle of its argv) is
+    no record, but its bytes are the user's: they go to a file beside the samples, which the message names."""
+    path = _samples(tmp_path, argv)
+    whole = path.read_bytes()
+    last = whole.rstrip(b"\n").rfind(b"\n") + 1
+    cut = last + (len(whole) - last) // 2
+    path.write_bytes(whole[:cut])
+    more = _stat(tmp_path, "-o", "s.jsonl", "--", str(SPIN), "0.001")
+    assert more.returncode == 0, more.stderr
+    said = re.search(r"ended in a partial line \((\d+) bytes, .*\); moved it to (\S+) before appending",
+                     more.stderr)
+    assert said and int(said[1]) == cut - last, more.stderr
+    aside = tmp_path / said[2]
+    assert aside.read_bytes() == whole[last:cut]  # every byte cut off the samples is there
+    assert path.read_bytes().startswith(whole[:last]) and len(_records(path)) == 2 + 2  # + machine + 1 run
+
+
+def test_a_long_first_sample_line_is_perfctls(tmp_path):
+    """A file whose only line is a 1.2 MB sample (written with --json, no machine line) was refused as
+    "not perfctl JSON Lines": its first line was looked at only as far as 1 MiB."""
+    path = _samples(tmp_path, LONG_ARGV)
+    only = path.read_bytes().splitlines(keepends=True)[1]
+    path.write_bytes(only)
+    more = _stat(tmp_path, "-o", "s.jsonl", "--", str(SPIN), "0.001")
+    assert more.returncode == 0, more.stderr
+    assert path.read_bytes().startswith(only) and len(_records(path)) == 3
+
+
+def test_a_long_unterminated_last_line_that_is_not_perfctls_is_left_alone(tmp_path):
+    """Neither a whole record nor perfctl's torn write (a closed object that is no record): refused, one
+    line, the file's bytes unchanged and nothing set aside."""
+    path = _samples(tmp_path, ["short"])
+    before = path.read_bytes() + b'{"type":"sample","note":"' + b"y" * (2 << 20) + b'"} and more'
+    path.write_bytes(before)
+    more = _stat(tmp_path, "-o", "s.jsonl", "--", str(SPIN), "0.001")
+    assert more.returncode == 2 and more.stderr.count("\n") == 1, more.stderr
+    assert "its last line is not perfctl's and has no newline; nothing was done" in more.stderr
+    assert path.read_bytes() == before and not list(tmp_path.glob("s.jsonl.cut-*"))
+
+
+def test_a_report_kept_beside_a_linked_target_is_named_where_it_is(tmp_path):
+    """--html names a link into another directory, and the benchmark writes the target meanwhile: the new
+    report is kept in the target's directory, and the name the message gives must be that file (it gave
+    the link's directory)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "lnk.html").symlink_to("sub/r2.html")
+    (tmp_path / "job2.sh").write_text(f'echo mine > sub/r2.html\n{SPIN} 0.001\n')
+    result = perfctl("stat", "-r", "2", "-q", "-e", "task-clock", "--no-progress", "--html", "lnk.html", "--",
+                     "sh", "job2.sh", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    kept = result.stderr.splitlines()[-1].split("the new file is ")[1].split(" ")[0]
+    assert kept.startswith("sub/.perfctl-"), result.stderr
+    assert (tmp_path / kept).read_bytes().startswith(b"<!DOCTYPE html>")
+    assert (tmp_path / "sub" / "r2.html").read_text() == "mine\n"
