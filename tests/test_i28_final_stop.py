@@ -6,6 +6,7 @@ and how an interrupted `perfctl ab` words a verdict not settled (docs/outputs.md
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 
@@ -112,3 +113,40 @@ def test_a_report_kept_beside_a_linked_target_is_named_where_it_is(tmp_path):
     assert kept.startswith("sub/.perfctl-"), result.stderr
     assert (tmp_path / kept).read_bytes().startswith(b"<!DOCTYPE html>")
     assert (tmp_path / "sub" / "r2.html").read_text() == "mine\n"
+
+
+# --- an interrupted ab words every unsettled verdict the same way -----------------------------------------
+
+
+def _note(stop: str, rounds: int, min_rounds: int) -> str:
+    """ab's line for B after ``rounds`` rounds of B 3.6% slower than A (abi_2.3 of the review: spin 0.002
+    against 0.0021, --min-runs 400), stopped by ``stop``."""
+    from rich.console import Console
+
+    from perfctl.analysis.ab import SequentialSuite
+    from perfctl.report.ab import AbReport, AbResult, Side
+
+    noise = random.Random(8)
+    suite = SequentialSuite(2, 0.05, 0.95, min_rounds)
+    for _ in range(rounds):
+        suite.add_round({0: 2.0e6 * noise.gauss(1, 0.01), 1: 2.076e6 * noise.gauss(1, 0.01)})
+    (settlement,) = suite.settlements().values()
+    assert settlement.too_early  # the case: a verdict the sequence would settle, before --min-runs
+    sides = [Side("A", ["a"], rounds), Side("B", ["b"], rounds)]
+    result = AbResult(sides, {"B": settlement}, "instructions", 0.05, 0.95, 1, stop, rounds=rounds,
+                      to_settle={"B": suite.comparisons[1].rounds_to_settle()})
+    console = Console(record=True, width=400)
+    AbReport(result).table(console)
+    (line,) = [line for line in console.export_text().splitlines() if line.startswith("B: ")]
+    return line
+
+
+def test_an_interrupt_before_min_runs_is_named_as_every_other_interrupt():
+    """Before: "B: a difference inside the margin; not settled: the rounds ended after 213, before the 400
+    of --min-runs" after a SIGINT, where every other interrupted verdict says "interrupted after N rounds"."""
+    line = _note("interrupted", 213, 400)
+    assert line == ("B: a difference inside the margin; not settled: interrupted after 213 rounds, before the "
+                    "400 of --min-runs (the verdict of the rounds so far)"), line
+    # --max-time ending the rounds early keeps its own words
+    line = _note("max-time", 213, 400)
+    assert line.endswith("not settled: the rounds ended after 213, before the 400 of --min-runs"), line
