@@ -62,6 +62,41 @@ class _StopState:
 _stop_state: _StopState | None = None  # the innermost stop_on_signals block's (signal handlers: main thread)
 
 
+class _AtStart:
+    """What hold_stops_at_start received and replaced: the first stop signal's number, and the handlers that
+    were there before (Python's own)."""
+
+    signum: int | None = None
+    previous: dict = {}
+
+
+def hold_stops_at_start() -> None:
+    """The first thing perfctl's entry point does: until a command's stop_on_signals (or a server's own
+    handlers, release_stops_held_at_start) is in place, a stop signal is only remembered; stop_on_signals
+    raises it as it starts, so the command stops there (one line, 128 + N) before it runs anything. Without
+    it, a Ctrl-C in the first ~0.25 s (the imports and the parse) printed a KeyboardInterrupt traceback from
+    wherever the imports were, and a SIGTERM ended perfctl without a word. Remembered rather than raised: an
+    exception raised in the middle of an import (numpy's C extensions) leaves half-made modules behind, and
+    outside any code that would say what happened."""
+
+    def remember(signum, frame):
+        if _AtStart.signum is None:
+            _AtStart.signum = signum
+
+    _AtStart.previous = {number: signal.signal(number, remember) for number in STOP_SIGNALS}
+
+
+def release_stops_held_at_start() -> None:
+    """For the commands that stop on signals their own way (server, agent): Python's handlers back, then
+    Interrupted for a stop received since hold_stops_at_start."""
+    previous, _AtStart.previous = _AtStart.previous, {}
+    for number, handler in previous.items():
+        signal.signal(number, handler)
+    if _AtStart.signum is not None:
+        signum, _AtStart.signum = _AtStart.signum, None
+        raise Interrupted(signum)
+
+
 @contextlib.contextmanager
 def stop_on_signals():
     """The one signal policy of every command that is not a server (server and agent stop their event loop
@@ -113,8 +148,13 @@ def stop_on_signals():
         previous_hook(unraisable)
 
     previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    if _AtStart.previous:  # the hold at start ends here: Python's own handlers are back after the block
+        previous, _AtStart.previous = _AtStart.previous, {}
     sys.unraisablehook, _stop_state = dropped, state
     try:
+        if _AtStart.signum is not None:  # received before these handlers existed (hold_stops_at_start)
+            signum, _AtStart.signum = _AtStart.signum, None
+            stop(signum, None)
         yield
     finally:
         for number, handler in previous.items():

@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 import random
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -150,3 +154,47 @@ def test_an_interrupt_before_min_runs_is_named_as_every_other_interrupt():
     # --max-time ending the rounds early keeps its own words
     line = _note("max-time", 213, 400)
     assert line.endswith("not settled: the rounds ended after 213, before the 400 of --min-runs"), line
+
+
+# --- a stop signal at any moment of perfctl's start --------------------------------------------------------
+
+
+def _ab_stopped_early(tmp_path: Path, signum: int, delay: float) -> subprocess.CompletedProcess:
+    """A real `python -m perfctl ab -o`, sent ``signum`` ``delay`` s after perfctl's own code began (the
+    interpreter's import of perfctl.cli ended, as -X importtime reports it): the moments of the imports and
+    the parse, before the command's signal handlers exist. Before that, Python's own start (site, the
+    editable install's finder) is the interpreter's, where perfctl has no code to run."""
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "perfctl", "ab", "--no-progress", "-q", "--max-runs", "50",
+         "-o", str(tmp_path / "e.jsonl"), "--", str(SPIN), "0.001", ":::", str(SPIN), "0.001"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        seen = []
+        for line in process.stderr:
+            seen.append(line)
+            if line.rstrip().endswith("| perfctl.cli"):
+                break
+        time.sleep(delay)
+        process.send_signal(signum)
+        stdout, rest = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = "".join(line for line in seen + rest.splitlines(keepends=True) if not line.startswith("import time:"))
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_during_the_start_ends_in_one_line(tmp_path, signum):
+    """Before: a Ctrl-C in the first ~0.25 s printed a KeyboardInterrupt traceback from wherever the imports
+    were (exit 1, or killed by SIGINT), or "perfctl: interrupted" without the command; a SIGTERM killed
+    perfctl without a word. Each delay: exit 128 + N and the one line naming the command."""
+    for delay in (0.005, 0.02, 0.05, 0.1, 0.15, 0.25, 0.4):
+        result = _ab_stopped_early(tmp_path, signum, delay)
+        name = signal.Signals(signum).name
+        assert "Traceback" not in result.stderr, (delay, result.stderr)
+        assert result.returncode == 128 + signum, (delay, result.returncode, result.stderr)
+        # during the start, or once the rounds began (ab's own words, after its summary)
+        assert re.search(rf"^perfctl( ab: interrupted|: interrupted after \d+ rounds) \({name}\)", result.stderr,
+                         re.MULTILINE), (delay, result.stderr)
