@@ -111,7 +111,9 @@ def stop_on_signals():
     - the measuring loops (stat, ab) call :func:`raise_received_stop` before every run: a stop received
       ends them there, whatever happened to its exception;
     - an Interrupted that Python drops (sys.unraisablehook sees it) is not taken for one that unwinds: the
-      next signal raises Interrupted again (a second Ctrl-C stops a long run whose first stop was lost)."""
+      next signal raises Interrupted again (a second Ctrl-C stops a long run whose first stop was lost);
+    - a stop is never raised inside an import (a C extension's init may crash on it): the signal is sent
+      again a few ms later, and raised once the import is done."""
     global _stop_state
     state, outer = _StopState(), _stop_state
     # Python runs the handlers of signals that arrived together in the order of their numbers, not of their
@@ -132,6 +134,14 @@ def stop_on_signals():
         state.lost = False
         if _held.depth:
             _held.pending = state.signum
+            return
+        if _importing(frame):
+            # an exception raised inside an import can crash the interpreter: a C extension's init uses the
+            # modules it imports unchecked (orjson's takes uuid.UUID from a NULL module: SIGSEGV, exit 139, seen
+            # for a SIGTERM as `ab -o` first wrote a sample). Not raised there: the signal comes again once
+            # the import is done, and this stop (``lost``: not unwound yet) is raised then
+            state.lost = True
+            _signal_again(signum)
             return
         raise Interrupted(state.signum)
 
@@ -163,6 +173,27 @@ def stop_on_signals():
         signal.set_wakeup_fd(previous_wakeup)
         os.close(arrivals)
         os.close(arrivals_write)
+
+
+# the frames of Python's import system: a frame below one of them runs inside an import
+_IMPORT_SYSTEM = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+_AGAIN_SECONDS = 0.005  # a stop held off by an import is signalled again this much later
+
+
+def _importing(frame) -> bool:
+    """Whether the main thread's ``frame`` (where a signal handler interrupted it) runs inside an import."""
+    while frame is not None:
+        if frame.f_code.co_filename in _IMPORT_SYSTEM:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _signal_again(signum: int) -> None:
+    """Send ``signum`` to this process again shortly, from a thread (the main one is inside an import)."""
+    timer = threading.Timer(_AGAIN_SECONDS, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
 
 
 def raise_received_stop() -> None:

@@ -198,3 +198,33 @@ def test_a_stop_signal_during_the_start_ends_in_one_line(tmp_path, signum):
         # during the start, or once the rounds began (ab's own words, after its summary)
         assert re.search(rf"^perfctl( ab: interrupted|: interrupted after \d+ rounds) \({name}\)", result.stderr,
                          re.MULTILINE), (delay, result.stderr)
+
+
+def test_a_stop_during_an_import_waits_for_its_end_rather_than_crash_the_interpreter():
+    """The review's exit 139 (SIGSEGV) for a SIGTERM into `ab -o`: orjson's init, run when the first sample
+    is written, imports uuid and takes uuid.UUID unchecked; an Interrupted raised inside that import made
+    it a NULL (core: PyObject_GetAttrString(v=0x0, "UUID") under orjson_init_exec). Here the signal comes
+    exactly there: the stop is raised once the import is done."""
+    script = """
+import importlib.abc, os, signal, sys, time
+from perfctl.output import Interrupted, stop_on_signals
+
+class SignalAtUuid(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "uuid":
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+assert "orjson" not in sys.modules and "uuid" not in sys.modules
+sys.meta_path.insert(0, SignalAtUuid())
+try:
+    with stop_on_signals():
+        import orjson
+        time.sleep(30)
+except Interrupted as stopped:
+    print("stopped", stopped.signum, orjson.dumps({"imported": True}).decode())
+"""
+    pytest.importorskip("orjson")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    assert result.stdout == 'stopped 15 {"imported":true}\n', result.stdout
