@@ -190,7 +190,7 @@ def test_a_stop_signal_during_the_start_ends_in_one_line(tmp_path, signum):
     """Before: a Ctrl-C in the first ~0.25 s printed a KeyboardInterrupt traceback from wherever the imports
     were (exit 1, or killed by SIGINT), or "perfctl: interrupted" without the command; a SIGTERM killed
     perfctl without a word. Each delay: exit 128 + N and the one line naming the command."""
-    for delay in (0.005, 0.02, 0.05, 0.1, 0.15, 0.25, 0.4):
+    for delay in (0.015, 0.03, 0.05, 0.1, 0.15, 0.25, 0.4):
         result = _ab_stopped_early(tmp_path, signum, delay)
         name = signal.Signals(signum).name
         assert "Traceback" not in result.stderr, (delay, result.stderr)
