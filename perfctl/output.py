@@ -62,6 +62,41 @@ class _StopState:
 _stop_state: _StopState | None = None  # the innermost stop_on_signals block's (signal handlers: main thread)
 
 
+class _AtStart:
+    """What hold_stops_at_start received and replaced: the first stop signal's number, and the handlers that
+    were there before (Python's own)."""
+
+    signum: int | None = None
+    previous: dict = {}
+
+
+def hold_stops_at_start() -> None:
+    """The first thing perfctl's entry point does: until a command's stop_on_signals (or a server's own
+    handlers, release_stops_held_at_start) is in place, a stop signal is only remembered; stop_on_signals
+    raises it as it starts, so the command stops there (one line, 128 + N) before it runs anything. Without
+    it, a Ctrl-C in the first ~0.25 s (the imports and the parse) printed a KeyboardInterrupt traceback from
+    wherever the imports were, and a SIGTERM ended perfctl without a word. Remembered rather than raised: an
+    exception raised in the middle of an import (numpy's C extensions) leaves half-made modules behind, and
+    outside any code that would say what happened."""
+
+    def remember(signum, frame):
+        if _AtStart.signum is None:
+            _AtStart.signum = signum
+
+    _AtStart.previous = {number: signal.signal(number, remember) for number in STOP_SIGNALS}
+
+
+def release_stops_held_at_start() -> None:
+    """For the commands that stop on signals their own way (server, agent): Python's handlers back, then
+    Interrupted for a stop received since hold_stops_at_start."""
+    previous, _AtStart.previous = _AtStart.previous, {}
+    for number, handler in previous.items():
+        signal.signal(number, handler)
+    if _AtStart.signum is not None:
+        signum, _AtStart.signum = _AtStart.signum, None
+        raise Interrupted(signum)
+
+
 @contextlib.contextmanager
 def stop_on_signals():
     """The one signal policy of every command that is not a server (server and agent stop their event loop
@@ -76,7 +111,9 @@ def stop_on_signals():
     - the measuring loops (stat, ab) call :func:`raise_received_stop` before every run: a stop received
       ends them there, whatever happened to its exception;
     - an Interrupted that Python drops (sys.unraisablehook sees it) is not taken for one that unwinds: the
-      next signal raises Interrupted again (a second Ctrl-C stops a long run whose first stop was lost)."""
+      next signal raises Interrupted again (a second Ctrl-C stops a long run whose first stop was lost);
+    - a stop is never raised inside an import (a C extension's init may crash on it): the signal is sent
+      again a few ms later, and raised once the import is done."""
     global _stop_state
     state, outer = _StopState(), _stop_state
     # Python runs the handlers of signals that arrived together in the order of their numbers, not of their
@@ -98,6 +135,14 @@ def stop_on_signals():
         if _held.depth:
             _held.pending = state.signum
             return
+        if _importing(frame):
+            # an exception raised inside an import can crash the interpreter: a C extension's init uses the
+            # modules it imports unchecked (orjson's takes uuid.UUID from a NULL module: SIGSEGV, exit 139, seen
+            # for a SIGTERM as `ab -o` first wrote a sample). Not raised there: the signal comes again once
+            # the import is done, and this stop (``lost``: not unwound yet) is raised then
+            state.lost = True
+            _signal_again(signum)
+            return
         raise Interrupted(state.signum)
 
     previous_hook = sys.unraisablehook
@@ -113,8 +158,13 @@ def stop_on_signals():
         previous_hook(unraisable)
 
     previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    if _AtStart.previous:  # the hold at start ends here: Python's own handlers are back after the block
+        previous, _AtStart.previous = _AtStart.previous, {}
     sys.unraisablehook, _stop_state = dropped, state
     try:
+        if _AtStart.signum is not None:  # received before these handlers existed (hold_stops_at_start)
+            signum, _AtStart.signum = _AtStart.signum, None
+            stop(signum, None)
         yield
     finally:
         for number, handler in previous.items():
@@ -123,6 +173,27 @@ def stop_on_signals():
         signal.set_wakeup_fd(previous_wakeup)
         os.close(arrivals)
         os.close(arrivals_write)
+
+
+# the frames of Python's import system: a frame below one of them runs inside an import
+_IMPORT_SYSTEM = ("<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+_AGAIN_SECONDS = 0.005  # a stop held off by an import is signalled again this much later
+
+
+def _importing(frame) -> bool:
+    """Whether the main thread's ``frame`` (where a signal handler interrupted it) runs inside an import."""
+    while frame is not None:
+        if frame.f_code.co_filename in _IMPORT_SYSTEM:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _signal_again(signum: int) -> None:
+    """Send ``signum`` to this process again shortly, from a thread (the main one is inside an import)."""
+    timer = threading.Timer(_AGAIN_SECONDS, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
 
 
 def raise_received_stop() -> None:

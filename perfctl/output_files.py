@@ -77,8 +77,11 @@ _PATH_MAX, _NAME_MAX = 4096, 255
 # shell strings inside shell strings (sh -c "sh -c '...'"): deeper than this is no command line a user writes
 _SHELL_DEPTH = 8
 _SHELL_SYNTAX = re.compile(r"[\s;&|<>()'\"\\]")  # what a shell splits at, quotes or escapes
-# A machine line is a few kB and a sample line a few tens: a first line longer than this is not perfctl's
-_FIRST_LINE_LIMIT = 1 << 20
+# A machine line is a few kB and a sample line a few tens, but a sample carries the benchmark's argv, which
+# may be megabytes long: a line is read whole whatever its length when it starts as perfctl's writers start
+# every line (_PERFCTL_PREFIXES); one that does not is parsed only when shorter than this
+_UNMARKED_LINE_LIMIT = 1 << 20
+_BLOCK = 1 << 16  # files are scanned for a line's end or brackets this much at a time
 
 
 @dataclass(frozen=True)
@@ -333,22 +336,93 @@ def _signed(path: str, output: Output) -> bool:
 
 
 def _not_perfctl(path: str) -> str | None:
-    """None when the non-empty file at ``path`` starts with perfctl's JSON Lines, else why it does not."""
+    """None when the non-empty file at ``path`` starts with perfctl's JSON Lines, else why it does not. The
+    first line is looked at whole, whatever its length (a sample of a benchmark with a long argv)."""
+    refusal = "it is not perfctl JSON Lines (its first line is neither a machine nor a sample line; samples " \
+              "are appended only to a new or empty file or to perfctl's own)"
     try:
         with open(path, "rb") as f:
-            read = f.read(_FIRST_LINE_LIMIT)
+            size = os.fstat(f.fileno()).st_size
+            start = 0
+            while start < size:  # past blank lines and leading blanks, a block at a time
+                block = f.read(_BLOCK)
+                if not block:
+                    break
+                kept = block.lstrip(b" \t\r\n")
+                if kept:
+                    start += len(block) - len(kept)
+                    break
+                start += len(block)
+            if start >= size:
+                return refusal
+            end = _newline_after(f, start, size)
+            line = _line_kind(f, start, size if end is None else end)
     except OSError as err:
         return f"cannot read it: {err.strerror}"
-    head = read.lstrip(b" \t\r\n")
-    line, newline, _ = head.partition(b"\n")
-    if not newline:
-        if len(read) < _FIRST_LINE_LIMIT and head.startswith(_PERFCTL_PREFIXES):
-            return None  # a first line cut short by a kill: perfctl's all the same (SampleFile cuts it off)
-        return "it is not perfctl JSON Lines (samples are appended only to a new or empty file or to one)"
-    if _record_kind(line) is None:
-        return "it is not perfctl JSON Lines (its first line is neither a machine nor a sample line; samples " \
-               "are appended only to a new or empty file or to perfctl's own)"
+    if line == "record" or (line == "torn" and end is None):  # a torn only line: SampleFile sets it aside
+        return None
+    return refusal
+
+
+def _newline_after(f, start: int, size: int) -> int | None:
+    """The offset of the first newline at or after ``start`` in the open file ``f`` of ``size`` bytes, or
+    None; read a block at a time."""
+    at = start
+    while at < size:
+        f.seek(at)
+        block = f.read(min(_BLOCK, size - at))
+        if not block:
+            return None
+        newline = block.find(b"\n")
+        if newline >= 0:
+            return at + newline
+        at += len(block)
     return None
+
+
+def _line_kind(f, start: int, end: int) -> str | None:
+    """What the bytes ``start``..``end`` of the open file ``f`` (one line, its newline left out) are:
+    "record", one of perfctl's records, whole; "torn", a line perfctl began and a kill or a crash cut short
+    while it was written (it starts as perfctl's writers start every line, and leaves a string, an object or
+    an array open: no whole JSON value does); None, neither: not perfctl's. A line of any length is decided
+    on all of it: its brackets are followed a block at a time, and only a line that closes them all is read
+    whole to be parsed, as every reader of the file reads it."""
+    f.seek(start)
+    ours = f.read(max(map(len, _PERFCTL_PREFIXES))).startswith(_PERFCTL_PREFIXES)
+    if not ours and end - start > _UNMARKED_LINE_LIMIT:
+        return None
+    if not _closes_its_brackets(f, start, end):
+        return "torn" if ours else None
+    f.seek(start)
+    return "record" if _record_kind(f.read(end - start)) is not None else None
+
+
+_IN_STRING, _OUTSIDE_STRINGS = re.compile(rb'["\\]'), re.compile(rb'["{}\[\]]')
+
+
+def _closes_its_brackets(f, start: int, end: int) -> bool:
+    """Whether the bytes ``start``..``end`` of ``f`` close every string, object and array they open, as a
+    whole JSON value does and a value cut short does not; read a block at a time."""
+    depth, in_string, escaped, at_line = 0, False, False, start
+    f.seek(start)
+    while at_line < end:
+        block = f.read(min(_BLOCK, end - at_line))
+        if not block:
+            break
+        at_line += len(block)
+        at, escaped = (1 if escaped else 0), False  # the character a backslash ending a block escaped
+        while True:
+            found = (_IN_STRING if in_string else _OUTSIDE_STRINGS).search(block, at)
+            if found is None:
+                break
+            at, character = found.end(), found.group()
+            if character == b"\\":
+                escaped, at = at == len(block), at + 1
+            elif character == b'"':
+                in_string = not in_string
+            else:
+                depth += 1 if character in b"{[" else -1
+    return depth <= 0 and not in_string
 
 
 def _not_appendable(path: str) -> str | None:
@@ -377,10 +451,11 @@ class SampleFile:
     """-o FILE, appended to a whole line at a time: a line that cannot be written in full (a full disk) is
     cut off again, so the file always ends with a complete sample and the next `stat -o FILE` appends to a
     file every reader still takes. When opened, the file is checked again to be new, empty, a stream or
-    perfctl's (rule 3, on the file actually opened). A last line without its newline is a whole record
-    (the newline is added), a line of perfctl's that a kill or a crash cut short (cut off: it was never a
-    sample), or something else (refused: it is not perfctl's to cut); what is done is said. A file created
-    here that received nothing is removed on close."""
+    perfctl's (rule 3, on the file actually opened). A last line without its newline, read whole whatever
+    its length (_line_kind), is a whole record (the newline is added), a line of perfctl's that a kill or a
+    crash cut short (moved to a file beside it, named in the message: it was never a sample, but nothing a
+    user had is deleted), or something else (refused: it is not perfctl's to touch); what is done is said.
+    A file created here that received nothing is removed on close."""
 
     def __init__(self, path: str, command: str):
         self.path = path
@@ -404,7 +479,7 @@ class SampleFile:
         with open(path, "rb") as f:
             end = self._size
             while end > 0:  # back to the last newline, a block at a time
-                start = max(0, end - 65536)
+                start = max(0, end - _BLOCK)
                 f.seek(start)
                 block = f.read(end - start)
                 newline = block.rfind(b"\n")
@@ -414,20 +489,53 @@ class SampleFile:
                 end = start
             if end == self._size:
                 return
-            f.seek(end)
-            tail = f.read(min(self._size - end, _FIRST_LINE_LIMIT))
-        if self._size - end < _FIRST_LINE_LIMIT and _record_kind(tail) is not None:
+            line = _line_kind(f, end, self._size)  # all of it, whatever its length
+        if line == "record":
             self.write("\n")
             say(f"{command}: {path} ended in a whole record without its newline; added the newline before "
                 "appending")
             return
-        if not tail.startswith(_PERFCTL_PREFIXES):  # only a torn line of perfctl's own is cut off
+        if line is None:  # only a torn line of perfctl's own is set aside
             raise UsageError(f"{command}: refusing -o {path}: its last line is not perfctl's and has no newline; "
                              "nothing was done")
-        os.ftruncate(self._fd, end)
-        say(f"{command}: {path} ended in a partial line ({self._size - end} bytes, a write cut short before); "
-            "removed it before appending")
+        kept = self._set_aside(path, end, command)
+        say(f"{command}: {path} ended in a partial line ({self._size - end} bytes, a write of perfctl's cut short "
+            f"before: no whole record); moved it to {kept} before appending")
         self._size = end
+
+    def _set_aside(self, path: str, end: int, command: str) -> str:
+        """Move the bytes from ``end`` on (a torn line) to a new file beside the samples, and cut them off the
+        samples: nothing a user had is destroyed, however sure perfctl is that the line is its own cut write.
+        The new file's name as the user can find it; a UsageError, with nothing changed, when it cannot be
+        made."""
+        import shutil
+        import tempfile
+
+        real = os.path.realpath(path)
+        try:
+            fd, side = tempfile.mkstemp(prefix=os.path.basename(real) + ".cut-", dir=os.path.dirname(real))
+        except OSError as err:
+            raise UsageError(f"{command}: refusing -o {path}: it ends in a partial line, which cannot be kept "
+                             f"aside in {os.path.dirname(real)} ({err.strerror}); nothing was done") from None
+        try:
+            with open(path, "rb") as source, os.fdopen(fd, "wb") as copy:
+                os.fchmod(copy.fileno(), stat.S_IMODE(os.fstat(self._fd).st_mode))
+                source.seek(end)
+                shutil.copyfileobj(source, copy, _BLOCK)
+                copy.flush()
+                os.fsync(copy.fileno())
+                if copy.tell() != self._size - end:
+                    raise UsageError(f"{command}: refusing -o {path}: it changed while perfctl read it; nothing "
+                                     "was done")
+        except BaseException as err:
+            with contextlib.suppress(OSError):
+                os.unlink(side)
+            if isinstance(err, OSError):
+                raise UsageError(f"{command}: refusing -o {path}: it ends in a partial line, which cannot be "
+                                 f"kept aside ({err.strerror}); nothing was done") from None
+            raise
+        os.ftruncate(self._fd, end)
+        return _shown_beside(path, side)
 
     def write(self, text: str) -> None:
         data = text.encode("utf-8")
@@ -514,7 +622,22 @@ def replace_with(output: Output, make: Callable[[str], None], command: str) -> N
             os.unlink(temporary)
         raise
     if foreign:  # the new file is kept under its temporary name, which the message gives
-        kept = os.path.join(os.path.dirname(path), os.path.basename(temporary))
+        kept = _shown_beside(path, temporary)
         raise UsageError(f"{command}: refusing {output.option} {path}: it is not {_REPLACED[output.kind]} now (the "
                          f"benchmark wrote it while perfctl ran?) and was left as it is; the new file is {kept} "
                          "(--force replaces it)")
+
+
+def _shown_beside(path: str, made: str) -> str:
+    """The name to give the user of ``made``, a file perfctl made in the directory of the file ``path``
+    names (links followed: a link may point into another directory): beside ``path`` as written when that
+    is the same directory, else its real path, relative to the current directory when inside it."""
+    given = os.path.dirname(path) or os.curdir
+    try:
+        same = os.path.samefile(given, os.path.dirname(made))
+    except OSError:
+        same = False
+    if same:
+        return os.path.join(os.path.dirname(path), os.path.basename(made))
+    relative = os.path.relpath(made)
+    return made if relative.split(os.sep)[0] == os.pardir else relative

@@ -12,26 +12,32 @@ shown as escapes, rich markup shown as text.
 
 from __future__ import annotations
 
-import argparse
 import atexit
-import importlib
 import os
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
-from perfctl.cli.options import Parser
+# Nothing heavier at the top: the console script and `python -m perfctl` import this module before entry()
+# can hold the stop signals (output.hold_stops_at_start); argparse, the options (rich) and each command's
+# module are imported after, in _run, where a stop signal is only remembered.
 from perfctl.output import (
     EXIT_USAGE,
     OUTPUT_ERRNOS,
     Interrupted,
     UsageError,
     exit_code_of,
+    hold_stops_at_start,
     quiet_stdout,
+    release_stops_held_at_start,
     reopen_closed_stdout,
     say,
     stop_on_signals,
 )
+
+if TYPE_CHECKING:
+    import argparse
 
 # the order of `perfctl --help`: each command's module in perfctl/cli/, with add_parser(sub) and run(args)
 COMMANDS = {"stat": "stat", "ab": "ab", "compare": "compare", "report": "report", "server": "server",
@@ -47,6 +53,8 @@ def _module(command: str):
 
 
 def _cli_module(name: str):
+    import importlib
+
     return importlib.import_module(f"perfctl.cli.{name}")
 
 
@@ -55,6 +63,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     module and what it uses: importing every command's module (numpy for ab, grpc for the fleet's) took
     ~0.1 s of each start, and a perfctl stat of 1000 short runs took ~2 s in all (bench/stat_rate.py)."""
     from perfctl import __version__
+    from perfctl.cli.options import Parser
 
     parser = Parser(prog="perfctl", description="Hardware and software counter measurement with stated confidence.")
     parser.add_argument("--version", action="version", version=f"perfctl {__version__}")
@@ -71,7 +80,9 @@ def entry() -> None:
     down. Freeing numpy's, scipy's and rich's modules at exit took ~80 ms of every command, more after a
     comparison of 100,000 runs (bench/compare_speed.py). The exit handlers still run (logging, temporary
     files) and the output is flushed by main(); a process with other threads still running exits the usual
-    way, which waits for them."""
+    way, which waits for them. A stop signal before the command's own handlers are in place stops it as
+    soon as they are (output.hold_stops_at_start): one line, 128 + N, whenever it comes."""
+    hold_stops_at_start()
     code = main()
     if threading.active_count() > 1:
         sys.exit(code)
@@ -113,6 +124,7 @@ def _run(argv: list[str] | None) -> int:
             parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
         command = f"perfctl {args.command}"
         if args.command in _SERVING_COMMANDS:
+            release_stops_held_at_start()
             return _dispatch(args, parser)
         with stop_on_signals():
             return _dispatch(args, parser)

@@ -200,7 +200,12 @@ def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
         return ""
     if s.settled:
         return f" (settled after {s.rounds} rounds)"
+    # a stop signal is named first, whatever else kept the verdict unsettled: every interrupt reads the same
+    interrupted = f"interrupted after {result.rounds} rounds" if result.stop == "interrupted" else None
     if s.too_early:
+        if interrupted:
+            return (f"; not settled: {interrupted}, before the {s.min_rounds} of --min-runs (the verdict of the "
+                    "rounds so far)")
         return f"; not settled: the rounds ended after {s.rounds}, before the {s.min_rounds} of --min-runs"
     estimate = result.to_settle.get(side.label)
     # rounds_to_settle is None when the empirical quantiles at the sequence's ranks, which close in on the
@@ -208,10 +213,9 @@ def _settling_note(side: Side, s: Settlement, result: AbResult) -> str:
     # sides of it (a median near the edge, or ratios in two clusters either side of the band)
     more = ("more rounds like these would not settle it soon (the rounds' ratios around their median lie on both "
             "sides of a margin edge)") if estimate is None else f"about {estimate} rounds like these would settle it"
-    if result.stop == "interrupted":  # the user stopped the rounds: no budget to raise, and no edge to blame
+    if interrupted:  # the user stopped the rounds: no budget to raise, and no edge to blame
         again = "" if estimate is None else ": run the same perfctl ab again (its rounds start afresh)"
-        return (f"; not settled: interrupted after {result.rounds} rounds (the verdict of the rounds so far); "
-                f"{more}{again}")
+        return f"; not settled: {interrupted} (the verdict of the rounds so far); {more}{again}"
     budget = {"max-time": "--max-time", "max-runs": "--max-runs"}.get(result.stop)
     return f"; not settled: {more}" + (f" ({budget})" if budget and estimate is not None else "")
 
