@@ -224,11 +224,12 @@ def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -
     if alone_a or alone_b:
         how += (f"; left out {alone_a} runs of A and {alone_b} of B whose round has no run on the other side (a "
                 "failed, left-out or interrupted run leaves its partner out)")
-    for side, other, twice, held, partners, bench in (("A", "B", twice_a, twice_in_a, partner_twice_b, a),
-                                                      ("B", "A", twice_b, twice_in_b, partner_twice_a, b)):
-        if len(twice):
-            key = int(twice[0])
-            how += (f"; {side} holds {len(twice)} rounds (run indexes) twice in one measurement, e.g. round "
+    for side, other, held, partners, bench in (("A", "B", twice_in_a, partner_twice_b, a),
+                                               ("B", "A", twice_in_b, partner_twice_a, b)):
+        keys = np.unique((ka if side == "A" else kb)[held])  # those of a block without a partner: its reason
+        if len(keys):
+            key = int(keys[0])
+            how += (f"; {side} holds {len(keys)} rounds (run indexes) twice in one measurement, e.g. round "
                     f"{key & 0xFFFFFFFF} of {_block_name(bench, side, key >> 32)} (files joined by hand, runs "
                     f"without a uuid read twice): its {int(held.sum())} runs of those rounds are left out"
                     + (f", with their {int(partners.sum())} partners of {other}" if partners.any() else "")
