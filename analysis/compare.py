@@ -297,7 +297,10 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     tests = [item["sparc"] for item in judged]
     groups = [item["metric"] for item in judged]
     if p.family == "simultaneous":
-        suite = simultaneous_suite(tests, [(item["x"], item["y"]) for item in judged], groups, p.alpha)
+        # the values as given where a float cannot hold them (exact_samples): an interval computed again at
+        # another level is settled on the counts, as the tests' own was
+        suite = simultaneous_suite(tests, [exact[item["name"], item["metric"]] or (item["x"], item["y"])
+                                           for item in judged], groups, p.alpha)
     else:
         suite = sparc_suite(tests, groups, p.alpha, p.correction)
     mean_adjusted = iter(_adjust_present([item["mean"][1] for item in judged], p.correction))

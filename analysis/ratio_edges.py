@@ -245,6 +245,31 @@ def equivalence_tests(x: np.ndarray, y: np.ndarray, margin: float, paired: bool,
     return upper.test("less"), lower.test("greater")
 
 
+def difference_test(x: np.ndarray, y: np.ndarray, paired: bool, exact: Exact = None) -> RankTestResult:
+    """SPARC's two-sided test of H0+: S = 1, each ratio's side of 1 decided exactly, as the interval's ends
+    are (``settle_ends``): otherwise a constant 10^15 + 1 against 10^15 (two floats 1e-15 apart, within the
+    rank tests' relative tie tolerance of 1e-12) or 2^64 - 1 against 2^64 - 2 (one float) read as ties,
+    "no difference", beside an interval that excludes 1. Unpaired: the rank-sum test, U = #{x_i > y_j} +
+    #{x_i = y_j} / 2 counted in rationals (``_PairCounter`` at 1), the ties those of equal values; paired:
+    the signed-rank test of r_i - 1, a ratio of exactly 1 a zero difference (dropped, Wilcoxon's rule).
+    ``exact``: the values themselves where the floats are not (``exact_samples``)."""
+    import numpy as np
+
+    from perfctl.analysis.rank_tests import RankSum, wilcoxon_signed_rank
+
+    one = Fraction(1)
+    if paired:
+        return wilcoxon_signed_rank(_edge_differences(x, y, one, 0, exact), "two-sided")
+    counter = _counter(x, y, False, exact)
+    below, at_most = counter.count(one, strict=True), counter.count(one, strict=False)
+    statistic = counter.size - at_most + (at_most - below) / 2
+    if exact is not None:
+        ties = np.array(list(Counter((*exact[0], *exact[1])).values()), dtype=np.intp)
+    else:
+        ties = np.unique(np.concatenate((x, y)), return_counts=True)[1]
+    return RankSum(float(statistic), ties, len(x), len(y)).test("two-sided")
+
+
 # The magnitude given to a difference r_i - c of exactly 0 (a ratio on the edge): below every other |r_i - c|
 # (rationals with 53-bit terms near 1 differ by far more), so it takes the smallest rank, as c's limit does.
 ON_EDGE = math.ulp(0.0)
@@ -254,7 +279,8 @@ def _edge_differences(x: np.ndarray, y: np.ndarray, edge: Fraction, band_side: i
                       values: Exact = None) -> np.ndarray:
     """r_i - edge, r_i = x_i / y_i, each with its exact sign: correctly rounded from rationals where the
     float difference is within NEAR of the edge (it may be 0 or of the wrong sign there), and a ratio on
-    the edge an infinitesimal toward the band (``band_side``: +1 above the edge, -1 below). ``values``:
+    the edge an infinitesimal toward the band (``band_side``: +1 above the edge, -1 below; 0: a zero
+    difference, for the test of 1 itself, ``difference_test``). ``values``:
     the exact x and y where the floats are not (``exact_samples``)."""
     import numpy as np
 

@@ -43,14 +43,13 @@ from perfctl.analysis.multiple import adjust
 from perfctl.analysis.rank_tests import (
     _ascending,
     _hodges_lehmann_shift_sorted,
-    _rank_sum_sorted,
     _sorted_median,
     hodges_lehmann_center,
     hodges_lehmann_shift,
     median,
     wilcoxon_signed_rank,
 )
-from perfctl.analysis.ratio_edges import equivalence_tests, exact_samples, settle_ends
+from perfctl.analysis.ratio_edges import difference_test, equivalence_tests, exact_samples, settle_ends
 from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
 
 FAMILIES = ("simultaneous", "sparc")
@@ -110,16 +109,17 @@ def _sparc_tests(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray | None, y_so
     read where a float cannot hold some value (ratio_edges.exact_samples), for the band's exact edges."""
     if paired:
         ratios = x / y
-        difference = wilcoxon_signed_rank(ratios - 1, "two-sided")
         center = hodges_lehmann_center(np.log(ratios), confidence)
         median_ratio = median(ratios)
-        method = f"Wilcoxon signed-rank on x_i/y_i ({difference.method})"
+        method = "Wilcoxon signed-rank on x_i/y_i"
     else:
         x, y = x_sorted, y_sorted
-        difference = _rank_sum_sorted(x, y).test("two-sided")
         center = _hodges_lehmann_shift_sorted(_ascending(np.log(x)), _ascending(np.log(y)), confidence)
         median_ratio = _sorted_median(x) / _sorted_median(y)
-        method = f"Mann-Whitney on x against c*y ({difference.method})"
+        method = "Mann-Whitney on x against c*y"
+    # the difference test, each ratio's side of 1 exact (ratio_edges.difference_test): the verdict of the
+    # exact ratios, as the interval's ends are
+    difference = difference_test(x, y, paired, exact)
     # the equivalence tests at the exact edges of the closed band (ratio_edges.py): a ratio on an edge is
     # inside, as the interval's reading has it
     upper, lower = equivalence_tests(x, y, delta, paired, exact)
@@ -129,6 +129,7 @@ def _sparc_tests(x: np.ndarray, y: np.ndarray, x_sorted: np.ndarray | None, y_so
     # (2^64 - 1 against 2^64 - 2: log-space says 1, the exact side is above) takes the estimate with it
     estimate = min(max(math.exp(center.estimate), low if low is not None else -math.inf),
                    high if high is not None else math.inf)
+    method = f"{method} ({difference.method})"
     return SparcTests(difference.pvalue, upper.pvalue, lower.pvalue, estimate, low, high,
                       median_ratio, delta, paired, method, int(x.size), int(y.size), confidence)
 

@@ -204,21 +204,36 @@ def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -
         np.searchsorted(numbers_a, ka >> 32)]
     usable_a = (target >= 0) & ~np.isin(ka, twice_a)
     usable_b = ~np.isin(kb, twice_b)
-    moved = (target[usable_a] << 32) | (ka[usable_a] & 0xFFFFFFFF)
-    _, in_a, in_b = np.intersect1d(moved, kb[usable_b], assume_unique=True, return_indices=True)
-    x = np.asarray(values_a, dtype=float)[usable_a][in_a].tolist()  # in key order: the pairs' order
-    y = np.asarray(values_b, dtype=float)[usable_b][in_b].tolist()
-    alone_a, alone_b = len(values_a) - len(x), len(values_b) - len(y)
+    moved = np.where(target >= 0, (target << 32) | (ka & 0xFFFFFFFF), -1)  # A's keys as B's partner keys
+    _, in_a, in_b = np.intersect1d(moved[usable_a], kb[usable_b], assume_unique=True, return_indices=True)
+    # the values as read, never through a float array: counts past 2^53 stay the ints they are, for the
+    # verdict's exact edges (analysis/ratio_edges.py exact_samples)
+    x = [values_a[i] for i in np.flatnonzero(usable_a)[in_a].tolist()]  # in key order: the pairs' order
+    y = [values_b[i] for i in np.flatnonzero(usable_b)[in_b].tolist()]
     how = f"paired {BY_ROUND}: {len(x)} pairs"
+    # each run left out is counted under its own reason: its block has no partner (the blocks' note names
+    # them), its round is held twice on its side, its partner's round is held twice on the other side, or
+    # the other side has no run of its round
+    blocked_a = target < 0
+    blocked_b = ~np.isin(kb >> 32, np.fromiter(partner.values(), dtype=np.int64, count=len(partner)))
+    twice_in_a, twice_in_b = np.isin(ka, twice_a) & ~blocked_a, np.isin(kb, twice_b) & ~blocked_b
+    partner_twice_a = ~blocked_a & ~twice_in_a & np.isin(moved, twice_b)
+    partner_twice_b = ~blocked_b & ~twice_in_b & np.isin(kb, moved[twice_in_a])
+    alone_a = len(values_a) - len(x) - int(blocked_a.sum() + twice_in_a.sum() + partner_twice_a.sum())
+    alone_b = len(values_b) - len(y) - int(blocked_b.sum() + twice_in_b.sum() + partner_twice_b.sum())
     if alone_a or alone_b:
         how += (f"; left out {alone_a} runs of A and {alone_b} of B whose round has no run on the other side (a "
                 "failed, left-out or interrupted run leaves its partner out)")
-    for side, twice, bench in (("A", twice_a, a), ("B", twice_b, b)):
-        if len(twice):
-            key = int(twice[0])
-            how += (f"; {side} holds {len(twice)} rounds (run indexes) twice in one measurement, e.g. round "
+    for side, other, held, partners, bench in (("A", "B", twice_in_a, partner_twice_b, a),
+                                               ("B", "A", twice_in_b, partner_twice_a, b)):
+        keys = np.unique((ka if side == "A" else kb)[held])  # those of a block without a partner: its reason
+        if len(keys):
+            key = int(keys[0])
+            how += (f"; {side} holds {len(keys)} rounds (run indexes) twice in one measurement, e.g. round "
                     f"{key & 0xFFFFFFFF} of {_block_name(bench, side, key >> 32)} (files joined by hand, runs "
-                    "without a uuid read twice): they are left out with their partners, never paired by place")
+                    f"without a uuid read twice): its {int(held.sum())} runs of those rounds are left out"
+                    + (f", with their {int(partners.sum())} partners of {other}" if partners.any() else "")
+                    + ", never paired by place")
     if left:
         how += f"; {left}"
     return x, y, how
@@ -271,6 +286,14 @@ def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, number
         rest_b = {n: blk for n, blk in rest_b.items() if n not in taken}
         clocks = {blk.clock for blk in (*rest_a.values(), *rest_b.values())}
         if rest_a and rest_b and len(clocks) == 1:
+            if not _interleaved(rest_a, rest_b):
+                first, then = ("A", "B") if min(blk.first_ns for blk in rest_a.values()) < \
+                    min(blk.first_ns for blk in rest_b.values()) else ("B", "A")
+                raise PairingError(f"{a.name}: {_names(a, 'A', rest_a)} and {_names(b, 'B', rest_b)} cannot be "
+                                   f"paired: the sides were not measured alternately (every measurement of {first} "
+                                   f"was taken before every one of {then}), so no round holds one of each; "
+                                   "alternate the measurements (examples/compare-builds.sh) or compare without "
+                                   "--paired")
             alternated, unclear = _alternation(rest_a, rest_b)
             if unclear:
                 raise PairingError(f"{a.name}: {_names(a, 'A', rest_a)} and {_names(b, 'B', rest_b)} cannot be "
@@ -314,6 +337,15 @@ def _overlapping(rest_a: dict, rest_b: dict) -> dict[int, list[int]]:
             j -= 1
         found[n] = hits
     return found
+
+
+def _interleaved(rest_a: dict, rest_b: dict) -> bool:
+    """Whether two sides' blocks were measured alternately: not every block of one side before every block
+    of the other (their timeline, in start order, changes side at least twice: A, B, A or B, A, B). Blocks
+    measured all of A and then all of B hold no round: the last of A and the first of B are next to each
+    other only because one series ended where the other began (docs/samples.md, "The identity of a run")."""
+    return not (max(blk.first_ns for blk in rest_a.values()) < min(blk.first_ns for blk in rest_b.values())
+                or max(blk.first_ns for blk in rest_b.values()) < min(blk.first_ns for blk in rest_a.values()))
 
 
 def _alternation(rest_a: dict, rest_b: dict) -> tuple[dict[int, int], bool]:

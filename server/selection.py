@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfctl.analysis.ratio_edges import EXACT_IN_FLOAT
 from perfctl.formats.dataset import (
     WALL_TIME,
     Block,
@@ -69,6 +70,9 @@ class _Bench:
     job_blocks: dict = field(default_factory=dict)  # job id -> [block, first start, last start]
     contexts: Counter = field(default_factory=Counter)  # (benchmark id, context) -> kept runs
     vals: dict[int, list] = field(default_factory=dict)
+    # kept run (its place in ``order``) -> its values as sent (ints), for the runs holding a count past 2^53
+    # that its float64 ``vals`` rounds (Selector._exact_series)
+    exact: dict[int, list] = field(default_factory=dict)
 
 
 class Selector:
@@ -140,6 +144,12 @@ class Selector:
         skipped = 0
         for benchmark_pk, job_id, context, runs, vals, shapes, starts, indexes in \
                 self.storage.grouped_values(run_indexes=self.paired, **where):
+            exact = None
+            if context is not None and vals and len(vals) % 8 == 0 and \
+                    (np.abs(np.frombuffer(vals, dtype="<f8")) >= EXACT_IN_FLOAT).any():
+                exact_series = self._exact_series(where, benchmark_pk, job_id, context, runs)
+                if exact_series is not None:
+                    vals, shapes, starts, indexes, exact = exact_series
             name_of = names[benchmark_pk]
             bench = benches.get(name_of)
             if bench is None:
@@ -159,7 +169,8 @@ class Selector:
                 indexes = None
             if context is None:  # rows migration 0004 could not fill: their payloads do not decode
                 skipped += runs
-            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shapes, starts, indexes, taken):
+            elif not self._series(bench, benchmark_pk, context, runs, vals or b"", shapes, starts, indexes, taken,
+                                  exact):
                 # a row whose values cannot be read (stored by a server that checked less, or damaged):
                 # this series run by run, leaving out only such rows
                 one = dict(where, jobs={job_id: {benchmark_pk}}, context_pks={context})
@@ -230,12 +241,42 @@ class Selector:
             jobs = self._latest_jobs(machine_pk, identities, filters)
         return identities, dict(machine_pk=machine_pk, jobs=jobs, **filters)
 
+    def _exact_series(self, where: dict, benchmark_pk: int, job_id, context: int, runs: int):
+        """One series (Storage.grouped_values' row) read again from its payloads, for a count past 2^53: the
+        float64 ``vals`` stored at ingest (server/decode.py ``values``) round it (10^18 - 1 and 10^18 are
+        one float), and a verdict on the edge of the band or of 1 needs the count itself
+        (analysis/ratio_edges.py exact_samples), as a file's reader keeps it. (vals, shapes, starts, run
+        indexes, per run its values as sent) in the payloads' order; None when they do not give the series'
+        runs (then its floats are compared, as before)."""
+        from perfctl.server.decode import values as stored_values_of
+
+        vals, shapes, starts, indexes, exact = [], [], [], [], []
+        one = dict(where, jobs={job_id or None: {benchmark_pk}}, context_pks={context})
+        for rows in self.storage.stored_values(payloads=True, measured=True, **one):
+            for _benchmark, _context, shape, _warmup, _outcome, start_ns, payload in rows:
+                sample = pb.Sample.FromString(bytes(payload))
+                packed = stored_values_of(sample)[1]
+                if packed is None:
+                    return None
+                vals.append(packed)
+                shapes.append(shape)
+                starts.append(start_ns)
+                indexes.append(sample.run_index)
+                # decode.values' layout: the wall time, then one number per reading, an ok reading's the
+                # int64 sent (a multiplexed reading's scaled estimate is a float as sent: its float is exact)
+                exact.append([sample.wall_ns] + [r.value if r.status == "ok" else None for r in sample.readings])
+        if len(vals) != runs:
+            return None
+        return (b"".join(vals), np.array(shapes, dtype=np.int64), np.array(starts, dtype=np.int64),
+                np.array(indexes, dtype=np.int64) if self.paired else None, exact)
+
     def _series(self, bench: _Bench, benchmark_pk: int, context: int, runs: int, vals: bytes, shapes: np.ndarray,
-                starts: np.ndarray, keys: np.ndarray | None = None, taken: np.ndarray | None = None) -> bool:
+                starts: np.ndarray, keys: np.ndarray | None = None, taken: np.ndarray | None = None,
+                exact: list | None = None) -> bool:
         """Add one series' runs (Storage.grouped_values) to its benchmark whole, in start order (ties in the
         order read), but those ``taken`` by the other side; False, adding nothing, when a run of it cannot be
         read (no shape or values: a row migration 0004 could not fill; values of another size than its
-        shape's)."""
+        shape's). ``exact``: per run its values as sent (_exact_series), kept beside the floats."""
         if len(shapes) != runs or len(starts) != runs:
             return False
         sizes = np.array([8 * (len(self._shapes[int(shape)]) + 1) if int(shape) in self._shapes else -1
@@ -251,6 +292,7 @@ class Selector:
             vals = b"".join(vals[offsets[i]:offsets[i + 1]] for i in kept.tolist())
             shapes, starts, widths, runs = shapes[kept], starts[kept], widths[kept], len(kept)
             keys = None if keys is None else keys[kept]
+            exact = None if exact is None else [exact[i] for i in kept.tolist()]
             size_of = {shape: size_of[shape] for shape in np.unique(shapes).tolist()}
         in_order = bool((starts[1:] >= starts[:-1]).all())
         order = np.arange(runs) if in_order else np.argsort(starts, kind="stable")
@@ -263,6 +305,9 @@ class Selector:
             for index in order.tolist():
                 bench.vals.setdefault(int(shapes[index]), []).append(vals[offsets[index]:offsets[index + 1]])
         shapes, starts = shapes[order], starts[order]
+        if exact is not None:
+            base = len(bench.order)
+            bench.exact.update((base + place, exact[index]) for place, index in enumerate(order.tolist()))
         if keys is None:
             bench.keys = None
         elif bench.keys is not None:
@@ -348,6 +393,7 @@ class Selector:
             data.blocks = {number: Block((job_id, None) if job_id else None, first, last, clock)
                            for number, (job_id, (_, first, last)) in enumerate(in_start_order)}
         columns: dict[str, np.ndarray] = {}
+        exact_columns: dict[str, dict[int, int]] = {}  # label -> run -> a count no float holds (_exact_series)
         for shape, matrix in matrices.items():
             where = np.flatnonzero(order == shape)
             for column, (label, _event, backend, unit, status, reason) in enumerate(
@@ -361,6 +407,10 @@ class Selector:
                     if full is None:
                         full = columns[label] = np.full(len(order), np.nan)
                     full[where] = matrix[:, column]
+                    for run in where.tolist() if bench.exact else ():
+                        value = bench.exact.get(run, (None,) * (column + 1))[column]
+                        if type(value) is int and value >= EXACT_IN_FLOAT:
+                            exact_columns.setdefault(label, {})[run] = value
                     if status == "multiplexed":
                         data.note(label, "multiplexed counter: scaled estimates in some runs")
                 elif status == "unsupported":
@@ -370,6 +420,10 @@ class Selector:
         for label, full in columns.items():
             # compact float64 arrays, not lists of Python floats: 10^6 runs of 13 counters are 100 MB, not 400
             data.metrics[label] = array("d", full[keep & ~np.isnan(full)].tobytes())
+            if label in exact_columns:  # a list as a file's reader gives: ints past 2^53 as sent
+                counts = exact_columns[label]
+                data.metrics[label] = [counts.get(run, value) for run, value in
+                                       zip(np.flatnonzero(keep & ~np.isnan(full)).tolist(), data.metrics[label])]
             if run_keys is not None and len(run_keys) == len(order):
                 data.keys[label] = array("q", run_keys[keep & ~np.isnan(full)].tobytes())
         starts = np.frombuffer(bench.starts, dtype=np.int64)[keep]
