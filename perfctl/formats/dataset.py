@@ -239,6 +239,8 @@ class RunIdentity:
         timed = type(start_ns) is int and type(clock) is str and clock == span[3]
         if not timed:  # a run without its start, or on another clock: the block's time is unknown
             span[4] = False
+        elif not span[4]:  # unknown already (its first start may be None): a later start cannot date it
+            pass
         elif start_ns < span[1]:
             span[1] = start_ns
         elif start_ns > span[2]:
