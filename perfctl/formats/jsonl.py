@@ -608,6 +608,8 @@ def _checked(record) -> dict:
     """A sample record with every field the builder reads checked for type and range, numbers as floats;
     _FieldError names the first bad field. Checked before use, so nothing downstream (interference
     shares, labels, sets of digests) meets an object where it expects a string."""
+    if type(record) is dict:  # the fields that pair runs, which _plain does not look at
+        _pairing_fields(record)
     plain = _plain(record)
     if plain is not None:
         return plain
@@ -629,7 +631,6 @@ def _checked(record) -> dict:
     if outcome not in OUTCOMES:
         raise _FieldError("outcome", f"unknown outcome {outcome!r} (one of {', '.join(OUTCOMES)})")
     wall_ns = _number(record, "wall_ns", "wall_ns")
-    _pairing_fields(record)
     readings, seen = [], {}
     for index, reading in enumerate(_field(record, "readings", "readings", list, "a list")):
         where = f"readings[{index}]"
