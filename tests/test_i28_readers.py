@@ -107,6 +107,14 @@ def hyperfine_exports(tmp_path_factory):
     return out
 
 
+def _twin(path: Path) -> str:
+    """A copy of ``path`` for B: one file on both sides is refused before it is read (cli/compare.py), and
+    these tests are about what reading it says."""
+    twin = path.with_name("twin-" + path.name)
+    shutil.copyfile(path, twin)
+    return str(twin)
+
+
 def _unknown(path: Path, looks_like: str) -> None:
     """detect() and `perfctl compare` both refuse ``path`` in one line saying it looks like ``looks_like``."""
     with pytest.raises(DatasetError) as err:
@@ -114,7 +122,7 @@ def _unknown(path: Path, looks_like: str) -> None:
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"{path}: unknown format: {looks_like}"), message
     assert READS in message
-    result = perfctl("compare", str(path), str(path))
+    result = perfctl("compare", str(path), _twin(path))
     assert result.returncode == 2 and result.stderr == f"perfctl compare: {message}\n", result.stderr
 
 
@@ -138,7 +146,7 @@ def test_files_that_are_no_format_say_what_they_look_like(hyperfine_exports, tmp
     _unknown(hyperfine_exports / "h.csv", "a hyperfine CSV export")  # before: "pcnt-running: not a number"
     _unknown(hyperfine_exports / "h.md", "a hyperfine Markdown export")
     report = tmp_path / "report.html"
-    made = perfctl("compare", str(exported), str(exported), "--html", str(report))
+    made = perfctl("compare", str(exported), _twin(exported), "--html", str(report))
     assert made.returncode in (0, 4) and report.stat().st_size > 0, made.stderr
     _unknown(report, "an HTML page")  # before: "not a perf stat -x, line"
     _unknown(Path(shutil.which("true")), "an ELF executable")
@@ -252,7 +260,7 @@ def test_a_perf_stat_file_cut_mid_line_then_appended_to_is_refused_at_the_cut(tm
     line = path.read_text().count("\n") + 1
     append()
     assert "task-cl# started on" in path.read_text()
-    result = perfctl("compare", str(path), str(path))
+    result = perfctl("compare", str(path), _twin(path))
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith(f"perfctl compare: {path}:{line}: a line cut while it was written (")
     assert result.stderr.count("\n") == 1 and "'# started on' appended after it" in result.stderr
@@ -292,7 +300,7 @@ def test_a_time_too_large_for_nanoseconds_is_named(tmp_path, seconds):
         read_dataset(str(path))
     assert str(err.value) == (f"{path}: results[0].times[1]: {seconds!r} s is too large to be a time in ns "
                               "(at most 1.798e+308 ns)")
-    result = perfctl("compare", str(path), str(path))
+    result = perfctl("compare", str(path), _twin(path))
     assert result.returncode == 2 and result.stderr == f"perfctl compare: {err.value}\n"
 
 
@@ -304,7 +312,7 @@ def test_a_json_integer_too_long_to_convert_is_one_line(tmp_path):
     long_code = tmp_path / "hyperfine.json"
     long_code.write_text('{"results": [{"command": "x", "times": [0.1, 0.2], "exit_codes": [0, ' + "9" * 5000 + "]}]}")
     for path, digits in ((huge, "30,000,000"), (long_code, "5,000")):
-        result = perfctl("compare", str(path), str(path))
+        result = perfctl("compare", str(path), _twin(path))
         assert result.returncode == 2 and result.stderr == (
             f"perfctl compare: {path}: an integer of {digits} digits, too long to be a value (at most 4,300)\n")
     with pytest.raises(DatasetError, match=r"hyperfine.json: an integer of 5,000 digits, too long"):

@@ -41,13 +41,18 @@ def test_the_same_runs_on_both_sides_are_refused(measured, tmp_path):
     result = perfctl("compare", str(measured["A"]), str(measured["A"]), "--paired")
     assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("perfctl compare: A and B are the same 5 runs") and "compared with itself" in line
+    assert line.startswith("perfctl compare: A and B are the same file") and "compared with itself" in line
+    copy = tmp_path / "copy.jsonl"  # another file, the same runs: told by their uuids
+    copy.write_bytes(measured["A"].read_bytes())
+    result = perfctl("compare", str(measured["A"]), str(copy), "--paired")
+    (line,) = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and line.startswith("perfctl compare: A and B are the same 5 runs"), line
     labelled = tmp_path / "ab.jsonl"
     records = [json.loads(line) for line in _lines(measured["A"])]
     labelled.write_text("".join(json.dumps({**r, "labels": {"ab": "A"}} if r["type"] == "sample" else r) + "\n"
                                 for r in records))
     result = perfctl("compare", f"{labelled}@ab=A", f"{labelled}@ab=A")
-    assert result.returncode == 2 and "A and B are the same 5 runs" in result.stderr
+    assert result.returncode == 2 and "A and B are the same file" in result.stderr
 
 
 def test_runs_of_the_other_side_are_left_out_of_the_side_that_holds_more(measured, tmp_path):

@@ -238,6 +238,7 @@ def comparison(args, command: str):
                 # a pipe gives its content once: the second side would wait for a writer that never comes
                 raise UsageError(f"{command}: {path_a} is not a regular file and can be read only once; copy it to "
                                  "a file to compare two selections of it")
+            _same_file_refused((path_a, labels_a), (path_b, labels_b), args, command)
             # B read in a child on another core while A is read here (perfctl/parallel.py)
             with Forked(read_dataset, path_b, args.input_format, interference(args), labels_b,
                         worth=_worth_two(path_a, path_b)) as reading_b:
@@ -252,6 +253,22 @@ def comparison(args, command: str):
         return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on, split=True)
     except (DatasetError, PairingError) as err:
         raise UsageError(f"{command}: {err}") from None
+
+
+def _same_file_refused(side_a: tuple, side_b: tuple, args, command: str) -> None:
+    """Refuse one file (its device and inode: a symlink, a hard link or ./x are the file) read whole, or with
+    the same selection, on both sides, in any format: its runs compared with themselves say nothing
+    (hyperfine, Google Benchmark, perf stat, pyperf and pytest-benchmark files gave equivalence, exit 0).
+    The first half of the one rule "a run is A's or B's, not both"; the second, run by run for files whose
+    runs carry a uuid, is ``_apart``. Two selections of one file (F@ab=A F@ab=B) are two sets of runs."""
+    (path_a, labels_a), (path_b, labels_b) = side_a, side_b
+    try:
+        same = os.path.samefile(path_a, path_b)
+    except OSError:  # a side that cannot be read is said by its reader, in its words
+        return
+    if same and labels_a == labels_b:
+        raise UsageError(f"{command}: A and B are the same file ({args.a} and {args.b}): a run compared with "
+                         "itself says nothing; name two files, or two selections of one (FILE@KEY=VALUE)")
 
 
 def _apart(a, b, side_a: tuple, side_b: tuple, args, command: str):

@@ -163,9 +163,15 @@ class RunIdentity:
       next to it (match_blocks), and run k of a block with run k of its partner, whatever failed or was left
       out around it. An index met twice in one block is left out with its partner (pairing.py says which).
 
-    Warm-ups have no key and do not move the blocks."""
+    Warm-ups have no key and do not move the blocks.
 
-    def __init__(self, exclude: frozenset[int] = frozenset()):
+    Formats without a uuid name a run by what their writer makes unique in one file (``entry``; docs/samples.md
+    lists each reader's): a Google Benchmark repetition, a pyperf run. A repeat there is left out with the
+    same count and note, worded by ``identified_by``; such identities are not compared across files (two
+    files of one program hold the same names and indexes), so they do not go into Dataset.runs."""
+
+    def __init__(self, exclude: frozenset[int] = frozenset(), identified_by: str = "uuid"):
+        self.identified_by = identified_by
         # the runs' hashes, not their uuids: 10^6 runs' strings would hold ~90 MB for the whole reading. Two
         # runs of one reading share a 64-bit SipHash (seeded per process, and the same in a forked child)
         # with probability n^2 / 2^65: 3e-8 at 10^6 runs, and no file can aim at it
@@ -191,6 +197,12 @@ class RunIdentity:
         if uuid is None:
             return None
         return hash((machine_id if type(machine_id) is str else None, canonical_uuid(uuid)))
+
+    @staticmethod
+    def entry(*fields) -> int:
+        """The identity of a run that a format names by ``fields`` (JSON values: str, int, float, bool, None
+        and lists of them), as ``run`` is one by its uuid."""
+        return hash(repr(fields))  # repr: 1 and 1.0 and True stay three values, lists become hashable
 
     def seen(self, run: int | None) -> bool:
         """Whether ``run`` (RunIdentity.run) was read before, or is the other side's: then counted, and
@@ -227,6 +239,8 @@ class RunIdentity:
         timed = type(start_ns) is int and type(clock) is str and clock == span[3]
         if not timed:  # a run without its start, or on another clock: the block's time is unknown
             span[4] = False
+        elif not span[4]:  # unknown already (its first start may be None): a later start cannot date it
+            pass
         elif start_ns < span[1]:
             span[1] = start_ns
         elif start_ns > span[2]:
@@ -246,8 +260,9 @@ class RunIdentity:
 
     def note(self, dataset: Dataset) -> None:
         if self.repeated:
-            dataset.notes.append(f"left out {self.repeated} samples whose uuid an earlier sample already had: a "
-                                 "run counts once (the input holds some runs twice, e.g. a file appended to itself)")
+            dataset.notes.append(f"left out {self.repeated} samples whose {self.identified_by} an earlier sample "
+                                 "already had: a run counts once (the input holds some runs twice, e.g. a file "
+                                 "appended to itself)")
         if self.excluded:
             dataset.notes.append(shared_note(self.excluded))
         if self.anonymous:

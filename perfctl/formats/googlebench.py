@@ -8,6 +8,13 @@ process runs each benchmark N times and each repetition's time is the mean over 
 repetitions share one process (its heap layout, its ASLR, its warm caches). A file without repetitions
 holds one run per benchmark. Entries that report ``error_occurred`` are left out and counted in a note.
 
+A run is identified in its file by (``name``, ``family_index``, ``per_family_instance_index``,
+``repetition_index``), which the library numbers from 0 in one process (``repetition_index`` below
+``repetitions``): an entry met again (a file written twice into one, entries copied) is that run read twice,
+left out with a note (RunIdentity). Two families under one name are two registered benchmarks (two
+programs' files merged): ``from_entry`` keeps them apart, so compare leaves the name out unless --pool.
+Files from before 1.6 write no indexes: their entries cannot be told apart and are all read.
+
 User counters (``state.counters["name"]``, ``SetItemsProcessed``, ``SetBytesProcessed``) and the memory
 manager's fields (``allocs_per_iter``, ``max_bytes_used``, ...) are not read, and a note names them. The JSON
 reporter writes a counter as a bare number beside the standard fields (``_STANDARD_FIELDS``, from the
@@ -24,7 +31,9 @@ from perfctl.formats.dataset import (
     WALL_TIME,
     Dataset,
     DatasetError,
+    RunIdentity,
     finite,
+    from_entry,
     json_field,
     json_kind,
     json_list,
@@ -50,6 +59,8 @@ def read_dataset(path: str) -> Dataset:
     aggregates = 0
     errors: dict[str, int] = {}
     counters: dict[str, None] = {}  # the counters' names, in the file's order
+    identity = RunIdentity(identified_by="name, family_index, per_family_instance_index and repetition_index")
+    families: dict[tuple[str, int | None], int] = {}  # (benchmark, family_index) -> runs kept
     for index, entry in enumerate(benchmarks):
         where = f"benchmarks[{index}]"
         if not isinstance(entry, dict):
@@ -65,6 +76,10 @@ def read_dataset(path: str) -> Dataset:
         if json_field(path, f"{where}.error_occurred", entry, "error_occurred", bool, "a boolean", default=False):
             errors[name] = errors.get(name, 0) + 1
             continue
+        run = _run(path, where, entry)
+        if identity.seen(run):
+            continue
+        identity.read(run)
         unit = json_field(path, f"{where}.time_unit", entry, "time_unit", str, "a string")
         if unit not in _TO_NS:
             raise DatasetError(f"{path}: {where}.time_unit: unknown unit {unit!r} (one of ns, us, ms, s)")
@@ -76,9 +91,15 @@ def read_dataset(path: str) -> Dataset:
                 raise DatasetError(f"{path}: {field_where}: negative time {value!r}")
             bench.add(metric, to_ns(path, field_where, value, unit, _TO_NS[unit]), "ns", "google-benchmark")
             bench.note(metric, _NOTE)
+        family = (name, entry.get("family_index"))
+        families[family] = families.get(family, 0) + 1
         for key, value in entry.items():
             if key not in _STANDARD_FIELDS and not type_problem(value, (int, float), "a number"):
                 counters[key] = None  # a counter: named in a note, not read
+    for (name, family_index), runs in families.items():
+        from_entry(dataset.benchmark(name), f"google-benchmark family_index {family_index}", runs)
+    identity.anonymous = 0  # a file without indexes is a file of an older library, not a defect to note
+    identity.note(dataset)
     if counters:
         names = ", ".join(list(counters)[:8]) + (f", {len(counters) - 8} more" if len(counters) > 8 else "")
         dataset.notes.append(f"user counters not read ({names}): the file does not say which are rates or "
@@ -89,3 +110,25 @@ def read_dataset(path: str) -> Dataset:
         dataset.notes.append(f"only {aggregates} aggregate entries (mean, median, stddev, cv), no repetitions: "
                              "rerun without --benchmark_report_aggregates_only")
     return dataset
+
+
+def _run(path: str, where: str, entry: dict) -> int | None:
+    """The run's identity (RunIdentity.entry of its name and indexes), None when the file (before 1.6)
+    writes no indexes; DatasetError naming the entry when an index is not one the library writes."""
+    indexes = {}
+    for key in ("family_index", "per_family_instance_index", "repetition_index", "repetitions"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if type(value) is not int or value < 0:
+            raise DatasetError(f"{path}: {where}.{key}: expected a non-negative integer, got {value!r:.40}")
+        indexes[key] = value
+    repetitions = indexes.get("repetitions")
+    repetition = indexes.get("repetition_index")
+    if repetitions is not None and repetition is not None and repetition >= max(repetitions, 1):
+        raise DatasetError(f"{path}: {where}.repetition_index: {repetition} is not below repetitions "
+                           f"{repetitions} (the library numbers repetitions from 0)")
+    if len(indexes.keys() - {"repetitions"}) < 3:
+        return None
+    return RunIdentity.entry("google-benchmark", entry.get("name"), indexes["family_index"],
+                             indexes["per_family_instance_index"], repetition)

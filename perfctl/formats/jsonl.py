@@ -428,15 +428,15 @@ def _run_key(identity: RunIdentity, record) -> int | None:
     """A measured run's pairing key (RunIdentity.key): its round when it has one (`perfctl ab`'s
     ``extra.round``, in the session of its ``extra.seed``), else its run_index; None for a warm-up or a
     record without either."""
-    if type(record) is not dict or record.get("warmup") is not False:
+    if type(record) is not dict:
         return None
-    extra, bench = record.get("extra"), record.get("benchmark")
-    index = extra.get("round") if type(extra) is dict else None
-    if index is None:
-        index = record.get("run_index")
+    run_index, round_index, seed = _pairing_fields(record)  # checked for warm-ups too: a bad line is refused
+    if record.get("warmup") is not False:
+        return None
+    bench = record.get("benchmark")
+    index = round_index if round_index is not None else run_index
     return identity.key(bench.get("name") if type(bench) is dict else None, index, record.get("job_id"),
-                        extra.get("seed") if type(extra) is dict else None, record.get("start_time_ns"),
-                        record.get("machine_id"))
+                        seed, record.get("start_time_ns"), record.get("machine_id"))
 
 
 def _labelled(record: dict, labels: dict) -> bool:
@@ -608,6 +608,8 @@ def _checked(record) -> dict:
     """A sample record with every field the builder reads checked for type and range, numbers as floats;
     _FieldError names the first bad field. Checked before use, so nothing downstream (interference
     shares, labels, sets of digests) meets an object where it expects a string."""
+    if type(record) is dict:  # the fields that pair runs, which _plain does not look at
+        _pairing_fields(record)
     plain = _plain(record)
     if plain is not None:
         return plain
@@ -653,6 +655,30 @@ def _checked(record) -> dict:
             # optional: perfctl always writes it, a hand-made file may not
             "start_time_ns": _start_time(record),
             "machine_id": _field(record, "machine_id", "machine_id", str, "a string", optional=True)}
+
+
+# A pairing index is packed into 32 bits of RunIdentity's key (ab's rounds and stat's run_index stay far below)
+_MAX_INDEX = (1 << 32) - 1
+
+
+def _pairing_fields(record: dict) -> tuple[int | None, int | None, int | None]:
+    """A sample's run_index, extra.round and extra.seed, checked as _checked checks every field (this is its
+    part for the fields that pair runs; _run_key reads them through it before the record's other checks):
+    an index is an integer 0 to 2^32 - 1, a seed one of 64 bits, ``extra`` an object. A boolean, a
+    fraction or an index past 32 bits would otherwise turn into "no index" or into another run's index, and
+    --paired would pair by position saying the runs "carry no round or run index"."""
+    extra = _field(record, "extra", "extra", dict, "an object", optional=True) or {}
+    fields = []
+    # a seed past 64 bits reaches here as a float (orjson), so its range is said with its type
+    for container, key, where, wanted, upper in (
+            (record, "run_index", "run_index", "an integer 0 to 2^32 - 1", _MAX_INDEX),
+            (extra, "round", "extra.round", "an integer 0 to 2^32 - 1", _MAX_INDEX),
+            (extra, "seed", "extra.seed", "an integer 0 to 2^64 - 1", (1 << 64) - 1)):
+        value = _field(container, key, where, int, wanted, optional=True)
+        if value is not None and not 0 <= value <= upper:
+            raise _FieldError(where, f"expected {wanted}, got {value!r:.40}")
+        fields.append(value)
+    return fields[0], fields[1], fields[2]
 
 
 def _start_time(record: dict) -> int | None:

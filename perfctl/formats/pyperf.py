@@ -2,7 +2,12 @@
 and ``values``. A run is the unit of replication: its values (loops inside one process) are averaged into
 one sample, never counted as independent runs. Warmups and calibration runs (no values) are left out.
 A run's metadata "date" (when its process started, local time, as ``datetime.isoformat(' ')`` writes it)
-gives the benchmark's first and last start on the clock of its "hostname", when every kept run has one."""
+gives the benchmark's first and last start on the clock of its "hostname", when every kept run has one.
+
+A run is identified by its benchmark's name, its host, its "date" (the worker process's start, to the
+microsecond) and its values and warmups: no two processes of one host start in the same microsecond, and a
+run held twice (`pyperf convert A.json --add A.json`, two files' runs merged) repeats all of them. The repeat
+is left out with a note (RunIdentity). A run without a date cannot be told apart and is read."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from perfctl.formats.dataset import (
     WALL_TIME,
     Dataset,
     DatasetError,
+    RunIdentity,
     finite,
     from_entry,
     json_field,
@@ -32,6 +38,7 @@ def read_dataset(path: str) -> Dataset:
         raise DatasetError(f"{path}: not pyperf JSON: no 'benchmarks' list")
     common = json_field(path, "metadata", data, "metadata", dict, "an object", default={})
     dataset = Dataset(path, "pyperf")
+    identity = RunIdentity(identified_by="benchmark, host, date and values")
     for index, benchmark in enumerate(benchmarks):
         if not isinstance(benchmark, dict) or not isinstance(benchmark.get("runs"), list):
             raise DatasetError(f"{path}: benchmarks[{index}]: no 'runs' list")
@@ -52,6 +59,10 @@ def read_dataset(path: str) -> Dataset:
             if not values:
                 continue
             numbers = [finite(path, f"{where}.runs[{run_index}].values", v) for v in values]
+            run_id = _run(name, run, metadata)
+            if identity.seen(run_id):
+                continue
+            identity.read(run_id)
             mean = sum(numbers) / len(numbers)
             if not math.isfinite(mean):  # finite values summed past the largest float: their mean is not
                 mean = sum(number / len(numbers) for number in numbers)
@@ -64,7 +75,19 @@ def read_dataset(path: str) -> Dataset:
                 bench.note(metric, "pyperf values within a run averaged into one sample per process")
         # two entries under one name (no metadata.name, a merged file) are two programs: unmix says so
         from_entry(bench, f"pyperf {where}", kept)
+    identity.anonymous = 0  # a run without a date is one pyperf did not write; not a repeat to warn of
+    identity.note(dataset)
     return dataset
+
+
+def _run(name: str, run: dict, metadata: dict) -> int | None:
+    """The run's identity (RunIdentity.entry), None when it has no date to tell it by."""
+    run_metadata = run.get("metadata") if isinstance(run.get("metadata"), dict) else {}
+    date = run_metadata.get("date")
+    if not isinstance(date, str):
+        return None
+    host = {**metadata, **run_metadata}.get("hostname")
+    return RunIdentity.entry("pyperf", name, host, date, run.get("values"), run.get("warmups"))
 
 
 def _start(run: dict, metadata: dict) -> tuple[int | None, str | None]:
