@@ -447,6 +447,52 @@ def _record_kind(line: bytes) -> str | None:
     return kind if kind in ("machine", "sample") else None
 
 
+def append_whole(fd: int, data: bytes) -> None:
+    """Append ``data`` (whole lines) to ``fd``, opened with O_APPEND: all of it, or none of it left behind. A
+    write cut short (a full disk) is cut off again, but only the bytes written here and only while they are
+    still the file's end: cutting the file back to a size remembered before would take with it whatever
+    another writer appended meanwhile (the benchmark, a second perfctl on the same file; review of issue
+    28). perfctl's writers hold an exclusive flock for the write and the cut, so two of them never race;
+    a writer that takes no lock could append in the instant between the check and the cut. The OSError is
+    raised again; when the cut piece is not at the end any more it stays (never cut from the middle of
+    another's lines), and the error says so."""
+    import fcntl
+
+    written = 0
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_EX)  # not every file takes a lock (a pipe, some mounts): the write goes on
+    try:
+        while written < len(data):
+            written += os.write(fd, data[written:])
+    except OSError as err:
+        if written and not _cut_own_tail(fd, data[:written]):
+            err.strerror = (f"{err.strerror}; {written} bytes of the line were written and another writer "
+                            "appended after them: the file holds that cut line, which perfctl did not remove")
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _cut_own_tail(fd: int, piece: bytes) -> bool:
+    """Cut ``piece`` off the end of the file open at ``fd`` if it is still what the file ends with; whether
+    the file ends without it now."""
+    try:
+        reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)  # fd is write-only
+    except OSError:
+        return False
+    try:
+        size = os.fstat(reader).st_size
+        if size < len(piece) or os.pread(reader, len(piece), size - len(piece)) != piece:
+            return False
+        os.ftruncate(fd, size - len(piece))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(reader)
+
+
 class SampleFile:
     """-o FILE, appended to a whole line at a time: a line that cannot be written in full (a full disk) is
     cut off again, so the file always ends with a complete sample and the next `stat -o FILE` appends to a
@@ -539,14 +585,7 @@ class SampleFile:
 
     def write(self, text: str) -> None:
         data = text.encode("utf-8")
-        written = 0
-        try:
-            while written < len(data):
-                written += os.write(self._fd, data[written:])
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, self._size)
-            raise
+        append_whole(self._fd, data)
         self._size += len(data)
 
     def flush(self) -> None:

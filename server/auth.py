@@ -141,13 +141,17 @@ def add_token(path: str, role: str, name: str) -> str:
         raise TokenFileError(f"role must be one of {ROLES}")
     if not name or any(c.isspace() for c in name) or len(name) > 128:
         raise TokenFileError(f"bad name {name!r}: 1-128 characters, no spaces")
+    from perfctl.output_files import append_whole
+
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    with os.fdopen(fd, "a") as f:
+    with os.fdopen(fd, "ab"):
         # the file opened, not the one checked before (perfctl/output_files.py): a secret is never written
         # where other users can read it, and the server would refuse the file for it (_parse)
         mode = stat.S_IMODE(os.fstat(fd).st_mode)
         if mode & 0o077:
             raise TokenFileError(f"{path}: open to its group or other users (mode {mode:o}); chmod 600 it")
-        f.write(f"{role} {name} {token}\n")
+        # the whole line or none of it: a line cut by a full disk would make the server refuse the whole
+        # file, and with it every token (perfctl/output_files.py)
+        append_whole(fd, f"{role} {name} {token}\n".encode())
     return token

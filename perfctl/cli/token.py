@@ -28,8 +28,10 @@ def run(args) -> int:
     check("perfctl token", [Output("--file", args.file, APPENDED, _not_a_tokens_file)])
     try:
         value = add_token(args.file, "agent" if args.agent else "client", args.agent or args.client)
-    except (TokenFileError, OSError) as err:
+    except TokenFileError as err:
         raise UsageError(f"perfctl token: {err}") from None
+    except OSError as err:  # nothing of the line is left behind (output_files.append_whole)
+        raise UsageError(f"perfctl token: cannot write {args.file}: {err.strerror}; no token was added") from None
     print(value)
     return EXIT_OK
 
