@@ -267,6 +267,15 @@ def match_blocks(a: BenchmarkData, numbers_a: set[int], b: BenchmarkData, number
     partner: dict[int, int] = {}
     tags_a = Counter(block.tag for block in blocks_a.values() if block.tag is not None)
     tags_b = Counter(block.tag for block in blocks_b.values() if block.tag is not None)
+    for side, bench, blocks, tags in (("A", a, blocks_a, tags_a), ("B", b, blocks_b, tags_b)):
+        # a job or an ab session is one measurement a side: met twice, it was read twice (a file joined to
+        # itself, runs without a uuid), and its copies would be taken for measurements in turn
+        twice = {n: blk for n, blk in blocks.items() if blk.tag is not None and tags[blk.tag] > 1}
+        if twice:
+            raise PairingError(f"{a.name}: {side} holds one job or ab session more than once "
+                               f"({_names(bench, side, twice)} carry the same job or seed): a file joined to "
+                               "itself, or runs without a uuid read twice; keep one copy (or compare without "
+                               "--paired)")
     by_tag = {block.tag: n for n, block in blocks_b.items() if tags_b[block.tag] == 1 and tags_a[block.tag] == 1}
     for n, block in blocks_a.items():
         if block.tag in by_tag:

@@ -300,3 +300,17 @@ def test_server_jobs_pair_by_time_not_count(tmp_path, runs):
         assert "left out A's measurement 2 (job " in row["warnings"], row["warnings"]
     finally:
         fleet.stop_all()
+
+
+def test_one_ab_session_read_twice_is_refused_for_what_it_is(sessions, tmp_path):
+    """One ab session written twice into a file, its uuids removed (fourth review): the two copies carry
+    one seed and the same start times. Before: refused with a false reason ("every measurement of A was
+    taken before every one of B"), though its runs alternate. Now the reason is the copy."""
+    lines = [json.dumps({k: v for k, v in json.loads(line).items() if k != "uuid"})
+             for line in open(sessions[0]).read().splitlines()]
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("\n".join(lines + lines) + "\n")
+    result = perfctl("compare", f"{twice}@ab=A", f"{twice}@ab=B", "--paired")
+    assert result.returncode == 2 and "not measured alternately" not in result.stderr, result.stderr
+    assert "A holds one job or ab session more than once" in result.stderr, result.stderr
+    assert "carry the same job or seed" in result.stderr and len(result.stderr.strip().splitlines()) == 1
