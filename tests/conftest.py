@@ -3,6 +3,7 @@ count, and a way to run the real `perfctl` command."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -175,3 +176,27 @@ def signal_when(process: subprocess.Popen, ready, signum: int, what: str, *, set
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def stat_lines(tmp_path_factory):
+    """One real `perfctl stat` file: its machine line and a sample line, the template of the files tests make."""
+    path = tmp_path_factory.mktemp("stat") / "true.jsonl"
+    result = perfctl("stat", "-r", "2", "-o", str(path), "--", "/bin/true")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    machine = next(line for line in lines if line["type"] == "machine")
+    sample = next(line for line in lines if line["type"] == "sample")
+    assert any(r["event"] == "page-faults" and r["status"] == "ok" for r in sample["readings"])
+    return machine, sample
+
+
+@pytest.fixture
+def ab_file(tmp_path) -> Path:
+    """One file holding two labelled sides, as `perfctl ab -o` writes it."""
+    path = tmp_path / "F.jsonl"
+    for side in ("A", "B"):
+        result = perfctl("stat", "-r", "5", "-e", "task-clock", "--no-progress", "--name", "true", "--label",
+                         f"ab={side}", "-o", str(path), "--", "/bin/true")
+        assert result.returncode == 0, result.stderr
+    return path

@@ -28,22 +28,9 @@ from perfctl.report.ab import _sequence, live_line
 from perfctl.report.compare import CompareReport, to_markdown
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """One real `perfctl stat` file: its machine line and a sample line, the template of every file below."""
-    path = tmp_path_factory.mktemp("stat") / "true.jsonl"
-    result = perfctl("stat", "-r", "2", "-o", str(path), "--", "/bin/true")
-    assert result.returncode == 0, result.stderr
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    machine = next(line for line in lines if line["type"] == "machine")
-    sample = next(line for line in lines if line["type"] == "sample")
-    assert any(r["event"] == "page-faults" and r["status"] == "ok" for r in sample["readings"])
-    return machine, sample
-
-
-def _write(path, measured, faults, machine_text=None, first_sample_before_machine=False):
+def _write(path, stat_lines, faults, machine_text=None, first_sample_before_machine=False):
     """A perfctl JSON Lines file of len(faults) runs whose page-faults are ``faults`` (exact counts)."""
-    machine, sample = measured
+    machine, sample = stat_lines
     samples = []
     for index, value in enumerate(faults):
         s = json.loads(json.dumps(sample))
@@ -66,11 +53,11 @@ def _row(stdout):
 
 @pytest.mark.parametrize("paired", [False, True])
 @pytest.mark.parametrize("a, margin", [(95, "0.05"), (105, "0.05"), (90, "0.1"), (75, "0.25"), (50, "0.5")])
-def test_constant_counts_on_the_band_edge_are_inside(tmp_path, measured, a, margin, paired):
+def test_constant_counts_on_the_band_edge_are_inside(tmp_path, stat_lines, a, margin, paired):
     """95 page faults against 100 is 19/20, the closed band's lower edge: trivial difference, inside, exit 0
     (it printed 'relevant difference beyond' and exited 3); 105/100 and other margins' edges alike."""
-    file_a = _write(tmp_path / "a.jsonl", measured, [a] * 30)
-    file_b = _write(tmp_path / "b.jsonl", measured, [100] * 30)
+    file_a = _write(tmp_path / "a.jsonl", stat_lines, [a] * 30)
+    file_b = _write(tmp_path / "b.jsonl", stat_lines, [100] * 30)
     args = ["compare", file_a, file_b, "--metric", "page-faults", "--margin", margin] + (["--paired"] if paired else [])
     result = perfctl(*args)
     row = _row(result.stdout)
@@ -161,12 +148,12 @@ def test_exact_ends_stay_fast_where_every_ratio_is_on_a_threshold():
 
 @pytest.mark.parametrize("paired", [False, True])
 @pytest.mark.parametrize("a, margin", [(95, "0.05"), (105, "0.05"), (97, "0.03"), (90, "0.1")])
-def test_sparc_family_on_the_band_edge_agrees_with_its_margin_column(tmp_path, measured, a, margin, paired):
+def test_sparc_family_on_the_band_edge_agrees_with_its_margin_column(tmp_path, stat_lines, a, margin, paired):
     """--family sparc, constant 95 against 100 at margin 0.05: the TOST tied every run with the edge (p = 1)
     and printed 'relevant difference inside', exit 3, beside [0.950, 0.950]. The band is closed: trivial
     difference, inside, exit 0, as the default family says."""
-    file_a = _write(tmp_path / "a.jsonl", measured, [a] * 6)
-    file_b = _write(tmp_path / "b.jsonl", measured, [100] * 6)
+    file_a = _write(tmp_path / "a.jsonl", stat_lines, [a] * 6)
+    file_b = _write(tmp_path / "b.jsonl", stat_lines, [100] * 6)
     result = perfctl("compare", file_a, file_b, "--metric", "page-faults", "--margin", margin, "--family", "sparc",
                      *(["--paired"] if paired else []))
     row = _row(result.stdout)
@@ -219,8 +206,8 @@ def test_sparc_equivalence_tests_count_the_closed_band_exactly():
         assert (tests.upper_pvalue, tests.lower_pvalue) == (before[0].pvalue, before[1].pvalue)
 
 
-def test_margin_too_small_to_tell_from_one_is_refused(tmp_path, measured):
-    file_a = _write(tmp_path / "a.jsonl", measured, [95] * 5)
+def test_margin_too_small_to_tell_from_one_is_refused(tmp_path, stat_lines):
+    file_a = _write(tmp_path / "a.jsonl", stat_lines, [95] * 5)
     result = perfctl("compare", file_a, file_a, "--metric", "page-faults", "--margin", "1e-7")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == ["perfctl compare: margin: must be between 1e-06 and 1, got 1e-07"]
@@ -357,14 +344,14 @@ def test_sparc_family_randomized_sweep_never_crashes():
     assert empty > 5 and clipped > 5  # both roots were reached
 
 
-def test_sparc_family_on_files_nothing_judged_and_p_at_one(tmp_path, measured):
-    one_a = _write(tmp_path / "one_a.jsonl", measured, [95])
-    one_b = _write(tmp_path / "one_b.jsonl", measured, [100])
+def test_sparc_family_on_files_nothing_judged_and_p_at_one(tmp_path, stat_lines):
+    one_a = _write(tmp_path / "one_a.jsonl", stat_lines, [95])
+    one_b = _write(tmp_path / "one_b.jsonl", stat_lines, [100])
     result = perfctl("compare", one_a, one_b, "--metric", "page-faults", "--family", "sparc")
     assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
     assert "cannot conclude" in _row(result.stdout)
-    low_a = _write(tmp_path / "low_a.jsonl", measured, [50, 51, 52, 53])
-    many_b = _write(tmp_path / "many_b.jsonl", measured, list(range(100, 116)))
+    low_a = _write(tmp_path / "low_a.jsonl", stat_lines, [50, 51, 52, 53])
+    many_b = _write(tmp_path / "many_b.jsonl", stat_lines, list(range(100, 116)))
     result = perfctl("compare", low_a, many_b, "--metric", "page-faults", "--family", "sparc")
     assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
     assert "relevant difference" in _row(result.stdout)
@@ -373,14 +360,14 @@ def test_sparc_family_on_files_nothing_judged_and_p_at_one(tmp_path, measured):
 # --- nested machine lines, extreme ratios --------------------------------------------------------------------
 
 @pytest.mark.parametrize("nested", ['{"a": %s}', '[%s]'])
-def test_machine_line_nested_1000_deep_is_reported(tmp_path, measured, nested):
+def test_machine_line_nested_1000_deep_is_reported(tmp_path, stat_lines, nested):
     """A machine line nested 1,000 deep (read by orjson, which allows 1024 levels) ended `compare --html`
     and `report` in a RecursionError; the report is written, and the deep item says it is not shown."""
-    machine = json.dumps(measured[0])
+    machine = json.dumps(stat_lines[0])
     deep = _nest(nested, 1000)
-    file_a = _write(tmp_path / "a.jsonl", measured, [95, 96, 97, 98, 99] * 6,
+    file_a = _write(tmp_path / "a.jsonl", stat_lines, [95, 96, 97, 98, 99] * 6,
                     machine_text=machine[:-1] + ', "nest": ' + deep + "}", first_sample_before_machine=True)
-    file_b = _write(tmp_path / "b.jsonl", measured, [100, 101, 102, 103, 104] * 6)
+    file_b = _write(tmp_path / "b.jsonl", stat_lines, [100, 101, 102, 103, 104] * 6)
     page = tmp_path / "compare.html"
     result = perfctl("compare", file_a, file_b, "--metric", "page-faults", "--html", str(page))
     assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
@@ -396,14 +383,14 @@ def test_machine_line_nested_1000_deep_is_reported(tmp_path, measured, nested):
             assert "[[[[...]]]]" in text
 
 
-def test_flatten_is_bounded_in_items_and_keeps_order(measured):
+def test_flatten_is_bounded_in_items_and_keeps_order(stat_lines):
     from perfctl.report.html import FLATTEN_ITEMS, flatten
 
-    machine = dict(measured[0], wide={f"k{i}": i for i in range(5 * FLATTEN_ITEMS)})
+    machine = dict(stat_lines[0], wide={f"k{i}": i for i in range(5 * FLATTEN_ITEMS)})
     items = flatten(machine)
     assert len(items) == FLATTEN_ITEMS + 1 and items["(more items)"].startswith("not shown")
-    plain = flatten(measured[0])
-    assert plain["cpu.vendor"] == measured[0]["cpu"]["vendor"] and list(plain)[0] == next(iter(measured[0]))
+    plain = flatten(stat_lines[0])
+    assert plain["cpu.vendor"] == stat_lines[0]["cpu"]["vendor"] and list(plain)[0] == next(iter(stat_lines[0]))
 
 
 def _nest(pattern: str, depth: int) -> str:

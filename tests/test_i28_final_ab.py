@@ -116,16 +116,23 @@ def test_a_second_signal_is_ignored_while_the_first_unwinds():
 
 def _note(rounds, stop: str, a_values, b_values) -> str:
     """The line ab prints for B after ``rounds`` rounds of A and B's values, stopped by ``stop``."""
-    from rich.console import Console
-
     from perfctl.analysis.ab import SequentialSuite
-    from perfctl.report.ab import AbReport, AbResult, Side
 
     suite = SequentialSuite(2, 0.05, 0.95)
     for a, b in zip(a_values[:rounds], b_values[:rounds]):
         suite.add_round({0: a, 1: b})
+    return b_line(suite, rounds, stop, "task-clock")
+
+
+def b_line(suite, rounds: int, stop: str, metric: str) -> str:
+    """The line ab prints for B of ``suite`` (a SequentialSuite of A and B) after ``rounds``, stopped by
+    ``stop``: the report as the command renders it."""
+    from rich.console import Console
+
+    from perfctl.report.ab import AbReport, AbResult, Side
+
     sides = [Side("A", ["a"], rounds), Side("B", ["b"], rounds)]
-    result = AbResult(sides, {"B": suite.settlements()[1]}, "task-clock", 0.05, 0.95, 1, stop, rounds=rounds,
+    result = AbResult(sides, {"B": suite.settlements()[1]}, metric, 0.05, 0.95, 1, stop, rounds=rounds,
                       to_settle={"B": suite.comparisons[1].rounds_to_settle()})
     console = Console(record=True, width=400)
     AbReport(result).table(console)

@@ -22,21 +22,8 @@ M1, M2 = 2**64 - 1, 2**64 - 2  # one float; their ratio 1 + 5.4e-20 is above 1
 V949 = [E949] * 4 + [950_001_000_000_000_000 + k * 10**12 for k in range(4)]  # the reviewer's v949.jsonl
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory):
-    """One real `perfctl stat` file: its machine line and a sample line, the template of every file below."""
-    path = tmp_path_factory.mktemp("stat") / "true.jsonl"
-    result = perfctl("stat", "-r", "2", "-o", str(path), "--", "/bin/true")
-    assert result.returncode == 0, result.stderr
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    machine = next(line for line in lines if line["type"] == "machine")
-    sample = next(line for line in lines if line["type"] == "sample")
-    assert any(r["event"] == "page-faults" and r["status"] == "ok" for r in sample["readings"])
-    return machine, sample
-
-
-def _sample(measured, index, faults=None, **fields):
-    s = json.loads(json.dumps(measured[1]))
+def _sample(stat_lines, index, faults=None, **fields):
+    s = json.loads(json.dumps(stat_lines[1]))
     s["uuid"], s["run_index"] = str(uuid.uuid4()), index
     s.update(fields)
     for reading in s["readings"]:
@@ -45,9 +32,9 @@ def _sample(measured, index, faults=None, **fields):
     return s
 
 
-def _write(path, measured, faults) -> str:
+def _write(path, stat_lines, faults) -> str:
     """A perfctl JSON Lines file of len(faults) runs whose page-faults are ``faults`` (exact counts)."""
-    lines = [measured[0]] + [_sample(measured, index, value) for index, value in enumerate(faults)]
+    lines = [stat_lines[0]] + [_sample(stat_lines, index, value) for index, value in enumerate(faults)]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return str(path)
 
@@ -77,13 +64,13 @@ CASES = {  # name: (A's page-faults, B's, the verdict of the exact ratios)
 @pytest.mark.parametrize("options", [[], ["--paired"], ["--family", "sparc"], ["--family", "sparc", "--paired"]],
                          ids=["unpaired", "paired", "sparc", "sparc-paired"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_counts_past_2_53_give_the_exact_verdict_on_every_path(tmp_path, measured, case, options):
+def test_counts_past_2_53_give_the_exact_verdict_on_every_path(tmp_path, stat_lines, case, options):
     """Before: --paired went through float arrays (949999999999999999 vs 10^18 read "0.950x [0.950, 0.950]
     trivial difference inside", exit 0; 2^64-1 vs 2^64-2 "equivalence"), and --family sparc's difference test
     took 2^64-1 and 2^64-2 (one float) or 10^15+1 and 10^15 (within 1e-12) as ties: "equivalence" beside an
     interval that excludes 1. Now each path gives the exact ratios' verdict, read off its printed interval."""
     a, b = CASES[case]
-    file_a, file_b = _write(tmp_path / "a.jsonl", measured, a), _write(tmp_path / "b.jsonl", measured, b)
+    file_a, file_b = _write(tmp_path / "a.jsonl", stat_lines, a), _write(tmp_path / "b.jsonl", stat_lines, b)
     args = ["compare", file_a, file_b, "--metric", "page-faults", *options]
     text, document = perfctl(*args), perfctl(*args, "--format", "json")
     (row,) = json.loads(document.stdout)["benchmarks"]
@@ -96,11 +83,11 @@ def test_counts_past_2_53_give_the_exact_verdict_on_every_path(tmp_path, measure
 
 
 @pytest.mark.parametrize("options", [[], ["--paired"]], ids=["unpaired", "paired"])
-def test_non_constant_counts_past_2_53_cross_the_edge(tmp_path, measured, options):
+def test_non_constant_counts_past_2_53_cross_the_edge(tmp_path, stat_lines, options):
     """The reviewer's v949 against 10^18: 4 ratios just beyond 0.95, 4 inside. Unpaired it read "relevant
     difference crosses"; --paired read "trivial difference inside" from the floats. Now both: crosses."""
-    file_a = _write(tmp_path / "a.jsonl", measured, V949)
-    file_b = _write(tmp_path / "b.jsonl", measured, [E1000] * 8)
+    file_a = _write(tmp_path / "a.jsonl", stat_lines, V949)
+    file_b = _write(tmp_path / "b.jsonl", stat_lines, [E1000] * 8)
     result = perfctl("compare", file_a, file_b, "--metric", "page-faults", "--format", "json", *options)
     (row,) = json.loads(result.stdout)["benchmarks"]
     assert row["verdict"] == "relevant difference" and result.returncode == 3, row
@@ -148,13 +135,13 @@ def test_server_compares_the_counts_sent(server, options):
 
 # --- --paired: each run left out under its true reason; blocks that never alternated ----------------------
 
-def _ab_file(path, measured, rounds: dict[str, list[int]]) -> str:
+def _ab_file(path, stat_lines, rounds: dict[str, list[int]]) -> str:
     """One `perfctl ab` session's file, by hand: A's and B's runs of the given rounds (a round listed twice
     is held twice: two sessions of one seed joined without their machine lines), lines shuffled."""
-    samples = [_sample(measured, r, extra={"round": r, "order": int(side == "B"), "seed": 7}, labels={"ab": side})
+    samples = [_sample(stat_lines, r, extra={"round": r, "order": int(side == "B"), "seed": 7}, labels={"ab": side})
                for side, held in rounds.items() for r in held]
     random.Random(1).shuffle(samples)
-    path.write_text("".join(json.dumps(line) + "\n" for line in [measured[0], *samples]))
+    path.write_text("".join(json.dumps(line) + "\n" for line in [stat_lines[0], *samples]))
     return str(path)
 
 
@@ -166,11 +153,11 @@ def _pairing_note(path, metric="task-clock") -> tuple[str, int]:
     return notes, result.returncode
 
 
-def test_rounds_held_twice_are_not_called_rounds_without_a_partner(tmp_path, measured):
+def test_rounds_held_twice_are_not_called_rounds_without_a_partner(tmp_path, stat_lines):
     """Two sessions of one seed joined and shuffled: every round held twice on both sides. The note said
     "left out 20 runs of A and 20 of B whose round has no run on the other side", which is false; now only
     the true reason: each side's rounds held twice, and how many runs that leaves out."""
-    path = _ab_file(tmp_path / "abks.jsonl", measured, {"A": list(range(10)) * 2, "B": list(range(10)) * 2})
+    path = _ab_file(tmp_path / "abks.jsonl", stat_lines, {"A": list(range(10)) * 2, "B": list(range(10)) * 2})
     note, code = _pairing_note(path)
     assert "whose round has no run on the other side" not in note, note
     assert "A holds 10 rounds (run indexes) twice" in note and "its 20 runs of those rounds are left out" in note
@@ -178,10 +165,10 @@ def test_rounds_held_twice_are_not_called_rounds_without_a_partner(tmp_path, mea
     assert code == 4, note
 
 
-def test_each_left_out_run_is_counted_under_its_own_reason(tmp_path, measured):
+def test_each_left_out_run_is_counted_under_its_own_reason(tmp_path, stat_lines):
     """A holds round 3 twice and lacks round 7: A's two runs of round 3 and B's round 3 (their partner) are
     left out for the round held twice, B's round 7 for having no partner; 8 pairs."""
-    path = _ab_file(tmp_path / "mixed.jsonl", measured,
+    path = _ab_file(tmp_path / "mixed.jsonl", stat_lines,
                     {"A": [0, 1, 2, 3, 3, 4, 5, 6, 8, 9], "B": list(range(10))})
     note, _ = _pairing_note(path)
     assert "paired by round (run index): 8 pairs" in note, note

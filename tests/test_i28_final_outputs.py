@@ -119,18 +119,8 @@ def test_a_file_the_benchmark_writes_during_the_runs_is_not_replaced(tmp_path):
 # --- compare --html and report -o ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def samples(tmp_path) -> Path:
-    path = tmp_path / "F.jsonl"
-    for side in ("A", "B"):
-        result = perfctl("stat", "-r", "5", "-e", "task-clock", "--no-progress", "--name", "true", "--label",
-                         f"ab={side}", "-o", str(path), "--", "/bin/true")
-        assert result.returncode == 0, result.stderr
-    return path
-
-
 @pytest.mark.parametrize("command,option", [("compare", "--html"), ("report", "-o")])
-def test_compare_and_report_refuse_a_file_not_perfctls_and_replace_their_own(tmp_path, samples, command, option):
+def test_compare_and_report_refuse_a_file_not_perfctls_and_replace_their_own(tmp_path, ab_file, command, option):
     target = tmp_path / "notes.txt"
     target.write_bytes(USERS)
     argv = [command, "F.jsonl@ab=A", "F.jsonl@ab=B", "--metric", "task-clock"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, perfctl
+from test_i28_final_ab import b_line
 
 SPIN = ROOT / "examples" / "bin" / "spin"
 # 12 arguments of 100,000 bytes: a sample line of ~1.2 MB, longer than any fixed limit a first look would take
@@ -125,10 +126,7 @@ def test_a_report_kept_beside_a_linked_target_is_named_where_it_is(tmp_path):
 def _note(stop: str, rounds: int, min_rounds: int) -> str:
     """ab's line for B after ``rounds`` rounds of B 3.6% slower than A (abi_2.3 of the review: spin 0.002
     against 0.0021, --min-runs 400), stopped by ``stop``."""
-    from rich.console import Console
-
     from perfctl.analysis.ab import SequentialSuite
-    from perfctl.report.ab import AbReport, AbResult, Side
 
     noise = random.Random(8)
     suite = SequentialSuite(2, 0.05, 0.95, min_rounds)
@@ -136,13 +134,7 @@ def _note(stop: str, rounds: int, min_rounds: int) -> str:
         suite.add_round({0: 2.0e6 * noise.gauss(1, 0.01), 1: 2.076e6 * noise.gauss(1, 0.01)})
     (settlement,) = suite.settlements().values()
     assert settlement.too_early  # the case: a verdict the sequence would settle, before --min-runs
-    sides = [Side("A", ["a"], rounds), Side("B", ["b"], rounds)]
-    result = AbResult(sides, {"B": settlement}, "instructions", 0.05, 0.95, 1, stop, rounds=rounds,
-                      to_settle={"B": suite.comparisons[1].rounds_to_settle()})
-    console = Console(record=True, width=400)
-    AbReport(result).table(console)
-    (line,) = [line for line in console.export_text().splitlines() if line.startswith("B: ")]
-    return line
+    return b_line(suite, rounds, stop, "instructions")
 
 
 def test_an_interrupt_before_min_runs_is_named_as_every_other_interrupt():

@@ -212,17 +212,6 @@ def test_ab_o_refuses_a_file_that_is_not_perfctls(tmp_path, bench):
 # --- compare --html and report -o: the input behind an @selector ---------------------------------------------
 
 
-@pytest.fixture
-def ab_file(tmp_path) -> Path:
-    """One file holding two labelled sides, as `perfctl ab -o` writes it."""
-    path = tmp_path / "F.jsonl"
-    for side in ("A", "B"):
-        result = perfctl("stat", "-r", "5", "-e", "task-clock", "--no-progress", "--name", "true", "--label",
-                         f"ab={side}", "-o", str(path), "--", "/bin/true")
-        assert result.returncode == 0, result.stderr
-    return path
-
-
 @pytest.mark.parametrize("form", ["plain", "./x", "symlink", "hard link"])
 def test_compare_html_refuses_the_file_behind_the_selectors(tmp_path, ab_file, form):
     """`compare F@ab=A F@ab=B --html F` (the follow-up ab prints) replaced the sample file with the report:
