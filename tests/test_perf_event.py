@@ -310,13 +310,15 @@ def test_cgroup_counting_starts_at_the_gates_move_not_during_its_wait(nop):
     waited = _measure_both([nop], ["page-faults", "context-switches"], runs=15, delay_release_s=0.02)
     for way, samples in waited.items():
         assert _values(samples, "page-faults") == [1] * 15, way
-    assert statistics.median(_values(waited["per run"], "context-switches")) == 0
-    assert statistics.median(_values(waited["cgroup"], "context-switches")) <= 1
-    # Released at once: no switch in most runs either way, and a task-clock that exceeds the per-task
+    # Whatever else runs preempts some runs either way (the suite runs with both cores busy too): a counted
+    # wait would be a switch in every run, so the fewest a run shows is what tells.
+    assert min(_values(waited["per run"], "context-switches")) == 0
+    assert min(_values(waited["cgroup"], "context-switches")) <= 1
+    # Released at once: runs without a switch either way, and a task-clock that exceeds the per-task
     # counter's by the execve's first half and the exit's end only.
     both = _measure_both([nop], ["context-switches", "task-clock"], runs=15)
     for way, samples in both.items():
-        assert statistics.median(_values(samples, "context-switches")) == 0, way
+        assert min(_values(samples, "context-switches")) == 0, way
     cgroup, per_run = (statistics.median(_values(both[way], "task-clock")) for way in ("cgroup", "per run"))
     assert 0 < per_run < cgroup < per_run + CGROUP_TASK_CLOCK_EXCESS_NS, (cgroup, per_run)
 

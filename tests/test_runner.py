@@ -733,9 +733,11 @@ def test_the_wall_time_starts_at_the_execve_not_at_the_gates_move_into_the_cgrou
         start = time.perf_counter_ns()
         subprocess.run(["/bin/sleep", "0.2"], check=True)
         around.append(time.perf_counter_ns() - start)
-    reference = statistics.median(around)
+    # The fastest of each: a grace period lengthens every run it is in, while a busy machine's wake-up delays
+    # (the suite runs with both cores busy too) lengthen some runs of either kind by a few ms.
+    reference = min(around)
     for samples in (looped, gated):
-        assert statistics.median(s.wall_ns for s in samples) < reference + 1_000_000, (samples, around)
+        assert min(s.wall_ns for s in samples) < reference + 2_000_000, (samples, around)
         assert all(s.wall_ns >= 200_000_000 for s in samples)
 
 
