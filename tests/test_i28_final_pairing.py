@@ -247,7 +247,7 @@ def test_the_client_drawing_every_run_applies_the_same_rule(server, tmp_path):
     (line,) = result.stderr.strip().splitlines()
     assert "A and B select the same 8 runs: a run compared with itself says nothing" in line, line
     document, result = _server_document(server, "box-a@commit=abc", "box-a@phase=2", "--all-history", "--html", html)
-    assert result.returncode in (0, 3), result.stderr
+    assert result.returncode in (0, 3, 4), result.stderr
     assert [(r["n_a"], r["n_b"]) for r in document["benchmarks"]] == [(8, 8)]
     assert f"A and B: {SHARED}" in document["notes"], document["notes"]
 
@@ -257,7 +257,8 @@ def test_runs_on_both_sides_leave_the_side_holding_others(server):
     nothing else), so A keeps J1's 8 and says it left out 8 as the other side's: the rule of files."""
     document, result = _server_document(server, "box-a@commit=abc", f"box-a@job={server.jobs[1]}",
                                         "--all-history")
-    assert result.returncode in (0, 3), result.stderr
+    # which runs each side keeps is the point; two sets of real /bin/true runs may also be judged unalike (4)
+    assert result.returncode in (0, 3, 4), result.stderr
     assert [(r["n_a"], r["n_b"]) for r in document["benchmarks"]] == [(8, 8)]
     assert f"A: {SHARED}" in document["notes"], document["notes"]
     document, _ = _server_document(server, f"box-a@job={server.jobs[1]}", "box-a@commit=abc", "--all-history")
@@ -268,7 +269,7 @@ def test_runs_on_both_sides_leave_the_side_holding_others(server):
 def test_runs_on_both_sides_holding_others_are_left_out_of_both(server):
     """box-a@commit=abc (J1, J2) against box-a@phase=2 (J2, J3): J2 is neither's alone: left out of both."""
     document, result = _server_document(server, "box-a@commit=abc", "box-a@phase=2", "--all-history")
-    assert result.returncode in (0, 3), result.stderr
+    assert result.returncode in (0, 3, 4), result.stderr
     assert [(r["n_a"], r["n_b"]) for r in document["benchmarks"]] == [(8, 8)]
     assert f"A and B: {SHARED}" in document["notes"], document["notes"]
 

@@ -157,8 +157,10 @@ def _ab_stopped_early(tmp_path: Path, signum: int, delay: float) -> subprocess.C
     the parse, before the command's signal handlers exist. Before that, Python's own start (site, the
     editable install's finder) is the interpreter's, where perfctl has no code to run."""
     process = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "perfctl", "ab", "--no-progress", "-q", "--max-runs", "50",
-         "-o", str(tmp_path / "e.jsonl"), "--", str(SPIN), "0.001", ":::", str(SPIN), "0.001"],
+        # --min-runs 100 of 10 ms a run: the rounds last 2 s at least, so every delay falls before they end
+        # (with 1 ms runs a quiet machine settled A/A before the 0.4 s signal: exit 0, nothing to see)
+        [sys.executable, "-X", "importtime", "-m", "perfctl", "ab", "--no-progress", "-q", "--min-runs", "100",
+         "--max-runs", "200", "-o", str(tmp_path / "e.jsonl"), "--", str(SPIN), "0.01", ":::", str(SPIN), "0.01"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         seen = []
