@@ -170,8 +170,7 @@ EXAMPLES = [("sort", ["20000"]), ("hashtable", ["5000"]), ("matmul", ["40"]), ("
 @pytest.fixture(scope="module")
 def traced_examples(tmp_path_factory):
     """Each example program traced once: its curve (exact LRU beside StatStack) and its reuse sample."""
-    if not EXAMPLE_BIN.is_dir():
-        pytest.skip(f"probe: {EXAMPLE_BIN} is missing (deploy/setup.sh builds it)")
+    assert EXAMPLE_BIN.is_dir(), f"{EXAMPLE_BIN} is missing: deploy/setup.sh builds it"
     folder = tmp_path_factory.mktemp("examples")
     traced = {}
     for name, args in EXAMPLES:
@@ -263,8 +262,8 @@ def stat_file(tmp_path_factory):
     result = perfctl("stat", "-r", "8", "-o", str(path), "--", "true")
     assert result.returncode in (0, 1), result.stderr
     document = [json.loads(line) for line in path.read_text().splitlines()]
-    if not any(r["event"] == "page-faults" and r["status"] == "ok" for r in document[-1].get("readings", [])):
-        pytest.skip("probe: perfctl stat counted no page-faults here")
+    # page-faults is a software counter: every kernel perfctl runs on counts it (not a capability to probe)
+    assert any(r["event"] == "page-faults" and r["status"] == "ok" for r in document[-1].get("readings", [])), document
     return path
 
 
