@@ -564,14 +564,15 @@ def test_no_settlement_before_min_rounds_wherever_it_is_read():
 @needs_tracepoints
 def test_ab_max_time_before_min_runs_is_not_settled(programs):
     # page faults of the same program are equal: the sequence is [1, 1] from round 6, but --max-time ends the
-    # rounds before --min-runs 50
-    result = _ab("--metric", "page-faults", "--min-runs", "50", "--max-time", "1", "--format", "json", "--",
+    # rounds before --min-runs 200. 3 s holds 6 rounds of two 0.02 s spins (CPU time) even when each gets a
+    # fifth of a core (a busy 2-core machine), and under 200 on a quiet one (about 60)
+    result = _ab("--metric", "page-faults", "--min-runs", "200", "--max-time", "3", "--format", "json", "--",
                  str(programs / "spin"), "0.02", ":::", str(programs / "spin"), "0.02")
     assert result.returncode == 4, (result.stdout, result.stderr)
     document = json.loads(result.stdout)
     (b,) = document["comparisons"]
-    assert document["stop"] == "max-time" and 6 <= b["rounds"] < 50 and b["settled"] is False, document
-    table = _ab("--metric", "page-faults", "--min-runs", "50", "--max-time", "1", "--",
+    assert document["stop"] == "max-time" and 6 <= b["rounds"] < 200 and b["settled"] is False, document
+    table = _ab("--metric", "page-faults", "--min-runs", "200", "--max-time", "1", "--",
                 str(programs / "spin"), "0.02", ":::", str(programs / "spin"), "0.02")
     assert table.returncode == 4 and "not settled" in table.stdout and "settled after" not in table.stdout
 
