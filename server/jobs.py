@@ -32,7 +32,8 @@ from perfctl.server.metrics import (
     MACHINE_HEARTBEAT,
     SAMPLES_STORED,
 )
-from perfctl.server.storage import JOB_STATES, Storage, StorageError
+from perfctl.server.storage import JOB_STATES, Storage
+from perfctl.supervise import supervised
 from perfctl.v1 import fleet_pb2 as pb
 
 log = logging.getLogger("perfctl.server")
@@ -94,7 +95,7 @@ class JobHub:
 class JobKeeper:
     """The replica's share of the fleet's job work, every DISPATCH_POLL_S: offer the queued jobs of the
     agents connected here (claimed first), mark lapsed leases lost; and every FLEET_GAUGES_S, the fleet's
-    gauges. A database that fails meanwhile is logged and tried again at the next tick."""
+    gauges. Whatever fails meanwhile (the database) is logged, and the work started again (run)."""
 
     def __init__(self, storage: Storage, hub: JobHub, lease_s: float = DEFAULT_LEASE_S,
                  poll_s: float = DISPATCH_POLL_S):
@@ -122,23 +123,25 @@ class JobKeeper:
         return self.hub.offer(machine, job)
 
     async def run(self) -> None:
-        counting = asyncio.create_task(self._count_samples())  # at its own pace: a count never delays a dispatch
-        try:
-            while True:
-                await asyncio.sleep(self.poll_s)
-                try:
-                    await self.tick()
-                except StorageError as err:
-                    log.warning("job keeper: %s; trying again in %.0f s", err, self.poll_s)
-        finally:
-            counting.cancel()
+        """The ticks, and the count of samples at its own pace (a count never delays a dispatch), each under
+        the supervisor (perfctl/supervise.py): whatever fails (the database gone: DatabaseUnavailable; a bug)
+        is logged with its traceback, counted (perfctl_task_restarts_total) and started again with backoff,
+        until the server cancels this."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(supervised("job keeper", self._keep, logger=log))
+            group.create_task(supervised("sample count", self._count_samples, logger=log))
+
+    async def _keep(self) -> None:
+        # (re)started: the gauges are read at the first tick, not FLEET_GAUGES_S later; after an outage they
+        # would otherwise show the heartbeats of before it for up to that long
+        self._gauges_due = 0.0
+        while True:
+            await asyncio.sleep(self.poll_s)
+            await self.tick()
 
     async def _count_samples(self) -> None:
         while True:
-            try:
-                await asyncio.to_thread(self.samples_gauge)
-            except StorageError as err:
-                log.warning("counting the samples stored: %s", err)
+            await asyncio.to_thread(self.samples_gauge)
             await asyncio.sleep(max(FLEET_GAUGES_S, self._count_due - time.monotonic()))
 
     async def tick(self) -> None:
