@@ -103,7 +103,7 @@ class JobKeeper:
         # this process among the replicas (machines.watched_by): a restarted server is another replica
         self.replica = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.heartbeat_s = heartbeat_seconds(lease_s, HEARTBEAT_SECONDS)
-        self._gauges_due = self._count_due = 0.0
+        self._gauges_due = self._count_due = self._expire_from = 0.0
 
     def connected(self, machine: str, watched_by: str | None, last_heard_ns: int) -> bool:
         """Whether the machine's agent has a job watch open: here, or at another replica that heard from it
@@ -135,6 +135,9 @@ class JobKeeper:
         # (re)started: the gauges are read at the first tick, not FLEET_GAUGES_S later; after an outage they
         # would otherwise show the heartbeats of before it for up to that long
         self._gauges_due = 0.0
+        # nor are leases expired for lease_s: while this keeper (or its database) was down, no agent could renew
+        # one (a heartbeat fails too), and one lapsed meanwhile is not a lost agent; a dead one's is lost then
+        self._expire_from = time.monotonic() + self.lease_s
         while True:
             await asyncio.sleep(self.poll_s)
             await self.tick()
@@ -148,7 +151,9 @@ class JobKeeper:
         for machine, job in await asyncio.to_thread(self.storage.queued_jobs, self.hub.names()):
             if await self.claim_and_offer(machine, job):
                 log.info("job %s sent to %s", job.job_id, machine)
-        lost = await asyncio.to_thread(self.storage.expire_leases, self.lease_s)
+        lost = []
+        if time.monotonic() >= self._expire_from:
+            lost = await asyncio.to_thread(self.storage.expire_leases, self.lease_s)
         for job_id, machine in lost:
             log.warning("job %s on %s lost: no heartbeat for %g s", job_id, machine, self.lease_s)
         JOBS_LOST.inc(len(lost))
