@@ -165,5 +165,11 @@ def test_a_wait_rides_out_a_server_restart_and_says_the_jobs_go_on_when_it_gives
         assert last.startswith("perfctl jobs: UNAVAILABLE: ") and "Traceback" not in last, last
         assert last.endswith(f"; stopped waiting after 2 s; the jobs go on running on the server "
                              f"(perfctl jobs --wait {endless})"), last
+        # replicas, all of them down: the same
+        servers = f"{address},127.0.0.1:{free_port()}"
+        assert main(["jobs", "--server", servers, "--token-file", fleet.client_token, "--wait", endless]) == 2
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith("perfctl jobs: none of the servers ") and last.endswith(
+            f"the jobs go on running on the server (perfctl jobs --wait {endless})"), last
     finally:
         fleet.stop_all()

@@ -27,6 +27,8 @@ def call(args, method: str, request):
 
     try:
         stub, metadata, channel = client.query(args)
+    except client.NoServerAccepted as err:
+        raise ServerUnavailable(f"perfctl {args.command}: {err}") from None
     except (client.ClientError, security.SecurityError) as err:
         raise UsageError(f"perfctl {args.command}: {err}") from None
     try:
