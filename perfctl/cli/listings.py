@@ -14,7 +14,7 @@ from perfctl.report import QUIET, write
 
 POLL_SECONDS = 1.0
 # how long a wait asks again while the server or its database cannot answer (an outage, a restart)
-OUTAGE_RIDE_S = 300.0
+OUTAGE_RIDE_S = 300.0  # --wait's help says "5 minutes"
 WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")  # as the server makes them
 
 
@@ -29,7 +29,8 @@ def wait_options(command, what: str) -> None:
     """--wait and --wait-timeout, for `submit` and `jobs`."""
     command.add_argument("--wait", action="store_true",
                          help=f"wait until {what} done, failed, refused or lost, showing each job's state and runs "
-                              "(live on a terminal, else a line per change, on stderr); Ctrl-C stops waiting, "
+                              "(live on a terminal, else a line per change, on stderr); a server or database "
+                              "that cannot answer is asked again for up to 5 minutes; Ctrl-C stops waiting, "
                               "not the jobs")
     command.add_argument("--wait-timeout", type=duration, metavar="DURATION",
                          help="with --wait: give up waiting after DURATION (90, 90s, 15m, 2h), exit 124")
