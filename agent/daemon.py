@@ -44,6 +44,7 @@ from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label, parse_backends
 from perfctl.output import STOP_SIGNALS
 from perfctl.report.stat import describe_failure
+from perfctl.supervise import Backoff, supervised, supervised_thread
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 from perfctl.wire import job_run_uuid
@@ -430,14 +431,16 @@ class Agent:
         self.stop()
 
     def worker(self) -> None:
+        """The measurement thread, restarted after any failure but a damaged spool (perfctl/supervise.py)."""
+        try:
+            supervised_thread("measurement worker", self._work_until_stopped, self.stopping, logger=log,
+                              fatal=(SpoolError,))
+        except SpoolError as err:
+            self._spool_damaged(err)
+
+    def _work_until_stopped(self) -> None:
         while not self.stopping.is_set():
-            try:
-                self._work()
-            except SpoolError as err:
-                self._spool_damaged(err)
-            except Exception:  # noqa: BLE001 - the worker must outlive any one failure
-                log.exception("measurement worker: unexpected error; going on")
-                self.stopping.wait(1.0)
+            self._work()
 
     def _work(self) -> None:
         why = self._audit_due()
@@ -601,8 +604,9 @@ class Agent:
         self._new_samples = asyncio.Event()
         worker = threading.Thread(target=self.worker, name="perfctl-measure", daemon=True)
         worker.start()
-        try:
-            await self._connect_until_stopped()
+        try:  # a bug in the connection's tasks: logged, counted, connected again (perfctl/supervise.py)
+            await supervised("agent connection", self._connect_until_stopped, logger=log, stopping=self.stopping,
+                             backoff=Backoff(most=self.config.backoff_max))
         finally:
             # whatever ends the network side ends the worker before run_agent closes the spool under it (a
             # stop signal has done so already: its run's tree is not killed a second time meanwhile)
@@ -650,10 +654,6 @@ class Agent:
                 log.warning("server %s: %s", server, group_error.exceptions[0])
             except* SpoolError as group_error:
                 self._spool_damaged(group_error.exceptions[0])
-            except* Exception as group_error:  # noqa: BLE001 - like the worker, the connection outlives a bug
-                for err in group_error.exceptions:
-                    log.error("connection to %s: unexpected error; reconnecting", server,
-                              exc_info=err)
             finally:
                 CONNECTED.set(0)
                 BATCHES_PENDING.set(0)

@@ -54,6 +54,7 @@ from perfctl.agent.events import TYPE_HARDWARE, TYPE_RAW, TYPE_SOFTWARE, TYPE_TR
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Exit, RunControl, Runner
 from perfctl.model import Reading, counted_reading, ok_fields
+from perfctl.supervise import supervised_thread
 
 BACKEND = "perf_event"
 
@@ -539,19 +540,26 @@ class _Closer:
 
     Releasing an inherited perf event costs ~25 µs in the kernel, ~0.2 ms for a run's set; os.close drops
     the GIL, so the next run's spawn and counter opens overlap the last run's teardown. The next benchmark
-    is released only once the teardown is done (wait_idle), so it never shares the machine with it.
+    is released only once the teardown is done (wait_idle), so it never shares the machine with it. The
+    thread runs under the supervisor (perfctl/supervise.py): a close that fails is logged and the thread goes
+    on, and each set is marked done however it ended, so wait_idle never waits for a thread that died.
     """
 
     def __init__(self) -> None:
         self._queue: queue.Queue = queue.Queue()
-        self._thread = threading.Thread(target=self._work, name="perfctl-counter-closer", daemon=True)
+        self._finished = threading.Event()
+        self._thread = threading.Thread(target=supervised_thread, args=("counter closer", self._work, self._finished),
+                                        name="perfctl-counter-closer", daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
         while (fds := self._queue.get()) is not None:
-            for fd in fds:
-                os.close(fd)
-            self._queue.task_done()
+            try:
+                for fd in fds:
+                    os.close(fd)
+            finally:
+                self._queue.task_done()
+        self._finished.set()
 
     def wait_idle(self) -> None:
         self._queue.join()

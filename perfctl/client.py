@@ -26,6 +26,10 @@ class ClientError(ValueError):
     pass
 
 
+class NoServerAccepted(ClientError):
+    """None of the servers accepted a connection: all down or restarting (a wait asks again)."""
+
+
 @dataclass(frozen=True)
 class ClientSettings:
     server: str
@@ -132,7 +136,7 @@ def query(args):
             channel.close()
             continue
         return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel
-    raise ClientError(f"none of the servers {', '.join(servers)} accepted a connection within "
+    raise NoServerAccepted(f"none of the servers {', '.join(servers)} accepted a connection within "
                       f"{CONNECT_TIMEOUT_S:g} s")
 
 

@@ -32,7 +32,8 @@ from perfctl.server.metrics import (
     MACHINE_HEARTBEAT,
     SAMPLES_STORED,
 )
-from perfctl.server.storage import JOB_STATES, Storage, StorageError
+from perfctl.server.storage import JOB_STATES, Storage
+from perfctl.supervise import supervised
 from perfctl.v1 import fleet_pb2 as pb
 
 log = logging.getLogger("perfctl.server")
@@ -94,7 +95,7 @@ class JobHub:
 class JobKeeper:
     """The replica's share of the fleet's job work, every DISPATCH_POLL_S: offer the queued jobs of the
     agents connected here (claimed first), mark lapsed leases lost; and every FLEET_GAUGES_S, the fleet's
-    gauges. A database that fails meanwhile is logged and tried again at the next tick."""
+    gauges. Whatever fails meanwhile (the database) is logged, and the work started again (run)."""
 
     def __init__(self, storage: Storage, hub: JobHub, lease_s: float = DEFAULT_LEASE_S,
                  poll_s: float = DISPATCH_POLL_S):
@@ -102,7 +103,7 @@ class JobKeeper:
         # this process among the replicas (machines.watched_by): a restarted server is another replica
         self.replica = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.heartbeat_s = heartbeat_seconds(lease_s, HEARTBEAT_SECONDS)
-        self._gauges_due = self._count_due = 0.0
+        self._gauges_due = self._count_due = self._expire_from = 0.0
 
     def connected(self, machine: str, watched_by: str | None, last_heard_ns: int) -> bool:
         """Whether the machine's agent has a job watch open: here, or at another replica that heard from it
@@ -122,30 +123,37 @@ class JobKeeper:
         return self.hub.offer(machine, job)
 
     async def run(self) -> None:
-        counting = asyncio.create_task(self._count_samples())  # at its own pace: a count never delays a dispatch
-        try:
-            while True:
-                await asyncio.sleep(self.poll_s)
-                try:
-                    await self.tick()
-                except StorageError as err:
-                    log.warning("job keeper: %s; trying again in %.0f s", err, self.poll_s)
-        finally:
-            counting.cancel()
+        """The ticks, and the count of samples at its own pace (a count never delays a dispatch), each under
+        the supervisor (perfctl/supervise.py): whatever fails (the database gone: DatabaseUnavailable; a bug)
+        is logged with its traceback, counted (perfctl_task_restarts_total) and started again with backoff,
+        until the server cancels this."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(supervised("job keeper", self._keep, logger=log))
+            group.create_task(supervised("sample count", self._count_samples, logger=log))
+
+    async def _keep(self) -> None:
+        # (re)started: the gauges are read at the first tick, not FLEET_GAUGES_S later; after an outage they
+        # would otherwise show the heartbeats of before it for up to that long
+        self._gauges_due = 0.0
+        # nor are leases expired for lease_s: while this keeper (or its database) was down, no agent could renew
+        # one (a heartbeat fails too), and one lapsed meanwhile is not a lost agent; a dead one's is lost then
+        self._expire_from = time.monotonic() + self.lease_s
+        while True:
+            await asyncio.sleep(self.poll_s)
+            await self.tick()
 
     async def _count_samples(self) -> None:
         while True:
-            try:
-                await asyncio.to_thread(self.samples_gauge)
-            except StorageError as err:
-                log.warning("counting the samples stored: %s", err)
+            await asyncio.to_thread(self.samples_gauge)
             await asyncio.sleep(max(FLEET_GAUGES_S, self._count_due - time.monotonic()))
 
     async def tick(self) -> None:
         for machine, job in await asyncio.to_thread(self.storage.queued_jobs, self.hub.names()):
             if await self.claim_and_offer(machine, job):
                 log.info("job %s sent to %s", job.job_id, machine)
-        lost = await asyncio.to_thread(self.storage.expire_leases, self.lease_s)
+        lost = []
+        if time.monotonic() >= self._expire_from:
+            lost = await asyncio.to_thread(self.storage.expire_leases, self.lease_s)
         for job_id, machine in lost:
             log.warning("job %s on %s lost: no heartbeat for %g s", job_id, machine, self.lease_s)
         JOBS_LOST.inc(len(lost))

@@ -44,8 +44,10 @@ from perfctl.server.metrics import (
     SAMPLES_DUPLICATE,
     SAMPLES_INGESTED,
 )
+from perfctl.server.outage import DatabaseOutage
+from perfctl.server.retention import retain
 from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
-from perfctl.server.storage import JobReportError, NoSuchJob, Storage, StorageError
+from perfctl.server.storage import DatabaseUnavailable, JobReportError, NoSuchJob, Storage, StorageError
 from perfctl.server.validation import (
     MAX_BATCH_SAMPLES,
     MAX_MESSAGE_BYTES,
@@ -60,6 +62,7 @@ from perfctl.server.validation import (
     validate_machine_info,
     validate_selection,
 )
+from perfctl.supervise import supervised
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -146,7 +149,7 @@ class GroupCommit:
 
     async def ingest(self, machine: str, rows: list[tuple], payloads: list[bytes]) -> tuple[int, int]:
         if self.task is None:
-            self.task = asyncio.create_task(self._run())
+            self.task = asyncio.create_task(supervised("group commit", self._run, logger=log))
         future = asyncio.get_running_loop().create_future()
         await self.queue.put((machine, (rows, payloads), future))
         return await future
@@ -156,7 +159,13 @@ class GroupCommit:
             pending = [await self.queue.get()]
             while not self.queue.empty():
                 pending.append(self.queue.get_nowait())
-            outcomes = await asyncio.to_thread(self._store, [(m, rows, payloads) for m, (rows, payloads), _ in pending])
+            requests = [(machine, rows, payloads) for machine, (rows, payloads), _ in pending]
+            try:
+                outcomes = await asyncio.to_thread(self._store, requests)
+            except Exception:  # its streams hear it (they resend the batch); the supervisor logs it and restarts
+                for _, _, future in pending:
+                    future.done() or future.set_exception(StorageError("the server could not store the batch"))
+                raise
             for (_, _, future), outcome in zip(pending, outcomes):
                 if future.done():
                     continue
@@ -195,8 +204,8 @@ class GroupCommit:
                 outcomes[index] = self._failure(requests[index][0], err)
         return outcomes
 
-    def _failure(self, machine: str, err: Exception) -> StorageError:
-        if isinstance(err, StorageError):
+    def _failure(self, machine: str, err: Exception) -> Exception:
+        if isinstance(err, (StorageError, DatabaseUnavailable)):  # the latter: UNAVAILABLE (server/outage.py)
             return err
         log.error("storing a batch of %s failed", machine, exc_info=err)
         # A cached machine id may be stale (its row deleted): look it up again on the next batch.
@@ -334,7 +343,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
             self.hub.unwatch(principal.name, queue)
             AGENTS_CONNECTED.set(self.hub.machines())
             if not self.hub.connected(principal.name):
-                with contextlib.suppress(StorageError):  # a database gone meanwhile: the heartbeats' age says it
+                # a database gone meanwhile: the heartbeats' age says it
+                with contextlib.suppress(StorageError, DatabaseUnavailable):
                     await asyncio.to_thread(self.storage.watching, principal.name, self.keeper.replica, False)
 
     async def ReportJob(self, request, context):
@@ -455,6 +465,8 @@ class QueryService(_Base, rpc.QueryServiceServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
         except (PairingError, ValueError, StorageError) as err:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        except DatabaseUnavailable:
+            raise  # UNAVAILABLE (server/outage.py), not a bug
         except Exception as err:  # noqa: BLE001 - a bug: the client gets one line, the log the traceback
             log.exception("compare %s %s failed", describe(request.a), describe(request.b))
             first = str(err).splitlines()[0] if str(err) else ""
@@ -723,26 +735,6 @@ def _bind(server, listen: str, credentials) -> int:
     return port
 
 
-RETAIN_EVERY_S = 3600.0
-
-
-async def _retain(storage: Storage, retain_s: float) -> None:
-    """`perfctl server --retain`: at start and then hourly, the runs that started more than ``retain_s`` ago
-    are deleted (Storage.prune: in short batches, so ingest goes on). With several replicas each prunes; the
-    second finds nothing left."""
-    while True:
-        try:
-            removed = await asyncio.to_thread(storage.prune, time.time_ns() - int(retain_s * 1e9))
-        except StorageError as err:
-            log.warning("retention: %s; trying again in %.0f s", err, RETAIN_EVERY_S)
-        else:
-            if removed:
-                log.info("retention: deleted %d runs older than %s (%s)", sum(removed.values()),
-                         f"{retain_s / 86400:g} days" if retain_s >= 86400 else f"{retain_s:g} s",
-                         ", ".join(f"{m}: {n}" for m, n in sorted(removed.items())))
-        await asyncio.sleep(RETAIN_EVERY_S)
-
-
 async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grace: float = 10.0,
                 ready: asyncio.Event | None = None, decode_workers: int = 1,
                 compare_limit: int = MAX_COMPARE_RUNS, lease_s: float = DEFAULT_LEASE_S,
@@ -752,7 +744,8 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
     OSError("cannot listen on ADDRESS: why") when the address, or one of those it resolves to, cannot be
     bound. SO_REUSEPORT is off (gRPC turns it on by default): a second server on a taken port must fail, not
     silently share the port and split the agents between two databases."""
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    server = grpc.aio.server(interceptors=[DatabaseOutage()],
+                             options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),
                                       ("grpc.http2.max_pings_without_data", 0),
@@ -778,7 +771,7 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         await server.start()
         keeping = [asyncio.create_task(keeper.run())]
         if retain_s is not None:
-            keeping.append(asyncio.create_task(_retain(storage, retain_s)))
+            keeping.append(asyncio.create_task(supervised("retention", lambda: retain(storage, retain_s), logger=log)))
         log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -28,6 +28,13 @@ from sqlalchemy.types import BigInteger
 from perfctl.server import migrations
 from perfctl.server.decode import row_fields
 from perfctl.server.schema import audits, benchmarks, contexts, jobs, machines, samples, series, shapes
+from perfctl.server.storage_errors import (  # noqa: F401 - the storage's errors, imported from here by its users
+    DatabaseUnavailable,
+    JobReportError,
+    NoSuchJob,
+    StorageError,
+    database_errors,
+)
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.wire import inventory_of, job_run_uuid
 
@@ -43,18 +50,6 @@ PRUNE_PAUSE_S = 0.01
 _NO_INTEGERS = np.zeros(0, np.int64)
 SQLITE_PAGE_SIZE = 16384
 SQLITE_CACHE_KIB = 65536
-
-
-class StorageError(Exception):
-    """The database cannot be used as asked; one line for the user."""
-
-
-class NoSuchJob(StorageError):
-    """A job id the database does not hold; one line."""
-
-
-class JobReportError(ValueError):
-    """A job report the job's state cannot take (a state back, more runs than the job has); one line."""
 
 
 # A job moves only forward: queued/dispatched -> running -> done, failed or refused, which are final. A lost
@@ -96,6 +91,7 @@ def _sqlite_pragmas(connection, _record) -> None:
     cursor.close()
 
 
+@database_errors  # an unreachable database is DatabaseUnavailable from every method (server/storage_errors.py)
 class Storage:
     def __init__(self, url: str):
         self.url = url
@@ -748,6 +744,11 @@ class Storage:
         """A series after its old runs went: gone if none is left, else starting at its oldest run left
         (compare's default selection and `perfctl benchmarks` read first and last starts here)."""
         with self._write_lock, self.engine.begin() as conn:
+            # The series row is written (locked) before its runs are read: an ingest that adds a run to it
+            # either committed before (its run is read below) or waits for this commit (and re-creates the row
+            # if it went). Read first, a run committed between the read and the delete lost its row (11 of
+            # 740 prunes racing ingest on PostgreSQL). On SQLite the write takes the database's write lock.
+            conn.execute(update(series).where(series.c.id == row.id).values(first_ns=series.c.first_ns))
             # from the runs left, not from row: a late run (an agent's backlog) may have joined the series
             first = conn.execute(select(func.min(samples.c.start_time_ns)).where(*_runs_of(row))).scalar()
             if first is None:

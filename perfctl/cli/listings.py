@@ -13,6 +13,8 @@ from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
 
 POLL_SECONDS = 1.0
+# how long a wait asks again while the server or its database cannot answer (an outage, a restart)
+OUTAGE_RIDE_S = 300.0  # --wait's help says "5 minutes"
 WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")  # as the server makes them
 
 
@@ -27,7 +29,8 @@ def wait_options(command, what: str) -> None:
     """--wait and --wait-timeout, for `submit` and `jobs`."""
     command.add_argument("--wait", action="store_true",
                          help=f"wait until {what} done, failed, refused or lost, showing each job's state and runs "
-                              "(live on a terminal, else a line per change, on stderr); Ctrl-C stops waiting, "
+                              "(live on a terminal, else a line per change, on stderr); a server or database "
+                              "that cannot answer is asked again for up to 5 minutes; Ctrl-C stops waiting, "
                               "not the jobs")
     command.add_argument("--wait-timeout", type=duration, metavar="DURATION",
                          help="with --wait: give up waiting after DURATION (90, 90s, 15m, 2h), exit 124")
@@ -124,7 +127,7 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
     the progress; submit prints job ids instead). Returns the wait's exit code (JobsWaitReport.exit_code).
     On Ctrl-C it says that the jobs go on running on the server and how to wait again, and lets the
     interrupt end the command (exit 130)."""
-    from perfctl.cli.remote import call
+    from perfctl.cli.remote import ServerUnavailable, call
     from perfctl.server.validation import MAX_JOB_IDS
     from perfctl.v1 import fleet_pb2 as pb
 
@@ -144,23 +147,47 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
         if listed is not None:
             found, listed = listed, None
         else:
-            found = [job for start in range(0, len(ids), MAX_JOB_IDS) for job in
-                     call(args, "GetJobs", pb.GetJobsRequest(job_ids=ids[start:start + MAX_JOB_IDS])).jobs]
+            found = ride_out(lambda: [job for start in range(0, len(ids), MAX_JOB_IDS) for job in call(
+                args, "GetJobs", pb.GetJobsRequest(job_ids=ids[start:start + MAX_JOB_IDS])).jobs])
         return select_jobs(found, ids, command)
 
+    hint = f"the jobs go on running on the server (perfctl jobs --wait {' '.join(ids)})"
     try:
         with progress:
             report = watch_jobs(poll, progress.show, args.wait_timeout, verbosity(args))
             ids = [j.job_id for j in report.jobs]
     except KeyboardInterrupt:
-        say(f"{command}: stopped waiting; the jobs go on running on the server (perfctl jobs --wait "
-            f"{' '.join(ids)})")
+        say(f"{command}: stopped waiting; {hint}")
         raise
+    except ServerUnavailable as err:
+        raise UsageError(f"{err}; stopped waiting after {OUTAGE_RIDE_S:g} s; {hint}") from None
     if not report.finished or report.failed or not quiet:
         say(f"{command}: {report.summary()}")
     if fmt is not None:
         write(report, fmt, console())
     return report.exit_code()
+
+
+def ride_out(fetch, *, clock=time.monotonic, sleep=time.sleep):
+    """``fetch()``, asked again every POLL_SECONDS while the server or its database cannot answer
+    (ServerUnavailable), saying so once on stderr; the last ServerUnavailable after OUTAGE_RIDE_S."""
+    from perfctl.cli.remote import ServerUnavailable
+
+    since = None
+    while True:
+        try:
+            result = fetch()
+        except ServerUnavailable as err:
+            if since is None:
+                since = clock()
+                say(f"{err}; still waiting (asking again for up to {OUTAGE_RIDE_S:g} s)")
+            if clock() - since >= OUTAGE_RIDE_S:
+                raise
+            sleep(POLL_SECONDS)
+            continue
+        if since is not None:
+            say(f"the server answers again after {clock() - since:.0f} s")
+        return result
 
 
 def watch_jobs(poll, show, timeout: float | None, verbosity: int = 0, *, clock=time.monotonic,

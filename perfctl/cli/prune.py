@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from perfctl import state
-    from perfctl.server.storage import Storage, StorageError, database_url
+    from perfctl.server.storage import DatabaseUnavailable, Storage, StorageError, database_url
 
     before_ns = time.time_ns() - int(args.older_than * 1e9)
     if not args.db:  # a database to prune, not one made empty here (and a state directory made with it)
@@ -42,7 +42,7 @@ def run(args) -> int:
         raise UsageError(f"perfctl prune: {err}") from None
     try:
         removed = storage.prune(before_ns, args.machine, dry_run=args.dry_run)
-    except StorageError as err:
+    except (StorageError, DatabaseUnavailable) as err:  # the latter: the database went away meanwhile
         raise UsageError(f"perfctl prune: {err}") from None
     finally:
         storage.close()

@@ -10,20 +10,32 @@ from perfctl.output import UsageError
 from perfctl.report import QUIET, VERBOSE
 
 
+class ServerUnavailable(UsageError):
+    """The server, or its database, cannot answer now (UNAVAILABLE: stopped, restarting, its database down;
+    DEADLINE_EXCEEDED: hung): a wait asks again (perfctl/cli/listings.py), a command says it in one line."""
+
+
+TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
 def call(args, method: str, request):
-    """One QueryService call; connection and server errors become one-line usage errors."""
+    """One QueryService call; connection and server errors become one-line usage errors (ServerUnavailable
+    for those that may pass)."""
     import grpc
 
     from perfctl import client, security
 
     try:
         stub, metadata, channel = client.query(args)
+    except client.NoServerAccepted as err:
+        raise ServerUnavailable(f"perfctl {args.command}: {err}") from None
     except (client.ClientError, security.SecurityError) as err:
         raise UsageError(f"perfctl {args.command}: {err}") from None
     try:
         return getattr(stub, method)(request, metadata=metadata, timeout=60)
     except grpc.RpcError as err:
-        raise UsageError(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
+        error = ServerUnavailable if err.code().name in TRANSIENT_CODES else UsageError
+        raise error(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
     finally:
         channel.close()
 

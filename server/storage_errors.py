@@ -1,0 +1,87 @@
+"""The storage's errors, and the one place where the database driver's errors become them.
+
+Every method of ``Storage`` (server/storage.py, decorated with ``database_errors``) raises, when the database
+cannot be reached or dropped the connection (PostgreSQL stopped or restarting, a network cut, SQLite locked
+past its busy timeout), ``DatabaseUnavailable``, whatever layer saw it first: SQLAlchemy (OperationalError,
+InterfaceError, an invalidated connection) or the driver's own cursor (the raw inserts and reads of
+storage.py). Its callers handle one type: the gRPC layer answers UNAVAILABLE "database unavailable; try
+again" (server/outage.py), the background tasks restart under perfctl/supervise.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from sqlalchemy import exc
+
+
+class StorageError(Exception):
+    """The database cannot be used as asked; one line for the user."""
+
+
+class NoSuchJob(StorageError):
+    """A job id the database does not hold; one line."""
+
+
+class JobReportError(ValueError):
+    """A job report the job's state cannot take (a state back, more runs than the job has); one line."""
+
+
+class DatabaseUnavailable(Exception):
+    """The database cannot be reached now; asking again later may work. Not a StorageError: that is a refusal
+    of the request (FAILED_PRECONDITION), this is the server's state (UNAVAILABLE). Its text names the
+    driver's first line, for the server's log, which may hold paths and addresses: clients never see it."""
+
+
+def _unavailable(storage, err: BaseException) -> bool:
+    if isinstance(err, (exc.OperationalError, exc.InterfaceError)):
+        return True
+    if isinstance(err, exc.DBAPIError) and err.connection_invalidated:
+        return True
+    dbapi = getattr(getattr(storage, "engine", None), "dialect", None)
+    dbapi = getattr(dbapi, "loaded_dbapi", None)
+    # the driver's own cursors (storage.py's raw inserts and reads) raise the driver's classes
+    return dbapi is not None and isinstance(err, (dbapi.OperationalError, dbapi.InterfaceError))
+
+
+def _translated(storage, err: BaseException) -> DatabaseUnavailable | None:
+    if not _unavailable(storage, err):
+        return None
+    original = getattr(err, "orig", None) or err
+    first = str(original).strip().splitlines()[0] if str(original).strip() else type(original).__name__
+    return DatabaseUnavailable(f"database unavailable: {first}")
+
+
+def _wrap(function):
+    if inspect.isgeneratorfunction(function):
+        @functools.wraps(function)
+        def generator(self, *args, **kwargs):
+            try:
+                yield from function(self, *args, **kwargs)
+            except Exception as err:
+                translated = _translated(self, err)
+                if translated is None:
+                    raise
+                raise translated from err
+        return generator
+
+    @functools.wraps(function)
+    def method(self, *args, **kwargs):
+        try:
+            return function(self, *args, **kwargs)
+        except Exception as err:
+            translated = _translated(self, err)
+            if translated is None:
+                raise
+            raise translated from err
+    return method
+
+
+def database_errors(cls):
+    """Class decorator: every public method of ``cls`` raises DatabaseUnavailable for the driver's errors
+    of an unreachable database (generators too, while they are iterated)."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _wrap(member))
+    return cls
