@@ -30,6 +30,7 @@ from perfctl.server.metrics import (
     DATABASE_SIZE,
     JOBS,
     JOBS_LOST,
+    JOBS_OFFERED_AGAIN,
     MACHINE_AUDIT_TIME,
     MACHINE_AUDIT_VERDICT,
     MACHINE_HEARTBEAT,
@@ -148,6 +149,8 @@ class JobKeeper:
     async def tick(self) -> None:
         # expiry first: a job queued again for want of its agent's confirmation goes out in the same tick
         requeued, lost = await asyncio.to_thread(self.deliveries.expire)
+        JOBS_OFFERED_AGAIN.inc(len(requeued))
+        JOBS_LOST.inc(len(lost))
         for job_id, machine in requeued:
             log.warning("job %s on %s offered again: its agent did not confirm it within %g s", job_id, machine,
                         self.deliveries.deadline_s)
@@ -156,7 +159,6 @@ class JobKeeper:
         for machine, job in await asyncio.to_thread(self.storage.queued_jobs, self.hub.names()):
             if await self.claim_and_offer(machine, job):
                 log.info("job %s sent to %s", job.job_id, machine)
-        JOBS_LOST.inc(len(lost))
         if time.monotonic() >= self._gauges_due:
             await asyncio.to_thread(self.fleet_gauges)
             self._gauges_due = time.monotonic() + FLEET_GAUGES_S
