@@ -37,13 +37,13 @@ def _state(storage: Storage, job_id: str) -> dict:
     return next(row for row in storage.list_jobs() if row["id"] == job_id)
 
 
-def test_a_job_its_agent_does_not_confirm_is_offered_again_through_the_replica_it_watches(tmp_path):
+def test_a_job_its_agent_does_not_confirm_is_offered_again_through_the_replica_it_watches(database_url):
     """The transition itself, on the database: sent through A's watch, never confirmed, the heartbeats (now
     through B) do not keep it; at the delivery deadline it is queued again, and only the replica holding the
     agent's newest watch (B) may claim it."""
     from perfctl.server.delivery import Deliveries
 
-    storage = Storage(f"sqlite:///{tmp_path}/perfctl.db")
+    storage = Storage(database_url)
     _machine(storage, "box")
     at_a, at_b = Deliveries(storage, "A", lease_s=30, deadline_s=3), Deliveries(storage, "B", lease_s=30, deadline_s=3)
     job_id, confirmed = storage.create_job("box", _job()), storage.create_job("box", _job())
@@ -73,13 +73,13 @@ def test_a_job_its_agent_does_not_confirm_is_offered_again_through_the_replica_i
     storage.close()
 
 
-def test_a_late_confirmation_takes_the_requeued_job_back(tmp_path):
+def test_a_late_confirmation_takes_the_requeued_job_back(database_url):
     """The first delivery arrives after the deadline requeued the job: the agent's heartbeat naming it makes it
     dispatched again (the agent has it), so no replica sends it a second time; were one to, the agent keeps
     the job by its id and runs each run once (uuid5(job, k))."""
     from perfctl.server.delivery import Deliveries
 
-    storage = Storage(f"sqlite:///{tmp_path}/perfctl.db")
+    storage = Storage(database_url)
     _machine(storage, "box")
     storage.watching("box", "A", True)
     deliveries = Deliveries(storage, "A", lease_s=30, deadline_s=3)
