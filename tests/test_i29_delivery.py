@@ -102,6 +102,7 @@ def test_a_job_its_agent_never_confirms_is_sent_again_after_the_deadline(tmp_pat
     """A real server and a real job watch whose agent drops the job it was sent (what a connection gone without
     a packet saying so amounts to) while it keeps heartbeating: the job is sent again once its delivery
     deadline passes, and only then; confirmed, it is kept for the whole lease, and lost after it."""
+    import contextlib
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -122,18 +123,25 @@ def test_a_job_its_agent_never_confirms_is_sent_again_after_the_deadline(tmp_pat
 
     def heartbeats() -> None:
         while beating:
-            agent.Heartbeat(pb.HeartbeatRequest(state="idle", held_job_ids=held), metadata=metadata, timeout=5)
+            with contextlib.suppress(grpc.RpcError):  # one slow under load: the next names the same jobs
+                agent.Heartbeat(pb.HeartbeatRequest(state="idle", held_job_ids=held), metadata=metadata, timeout=5)
             time.sleep(0.5)
 
-    def state(job_id: str) -> dict:
-        result = fleet.client("jobs", "--json", server=address)
-        assert result.returncode == 0, result.stderr
-        return next(job for job in json.loads(result.stdout) if job["job_id"] == job_id)
+    query = rpc.QueryServiceStub(channel)
+    client_metadata = (("authorization", f"Bearer {open(fleet.client_token).read().strip()}"),)
+
+    def state(job_id: str) -> pb.JobStatus:
+        (job,) = query.GetJobs(pb.GetJobsRequest(job_ids=[job_id]), metadata=client_metadata, timeout=10).jobs
+        return job
 
     try:
         info = pb.MachineInfo(name="box", machine_id="m" * 32, inventory_json="{}")
         wait_for(lambda: _answers(lambda: agent.Register(pb.RegisterRequest(machine=info), metadata=metadata,
                                                          timeout=5)), 60, "the server")
+        for hostile, problem in ((["x"], "not a UUID"), ([str(uuid.uuid4()) for _ in range(1001)], "at most 1000")):
+            with pytest.raises(grpc.RpcError) as refused:
+                agent.Heartbeat(pb.HeartbeatRequest(state="idle", held_job_ids=hostile), metadata=metadata, timeout=5)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and problem in refused.value.details()
         watch = agent.WatchJobs(pb.WatchJobsRequest(), metadata=metadata)
         beat = pool.submit(heartbeats)
         submitted = fleet.client("submit", "--machines", "box", "-r", "1", "--", "/bin/true", server=address)
@@ -142,17 +150,18 @@ def test_a_job_its_agent_never_confirms_is_sent_again_after_the_deadline(tmp_pat
         sent = time.monotonic()
         again = pool.submit(next, watch).result(timeout=30)
         waited = time.monotonic() - sent
-        assert again.job_id == first.job_id and 3 <= waited < 3 + 1 + 3, waited  # deadline, a keeper tick, slack
+        # the deadline runs from the claim, a moment before this watch read the first copy; then a keeper tick
+        assert again.job_id == first.job_id and 2 <= waited < 3 + 1 + 4, waited
         assert f"job {first.job_id} on box offered again" in fleet.log("server")
         held.append(first.job_id)  # now it keeps it: confirmed, it is not sent a third time
         third = pool.submit(next, watch)
         with pytest.raises(FutureTimeout):
             third.result(timeout=5)  # past a second deadline (3 s) and a keeper tick
-        assert state(first.job_id)["state"] == "dispatched"
+        assert state(first.job_id).state == "dispatched"
         beating = False  # the agent falls silent: a job it has is lost at the end of its lease, not sent again
         beat.result(timeout=10)
-        lost = wait_for(lambda: (job := state(first.job_id))["state"] == "lost" and job, 15, "the job lost")
-        assert "no heartbeat from its agent for 3 s" in lost["message"]
+        lost = wait_for(lambda: (job := state(first.job_id)).state == "lost" and job, 15, "the job lost")
+        assert "no heartbeat from its agent for 3 s" in lost.message
         watch.cancel()
     finally:
         beating = False
