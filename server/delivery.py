@@ -16,6 +16,12 @@ replica may race on (the database is the only state they share):
    through whichever replica the agent's watch is open at; a delivered or running job whose lease lapsed is
    lost (its agent may be measuring it: `perfctl jobs --retry` decides), as before.
 
+Why the heartbeat carries the confirmation, rather than an ack call per job or a two-way job watch: it states
+what the agent holds (state, not an event), so a confirmation lost with a connection is simply repeated by the
+next heartbeat, through whichever replica the agent reaches, with no acks of acks; it is the call that renews
+the leases already, so confirming and renewing are one transaction; an older server ignores the field, and
+the agent sends a heartbeat at once when a job arrives, so a delivery is confirmed in milliseconds.
+
 An agent never runs a job twice however often it is offered: its spool keeps each job by id, and run k of job
 J is stored as uuid5(J, k) once. Agents older than acknowledged delivery name no jobs: a job of theirs is
 offered again each deadline until it starts (they report it running), and still runs once.
