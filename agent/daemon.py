@@ -39,6 +39,7 @@ from prometheus_client import Counter, Gauge
 from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
+from perfctl.agent.jobs import Delivery
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label, parse_backends
@@ -638,11 +639,12 @@ class Agent:
                 log.info("registered with %s as %s", server, self.config.name)
                 CONNECTED.set(1)
                 self.backoff = 0.5
+                delivery = Delivery(self.spool, lambda: self._current_job, self._spool_write_async, self._job_wakeup)
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self._send(stub, metadata, min(response.max_batch_samples or 500,
                                                                      self.config.batch_max)))
-                    group.create_task(self._heartbeat(stub, metadata, response.heartbeat_seconds or 10))
-                    group.create_task(self._watch(stub, metadata))
+                    group.create_task(delivery.heartbeat(stub, metadata, response.heartbeat_seconds or 10))
+                    group.create_task(delivery.watch(stub, metadata))
                     group.create_task(self._report(stub, metadata))
                     group.create_task(self._until_stopped())
             except* grpc.aio.AioRpcError as group_error:
@@ -756,21 +758,6 @@ class Agent:
         finally:
             reader.cancel()
             call.cancel()
-
-    async def _heartbeat(self, stub, metadata, seconds: int) -> None:
-        while True:
-            request = pb.HeartbeatRequest(state="running" if self._current_job else "idle",
-                                          samples_pending=await asyncio.to_thread(self.spool.count))
-            if self._current_job:
-                request.job_id = self._current_job
-            await stub.Heartbeat(request, metadata=metadata, timeout=10)
-            await asyncio.sleep(seconds)
-
-    async def _watch(self, stub, metadata) -> None:
-        async for job in stub.WatchJobs(pb.WatchJobsRequest(), metadata=metadata):
-            if await self._spool_write_async(self.spool.add_job, job.job_id, job.SerializeToString()):
-                log.info("job %s: %d commands x %d runs", job.job_id, len(job.commands), job.repetitions)
-                self._job_wakeup.set()
 
     async def _report(self, stub, metadata) -> None:
         while True:

@@ -350,6 +350,13 @@ class Spool:
                            "ORDER BY rowid")
         return [row[0] for row in rows]
 
+    def held_jobs(self, limit: int) -> list[str]:
+        """The newest ``limit`` unfinished jobs' ids: what the agent's heartbeats confirm it holds (an older one
+        was confirmed while it was among the newest)."""
+        rows = self._query("SELECT job_id FROM jobs WHERE state IN ('queued', 'preparing', 'running') "
+                           "ORDER BY rowid DESC LIMIT ?", (limit,))
+        return [row[0] for row in rows]
+
     def unreported(self) -> list[tuple[str, str, str, int]]:
         return self._query("SELECT job_id, state, message, next_index FROM jobs "
                            "WHERE reported = 0 AND state != 'preparing'")

@@ -14,6 +14,10 @@ from perfctl.v1 import fleet_pb2 as pb
 JOB_UUID_NAMESPACE = uuid.UUID("2d6f3c1e-6a8e-4f3b-9a4b-7f1f0c2f7e11")
 
 
+# HeartbeatRequest.held_job_ids: an agent names its newest unfinished jobs, at most these (server/delivery.py)
+MAX_HELD_JOBS = 1000
+
+
 def job_run_uuid(job_id: str, k: int) -> str:
     return str(uuid.uuid5(JOB_UUID_NAMESPACE, f"{job_id}/{k}"))
 

@@ -4,10 +4,12 @@ Any number of `perfctl server` processes may serve one fleet on one PostgreSQL (
 "Replicas"); the database is the only state they share. A job is submitted through any replica and stored
 queued. Every replica offers its connected agents their queued jobs: at once when the job was submitted
 through it, and within ``DISPATCH_POLL_S`` otherwise (``JobKeeper`` asks the database). Sending a job first
-claims it, queued -> dispatched in one conditional statement (Storage.claim_job), so of the replicas and
-watches that offer one job exactly one sends it.
+claims it, queued -> dispatched in one conditional statement, by the replica holding the agent's newest watch
+only (server/delivery.py), so of the replicas and watches that offer one job exactly one sends it.
 
-A dispatched or running job holds a lease until now + lease_s, renewed by every heartbeat of its machine
+A job is dispatched when its agent has it, not when a replica sent it (server/delivery.py): the agent's
+heartbeats name the jobs it holds; one not confirmed within the delivery deadline is queued and offered again.
+A delivered or running job holds a lease until now + lease_s, renewed by every heartbeat of its machine
 (through whichever replica the agent reaches). When the lease lapses (the agent gone for longer than
 ``--job-lease``), a replica marks the job lost, again in one statement, with the reason; it never stays
 dispatched forever. `perfctl jobs --retry ID` queues a lost job again under its id, naming the runs already
@@ -23,10 +25,12 @@ import socket
 import time
 import uuid
 
+from perfctl.server.delivery import DELIVERY_HEARTBEATS, Deliveries
 from perfctl.server.metrics import (
     DATABASE_SIZE,
     JOBS,
     JOBS_LOST,
+    JOBS_OFFERED_AGAIN,
     MACHINE_AUDIT_TIME,
     MACHINE_AUDIT_VERDICT,
     MACHINE_HEARTBEAT,
@@ -103,6 +107,7 @@ class JobKeeper:
         # this process among the replicas (machines.watched_by): a restarted server is another replica
         self.replica = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.heartbeat_s = heartbeat_seconds(lease_s, HEARTBEAT_SECONDS)
+        self.deliveries = Deliveries(storage, self.replica, lease_s, DELIVERY_HEARTBEATS * self.heartbeat_s)
         self._gauges_due = self._count_due = self._expire_from = 0.0
 
     def connected(self, machine: str, watched_by: str | None, last_heard_ns: int) -> bool:
@@ -118,7 +123,7 @@ class JobKeeper:
         On the event loop (the hub is not thread-safe); the claim runs in a thread."""
         if not self.hub.connected(machine):
             return False
-        if not await asyncio.to_thread(self.storage.claim_job, job.job_id, machine, self.lease_s):
+        if not await asyncio.to_thread(self.deliveries.claim, job.job_id, machine):
             return False
         return self.hub.offer(machine, job)
 
@@ -148,19 +153,23 @@ class JobKeeper:
             await asyncio.sleep(max(FLEET_GAUGES_S, self._count_due - time.monotonic()))
 
     async def tick(self) -> None:
+        # expiry first: a job queued again for want of its agent's confirmation goes out in the same tick
+        # no job is marked lost in the first lease after a (re)start (_keep); unconfirmed ones are offered again
+        requeued, lost = await asyncio.to_thread(self.deliveries.expire, None, time.monotonic() >= self._expire_from)
+        JOBS_OFFERED_AGAIN.inc(len(requeued))
+        JOBS_LOST.inc(len(lost))
+        for job_id, machine in requeued:
+            log.warning("job %s on %s offered again: its agent did not confirm it within %g s", job_id, machine,
+                        self.deliveries.deadline_s)
+        for job_id, machine in lost:
+            log.warning("job %s on %s lost: no heartbeat for %g s", job_id, machine, self.lease_s)
         for machine, job in await asyncio.to_thread(self.storage.queued_jobs, self.hub.names()):
             if await self.claim_and_offer(machine, job):
                 log.info("job %s sent to %s", job.job_id, machine)
-        lost = []
-        if time.monotonic() >= self._expire_from:
-            lost = await asyncio.to_thread(self.storage.expire_leases, self.lease_s)
-        for job_id, machine in lost:
-            log.warning("job %s on %s lost: no heartbeat for %g s", job_id, machine, self.lease_s)
-        JOBS_LOST.inc(len(lost))
         if time.monotonic() >= self._gauges_due:
             await asyncio.to_thread(self.fleet_gauges)
             self._gauges_due = time.monotonic() + FLEET_GAUGES_S
-        elif lost:
+        elif lost or requeued:
             await asyncio.to_thread(self.job_gauge)
 
     def job_gauge(self) -> None:

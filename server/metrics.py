@@ -20,6 +20,8 @@ for _reason in ("invalid", "storage", "unauthorized"):  # at 0 from the start: i
 AGENTS_CONNECTED = Gauge("perfctl_agents_connected", "Agents with an open job watch on this replica")
 JOBS = Gauge("perfctl_jobs", "Jobs by state", ["state"])
 JOBS_LOST = Counter("perfctl_jobs_lost_total", "Jobs this replica marked lost (their agent's lease lapsed)")
+JOBS_OFFERED_AGAIN = Counter("perfctl_jobs_offered_again_total",
+                             "Jobs this replica queued again: sent, but not confirmed by their agent in time")
 MACHINE_HEARTBEAT = Gauge("perfctl_machine_last_heartbeat_timestamp_seconds",
                           "Unix time of the machine's last heartbeat or registration", ["machine"])
 MACHINE_AUDIT_VERDICT = Gauge("perfctl_machine_audit_verdict",

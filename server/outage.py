@@ -1,11 +1,13 @@
 """What a gRPC call hears while the database is down: UNAVAILABLE, "database unavailable; try again".
 
 Storage raises DatabaseUnavailable from every method when the database cannot be reached
-(server/storage_errors.py); this interceptor is the one place that answers it, for every service and every
-kind of call (unary, streaming), so no handler needs its own case. The client hears one line without the
-driver's text (socket paths, addresses); UNAVAILABLE tells agents to reconnect (to another replica, if they
-have several) and clients' waits to ask again (perfctl/cli/listings.py). The server's log says it once per
-OUTAGE_LOG_S with the driver's first line and how many calls were answered so, never a traceback per call.
+(server/storage_errors.py), and the driver's own errors from modules that use its connections (delivery,
+listings) are told apart by the same test (storage_errors.unavailable); this interceptor is the one place that
+answers it, for every service and every kind of call (unary, streaming), so no handler needs its own case. The
+client hears one line without the driver's text (socket paths, addresses); UNAVAILABLE tells agents to
+reconnect (to another replica, if they have several) and clients' waits to ask again
+(perfctl/cli/listings.py). The server's log says it once per OUTAGE_LOG_S with the driver's first line and how
+many calls were answered so, never a traceback per call.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 
 import grpc
 
-from perfctl.server.storage_errors import DatabaseUnavailable
+from perfctl.server.storage_errors import DatabaseUnavailable, unavailable
 
 log = logging.getLogger("perfctl.server")
 
@@ -52,15 +54,19 @@ class DatabaseOutage(grpc.aio.ServerInterceptor):
                 try:
                     async for response in behavior(request, context):
                         yield response
-                except DatabaseUnavailable as err:
-                    self._answered(method, err)
+                except Exception as err:  # noqa: BLE001 -- only an unreachable database is answered here
+                    if (outage := unavailable(err)) is None:
+                        raise
+                    self._answered(method, outage)
                     await context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_DETAILS)
             return streaming
 
         async def unary(request, context):
             try:
                 return await behavior(request, context)
-            except DatabaseUnavailable as err:
-                self._answered(method, err)
+            except Exception as err:  # noqa: BLE001 -- only an unreachable database is answered here
+                if (outage := unavailable(err)) is None:
+                    raise
+                self._answered(method, outage)
                 await context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_DETAILS)
         return unary

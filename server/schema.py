@@ -130,6 +130,7 @@ jobs = Table(
     Column("updated_ns", BigInteger, nullable=False),
     Column("lease_ns", BigInteger),  # a dispatched or running job's lease lapses then (migration 0006)
     Column("failed_runs", Integer),  # of a job done or failed: its measured runs not ok (migration 0007)
+    Column("delivered_ns", BigInteger),  # its agent first confirmed holding it then (server/delivery.py, 0008)
     Index("ix_jobs_machine_state", "machine", "state"),
     Index("ix_jobs_state_lease", "state", "lease_ns"),
 )

@@ -255,7 +255,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         now_ns = time.time_ns()
         await self._db(context, self.storage.register, info, now_ns)
         # an agent back (here, or at another replica) renews its jobs' leases at once, not at its first heartbeat
-        await self._db(context, self.storage.heard, info.name, now_ns, self.keeper.lease_s)
+        await self._db(context, self.keeper.deliveries.heard, info.name, now_ns)
         log.info("agent %s registered", info.name)
         return pb.RegisterResponse(agent_id=info.name,
                                    heartbeat_seconds=self.keeper.heartbeat_s,
@@ -313,7 +313,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         problem = validate_heartbeat(request)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        await self._db(context, self.storage.heard, principal.name, time.time_ns(), self.keeper.lease_s)
+        await self._db(context, self.keeper.deliveries.heard, principal.name, time.time_ns(), request.held_job_ids)
         return pb.HeartbeatResponse()
 
     async def WatchJobs(self, request, context):
@@ -326,8 +326,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                 # queued: submitted while no agent of this name was connected; claimed first, as JobKeeper
                 # does, for another replica may be offering it too. Dispatched or running: sent again (the
                 # agent knows a job it has by its id), so a restarted agent with an empty spool gets it.
-                if state != "queued" or await self._db(context, self.storage.claim_job, job.job_id,
-                                                       principal.name, self.keeper.lease_s):
+                if state != "queued" or await self._db(context, self.keeper.deliveries.claim, job.job_id,
+                                                       principal.name):
                     queue.put_nowait(job)
             while True:
                 try:
@@ -335,8 +335,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                 except TimeoutError:
                     await self._still_authorized(context, principal)
                     continue
-                # a job taken here but not sent is dispatched in the database: the next watch sends it again,
-                # or its lease lapses
+                # a job taken here but never confirmed by the agent is queued again at its delivery deadline
+                # and offered through whichever replica the agent is at (server/delivery.py)
                 await self._still_authorized(context, principal)
                 yield job
         finally:

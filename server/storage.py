@@ -8,6 +8,7 @@ commit survives a crash of the machine, not only of the server.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -54,7 +55,8 @@ SQLITE_CACHE_KIB = 65536
 
 # A job moves only forward: queued/dispatched -> running -> done, failed or refused, which are final. A lost
 # job (its lease lapsed: server/jobs.py) takes its agent's report when the agent comes back after all; it
-# goes back to queued only by `perfctl jobs --retry` (retry_job).
+# goes back to queued only by `perfctl jobs --retry` (retry_job). A dispatched job its agent never confirmed
+# goes back to queued at its delivery deadline (server/delivery.py).
 JOB_MOVES = {"queued": {"running", "done", "failed", "refused"},
              "dispatched": {"running", "done", "failed", "refused"},
              "running": {"running", "done", "failed", "refused"},
@@ -162,14 +164,11 @@ class Storage:
         self._machine_kernels[info.name] = _kernel(info.inventory_json)
         return pk
 
-    def heard(self, name: str, now_ns: int, lease_s: float | None = None) -> None:
-        """The machine was heard from now; with ``lease_s``, the leases of its dispatched and running jobs are
-        renewed until now + lease_s (a heartbeat: server/jobs.py)."""
+    @contextlib.contextmanager
+    def write(self):
+        """A write transaction, one at a time in this process (SQLite has a single writer)."""
         with self._write_lock, self.engine.begin() as conn:
-            conn.execute(update(machines).where(machines.c.name == name).values(last_heard_ns=now_ns))
-            if lease_s is not None:
-                conn.execute(update(jobs).where(jobs.c.machine == name, jobs.c.state.in_(LEASED_JOB_STATES))
-                             .values(lease_ns=now_ns + int(lease_s * 1e9)))
+            yield conn
 
     def machine_pk(self, name: str) -> int | None:
         if name not in self._machine_ids:
@@ -612,18 +611,6 @@ class Storage:
             samples.c.machine == machine_pk, samples.c.benchmark.in_(benchmarks_run), samples.c.job_id == job_id,
             samples.c.warmup.is_(False), samples.c.outcome != "ok")).scalar_one()
 
-    def claim_job(self, job_id: str, machine: str, lease_s: float, now_ns: int | None = None) -> bool:
-        """queued -> dispatched, with a lease until now + lease_s, in one statement: of the server replicas
-        (and job watches) that offer one job, exactly one is told True and sends it. A job re-sent on
-        reconnect is not claimed again: it must not move back from running or done."""
-        now_ns = now_ns or time.time_ns()
-        with self._write_lock, self.engine.begin() as conn:
-            claimed = conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine,
-                                                      jobs.c.state == "queued")
-                                   .values(state="dispatched", updated_ns=now_ns,
-                                           lease_ns=now_ns + int(lease_s * 1e9))).rowcount
-        return claimed == 1
-
     def queued_jobs(self, machines: set[str]) -> list[tuple[str, pb.Job]]:
         """(machine, job) of the queued jobs of ``machines``, oldest first: what a replica with those machines'
         agents connected offers them (submitted through any replica)."""
@@ -633,18 +620,6 @@ class Storage:
             rows = conn.execute(select(jobs.c.machine, jobs.c.spec).where(jobs.c.state == "queued")
                                 .order_by(jobs.c.submitted_ns)).all()
         return [(machine, pb.Job.FromString(bytes(spec))) for machine, spec in rows if machine in machines]
-
-    def expire_leases(self, lease_s: float, now_ns: int | None = None) -> list[tuple[str, str]]:
-        """Every dispatched or running job whose lease lapsed becomes lost, in one statement (replicas that
-        race each mark a job once between them). (job id, machine) of those this call marked."""
-        now_ns = now_ns or time.time_ns()
-        message = (f"lost: no heartbeat from its agent for {lease_s:g} s (the job's lease lapsed); the runs "
-                   "stored are kept, and `perfctl jobs --retry ID` queues the rest again")
-        with self._write_lock, self.engine.begin() as conn:
-            rows = conn.execute(update(jobs).where(jobs.c.state.in_(LEASED_JOB_STATES), jobs.c.lease_ns < now_ns)
-                                .values(state="lost", message=message, updated_ns=now_ns, lease_ns=None)
-                                .returning(jobs.c.id, jobs.c.machine)).all()
-        return [(job_id, machine) for job_id, machine in rows]
 
     def retry_job(self, job_id: str, now_ns: int | None = None) -> dict:
         """A lost job queued again under its id, its spec naming the runs already stored (Job.stored_runs:

@@ -34,19 +34,23 @@ class DatabaseUnavailable(Exception):
     driver's first line, for the server's log, which may hold paths and addresses: clients never see it."""
 
 
-def _unavailable(storage, err: BaseException) -> bool:
+def _unavailable(err: BaseException) -> bool:
     if isinstance(err, (exc.OperationalError, exc.InterfaceError)):
         return True
     if isinstance(err, exc.DBAPIError) and err.connection_invalidated:
         return True
-    dbapi = getattr(getattr(storage, "engine", None), "dialect", None)
-    dbapi = getattr(dbapi, "loaded_dbapi", None)
-    # the driver's own cursors (storage.py's raw inserts and reads) raise the driver's classes
-    return dbapi is not None and isinstance(err, (dbapi.OperationalError, dbapi.InterfaceError))
+    # the driver's own cursors (storage.py's raw inserts and reads) raise the driver's classes, which DB-API 2
+    # (PEP 249) names alike in every driver (sqlite3, psycopg): found by name, no driver imported here
+    return any(cls.__name__ in ("OperationalError", "InterfaceError") for cls in type(err).__mro__)
 
 
-def _translated(storage, err: BaseException) -> DatabaseUnavailable | None:
-    if not _unavailable(storage, err):
+def unavailable(err: BaseException) -> DatabaseUnavailable | None:
+    """``err`` as DatabaseUnavailable when it says the database cannot be reached, else None. The one test,
+    used by Storage's methods (database_errors) and by the gRPC layer for any module that reaches the database
+    through Storage.write() or its engine (server/outage.py)."""
+    if isinstance(err, DatabaseUnavailable):
+        return err
+    if not _unavailable(err):
         return None
     original = getattr(err, "orig", None) or err
     first = str(original).strip().splitlines()[0] if str(original).strip() else type(original).__name__
@@ -60,7 +64,7 @@ def _wrap(function):
             try:
                 yield from function(self, *args, **kwargs)
             except Exception as err:
-                translated = _translated(self, err)
+                translated = unavailable(err)
                 if translated is None:
                     raise
                 raise translated from err
@@ -71,7 +75,7 @@ def _wrap(function):
         try:
             return function(self, *args, **kwargs)
         except Exception as err:
-            translated = _translated(self, err)
+            translated = unavailable(err)
             if translated is None:
                 raise
             raise translated from err

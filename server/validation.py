@@ -11,6 +11,7 @@ import math
 import re
 
 from perfctl.model import OUTCOMES, READING_STATUSES, labels_problem, parse_backends
+from perfctl.wire import MAX_HELD_JOBS
 
 MAX_MESSAGE_BYTES = 16 << 20
 MAX_BATCH_SAMPLES = 2000
@@ -462,6 +463,10 @@ def validate_heartbeat(request) -> str | None:
         return f"state {request.state[:32]!r} unknown"
     if request.HasField("job_id") and not _UUID.match(request.job_id):
         return "job_id is not a UUID"
+    if len(request.held_job_ids) > MAX_HELD_JOBS:
+        return f"held_job_ids: {len(request.held_job_ids)} jobs, at most {MAX_HELD_JOBS}"
+    if not all(_UUID.match(job_id) for job_id in request.held_job_ids):
+        return "held_job_ids: a job id is not a UUID"
     return None
 
 

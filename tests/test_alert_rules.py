@@ -26,7 +26,7 @@ KNOWN_METRICS = frozenset({
     # server
     "perfctl_samples_ingested_total", "perfctl_samples_duplicate_total", "perfctl_batches_total",
     "perfctl_ingest_latency_seconds", "perfctl_ingest_errors_total", "perfctl_agents_connected", "perfctl_jobs",
-    "perfctl_jobs_lost_total", "perfctl_machine_last_heartbeat_timestamp_seconds",
+    "perfctl_jobs_lost_total", "perfctl_jobs_offered_again_total", "perfctl_machine_last_heartbeat_timestamp_seconds",
     "perfctl_machine_audit_verdict", "perfctl_machine_audit_timestamp_seconds", "perfctl_database_size_bytes",
     "perfctl_samples_stored",
     # agent

@@ -11,6 +11,7 @@ from alembic.migration import MigrationContext
 from conftest import measure
 
 from perfctl import wire
+from perfctl.server.delivery import Deliveries
 from perfctl.server.schema import metadata
 from perfctl.server.storage import Storage, StorageError
 from perfctl.v1 import fleet_pb2 as pb
@@ -95,26 +96,36 @@ def test_uuid_dedup_holds_across_storage_objects(database_url, real_samples):
 
 def test_a_resent_job_never_moves_back_to_dispatched(database_url):
     storage = Storage(database_url)
+    _machine(storage, "box")
+    storage.watching("box", "r", True)
+    deliveries = Deliveries(storage, "r", lease_s=60, deadline_s=60)
     job_id = storage.create_job("box", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1))
-    assert storage.claim_job(job_id, "box", 60)
+    assert deliveries.claim(job_id, "box")
     assert storage.list_jobs("box")[0]["state"] == "dispatched"
     storage.update_job(job_id, "box", "done")
-    assert not storage.claim_job(job_id, "box", 60)  # the agent reconnected and the job was offered again
+    assert not deliveries.claim(job_id, "box")  # the agent reconnected and the job was offered again
     assert storage.list_jobs("box")[0]["state"] == "done"
 
 
 def test_one_claim_wins_among_replicas(database_url):
-    """Two replicas (two Storage objects on one database) offering the same queued jobs from threads at once:
-    each job is claimed exactly once."""
+    """Two replicas (two Storage objects on one database) offering the same queued jobs from threads at once,
+    both holding a watch of the machine's agent (the older one stale): each job is claimed exactly once, by
+    the replica holding the newest watch (server/delivery.py)."""
     from concurrent.futures import ThreadPoolExecutor
 
     replicas = [Storage(database_url), Storage(database_url)]
+    _machine(replicas[0], "box")
+    replicas[0].watching("box", "old", True)
+    replicas[1].watching("box", "new", True)
+    deliveries = [Deliveries(replicas[0], "old", 60, 60), Deliveries(replicas[1], "new", 60, 60),
+                  Deliveries(replicas[0], "new", 60, 60)]  # two connections of the replica "new"
     job_ids = [replicas[0].create_job("box", pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1))
                for _ in range(40)]
     with ThreadPoolExecutor(8) as pool:
-        claims = list(pool.map(lambda args: args[0].claim_job(args[1], "box", 60),
-                               [(replica, job_id) for job_id in job_ids for replica in replicas for _ in range(2)]))
-    assert sum(claims) == len(job_ids)
+        claims = list(pool.map(lambda args: (args[0].replica, args[0].claim(args[1], "box")),
+                               [(d, job_id) for job_id in job_ids for d in deliveries for _ in range(2)]))
+    assert sum(won for _, won in claims) == len(job_ids)
+    assert {replica for replica, won in claims if won} == {"new"}
     assert {row["state"] for row in replicas[1].list_jobs("box")} == {"dispatched"}
 
 
@@ -124,20 +135,24 @@ def test_a_lapsed_lease_loses_the_job_and_a_heartbeat_keeps_it(database_url):
     _machine(storage, "quiet")
     job = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1)
     kept, lost = storage.create_job("box", job), storage.create_job("quiet", job)
+    storage.watching("box", "r", True)
+    storage.watching("quiet", "r", True)
+    deliveries = Deliveries(storage, "r", lease_s=5, deadline_s=5)
     now = time.time_ns()
-    assert storage.claim_job(kept, "box", 5, now) and storage.claim_job(lost, "quiet", 5, now)
+    assert deliveries.claim(kept, "box", now) and deliveries.claim(lost, "quiet", now)
+    deliveries.heard("quiet", now, [lost])  # its agent has it (delivered), then falls silent
     assert storage.update_job(kept, "box", "running")
-    storage.heard("box", now + 4 * 10**9, lease_s=5)  # renewed until now + 9 s
-    assert storage.expire_leases(5, now + 6 * 10**9) == [(lost, "quiet")]
-    assert storage.expire_leases(5, now + 6 * 10**9) == []  # marked once
+    deliveries.heard("box", now + 4 * 10**9)  # renewed until now + 9 s
+    assert deliveries.expire(now + 6 * 10**9) == ([], [(lost, "quiet")])
+    assert deliveries.expire(now + 6 * 10**9) == ([], [])  # marked once
     rows = {row["id"]: row for row in storage.list_jobs()}
     assert rows[kept]["state"] == "running" and rows[lost]["state"] == "lost"
     assert "no heartbeat from its agent for 5 s" in rows[lost]["message"]
-    assert storage.expire_leases(5, now + 10 * 10**9) == [(kept, "box")]
+    assert deliveries.expire(now + 10 * 10**9) == ([], [(kept, "box")])
     # the agent comes back after all and reports: its report is the truth, and a running job holds a lease
     # again (without one it could never be lost if the agent vanished before its next heartbeat)
     assert storage.update_job(kept, "box", "running", now_ns=now + 11 * 10**9, lease_s=5)
-    assert storage.expire_leases(5, now + 17 * 10**9) == [(kept, "box")]
+    assert deliveries.expire(now + 17 * 10**9) == ([], [(kept, "box")])
     assert storage.update_job(kept, "box", "done", "1 runs", 1)
     row = storage.list_jobs("box")[0]
     assert row["state"] == "done" and row["lease_ns"] is None
@@ -163,8 +178,11 @@ def test_a_retried_job_keeps_the_runs_stored(database_url, real_samples):
         stored.append(sample)
     assert storage.ingest("box", stored) == (3, 0)
     now = time.time_ns()
-    assert storage.claim_job(job_id, "box", 1, now)
-    assert storage.expire_leases(1, now + 2 * 10**9) == [(job_id, "box")]
+    storage.watching("box", "r", True)
+    deliveries = Deliveries(storage, "r", lease_s=1, deadline_s=1)
+    assert deliveries.claim(job_id, "box", now)
+    deliveries.heard("box", now, [job_id])
+    assert deliveries.expire(now + 2 * 10**9) == ([], [(job_id, "box")])
     row = storage.retry_job(job_id)
     assert row["state"] == "queued" and row["samples"] == 3 and row["lease_ns"] is None
     assert list(pb.Job.FromString(bytes(row["spec"])).stored_runs) == [0, 2, 3]
@@ -301,7 +319,10 @@ def test_jobs_dispatched_before_leases_get_one_at_the_upgrade(database_url):
     assert leases == {"d": 5 + 300 * 10**9, "q": None, "f": None}
     # 0007: jobs that ended before failed runs were counted say nothing of them (not 0: they were not counted)
     assert [row["failed_runs"] for row in storage.list_jobs()] == [None] * 3
-    assert storage.expire_leases(300, now_ns=5 + 301 * 10**9) == [("d" * 36, "box")]
+    # 0008: it was never confirmed by its agent (delivery was not acknowledged then): once the lease lapses it
+    # is offered again, rather than lost (server/delivery.py)
+    assert [row["delivered_ns"] for row in storage.list_jobs()] == [None] * 3
+    assert Deliveries(storage, "r", 300, 30).expire(now_ns=5 + 301 * 10**9) == ([("d" * 36, "box")], [])
     storage.close()
 
 

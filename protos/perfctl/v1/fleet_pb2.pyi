@@ -176,14 +176,16 @@ class Ack(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("state", "job_id", "samples_pending")
+    __slots__ = ("state", "job_id", "samples_pending", "held_job_ids")
     STATE_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_PENDING_FIELD_NUMBER: _ClassVar[int]
+    HELD_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     state: str
     job_id: str
     samples_pending: int
-    def __init__(self, state: _Optional[str] = ..., job_id: _Optional[str] = ..., samples_pending: _Optional[int] = ...) -> None: ...
+    held_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, state: _Optional[str] = ..., job_id: _Optional[str] = ..., samples_pending: _Optional[int] = ..., held_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ()
