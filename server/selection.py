@@ -2,7 +2,8 @@
 
 A side is a machine with a selection (protos: Selection; `perfctl compare box-a@commit=abc`): a job, labels
 that every run must carry, a time range, and by default, for each benchmark, only the runs of the most
-recent job on that machine that ran it (its latest run started last), never all history silently.
+recent job on that machine that ran it (the job whose runs the server received last: server/clock.py),
+never all history silently.
 
 The Dataset is built from each run's ``vals`` and ``shape`` (server/schema.py), never from its payload, and
 holds what perfctl/formats/jsonl.py's DatasetBuilder would build from the same runs in a file: the same
@@ -330,19 +331,20 @@ class Selector:
         return 0
 
     def _latest_jobs(self, machine_pk: int, identities: dict, filters: dict) -> dict:
-        """Per job, the benchmark ids whose name's most recent job it is (the job whose last run started
-        last; runs without a job count as one, None). From the series kept at ingest; over the runs
-        themselves when a time range narrows them."""
+        """Per job, the benchmark ids whose name's most recent job it is: the job whose runs the server
+        received last (server/clock.py: never the agent's stamps, which a clock days ahead would keep in
+        front); runs without a job count as one, None. From the series kept at ingest; with a time range,
+        among the series holding runs in it."""
+        found = self.storage.latest_series(machine_pk, filters["benchmark_pks"], filters["context_pks"])
         if filters["since_ns"] or filters["until_ns"]:
-            found = [(b, j, last) for _, b, j, _, _, _, last in self.storage.series(machine_pk, **filters)]
-        else:
-            found = self.storage.latest_series(machine_pk, filters["benchmark_pks"], filters["context_pks"])
+            in_range = {(b, j, context) for _, b, j, context, _, _, _ in self.storage.series(machine_pk, **filters)}
+            found = [row for row in found if row[:3] in in_range]
         latest: dict[str, tuple[int, str]] = {}
-        for benchmark_pk, job_id, last in found:
+        for benchmark_pk, job_id, _context, received in found:
             identity = identities.get(benchmark_pk)
             if identity is None:
                 continue
-            key = (last, job_id or "")
+            key = (received, job_id or "")
             if identity["name"] not in latest or key > latest[identity["name"]]:
                 latest[identity["name"]] = key
         jobs: dict = {}

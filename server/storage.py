@@ -26,8 +26,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.types import BigInteger
 
 from perfctl.server import migrations
+from perfctl.server.clock import ahead_by
 from perfctl.server.decode import row_fields
-from perfctl.server.schema import audits, benchmarks, contexts, jobs, machines, samples, series, shapes
+from perfctl.server.machine_records import LEASED_JOB_STATES, MachineRecords
+from perfctl.server.schema import benchmarks, contexts, jobs, machines, samples, series, shapes
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.wire import inventory_of, job_run_uuid
 
@@ -64,7 +66,6 @@ JOB_MOVES = {"queued": {"running", "done", "failed", "refused"},
              "dispatched": {"running", "done", "failed", "refused"},
              "running": {"running", "done", "failed", "refused"},
              "lost": {"running", "done", "failed", "refused"}}
-LEASED_JOB_STATES = ("dispatched", "running")
 FINAL_COUNTED_STATES = ("done", "failed")  # a job ending so has its failed runs counted (jobs.failed_runs)
 MIGRATION_LOCK = 0x70657266  # pg_advisory_xact_lock key of schema upgrades ("perf")
 
@@ -96,7 +97,7 @@ def _sqlite_pragmas(connection, _record) -> None:
     cursor.close()
 
 
-class Storage:
+class Storage(MachineRecords):
     def __init__(self, url: str):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -120,10 +121,12 @@ class Storage:
         # widen a series (schema.py): SQLite's min() and max() of several arguments are PostgreSQL's least()
         # and greatest()
         smaller, larger, mark = ("min", "max", "?") if self.is_sqlite else ("least", "greatest", "%s")
-        self._series_sql = ("INSERT INTO series (machine, benchmark, job_id, context, first_ns, last_ns) VALUES "
-                            f"({', '.join([mark] * 6)}) ON CONFLICT (machine, benchmark, job_id, context) DO UPDATE "
-                            f"SET first_ns = {smaller}(series.first_ns, excluded.first_ns), "
-                            f"last_ns = {larger}(series.last_ns, excluded.last_ns)")
+        self._series_sql = ("INSERT INTO series (machine, benchmark, job_id, context, first_ns, last_ns, received_ns) "
+                            f"VALUES ({', '.join([mark] * 7)}) ON CONFLICT (machine, benchmark, job_id, context) DO "
+                            f"UPDATE SET first_ns = {smaller}(series.first_ns, excluded.first_ns), "
+                            f"last_ns = {larger}(series.last_ns, excluded.last_ns), "
+                            f"received_ns = {larger}(coalesce(series.received_ns, 0), excluded.received_ns)")
+        self._ahead_sql = f"UPDATE samples SET clock_ahead_ns = {mark} WHERE machine = {mark} AND uuid = {mark}"
         self._machine_ids: dict[str, int] = {}
         self._machine_kernels: dict[str, str] = {}
         self._benchmark_ids: dict[tuple, int] = {}
@@ -157,7 +160,7 @@ class Storage:
                       backends=json.dumps(list(info.backends)),
                       events=json.dumps([{"event": e.event, "supported": e.supported, "reason": e.reason}
                                          for e in info.events]),
-                      agent_version=info.agent_version, last_heard_ns=now_ns)
+                      agent_version=info.agent_version, last_heard_ns=now_ns, retired_ns=None)
         with self._write_lock, self.engine.begin() as conn:
             conn.execute(self._insert_ignore(machines).values(name=info.name, first_seen_ns=now_ns, **values))
             conn.execute(update(machines).where(machines.c.name == info.name).values(**values))
@@ -165,15 +168,6 @@ class Storage:
         self._machine_ids[info.name] = pk
         self._machine_kernels[info.name] = _kernel(info.inventory_json)
         return pk
-
-    def heard(self, name: str, now_ns: int, lease_s: float | None = None) -> None:
-        """The machine was heard from now; with ``lease_s``, the leases of its dispatched and running jobs are
-        renewed until now + lease_s (a heartbeat: server/jobs.py)."""
-        with self._write_lock, self.engine.begin() as conn:
-            conn.execute(update(machines).where(machines.c.name == name).values(last_heard_ns=now_ns))
-            if lease_s is not None:
-                conn.execute(update(jobs).where(jobs.c.machine == name, jobs.c.state.in_(LEASED_JOB_STATES))
-                             .values(lease_ns=now_ns + int(lease_s * 1e9)))
 
     def machine_pk(self, name: str) -> int | None:
         if name not in self._machine_ids:
@@ -196,12 +190,6 @@ class Storage:
             self._machine_kernels[name] = _kernel(inventory or "")
         return self._machine_kernels[name]
 
-    def list_machines(self) -> list[dict]:
-        with self.engine.connect() as conn:
-            counts = dict(conn.execute(select(samples.c.machine, func.count()).group_by(samples.c.machine)).all())
-            rows = conn.execute(select(machines).order_by(machines.c.name)).mappings().all()
-        return [{**row, "samples": counts.get(row["id"], 0)} for row in rows]
-
     def watching(self, name: str, replica: str, watching: bool) -> None:
         """The machine's job watch is open at ``replica`` now, or no longer (if it still was there: a newer
         watch at another replica stays marked)."""
@@ -211,11 +199,6 @@ class Storage:
             else:
                 conn.execute(update(machines).where(machines.c.name == name, machines.c.watched_by == replica)
                              .values(watched_by=None))
-
-    def last_heard(self) -> dict[str, int]:
-        """Each machine's last heartbeat (or registration), unix ns."""
-        with self.engine.connect() as conn:
-            return dict(conn.execute(select(machines.c.name, machines.c.last_heard_ns)).all())
 
     def size(self) -> int:
         """Bytes the database takes: SQLite's file with its write-ahead log, PostgreSQL's pg_database_size."""
@@ -293,12 +276,25 @@ class Storage:
                 stored = self.insert_rows(conn, rows)
                 results.append((stored, len(rows) - stored))
                 self._extend_series(conn, rows)
+                self._flag_clock_ahead(conn, rows)
         self._benchmark_ids.update(fresh)  # only ids whose transaction committed
         self._dictionary_ids.update(fresh_dictionary)
         return results
 
+    def _flag_clock_ahead(self, conn, rows: list[tuple]) -> None:
+        """Runs whose agent-stamped start is after their receipt (server/clock.py): stored as sent, flagged
+        with by how much. Rare, so a statement only then; a duplicate already stored is flagged as it was."""
+        ahead = [(by, row[1], row[0]) for row in rows if (by := ahead_by(row[7], row[8])) is not None]
+        if ahead:
+            cursor = conn.connection.driver_connection.cursor()
+            try:
+                cursor.executemany(self._ahead_sql, ahead)
+            finally:
+                cursor.close()
+
     def _extend_series(self, conn, rows: list[tuple]) -> None:
-        """Widen the (machine, benchmark, job, context) series these rows belong to (schema.py ``series``)."""
+        """Widen the (machine, benchmark, job, context) series these rows belong to (schema.py ``series``), and
+        mark it received now: the server's clock, not the runs' starts, says which job is a machine's latest."""
         starts: dict[tuple, list[int]] = {}
         for row in rows:
             key = (row[1], row[2], row[3] or "", row[10])
@@ -312,7 +308,7 @@ class Storage:
         # through the driver's cursor, as the samples: SQLAlchemy's upsert construct cost 4 ms per batch
         cursor = conn.connection.driver_connection.cursor()
         try:
-            cursor.executemany(self._series_sql, sorted((*key, min(times), max(times))
+            cursor.executemany(self._series_sql, sorted((*key, min(times), max(times), rows[0][8])
                                                         for key, times in starts.items()))
         finally:
             cursor.close()
@@ -340,14 +336,16 @@ class Storage:
                 yield bytes(payload)
 
     def latest_series(self, machine_pk: int, benchmark_pks=None, context_pks=None) -> list:
-        """(benchmark, job_id or None, last start) per series of the machine, from the table kept at ingest."""
-        query = select(series.c.benchmark, series.c.job_id, series.c.last_ns).where(series.c.machine == machine_pk)
+        """(benchmark, job_id or None, context, received) per series of the machine, from the table kept at
+        ingest: ``received`` is when the server last stored a run of it (its last start where no server said)."""
+        query = select(series.c.benchmark, series.c.job_id, series.c.context,
+                       func.coalesce(series.c.received_ns, series.c.last_ns)).where(series.c.machine == machine_pk)
         if benchmark_pks is not None:
             query = query.where(series.c.benchmark.in_(sorted(benchmark_pks)))
         if context_pks is not None:
             query = query.where(series.c.context.in_(sorted(context_pks)))
         with self.engine.connect() as conn:
-            return [(b, j or None, last) for b, j, last in conn.execute(query)]
+            return [(b, j or None, context, received) for b, j, context, received in conn.execute(query)]
 
     def series(self, machine_pk: int | None = None, benchmark_pks=None, context_pks=None, since_ns: int = 0,
                until_ns: int = 0) -> list:
@@ -754,26 +752,6 @@ class Storage:
                 conn.execute(series.delete().where(series.c.id == row.id))
             else:
                 conn.execute(update(series).where(series.c.id == row.id).values(first_ns=first))
-
-    # --- audits ---
-
-    def add_audit(self, machine: str, audit_id: str, time_ns: int, verdict: str, report_json: str) -> None:
-        with self._write_lock, self.engine.begin() as conn:
-            conn.execute(self._insert_ignore(audits).values(id=audit_id, machine=machine, time_ns=time_ns,
-                                                            verdict=verdict, report=report_json))
-
-    def list_audits(self, machine: str | None = None) -> list[dict]:
-        query = select(audits).order_by(audits.c.machine, audits.c.time_ns)
-        if machine:
-            query = query.where(audits.c.machine == machine)
-        with self.engine.connect() as conn:
-            return [dict(row) for row in conn.execute(query).mappings().all()]
-
-    def latest_audits(self) -> dict[str, dict]:
-        latest: dict[str, dict] = {}
-        for row in self.list_audits():
-            latest[row["machine"]] = row  # ordered by time within each machine
-        return latest
 
     def close(self) -> None:
         self.engine.dispose()
