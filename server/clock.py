@@ -12,9 +12,7 @@ received them.
 
 from __future__ import annotations
 
-# NTP keeps clocks within milliseconds; a second of network delay and a batch sent the moment a run
-# started fit well inside. Beyond this, the agent's clock is ahead, not the network slow.
-CLOCK_TOLERANCE_NS = 10 * 1_000_000_000
+from perfctl.wire import CLOCK_TOLERANCE_NS
 
 
 def ahead_by(start_time_ns: int, received_ns: int) -> int | None:
@@ -29,14 +27,3 @@ def heartbeat_skew(agent_time_ns: int, received_ns: int) -> int | None:
     agent older than this field)."""
     return agent_time_ns - received_ns if agent_time_ns > 0 else None
 
-
-def describe_skew(skew_ns: int | None) -> str:
-    """A clock skew in words for `perfctl machines`: "+30.0 d ahead", "-2.1 s behind", "ok", "unknown"."""
-    if skew_ns is None:
-        return "unknown"
-    if abs(skew_ns) <= CLOCK_TOLERANCE_NS:
-        return "ok"
-    seconds = abs(skew_ns) / 1e9
-    amount = f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h" if seconds >= 3600 \
-        else f"{seconds:.0f} s"
-    return f"{amount} {'ahead' if skew_ns > 0 else 'behind'}"

@@ -39,6 +39,10 @@ def add_parser(sub) -> None:
         SIGNAL_EXIT))
     machines.add_argument("name", nargs="?", metavar="NAME",
                           help="show this machine in full: inventory, and every event with why it is unsupported")
+    machines.add_argument("--retire", metavar="NAME",
+                          help="take a decommissioned machine out of service: its heartbeat and audit alerts stop; "
+                               "its runs, jobs and audits are kept; its agent registering again puts it back "
+                               "(refused while its agent is connected)")
     _common(machines, quiet="only machines disconnected or whose latest audit failed (with NAME: its unsupported "
                             "events)")
 
@@ -71,6 +75,11 @@ def run(args) -> int:
 
     fmt = "json" if args.json else "table"
     if args.command == "machines":
+        if args.retire is not None:
+            if args.name is not None or not args.retire.strip():
+                raise UsageError("perfctl machines: --retire takes one machine NAME and no other")
+            retired = call(args, "RetireMachine", pb.RetireMachineRequest(name=args.retire)).machine
+            return write(MachineReport(retired, verbosity(args)), fmt, console())
         machines = call(args, "ListMachines", pb.ListMachinesRequest()).machines
         if args.name is None:
             return write(MachinesReport(machines, verbosity(args)), fmt, console())
