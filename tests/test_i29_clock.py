@@ -164,3 +164,53 @@ def test_an_audit_stamped_ahead_does_not_hide_a_later_untrusted_one(fleet):
     (audited,) = [float(line.split()[-1]) for line in gauges.splitlines()
                   if line.startswith('perfctl_machine_audit_timestamp_seconds{machine="auditor"}')]
     assert before / 1e9 <= audited <= time.time()
+
+
+def test_migration_0008_dates_stored_series_by_their_receipt_both_ways(database_url):
+    """A database of runs stored before 0008 (here: stored at head, then taken down to 0007 and up again):
+    each series is dated by its runs' receipt (samples.received_ns, kept since 0001), so the job an agent
+    30 days fast stamped ahead is not the most recent after the upgrade either; audits keep their own time."""
+    from alembic import command
+    from alembic.config import Config
+    from conftest import measure
+    from sqlalchemy import create_engine
+
+    from perfctl import wire
+    from perfctl.server import migrations
+    from perfctl.server.selection import Selector
+    from perfctl.server.storage import Storage
+    from perfctl.v1 import fleet_pb2 as pb
+
+    runs = [wire.sample_to_proto(s) for s in measure(["/bin/true"], ["task-clock"], runs=5)]
+    now = time.time_ns()
+    storage = Storage(database_url)
+    storage.register(pb.MachineInfo(name="box", machine_id="m" * 16, inventory_json="{}", agent_version="t"), now)
+    jobs = {"ahead": str(uuid.uuid4()), "right": str(uuid.uuid4())}
+    # "ahead": received a minute ago from an agent 30 days fast; "right": received now, its clock right
+    for job_id, count, stamp, received in ((jobs["ahead"], 2, now + 30 * DAY_NS, now - 60 * 10**9),
+                                           (jobs["right"], 3, now, now)):
+        batch = []
+        for k in range(count):
+            sample = pb.Sample()
+            sample.CopyFrom(runs[k])
+            sample.uuid, sample.job_id, sample.start_time_ns = str(uuid.uuid4()), job_id, stamp + k
+            batch.append(sample)
+        assert storage.ingest("box", batch, now_ns=received) == (count, 0)
+    assert storage.list_machines()[0]["clock_ahead_runs"] == 2  # flagged at ingest, stored all the same
+    storage.close()
+
+    config = Config()
+    config.set_main_option("script_location", migrations.__path__[0])
+    engine = create_engine(database_url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0007")
+    engine.dispose()
+    storage = Storage(database_url)  # 0008 again, filled from what 0007 kept
+    try:
+        dataset = Selector(storage).dataset(pb.Selection(machine="box"))
+        assert len(dataset.benchmarks["true"].metrics["wall-time"]) == 3  # the job received last: "right"
+        ahead = Selector(storage).dataset(pb.Selection(machine="box", job_id=jobs["ahead"]))
+        assert len(ahead.benchmarks["true"].metrics["wall-time"]) == 2
+    finally:
+        storage.close()
