@@ -275,7 +275,8 @@ class Storage(MachineRecords):
                                  payload, pks[1], pks[2], vals))
                 stored = self.insert_rows(conn, rows)
                 results.append((stored, len(rows) - stored))
-                self._extend_series(conn, rows)
+                # a batch of runs all stored before (re-sent after a lost ack) does not make its job recent
+                self._extend_series(conn, rows, now_ns if stored else 0)
                 self._flag_clock_ahead(conn, rows)
         self._benchmark_ids.update(fresh)  # only ids whose transaction committed
         self._dictionary_ids.update(fresh_dictionary)
@@ -292,7 +293,7 @@ class Storage(MachineRecords):
             finally:
                 cursor.close()
 
-    def _extend_series(self, conn, rows: list[tuple]) -> None:
+    def _extend_series(self, conn, rows: list[tuple], received_ns: int) -> None:
         """Widen the (machine, benchmark, job, context) series these rows belong to (schema.py ``series``), and
         mark it received now: the server's clock, not the runs' starts, says which job is a machine's latest."""
         starts: dict[tuple, list[int]] = {}
@@ -308,7 +309,7 @@ class Storage(MachineRecords):
         # through the driver's cursor, as the samples: SQLAlchemy's upsert construct cost 4 ms per batch
         cursor = conn.connection.driver_connection.cursor()
         try:
-            cursor.executemany(self._series_sql, sorted((*key, min(times), max(times), rows[0][8])
+            cursor.executemany(self._series_sql, sorted((*key, min(times), max(times), received_ns)
                                                         for key, times in starts.items()))
         finally:
             cursor.close()

@@ -214,3 +214,36 @@ def test_migration_0008_dates_stored_series_by_their_receipt_both_ways(database_
         assert len(ahead.benchmarks["true"].metrics["wall-time"]) == 2
     finally:
         storage.close()
+
+
+def test_a_batch_sent_again_does_not_make_its_job_the_most_recent(database_url):
+    """An agent re-sends a batch whose ack it lost (after a reconnect, possibly much later): nothing is stored
+    again, and the job it belongs to is not received anew."""
+    from conftest import measure
+
+    from perfctl import wire
+    from perfctl.server.selection import Selector
+    from perfctl.server.storage import Storage
+    from perfctl.v1 import fleet_pb2 as pb
+
+    runs = [wire.sample_to_proto(s) for s in measure(["/bin/true"], ["task-clock"], runs=5)]
+    now = time.time_ns()
+    storage = Storage(database_url)
+    try:
+        storage.register(pb.MachineInfo(name="box", machine_id="m" * 16, inventory_json="{}", agent_version="t"),
+                         now)
+        batches = []
+        for count, received in ((2, now - 60 * 10**9), (3, now - 30 * 10**9)):
+            job_id, batch = str(uuid.uuid4()), []
+            for k in range(count):
+                sample = pb.Sample()
+                sample.CopyFrom(runs[k])
+                sample.uuid, sample.job_id, sample.start_time_ns = str(uuid.uuid4()), job_id, received - 10**9 + k
+                batch.append(sample)
+            assert storage.ingest("box", batch, now_ns=received) == (count, 0)
+            batches.append(batch)
+        assert storage.ingest("box", batches[0], now_ns=now) == (0, 2)  # the first job's batch, again
+        dataset = Selector(storage).dataset(pb.Selection(machine="box"))
+        assert len(dataset.benchmarks["true"].metrics["wall-time"]) == 3  # still the second job
+    finally:
+        storage.close()
