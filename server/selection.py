@@ -35,6 +35,7 @@ from perfctl.formats.dataset import (
 )
 from perfctl.model import INTERFERENCE_EVENT, InterferencePolicy
 from perfctl.pairing import PairingError
+from perfctl.units import clock_offset
 from perfctl.v1 import fleet_pb2 as pb
 
 # The most runs one side of a comparison may select: beyond, the request is refused (RESOURCE_EXHAUSTED)
@@ -183,6 +184,11 @@ class Selector:
         for bench_name, bench in benches.items():
             self._build(dataset, bench_name, bench, identities, clock)
         self._notes(dataset, benches)
+        ahead, most = self.storage.clock_ahead(**where)
+        if ahead:  # server/clock.py: stored as measured; their dates are the agent's clock's
+            dataset.notes.append(f"{ahead} runs of machine {selection.machine} were stamped by its agent's clock up "
+                                 f"to {clock_offset(most)} after the server received them: their start times "
+                                 "are not to be trusted (perfctl machines shows the machine's clock)")
         if excluding:
             dataset.notes.append(shared_note(sum(runs for *_, runs in self.storage.run_counts(**excluding[1]))))
         if skipped:

@@ -450,6 +450,16 @@ class Storage(MachineRecords):
             finally:
                 cursor.close()
 
+    def clock_ahead(self, machine_pk: int, jobs: dict | None = None, benchmark_pks=None, context_pks=None,
+                    since_ns: int = 0, until_ns: int = 0) -> tuple[int, int]:
+        """(runs, most ns ahead) of the selected runs flagged at ingest with a start after their receipt
+        (server/clock.py); read through the partial index that holds only those (ix_samples_clock_ahead)."""
+        query = select(func.count(), func.coalesce(func.max(samples.c.clock_ahead_ns), 0)).where(
+            samples.c.clock_ahead_ns.isnot(None))
+        query = self._selected(query, machine_pk, jobs, benchmark_pks, context_pks, since_ns, until_ns)
+        with self.engine.connect() as conn:
+            return tuple(conn.execute(query).one())
+
     def run_counts(self, machine_pk: int, jobs: dict | None = None, benchmark_pks=None, context_pks=None,
                    since_ns: int = 0, until_ns: int = 0) -> list:
         """(benchmark, warmup, outcome, runs) of the selected runs, counted by the database from the index: how

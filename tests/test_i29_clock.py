@@ -104,6 +104,9 @@ def test_a_clock_30_days_fast_neither_makes_the_latest_job_nor_hides_it(fleet, b
     assert compare.returncode in (0, 3, 4), compare.stdout + compare.stderr
     (row,) = json.loads(compare.stdout)["benchmarks"]
     assert (row["n_a"], row["n_b"]) == (5, 7)
+    said = fleet.client("compare", f"box@job={first}", "box", server=server)
+    assert "5 runs of machine box were stamped by its agent's clock up to 30.0 d after" in said.stdout, said.stdout
+    assert said.stdout.count("stamped by its agent's clock") == 1  # J2's side: none
     same = fleet.client("compare", f"box@job={second}", "box", server=server)
     assert same.returncode == 2 and "select the same 7 runs" in same.stderr, same.stdout + same.stderr
 

@@ -90,6 +90,17 @@ def test_a_retired_machine_leaves_the_gauges_keeps_its_runs_and_comes_back_with_
     assert unknown.returncode == 2 and "no machine named 'no-such-box'" in unknown.stderr
     assert unknown.stderr.count("\n") == 1 and "Traceback" not in unknown.stderr
 
+    import grpc
+
+    from perfctl.v1 import fleet_pb2 as pb
+    from perfctl.v1 import fleet_pb2_grpc as rpc
+
+    agent_md = (("authorization", f"Bearer {open(fleet.agent_token('box')).read().strip()}"),)
+    with pytest.raises(grpc.RpcError) as refused_to_agent:  # an agent's token may not retire machines
+        rpc.QueryServiceStub(grpc.insecure_channel(server)).RetireMachine(
+            pb.RetireMachineRequest(name="old-box"), metadata=agent_md, timeout=30)
+    assert refused_to_agent.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
     fleet.kill("old-box", 15)  # decommissioned
     wait_for(lambda: not _machines(fleet, server)["old-box"]["connected"], 60, "the agent to be gone")
     retired = fleet.client("machines", "--retire", "old-box", server=server)

@@ -14,6 +14,7 @@ from rich.text import Text
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED
 from perfctl.report import QUIET, Report, finite, json_text
 from perfctl.text import cell, visible
+from perfctl.units import clock_offset
 from perfctl.wire import CLOCK_TOLERANCE_NS, inventory_of
 
 FAILED_JOB_STATES = ("failed", "refused", "lost")  # lost: until `perfctl jobs --retry` queues it again
@@ -38,10 +39,7 @@ def clock(m) -> str:
     elif abs(m.clock_skew_ns) <= CLOCK_TOLERANCE_NS:
         said = "ok"
     else:
-        seconds = abs(m.clock_skew_ns) / 1e9
-        amount = f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h" if seconds >= 3600 \
-            else f"{seconds:.0f} s"
-        said = f"{amount} {'ahead' if m.clock_skew_ns > 0 else 'behind'}"
+        said = f"{clock_offset(m.clock_skew_ns)} {'ahead' if m.clock_skew_ns > 0 else 'behind'}"
     return said + (f", {m.clock_ahead_runs:,} runs stamped ahead" if m.clock_ahead_runs else "")
 
 
