@@ -35,7 +35,8 @@ def wait_options(command, what: str) -> None:
 
 def add_parser(sub) -> None:
     machines = sub.add_parser("machines", help="list the fleet's machines, or show one in full", epilog=exit_status(
-        "0 listed", "2 bad usage, an unknown machine, or a server that cannot be reached or refuses the query",
+        "0 listed (with --retire: retired)", "2 bad usage, an unknown machine, a machine to retire whose agent is "
+        "connected, or a server that cannot be reached or refuses the query",
         SIGNAL_EXIT))
     machines.add_argument("name", nargs="?", metavar="NAME",
                           help="show this machine in full: inventory, and every event with why it is unsupported")
@@ -43,8 +44,8 @@ def add_parser(sub) -> None:
                           help="take a decommissioned machine out of service: its heartbeat and audit alerts stop; "
                                "its runs, jobs and audits are kept; its agent registering again puts it back "
                                "(refused while its agent is connected)")
-    _common(machines, quiet="only machines disconnected or whose latest audit failed (with NAME: its unsupported "
-                            "events)")
+    _common(machines, quiet="only machines in service disconnected or whose latest audit failed (with NAME: its "
+                            "unsupported events)")
 
     jobs = sub.add_parser("jobs", help="list jobs and their states, or wait for jobs to end", epilog=exit_status(
         "0 listed (with --wait: every job done)", *wait_exit_codes(
