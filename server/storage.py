@@ -706,8 +706,7 @@ class Storage(MachineRecords):
         per transaction, series by series along ix_samples_series (machine, benchmark, job, context, start):
         each batch reads an index range, never the whole table. Audits, jobs, machines and benchmarks stay;
         each series' first start is moved up to its oldest run left, or the series goes with its last run.
-        {machine name: runs deleted} (with ``dry_run``, that would be deleted; nothing changes). A run goes
-        only once the server received it before ``before_ns`` too (_older)."""
+        {machine name: runs deleted} (with ``dry_run``, that would be deleted; nothing changes)."""
         names = dict(self._machine_names())
         query = select(series).where(series.c.first_ns < before_ns)
         if machine is not None:
@@ -719,12 +718,12 @@ class Storage(MachineRecords):
             touched = conn.execute(query).all()
         removed: dict[str, int] = {}
         for row in touched:
-            count = self._delete_in_batches([*_runs_of(row), *_older(before_ns)], dry_run, pause_s)
+            count = self._delete_in_batches([*_runs_of(row), samples.c.start_time_ns < before_ns], dry_run, pause_s)
             if not dry_run:
                 self._narrow_series(row)
             removed[names[row.machine]] = removed.get(names[row.machine], 0) + count
         # runs whose payload did not decode (context NULL, migration 0004) belong to no series
-        where = [samples.c.context.is_(None), *_older(before_ns)]
+        where = [samples.c.context.is_(None), samples.c.start_time_ns < before_ns]
         if machine is not None:
             where.append(samples.c.machine == self.machine_pk(machine))
         with self.engine.connect() as conn:
@@ -767,13 +766,6 @@ class Storage(MachineRecords):
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _older(before_ns: int) -> list:
-    """The runs retention may delete: started before ``before_ns`` and received by the server before it. An
-    agent whose clock is days slow stamps fresh runs with old starts: the server's receipt keeps them
-    (server/clock.py); one days fast has its runs kept until their stamped start passes too."""
-    return [samples.c.start_time_ns < before_ns, samples.c.received_ns < before_ns]
 
 
 def _runs_of(series_row) -> list:

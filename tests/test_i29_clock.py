@@ -250,34 +250,3 @@ def test_a_batch_sent_again_does_not_make_its_job_the_most_recent(database_url):
         assert len(dataset.benchmarks["true"].metrics["wall-time"]) == 3  # still the second job
     finally:
         storage.close()
-
-
-def test_retention_keeps_fresh_runs_an_agent_with_a_slow_clock_stamped_old(database_url):
-    """`--retain 30d` against an agent 40 days slow: its runs, received now, start "40 days ago" by its clock;
-    they are not deleted (before: every one of them, at the next retention pass). Runs both started and
-    received long ago still go."""
-    from conftest import measure
-
-    from perfctl import wire
-    from perfctl.server.storage import Storage
-    from perfctl.v1 import fleet_pb2 as pb
-
-    runs = [wire.sample_to_proto(s) for s in measure(["/bin/true"], ["task-clock"], runs=4)]
-    now = time.time_ns()
-    storage = Storage(database_url)
-    try:
-        storage.register(pb.MachineInfo(name="box", machine_id="m" * 16, inventory_json="{}", agent_version="t"),
-                         now)
-        for count, start, received in ((3, now - 40 * DAY_NS, now), (1, now - 50 * DAY_NS, now - 45 * DAY_NS)):
-            batch = []
-            for k in range(count):
-                sample = pb.Sample()
-                sample.CopyFrom(runs[k])
-                sample.uuid, sample.start_time_ns = str(uuid.uuid4()), start + k
-                batch.append(sample)
-            assert storage.ingest("box", batch, now_ns=received) == (count, 0)
-        assert storage.prune(now - 30 * DAY_NS, dry_run=True) == {"box": 1}
-        assert storage.prune(now - 30 * DAY_NS, pause_s=0) == {"box": 1}
-        assert storage.count_samples() == 3
-    finally:
-        storage.close()
