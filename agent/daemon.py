@@ -42,6 +42,7 @@ from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
 from perfctl.agent.jobs import Delivery
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
+from perfctl.agent.spool_gauge import track_pending
 from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label, parse_backends
 from perfctl.output import STOP_SIGNALS
 from perfctl.report.stat import describe_failure
@@ -55,7 +56,6 @@ log = logging.getLogger("perfctl.agent")
 SPOOLED = Counter("perfctl_agent_samples_spooled_total", "Samples measured and written to the spool")
 ACKED = Counter("perfctl_agent_samples_acked_total", "Samples acked by the server")
 BATCHES_PENDING = Gauge("perfctl_agent_batches_pending", "Batches sent and not yet acked")
-SAMPLES_PENDING = Gauge("perfctl_agent_samples_pending", "Samples in the spool, not yet acked")
 CONNECTED = Gauge("perfctl_agent_connected", "1 while registered with the server")
 SPOOL_FULL = Gauge("perfctl_agent_spool_full", "1 while the spool's filesystem is full (measuring paused)")
 WINDOW = 4  # batches in flight
@@ -295,7 +295,7 @@ class _Rounds:
 class Agent:
     def __init__(self, config: AgentConfig, spool: Spool | None = None):
         self.config = config
-        self.spool = spool or Spool(config.spool_dir)
+        self.spool = track_pending(spool or Spool(config.spool_dir))  # the gauge follows it, connected or not
         self.inventory = inventory.collect()
         self.stopping = threading.Event()
         self._job_wakeup = threading.Event()
@@ -734,7 +734,6 @@ class Agent:
                 if reader.done():
                     raise ended()
                 rows = await asyncio.to_thread(self.spool.pending, last_seq, max_batch)
-                SAMPLES_PENDING.set(await asyncio.to_thread(self.spool.count))
                 if not rows:
                     self._new_samples.clear()
                     try:

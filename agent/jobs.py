@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from perfctl.v1 import fleet_pb2 as pb
@@ -39,7 +40,8 @@ class Delivery:
             current = self.current_job()
             request = pb.HeartbeatRequest(state="running" if current else "idle",
                                           samples_pending=await asyncio.to_thread(self.spool.count),
-                                          held_job_ids=await asyncio.to_thread(self.spool.held_jobs, MAX_HELD_JOBS))
+                                          held_job_ids=await asyncio.to_thread(self.spool.held_jobs, MAX_HELD_JOBS),
+                                          agent_time_ns=time.time_ns())  # its clock: the skew (server/clock.py)
             if current:
                 request.job_id = current
             await stub.Heartbeat(request, metadata=metadata, timeout=10)

@@ -110,7 +110,7 @@ def copy_rows(storage: Storage, requests: list) -> int:
             for row in rows:
                 copy.write_row(row)
         count = len(rows)
-        storage._extend_series(conn, rows)
+        storage._extend_series(conn, rows, time.time_ns())  # received now, as ingest_many marks them
     return count
 
 

@@ -33,6 +33,13 @@ def time_ns(value: float) -> str:
     return f"{value:.0f} ns"
 
 
+def clock_offset(value_ns: int) -> str:
+    """How far one clock is from another, unsigned, at the scale a person reads it: '30.0 d', '2.5 h', '40 s'."""
+    seconds = abs(value_ns) / 1e9
+    return f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h" if seconds >= 3600 \
+        else f"{seconds:.0f} s"
+
+
 def count(value: float) -> str:
     """A count: integers in full with thousands separators (1,234,567), others to two decimals."""
     if _missing(value):

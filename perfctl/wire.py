@@ -13,6 +13,11 @@ from perfctl.v1 import fleet_pb2 as pb
 # an agent that measures it again after a restart, and the server that stores it again, agree it is one run.
 JOB_UUID_NAMESPACE = uuid.UUID("2d6f3c1e-6a8e-4f3b-9a4b-7f1f0c2f7e11")
 
+# How far an agent's clock may be ahead of the server's before the server flags its runs and `perfctl
+# machines` says so (server/clock.py): NTP keeps clocks within milliseconds; a second of network delay and a
+# batch sent the moment a run started fit well inside. Beyond this, the agent's clock is off.
+CLOCK_TOLERANCE_NS = 10 * 1_000_000_000
+
 
 # HeartbeatRequest.held_job_ids: an agent names its newest unfinished jobs, at most these (server/delivery.py)
 MAX_HELD_JOBS = 1000

@@ -62,13 +62,15 @@ class Deliveries:
                                            lease_ns=now_ns + int(self.deadline_s * 1e9))).rowcount
         return claimed == 1
 
-    def heard(self, machine: str, now_ns: int, held_job_ids=()) -> None:
+    def heard(self, machine: str, now_ns: int, held_job_ids=(), agent_time_ns: int = 0) -> None:
         """The machine's agent was heard from now (a heartbeat, a registration), holding ``held_job_ids``:
         those are delivered; every delivered or running job of the machine holds its lease until now +
-        lease_s. One transaction, so a confirmation and its renewal are never apart."""
+        lease_s. One transaction, so a confirmation and its renewal are never apart. With ``agent_time_ns``
+        (the agent's clock when it sent the heartbeat), the machine's clock skew (server/clock.py)."""
         lease_ns = now_ns + int(self.lease_s * 1e9)
         with self.storage.write() as conn:
-            conn.execute(update(machines).where(machines.c.name == machine).values(last_heard_ns=now_ns))
+            conn.execute(update(machines).where(machines.c.name == machine)
+                         .values(**self.storage.skew_values(now_ns, agent_time_ns)))
             if held_job_ids:
                 conn.execute(update(jobs).where(
                     jobs.c.machine == machine, jobs.c.id.in_(sorted(set(held_job_ids))),

@@ -181,12 +181,17 @@ class JobKeeper:
         """What the alert rules watch (deploy/prometheus/perfctl-alerts.yml): each machine's last heartbeat
         and latest audit, the jobs by state, the database's size (the samples: samples_gauge)."""
         self.job_gauge()
-        for machine, heard_ns in self.storage.last_heard().items():
+        # machines in service only (a retired one's alerts stop: server/machine_records.py), each series set
+        # anew: a machine's previous verdict must not stay at 1 beside the new one, nor a retired one's linger
+        in_service = self.storage.last_heard()
+        for gauge in (MACHINE_HEARTBEAT, MACHINE_AUDIT_VERDICT, MACHINE_AUDIT_TIME):
+            gauge.clear()
+        for machine, heard_ns in in_service.items():
             MACHINE_HEARTBEAT.labels(machine).set(heard_ns / 1e9)
-        MACHINE_AUDIT_VERDICT.clear()  # a machine's previous verdict must not stay at 1 beside the new one
-        for machine, audit in self.storage.latest_audits().items():
-            MACHINE_AUDIT_VERDICT.labels(machine, audit["verdict"]).set(1)
-            MACHINE_AUDIT_TIME.labels(machine).set(audit["time_ns"] / 1e9)
+        for machine, audit in self.storage.latest_audits().items():  # dated by the server's receipt
+            if machine in in_service:
+                MACHINE_AUDIT_VERDICT.labels(machine, audit["verdict"]).set(1)
+                MACHINE_AUDIT_TIME.labels(machine).set(audit["time_ns"] / 1e9)
         DATABASE_SIZE.set(self.storage.size())
 
     def samples_gauge(self) -> None:

@@ -24,6 +24,7 @@ from sqlalchemy import (
                         Table,
                         Text,
                         UniqueConstraint,
+                        text,
 )
 
 metadata = MetaData()
@@ -44,6 +45,10 @@ machines = Table(
     Column("last_heard_ns", BigInteger, nullable=False),
     # the server replica holding the agent's job watch (server/jobs.py), NULL when none does (migration 0006)
     Column("watched_by", String(64)),
+    # migration 0009: the agent's clock minus the server's at its last heartbeat (NULL: never said), and when
+    # `perfctl machines --retire` took it out of service (NULL: in service)
+    Column("clock_skew_ns", BigInteger),
+    Column("retired_ns", BigInteger),
 )
 
 benchmarks = Table(
@@ -76,12 +81,17 @@ samples = Table(
     Column("context", Key),
     Column("shape", Key),
     Column("vals", LargeBinary),
+    # migration 0009: how far ahead of the server's receive time its agent's clock put its start, when
+    # beyond server/clock.py's tolerance; NULL for every other run
+    Column("clock_ahead_ns", BigInteger),
     # covers the per-benchmark, per-job grouping of compare's default selection and of `perfctl benchmarks`
     # what compare reads of a run is held in the index itself (migration 0005): a selection reads the
     # index alone, in its order, never the table rows that carry the payloads
     Index("ix_samples_series", "machine", "benchmark", "job_id", "context", "start_time_ns", "warmup", "outcome",
           "shape", "vals"),
     UniqueConstraint("machine", "uuid", name="uq_samples_machine_uuid"),
+    Index("ix_samples_clock_ahead", "machine", sqlite_where=text("clock_ahead_ns IS NOT NULL"),
+          postgresql_where=text("clock_ahead_ns IS NOT NULL")),
 )
 
 # When each (machine, benchmark, job, context) series of runs started and last ran, kept at ingest (min/max:
@@ -96,6 +106,8 @@ series = Table(
     Column("context", Key, nullable=False),
     Column("first_ns", BigInteger, nullable=False),
     Column("last_ns", BigInteger, nullable=False),
+    # when the server last stored a run of it, by its own clock (migration 0009): what orders jobs
+    Column("received_ns", BigInteger),
     UniqueConstraint("machine", "benchmark", "job_id", "context", name="uq_series"),
 )
 
@@ -142,5 +154,7 @@ audits = Table(
     Column("time_ns", BigInteger, nullable=False),
     Column("verdict", String(16), nullable=False),
     Column("report", Text, nullable=False),
+    Column("received_ns", BigInteger),  # the server's clock when stored: what orders audits (migration 0009)
     Index("ix_audits_machine_time", "machine", "time_ns"),
+    Index("ix_audits_machine_received", "machine", "received_ns"),
 )

@@ -2,7 +2,8 @@
 
 A side is a machine with a selection (protos: Selection; `perfctl compare box-a@commit=abc`): a job, labels
 that every run must carry, a time range, and by default, for each benchmark, only the runs of the most
-recent job on that machine that ran it (its latest run started last), never all history silently.
+recent job on that machine that ran it (the job whose runs the server received last: server/clock.py),
+never all history silently.
 
 The Dataset is built from each run's ``vals`` and ``shape`` (server/schema.py), never from its payload, and
 holds what perfctl/formats/jsonl.py's DatasetBuilder would build from the same runs in a file: the same
@@ -34,6 +35,7 @@ from perfctl.formats.dataset import (
 )
 from perfctl.model import INTERFERENCE_EVENT, InterferencePolicy
 from perfctl.pairing import PairingError
+from perfctl.units import clock_offset
 from perfctl.v1 import fleet_pb2 as pb
 
 # The most runs one side of a comparison may select: beyond, the request is refused (RESOURCE_EXHAUSTED)
@@ -182,6 +184,11 @@ class Selector:
         for bench_name, bench in benches.items():
             self._build(dataset, bench_name, bench, identities, clock)
         self._notes(dataset, benches)
+        ahead, most = self.storage.clock_ahead(**where)
+        if ahead:  # server/clock.py: stored as measured; their dates are the agent's clock's
+            dataset.notes.append(f"{ahead} runs of machine {selection.machine} were stamped by its agent's clock up "
+                                 f"to {clock_offset(most)} after the server received them: their start times "
+                                 "are not to be trusted (perfctl machines shows the machine's clock)")
         if excluding:
             dataset.notes.append(shared_note(sum(runs for *_, runs in self.storage.run_counts(**excluding[1]))))
         if skipped:
@@ -330,19 +337,20 @@ class Selector:
         return 0
 
     def _latest_jobs(self, machine_pk: int, identities: dict, filters: dict) -> dict:
-        """Per job, the benchmark ids whose name's most recent job it is (the job whose last run started
-        last; runs without a job count as one, None). From the series kept at ingest; over the runs
-        themselves when a time range narrows them."""
+        """Per job, the benchmark ids whose name's most recent job it is: the job whose runs the server
+        received last (server/clock.py: never the agent's stamps, which a clock days ahead would keep in
+        front); runs without a job count as one, None. From the series kept at ingest; with a time range,
+        among the series holding runs in it."""
+        found = self.storage.latest_series(machine_pk, filters["benchmark_pks"], filters["context_pks"])
         if filters["since_ns"] or filters["until_ns"]:
-            found = [(b, j, last) for _, b, j, _, _, _, last in self.storage.series(machine_pk, **filters)]
-        else:
-            found = self.storage.latest_series(machine_pk, filters["benchmark_pks"], filters["context_pks"])
+            in_range = {(b, j, context) for _, b, j, context, _, _, _ in self.storage.series(machine_pk, **filters)}
+            found = [row for row in found if row[:3] in in_range]
         latest: dict[str, tuple[int, str]] = {}
-        for benchmark_pk, job_id, last in found:
+        for benchmark_pk, job_id, _context, received in found:
             identity = identities.get(benchmark_pk)
             if identity is None:
                 continue
-            key = (last, job_id or "")
+            key = (received, job_id or "")
             if identity["name"] not in latest or key > latest[identity["name"]]:
                 latest[identity["name"]] = key
         jobs: dict = {}

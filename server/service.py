@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import errno
 import importlib
-import json
 import logging
 import math
 import multiprocessing
@@ -36,6 +35,7 @@ from perfctl.pairing import PairingError, compared
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch, decode_spans, payloads_of
 from perfctl.server.jobs import DEFAULT_LEASE_S, JobHub, JobKeeper
+from perfctl.server.machine_queries import MachineQueries
 from perfctl.server.metrics import (
     AGENTS_CONNECTED,
     BATCHES,
@@ -313,7 +313,8 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         problem = validate_heartbeat(request)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        await self._db(context, self.keeper.deliveries.heard, principal.name, time.time_ns(), request.held_job_ids)
+        await self._db(context, self.keeper.deliveries.heard, principal.name, time.time_ns(), request.held_job_ids,
+                       request.agent_time_ns)
         return pb.HeartbeatResponse()
 
     async def WatchJobs(self, request, context):
@@ -373,29 +374,10 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         return pb.ReportAuditResponse()
 
 
-class QueryService(_Base, rpc.QueryServiceServicer):
+class QueryService(MachineQueries, _Base, rpc.QueryServiceServicer):
     def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper, compare_limit: int = MAX_COMPARE_RUNS):
         super().__init__(storage, tokens, keeper)
         self.compare_limit = compare_limit
-
-    async def ListMachines(self, request, context):
-        await self._principal(context, "client")
-        rows = await self._db(context, self.storage.list_machines)
-        latest = await self._db(context, self.storage.latest_audits)
-        response = pb.ListMachinesResponse()
-        for row in rows:
-            audit = latest.get(row["name"])
-            summary = response.machines.add(name=row["name"], machine_id=row["machine_id"],
-                                            inventory_json=row["inventory"], backends=json.loads(row["backends"]),
-                                            last_heard_ns=row["last_heard_ns"],
-                                            connected=self.keeper.connected(row["name"], row["watched_by"],
-                                                                            row["last_heard_ns"]),
-                                            samples=row["samples"],
-                                            audit_verdict=audit["verdict"] if audit else "",
-                                            audit_time_ns=audit["time_ns"] if audit else 0)
-            for entry in json.loads(row["events"]):
-                summary.events.add(**entry)
-        return response
 
     async def ListBenchmarks(self, request, context):
         await self._principal(context, "client")

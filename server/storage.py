@@ -27,8 +27,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.types import BigInteger
 
 from perfctl.server import migrations
+from perfctl.server.clock import ahead_by
 from perfctl.server.decode import row_fields
-from perfctl.server.schema import audits, benchmarks, contexts, jobs, machines, samples, series, shapes
+from perfctl.server.machine_records import LEASED_JOB_STATES, MachineRecords
+from perfctl.server.schema import benchmarks, contexts, jobs, machines, samples, series, shapes
 from perfctl.server.storage_errors import (  # noqa: F401 - the storage's errors, imported from here by its users
     DatabaseUnavailable,
     JobReportError,
@@ -61,7 +63,6 @@ JOB_MOVES = {"queued": {"running", "done", "failed", "refused"},
              "dispatched": {"running", "done", "failed", "refused"},
              "running": {"running", "done", "failed", "refused"},
              "lost": {"running", "done", "failed", "refused"}}
-LEASED_JOB_STATES = ("dispatched", "running")
 FINAL_COUNTED_STATES = ("done", "failed")  # a job ending so has its failed runs counted (jobs.failed_runs)
 MIGRATION_LOCK = 0x70657266  # pg_advisory_xact_lock key of schema upgrades ("perf")
 
@@ -94,7 +95,7 @@ def _sqlite_pragmas(connection, _record) -> None:
 
 
 @database_errors  # an unreachable database is DatabaseUnavailable from every method (server/storage_errors.py)
-class Storage:
+class Storage(MachineRecords):
     def __init__(self, url: str):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -118,10 +119,12 @@ class Storage:
         # widen a series (schema.py): SQLite's min() and max() of several arguments are PostgreSQL's least()
         # and greatest()
         smaller, larger, mark = ("min", "max", "?") if self.is_sqlite else ("least", "greatest", "%s")
-        self._series_sql = ("INSERT INTO series (machine, benchmark, job_id, context, first_ns, last_ns) VALUES "
-                            f"({', '.join([mark] * 6)}) ON CONFLICT (machine, benchmark, job_id, context) DO UPDATE "
-                            f"SET first_ns = {smaller}(series.first_ns, excluded.first_ns), "
-                            f"last_ns = {larger}(series.last_ns, excluded.last_ns)")
+        self._series_sql = ("INSERT INTO series (machine, benchmark, job_id, context, first_ns, last_ns, received_ns) "
+                            f"VALUES ({', '.join([mark] * 7)}) ON CONFLICT (machine, benchmark, job_id, context) DO "
+                            f"UPDATE SET first_ns = {smaller}(series.first_ns, excluded.first_ns), "
+                            f"last_ns = {larger}(series.last_ns, excluded.last_ns), "
+                            f"received_ns = {larger}(coalesce(series.received_ns, 0), excluded.received_ns)")
+        self._ahead_sql = f"UPDATE samples SET clock_ahead_ns = {mark} WHERE machine = {mark} AND uuid = {mark}"
         self._machine_ids: dict[str, int] = {}
         self._machine_kernels: dict[str, str] = {}
         self._benchmark_ids: dict[tuple, int] = {}
@@ -155,7 +158,7 @@ class Storage:
                       backends=json.dumps(list(info.backends)),
                       events=json.dumps([{"event": e.event, "supported": e.supported, "reason": e.reason}
                                          for e in info.events]),
-                      agent_version=info.agent_version, last_heard_ns=now_ns)
+                      agent_version=info.agent_version, last_heard_ns=now_ns, retired_ns=None)
         with self._write_lock, self.engine.begin() as conn:
             conn.execute(self._insert_ignore(machines).values(name=info.name, first_seen_ns=now_ns, **values))
             conn.execute(update(machines).where(machines.c.name == info.name).values(**values))
@@ -191,12 +194,6 @@ class Storage:
             self._machine_kernels[name] = _kernel(inventory or "")
         return self._machine_kernels[name]
 
-    def list_machines(self) -> list[dict]:
-        with self.engine.connect() as conn:
-            counts = dict(conn.execute(select(samples.c.machine, func.count()).group_by(samples.c.machine)).all())
-            rows = conn.execute(select(machines).order_by(machines.c.name)).mappings().all()
-        return [{**row, "samples": counts.get(row["id"], 0)} for row in rows]
-
     def watching(self, name: str, replica: str, watching: bool) -> None:
         """The machine's job watch is open at ``replica`` now, or no longer (if it still was there: a newer
         watch at another replica stays marked)."""
@@ -206,11 +203,6 @@ class Storage:
             else:
                 conn.execute(update(machines).where(machines.c.name == name, machines.c.watched_by == replica)
                              .values(watched_by=None))
-
-    def last_heard(self) -> dict[str, int]:
-        """Each machine's last heartbeat (or registration), unix ns."""
-        with self.engine.connect() as conn:
-            return dict(conn.execute(select(machines.c.name, machines.c.last_heard_ns)).all())
 
     def size(self) -> int:
         """Bytes the database takes: SQLite's file with its write-ahead log, PostgreSQL's pg_database_size."""
@@ -287,13 +279,27 @@ class Storage:
                                  payload, pks[1], pks[2], vals))
                 stored = self.insert_rows(conn, rows)
                 results.append((stored, len(rows) - stored))
-                self._extend_series(conn, rows)
+                # a batch of runs all stored before (re-sent after a lost ack) does not make its job recent
+                self._extend_series(conn, rows, now_ns if stored else 0)
+                self._flag_clock_ahead(conn, rows)
         self._benchmark_ids.update(fresh)  # only ids whose transaction committed
         self._dictionary_ids.update(fresh_dictionary)
         return results
 
-    def _extend_series(self, conn, rows: list[tuple]) -> None:
-        """Widen the (machine, benchmark, job, context) series these rows belong to (schema.py ``series``)."""
+    def _flag_clock_ahead(self, conn, rows: list[tuple]) -> None:
+        """Runs whose agent-stamped start is after their receipt (server/clock.py): stored as sent, flagged
+        with by how much. Rare, so a statement only then; a duplicate already stored is flagged as it was."""
+        ahead = [(by, row[1], row[0]) for row in rows if (by := ahead_by(row[7], row[8])) is not None]
+        if ahead:
+            cursor = conn.connection.driver_connection.cursor()
+            try:
+                cursor.executemany(self._ahead_sql, ahead)
+            finally:
+                cursor.close()
+
+    def _extend_series(self, conn, rows: list[tuple], received_ns: int) -> None:
+        """Widen the (machine, benchmark, job, context) series these rows belong to (schema.py ``series``), and
+        mark it received now: the server's clock, not the runs' starts, says which job is a machine's latest."""
         starts: dict[tuple, list[int]] = {}
         for row in rows:
             key = (row[1], row[2], row[3] or "", row[10])
@@ -307,7 +313,7 @@ class Storage:
         # through the driver's cursor, as the samples: SQLAlchemy's upsert construct cost 4 ms per batch
         cursor = conn.connection.driver_connection.cursor()
         try:
-            cursor.executemany(self._series_sql, sorted((*key, min(times), max(times))
+            cursor.executemany(self._series_sql, sorted((*key, min(times), max(times), received_ns)
                                                         for key, times in starts.items()))
         finally:
             cursor.close()
@@ -335,14 +341,16 @@ class Storage:
                 yield bytes(payload)
 
     def latest_series(self, machine_pk: int, benchmark_pks=None, context_pks=None) -> list:
-        """(benchmark, job_id or None, last start) per series of the machine, from the table kept at ingest."""
-        query = select(series.c.benchmark, series.c.job_id, series.c.last_ns).where(series.c.machine == machine_pk)
+        """(benchmark, job_id or None, context, received) per series of the machine, from the table kept at
+        ingest: ``received`` is when the server last stored a run of it (its last start where no server said)."""
+        query = select(series.c.benchmark, series.c.job_id, series.c.context,
+                       func.coalesce(series.c.received_ns, series.c.last_ns)).where(series.c.machine == machine_pk)
         if benchmark_pks is not None:
             query = query.where(series.c.benchmark.in_(sorted(benchmark_pks)))
         if context_pks is not None:
             query = query.where(series.c.context.in_(sorted(context_pks)))
         with self.engine.connect() as conn:
-            return [(b, j or None, last) for b, j, last in conn.execute(query)]
+            return [(b, j or None, context, received) for b, j, context, received in conn.execute(query)]
 
     def series(self, machine_pk: int | None = None, benchmark_pks=None, context_pks=None, since_ns: int = 0,
                until_ns: int = 0) -> list:
@@ -445,6 +453,16 @@ class Storage:
                                np.frombuffer(index_bytes or b"", dtype=">i8").astype(np.int64))
             finally:
                 cursor.close()
+
+    def clock_ahead(self, machine_pk: int, jobs: dict | None = None, benchmark_pks=None, context_pks=None,
+                    since_ns: int = 0, until_ns: int = 0) -> tuple[int, int]:
+        """(runs, most ns ahead) of the selected runs flagged at ingest with a start after their receipt
+        (server/clock.py); read through the partial index that holds only those (ix_samples_clock_ahead)."""
+        query = select(func.count(), func.coalesce(func.max(samples.c.clock_ahead_ns), 0)).where(
+            samples.c.clock_ahead_ns.isnot(None))
+        query = self._selected(query, machine_pk, jobs, benchmark_pks, context_pks, since_ns, until_ns)
+        with self.engine.connect() as conn:
+            return tuple(conn.execute(query).one())
 
     def run_counts(self, machine_pk: int, jobs: dict | None = None, benchmark_pks=None, context_pks=None,
                    since_ns: int = 0, until_ns: int = 0) -> list:
@@ -730,26 +748,6 @@ class Storage:
                 conn.execute(series.delete().where(series.c.id == row.id))
             else:
                 conn.execute(update(series).where(series.c.id == row.id).values(first_ns=first))
-
-    # --- audits ---
-
-    def add_audit(self, machine: str, audit_id: str, time_ns: int, verdict: str, report_json: str) -> None:
-        with self._write_lock, self.engine.begin() as conn:
-            conn.execute(self._insert_ignore(audits).values(id=audit_id, machine=machine, time_ns=time_ns,
-                                                            verdict=verdict, report=report_json))
-
-    def list_audits(self, machine: str | None = None) -> list[dict]:
-        query = select(audits).order_by(audits.c.machine, audits.c.time_ns)
-        if machine:
-            query = query.where(audits.c.machine == machine)
-        with self.engine.connect() as conn:
-            return [dict(row) for row in conn.execute(query).mappings().all()]
-
-    def latest_audits(self) -> dict[str, dict]:
-        latest: dict[str, dict] = {}
-        for row in self.list_audits():
-            latest[row["machine"]] = row  # ordered by time within each machine
-        return latest
 
     def close(self) -> None:
         self.engine.dispose()

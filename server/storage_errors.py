@@ -85,7 +85,10 @@ def _wrap(function):
 def database_errors(cls):
     """Class decorator: every public method of ``cls`` raises DatabaseUnavailable for the driver's errors
     of an unreachable database (generators too, while they are iterated)."""
-    for name, member in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(member):
-            setattr(cls, name, _wrap(member))
+    wrapped = set()
+    for klass in cls.__mro__[:-1]:  # its mixins' methods too (server/machine_records.py), each once
+        for name, member in vars(klass).items():
+            if not name.startswith("_") and inspect.isfunction(member) and name not in wrapped:
+                wrapped.add(name)
+                setattr(cls, name, _wrap(member))
     return cls

@@ -67,8 +67,8 @@ def test_machines_prints_one_short_row_per_machine():
                                             last_heard_ns=time.time_ns() - 600 * 10**9)]
     table = _render(MachinesReport(machines))
     assert _rows(table) == [["box-a", "yes", "no-PMU (5 min ago)", "perf_event, ebpf",
-                             "12,345", "3 s ago"],
-                            ["box-b", "no", "never audited", "perf_event", "0", "10 min ago"]]
+                             "12,345", "3 s ago", "unknown"],
+                            ["box-b", "no", "never audited", "perf_event", "0", "10 min ago", "unknown"]]
     assert len(table.splitlines()) == 8  # title, 3 rules and the header, a line per machine, the caption
     assert "perfctl machines NAME" in table
     assert "Ryzen" not in table and "instructions" not in table  # details are `machines NAME`'s

@@ -38,12 +38,17 @@ def wait_options(command, what: str) -> None:
 
 def add_parser(sub) -> None:
     machines = sub.add_parser("machines", help="list the fleet's machines, or show one in full", epilog=exit_status(
-        "0 listed", "2 bad usage, an unknown machine, or a server that cannot be reached or refuses the query",
+        "0 listed (with --retire: retired)", "2 bad usage, an unknown machine, a machine to retire whose agent is "
+        "connected, or a server that cannot be reached or refuses the query",
         SIGNAL_EXIT))
     machines.add_argument("name", nargs="?", metavar="NAME",
                           help="show this machine in full: inventory, and every event with why it is unsupported")
-    _common(machines, quiet="only machines disconnected or whose latest audit failed (with NAME: its unsupported "
-                            "events)")
+    machines.add_argument("--retire", metavar="NAME",
+                          help="take a decommissioned machine out of service: its heartbeat and audit alerts stop; "
+                               "its runs, jobs and audits are kept; its agent registering again puts it back "
+                               "(refused while its agent is connected)")
+    _common(machines, quiet="only machines in service disconnected or whose latest audit failed (with NAME: its "
+                            "unsupported events)")
 
     jobs = sub.add_parser("jobs", help="list jobs and their states, or wait for jobs to end", epilog=exit_status(
         "0 listed (with --wait: every job done)", *wait_exit_codes(
@@ -74,6 +79,11 @@ def run(args) -> int:
 
     fmt = "json" if args.json else "table"
     if args.command == "machines":
+        if args.retire is not None:
+            if args.name is not None or not args.retire.strip():
+                raise UsageError("perfctl machines: --retire takes one machine NAME and no other")
+            retired = call(args, "RetireMachine", pb.RetireMachineRequest(name=args.retire)).machine
+            return write(MachineReport(retired, verbosity(args)), fmt, console())
         machines = call(args, "ListMachines", pb.ListMachinesRequest()).machines
         if args.name is None:
             return write(MachinesReport(machines, verbosity(args)), fmt, console())

@@ -14,7 +14,8 @@ from rich.text import Text
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED
 from perfctl.report import QUIET, Report, finite, json_text
 from perfctl.text import cell, visible
-from perfctl.wire import inventory_of
+from perfctl.units import clock_offset
+from perfctl.wire import CLOCK_TOLERANCE_NS, inventory_of
 
 FAILED_JOB_STATES = ("failed", "refused", "lost")  # lost: until `perfctl jobs --retry` queues it again
 FINISHED_JOB_STATES = ("done", *FAILED_JOB_STATES)
@@ -28,6 +29,18 @@ def ago(ns: int) -> str:
         return "never"
     seconds = max(0.0, time.time() - ns / 1e9)
     return f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago"
+
+
+def clock(m) -> str:
+    """A machine's clock against the server's (MachineSummary.clock_skew_ns, clock_ahead_runs): "ok", "30.0 d
+    ahead", "unknown" (its agent never sent its time), and how many of its runs were flagged at ingest."""
+    if not m.HasField("clock_skew_ns"):
+        said = "unknown"
+    elif abs(m.clock_skew_ns) <= CLOCK_TOLERANCE_NS:
+        said = "ok"
+    else:
+        said = f"{clock_offset(m.clock_skew_ns)} {'ahead' if m.clock_skew_ns > 0 else 'behind'}"
+    return said + (f", {m.clock_ahead_runs:,} runs stamped ahead" if m.clock_ahead_runs else "")
 
 
 def _listing(title: str | Text, columns: tuple[str, ...]) -> Table:
@@ -51,13 +64,14 @@ class MachinesReport(Report):
         return [machine_document(m) for m in self.machines]
 
     def table(self, console: Console) -> None:
-        table = _listing("machines", ("machine", "connected", "audit", "backends", "samples", "last heard"))
+        table = _listing("machines", ("machine", "connected", "audit", "backends", "samples", "last heard",
+                                      "clock"))
         table.caption, table.caption_justify = "inventory and events of one machine: perfctl machines NAME", "left"
         for m in self.machines:
-            if self.verbosity <= QUIET and m.connected and m.audit_verdict not in FAILED_VERDICTS:
+            if self.verbosity <= QUIET and (m.retired_ns or m.connected and m.audit_verdict not in FAILED_VERDICTS):
                 continue
-            table.add_row(*map(cell, (m.name, "yes" if m.connected else "no", _audit(m), ", ".join(m.backends),
-                                      f"{m.samples:,}", ago(m.last_heard_ns))))
+            table.add_row(*map(cell, (m.name, _connected(m), _audit(m), ", ".join(m.backends),
+                                      f"{m.samples:,}", ago(m.last_heard_ns), clock(m))))
         if table.row_count or self.verbosity > QUIET:
             console.print(table)
 
@@ -67,8 +81,14 @@ def machine_document(m) -> dict:
     return {"name": m.name, "machine_id": m.machine_id, "connected": m.connected,
             "audit_verdict": m.audit_verdict or None, "audit_time_ns": m.audit_time_ns or None,
             "last_heard_ns": m.last_heard_ns, "samples": m.samples, "backends": list(m.backends),
+            "clock_skew_ns": m.clock_skew_ns if m.HasField("clock_skew_ns") else None,
+            "clock_ahead_runs": m.clock_ahead_runs, "retired_ns": m.retired_ns or None,
             "inventory": inventory_of(m.inventory_json),
             "events": [{"event": e.event, "supported": e.supported, "reason": e.reason} for e in m.events]}
+
+
+def _connected(m) -> str:
+    return f"retired {ago(m.retired_ns)}" if m.retired_ns else "yes" if m.connected else "no"
 
 
 def _audit(m) -> str:
@@ -113,8 +133,8 @@ class MachineReport(Report):
         m = self.machine
         quiet = self.verbosity <= QUIET
         summary = _listing(cell(f"machine {m.name}"), ("item", "value"))  # a Text: no markup
-        for item, value in (("machine id", m.machine_id), ("connected", "yes" if m.connected else "no"),
-                            ("last heard", ago(m.last_heard_ns)), ("audit", _audit(m)),
+        for item, value in (("machine id", m.machine_id), ("connected", _connected(m)),
+                            ("last heard", ago(m.last_heard_ns)), ("clock", clock(m)), ("audit", _audit(m)),
                             ("backends", ", ".join(m.backends) or "none"), ("samples stored", f"{m.samples:,}")):
             summary.add_row(cell(item), cell(value))
         console.print(summary)

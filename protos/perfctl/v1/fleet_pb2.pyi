@@ -176,16 +176,18 @@ class Ack(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("state", "job_id", "samples_pending", "held_job_ids")
+    __slots__ = ("state", "job_id", "samples_pending", "held_job_ids", "agent_time_ns")
     STATE_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_PENDING_FIELD_NUMBER: _ClassVar[int]
     HELD_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    AGENT_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     state: str
     job_id: str
     samples_pending: int
     held_job_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, state: _Optional[str] = ..., job_id: _Optional[str] = ..., samples_pending: _Optional[int] = ..., held_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    agent_time_ns: int
+    def __init__(self, state: _Optional[str] = ..., job_id: _Optional[str] = ..., samples_pending: _Optional[int] = ..., held_job_ids: _Optional[_Iterable[str]] = ..., agent_time_ns: _Optional[int] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ()
@@ -275,7 +277,7 @@ class ReportAuditResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class MachineSummary(_message.Message):
-    __slots__ = ("name", "machine_id", "inventory_json", "backends", "events", "last_heard_ns", "connected", "samples", "audit_verdict", "audit_time_ns")
+    __slots__ = ("name", "machine_id", "inventory_json", "backends", "events", "last_heard_ns", "connected", "samples", "audit_verdict", "audit_time_ns", "clock_skew_ns", "clock_ahead_runs", "retired_ns")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MACHINE_ID_FIELD_NUMBER: _ClassVar[int]
     INVENTORY_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -286,6 +288,9 @@ class MachineSummary(_message.Message):
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     AUDIT_VERDICT_FIELD_NUMBER: _ClassVar[int]
     AUDIT_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_SKEW_NS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_AHEAD_RUNS_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_NS_FIELD_NUMBER: _ClassVar[int]
     name: str
     machine_id: str
     inventory_json: str
@@ -296,11 +301,26 @@ class MachineSummary(_message.Message):
     samples: int
     audit_verdict: str
     audit_time_ns: int
-    def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., last_heard_ns: _Optional[int] = ..., connected: _Optional[bool] = ..., samples: _Optional[int] = ..., audit_verdict: _Optional[str] = ..., audit_time_ns: _Optional[int] = ...) -> None: ...
+    clock_skew_ns: int
+    clock_ahead_runs: int
+    retired_ns: int
+    def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., last_heard_ns: _Optional[int] = ..., connected: _Optional[bool] = ..., samples: _Optional[int] = ..., audit_verdict: _Optional[str] = ..., audit_time_ns: _Optional[int] = ..., clock_skew_ns: _Optional[int] = ..., clock_ahead_runs: _Optional[int] = ..., retired_ns: _Optional[int] = ...) -> None: ...
 
 class ListMachinesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class RetireMachineRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RetireMachineResponse(_message.Message):
+    __slots__ = ("machine",)
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    machine: MachineSummary
+    def __init__(self, machine: _Optional[_Union[MachineSummary, _Mapping]] = ...) -> None: ...
 
 class ListMachinesResponse(_message.Message):
     __slots__ = ("machines",)

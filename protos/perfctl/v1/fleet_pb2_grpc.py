@@ -361,6 +361,11 @@ class QueryServiceStub:
                 request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsRequest.SerializeToString,
                 response_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsResponse.FromString,
                 _registered_method=True)
+        self.RetireMachine = channel.unary_unary(
+                '/perfctl.v1.QueryService/RetireMachine',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServiceServicer:
@@ -414,6 +419,12 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RetireMachine(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -456,6 +467,11 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.GetAudits,
                     request_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsRequest.FromString,
                     response_serializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditsResponse.SerializeToString,
+            ),
+            'RetireMachine': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetireMachine,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -674,6 +690,33 @@ class QueryService:
             '/perfctl.v1.QueryService/GetAudits',
             perfctl_dot_v1_dot_fleet__pb2.GetAuditsRequest.SerializeToString,
             perfctl_dot_v1_dot_fleet__pb2.GetAuditsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetireMachine(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/RetireMachine',
+            perfctl_dot_v1_dot_fleet__pb2.RetireMachineRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.RetireMachineResponse.FromString,
             options,
             channel_credentials,
             insecure,
