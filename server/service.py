@@ -60,6 +60,7 @@ from perfctl.server.validation import (
     validate_machine_info,
     validate_selection,
 )
+from perfctl.units import span
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -116,7 +117,7 @@ class _Base:
         if principal is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown token")
         if principal.role != role:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"a {principal.role} token cannot call this")
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{principal.token_kind} cannot call this")
         return principal
 
     async def _still_authorized(self, context, principal: Principal, revoked=None) -> None:
@@ -737,8 +738,7 @@ async def _retain(storage: Storage, retain_s: float) -> None:
             log.warning("retention: %s; trying again in %.0f s", err, RETAIN_EVERY_S)
         else:
             if removed:
-                log.info("retention: deleted %d runs older than %s (%s)", sum(removed.values()),
-                         f"{retain_s / 86400:g} days" if retain_s >= 86400 else f"{retain_s:g} s",
+                log.info("retention: deleted %d runs older than %s (%s)", sum(removed.values()), span(retain_s),
                          ", ".join(f"{m}: {n}" for m, n in sorted(removed.items())))
         await asyncio.sleep(RETAIN_EVERY_S)
 

@@ -9,6 +9,7 @@ import sys
 import time
 
 from perfctl.cli.options import SIGNAL_EXIT, connection_options, duration, exit_status, loudness, verbosity
+from perfctl.exit_codes import EXIT_WAIT_TIMEOUT, meaning
 from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
 
@@ -19,8 +20,7 @@ WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 def wait_exit_codes(usage: str) -> tuple[str, ...]:
     """The exit codes of submit and jobs after their 0, in --help: the wait's, and ``usage`` (2) among them."""
     return ("1 with --wait: a job failed, was refused or was lost, or a run of one failed", usage,
-            "124 with --wait-timeout: the time passed before every job ended and none failed (the rest go on "
-            "running on the server)")
+            meaning(EXIT_WAIT_TIMEOUT))
 
 
 def wait_options(command, what: str) -> None:
@@ -117,11 +117,13 @@ def select_jobs(jobs, wanted: list[str], command: str) -> list:
     return chosen
 
 
-def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
+def wait(args, job_ids: list[str], fmt: str | None = None, judge=None) -> int:
     """Wait for ``job_ids`` to end (done, failed or refused), polling GetJobs about once a second, for at most
     args.wait_timeout seconds; progress on stderr (perfctl/report/fleet.py JobsWaitReport). With ``fmt``
     the jobs' final states are written on stdout in it (`perfctl jobs --wait --json`; a table would repeat
-    the progress; submit prints job ids instead). Returns the wait's exit code (JobsWaitReport.exit_code).
+    the progress; submit prints job ids instead). ``judge``: what the jobs' comparisons found, from their
+    last JobStatus (`submit --until-settled`: JobsWaitReport.verdicts). Returns the wait's exit code
+    (JobsWaitReport.exit_code).
     On Ctrl-C it says that the jobs go on running on the server and how to wait again, and lets the
     interrupt end the command (exit 130)."""
     from perfctl.cli.remote import call
@@ -156,6 +158,8 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
         say(f"{command}: stopped waiting; the jobs go on running on the server (perfctl jobs --wait "
             f"{' '.join(ids)})")
         raise
+    if judge is not None:
+        report.verdicts = judge(report.jobs)
     if not report.finished or report.failed or not quiet:
         say(f"{command}: {report.summary()}")
     if fmt is not None:

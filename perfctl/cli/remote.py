@@ -28,12 +28,16 @@ def call(args, method: str, request):
         channel.close()
 
 
-def serve_metrics(address: str | None) -> None:
+def serve_metrics(address: str | None, insecure: bool) -> None:
+    """`--metrics HOST:PORT` of the server and the agent: Prometheus's plain HTTP, so off loopback only with
+    --insecure, the rule --listen follows (security.require_loopback_or_insecure). SecurityError, OSError."""
     if address:
         from prometheus_client import start_http_server
 
         from perfctl import security
 
+        security.require_loopback_or_insecure(address, insecure, "plain-HTTP metrics",
+                                              "give --insecure to serve them there (they have no TLS)")
         host, port = security.split_address(address)
         start_http_server(port, addr=host)
 

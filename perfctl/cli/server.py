@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 from perfctl.cli.options import duration, exit_status, loudness, non_negative_int, positive_int, seconds, verbosity
@@ -37,8 +38,10 @@ def add_parser(sub) -> None:
     server.add_argument("--tls-cert", metavar="FILE")
     server.add_argument("--tls-key", metavar="FILE")
     server.add_argument("--tls-client-ca", metavar="FILE", help="require client certificates signed by this CA")
-    server.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
-    server.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    server.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address "
+                                                                "(--listen without TLS, --metrics)")
+    server.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here (plain HTTP: off "
+                                                                 "loopback only with --insecure)")
     server.add_argument("--grace", type=seconds, default=10.0, help="seconds to drain in-flight batches on stop")
     server.add_argument("--decode-workers", type=non_negative_int, default=default_decode_workers(), metavar="N",
                         help="processes that decode and validate incoming batches (0: in the server; default: the "
@@ -48,8 +51,9 @@ def add_parser(sub) -> None:
                              "(RESOURCE_EXHAUSTED) rather than answered out of memory (default 2,000,000: about "
                              "100 bytes each while compared; docs/operations.md)")
     server.add_argument("--retain", type=duration, default=None, metavar="DURATION",
-                        help="delete runs older than this, at start and hourly (180d); audits, jobs and machines "
-                             "are kept (default: keep everything; perfctl prune deletes on demand)")
+                        help="delete runs older than this, at start and hourly (180d; m is minutes: 6m keeps runs six "
+                             "minutes; months and years are refused, give days); audits, jobs and machines are "
+                             "kept (default: keep everything; perfctl prune deletes on demand)")
     server.add_argument("--job-lease", type=duration, default=None, metavar="DURATION",
                         help="a dispatched job whose agent is not heard from for this long becomes lost (perfctl "
                              "jobs --retry queues it again); every heartbeat renews it, and agents heartbeat at "
@@ -80,11 +84,16 @@ def run(args) -> int:
                 if not os.path.exists(args.tokens):
                     _first_start(args.tokens, args.listen)
         tokens = Tokens.load(args.tokens)
+        serve_metrics(args.metrics, args.insecure)  # refused before the database is touched (or migrated)
         storage = Storage(database_url(args.data_dir, args.db))
-        serve_metrics(args.metrics)
     except (security.SecurityError, TokenFileError, StorageError, OSError) as err:
         raise UsageError(f"perfctl server: {err}") from None
     start_logging(verbosity(args))
+    if args.retain is not None:  # what the duration was read as, said once (6m is minutes, not months)
+        from perfctl.units import span
+
+        logging.getLogger("perfctl.server").info("retention: keeping runs for %s (older ones are deleted at start "
+                                                 "and then hourly)", span(args.retain))
     import asyncio  # here, not at import: every command builds this one's parser, and asyncio costs ~70 ms
 
     try:

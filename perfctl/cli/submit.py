@@ -22,8 +22,9 @@ from perfctl.cli.options import (
     probability,
     seconds,
 )
-from perfctl.output import UsageError, console
-from perfctl.report import write
+from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
+from perfctl.output import UsageError, console, say
+from perfctl.report import FAIL_ON, write
 
 
 def add_parser(sub) -> None:
@@ -33,7 +34,10 @@ def add_parser(sub) -> None:
                             epilog=exit_status("0 queued: one line per machine with its job id (with --wait: and "
                                                "every job done)", *wait_exit_codes(
                                                    "2 bad usage, an unknown event or label, or a server that "
-                                                   "cannot be reached or refuses the job"), SIGNAL_EXIT))
+                                                   "cannot be reached or refuses the job"),
+                                               "with --until-settled --wait, as perfctl ab and compare: "
+                                               + meaning(EXIT_OK), meaning(EXIT_SLOWDOWN), meaning(EXIT_NO_VERDICT),
+                                               SIGNAL_EXIT))
     connection_options(submit, "the fleet server")
     submit.add_argument("--machines", required=True, help="comma-separated machine names")
     submit.add_argument("-r", "--repeat", type=positive_int, default=10, metavar="N")
@@ -57,6 +61,9 @@ def add_parser(sub) -> None:
                                                                "cycles, else task-clock, else wall-time)")
     sequential.add_argument("--min-runs", type=positive_int, metavar="K",
                             help="no verdict is settled before K rounds (default 5, at most the most rounds)")
+    sequential.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
+                            help="with --wait, which slowdown exits 3, as in perfctl ab: relevant (default: a "
+                                 "difference shown, with B slower) or beyond (the whole sequence below 1 - margin)")
     wait_options(submit, "every job is")
     loudness(submit, verbose="accepted (the job ids are all there is to say)",
              quiet="the job ids, and with --wait only the jobs that failed, were refused or lost, or have runs "
@@ -103,7 +110,45 @@ def run(args) -> int:
     from perfctl.cli.listings import wait
 
     sys.stdout.flush()  # the job ids first, before anything the wait prints on stderr
-    return wait(args, list(response.job_ids))
+    return wait(args, list(response.job_ids), judge=_judge(args) if args.until_settled else None)
+
+
+def _judge(args):
+    """How an --until-settled wait reads its jobs' verdicts: for each job done, the server replays the
+    rounds of each command against A under the job's rule (`compare MACHINE@job=ID,ab=A ...,ab=B`, server
+    Compare's sequential part), which gives the agent's own settlement, and ab's mapping reads it
+    (report/ab.py settlements_found): the same verdict exits the same way in ab, submit and compare. A job
+    whose rounds cannot be replayed (a run left out on one side) has no verdict here (exit 4), and says so."""
+    from perfctl import results
+    from perfctl.analysis.ab import Replay
+    from perfctl.cli.remote import call
+    from perfctl.report.ab import settlements_found
+    from perfctl.v1 import fleet_pb2 as pb
+
+    def judge(jobs) -> dict:
+        settlements, replayed_all = [], True
+        for job in jobs:
+            if job.state != "done":  # failed, refused, lost: exit 1; still open: 124
+                continue
+            for i in range(1, len(job.job.commands)):
+                label = chr(ord("A") + i)
+                response = call(args, "Compare", pb.CompareRequest(
+                    a=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": "A"}),
+                    b=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": label}), paired=True))
+                try:
+                    replay = results.loads(response.sequential_json, Replay) if response.sequential_json else None
+                except results.ResultError:
+                    replay = None
+                if replay is None:
+                    replayed_all = False
+                    say(f"perfctl submit: {job.machine} job {job.job_id}: the rounds of {label} cannot be replayed "
+                        "against A (a run left out on one side): no verdict")
+                    continue
+                settlements.append(replay.settlement)
+        found = settlements_found(settlements, args.fail_on)
+        return {**found, "decided": found["decided"] and replayed_all}
+
+    return judge
 
 
 def _until_settled(args, job, groups: list[list[str]]) -> None:
