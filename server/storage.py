@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.types import BigInteger
 
-from perfctl.server import migrations
+from perfctl.server import migrations, schema_version
 from perfctl.server.decode import row_fields
 from perfctl.server.schema import audits, benchmarks, contexts, jobs, machines, samples, series, shapes
 from perfctl.v1 import fleet_pb2 as pb
@@ -97,14 +97,14 @@ def _sqlite_pragmas(connection, _record) -> None:
 
 
 class Storage:
-    def __init__(self, url: str):
+    def __init__(self, url: str, migrate: bool = True):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         try:
             self.engine: Engine = create_engine(url, pool_pre_ping=True)
             if self.is_sqlite:
                 event.listen(self.engine, "connect", _sqlite_pragmas)
-            self.upgrade()
+            self.upgrade(migrate)
         except StorageError:
             raise
         except Exception as err:  # noqa: BLE001 - driver errors vary; the user needs the one line
@@ -134,8 +134,9 @@ class Storage:
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True) if hasattr(self, "engine") else self.url
 
-    def upgrade(self) -> None:
-        """Bring the schema to the newest Alembic revision."""
+    def upgrade(self, migrate: bool = True) -> None:
+        """Bring the schema to the newest Alembic revision; StorageError for a schema this perfctl must not
+        serve (server/schema_version.py: a newer perfctl's, or, unless ``migrate``, an older one)."""
         config = Config()
         config.set_main_option("script_location", str(Path(migrations.__file__).parent))
         with self.engine.begin() as connection:
@@ -143,6 +144,7 @@ class Storage:
                 # server replicas starting together on one new database: one migrates, the others wait for
                 # its commit and find the schema current (the lock ends with this transaction)
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+            schema_version.refuse_unknown(connection, migrate)  # its one line: __init__'s "cannot open"
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 

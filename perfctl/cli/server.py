@@ -54,6 +54,9 @@ def add_parser(sub) -> None:
                         help="delete runs older than this, at start and hourly (180d; m is minutes: 6m keeps runs six "
                              "minutes; months and years are refused, give days); audits, jobs and machines are "
                              "kept (default: keep everything; perfctl prune deletes on demand)")
+    server.add_argument("--no-migrate", action="store_true",
+                        help="refuse to start on a database older than this perfctl instead of migrating it (a "
+                             "database a newer perfctl migrated is always refused: docs/operations.md)")
     server.add_argument("--job-lease", type=duration, default=None, metavar="DURATION",
                         help="a dispatched job whose agent is not heard from for this long becomes lost (perfctl "
                              "jobs --retry queues it again); every heartbeat renews it, and agents heartbeat at "
@@ -66,6 +69,7 @@ def run(args) -> int:
     from perfctl.cli.remote import serve_metrics, start_logging
     from perfctl.server.auth import TokenFileError, Tokens
     from perfctl.server.jobs import DEFAULT_LEASE_S, MIN_LEASE_S
+    from perfctl.server.schema_version import SchemaWatch
     from perfctl.server.selection import MAX_COMPARE_RUNS
     from perfctl.server.service import serve
     from perfctl.server.storage import Storage, StorageError, database_url
@@ -85,7 +89,7 @@ def run(args) -> int:
                     _first_start(args.tokens, args.listen)
         tokens = Tokens.load(args.tokens)
         serve_metrics(args.metrics, args.insecure)  # refused before the database is touched (or migrated)
-        storage = Storage(database_url(args.data_dir, args.db))
+        storage = Storage(database_url(args.data_dir, args.db), migrate=not args.no_migrate)
     except (security.SecurityError, TokenFileError, StorageError, OSError) as err:
         raise UsageError(f"perfctl server: {err}") from None
     start_logging(verbosity(args))
@@ -97,13 +101,16 @@ def run(args) -> int:
     import asyncio  # here, not at import: every command builds this one's parser, and asyncio costs ~70 ms
 
     try:
-        asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers,
-                          compare_limit=args.max_compare_runs or MAX_COMPARE_RUNS,
-                          lease_s=args.job_lease or DEFAULT_LEASE_S, retain_s=args.retain))
+        with SchemaWatch(storage.engine) as schema:  # a newer perfctl migrating the database stops this one
+            asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace,
+                              decode_workers=args.decode_workers, compare_limit=args.max_compare_runs or
+                              MAX_COMPARE_RUNS, lease_s=args.job_lease or DEFAULT_LEASE_S, retain_s=args.retain))
     except OSError as err:
         raise UsageError(f"perfctl server: {err}") from None
     finally:
         storage.close()
+    if schema.problem:
+        raise UsageError(f"perfctl server: {schema.problem}")
     return EXIT_OK
 
 
