@@ -136,6 +136,80 @@ def query(args):
                       f"{CONNECT_TIMEOUT_S:g} s")
 
 
+CALL_TIMEOUT_S = 60.0  # one client call, every replica tried included
+# A replica that has not answered a call within this long is passed by: the next of --server A,B is asked
+# too, and the first answer wins. A replica whose database hangs accepts connections and calls and answers
+# none (issue 29: `machines` and `submit` waited 60 s and failed while B was healthy). The slow call is
+# not cancelled: a healthy but busy replica (a large compare) may still answer first.
+REPLICA_ANSWER_S = 5.0
+_ELSEWHERE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")  # a replica's failure, not the fleet's answer
+_answered_last: dict[str, str] = {}  # --server's text -> the replica of it that answered this process last
+
+
+def unary(args, method: str, request, timeout: float = CALL_TIMEOUT_S):
+    """One QueryService call ``method``, answered by the first replica of --server A,B,... that answers.
+    A replica that cannot be reached or gives no answer within REPLICA_ANSWER_S is passed by (the next is
+    asked at once, or after that delay, the first call still running); any other answer (NOT_FOUND,
+    INVALID_ARGUMENT, ...) is the fleet's and is returned or raised as it is. A call that changes something
+    must be safe to send twice: SubmitJob carries a submit_id the server dedupes (server/submissions.py),
+    RetryJob queues only a lost job. Raises grpc.RpcError (one server, or the fleet's answer) or ClientError
+    (no replica answered), SecurityError (settings)."""
+    import queue
+    import time
+
+    import grpc
+
+    from perfctl import security
+    from perfctl.v1 import fleet_pb2_grpc as rpc
+
+    s = settings(args)
+    servers = security.split_servers(s.server)
+    # the replica that answered last is asked first (a `--wait` polls every second: a hung replica first in
+    # the list would cost every poll REPLICA_ANSWER_S)
+    servers.sort(key=lambda server: server != _answered_last.get(s.server))
+    metadata = (("authorization", f"Bearer {s.token}"),)
+    deadline = time.monotonic() + timeout
+    answers: queue.Queue = queue.Queue()
+    channels, calls, failed = [], [], []
+    ask_next = deadline  # when the next replica is asked too (at once after a failure)
+    try:
+        while True:
+            now = time.monotonic()
+            if len(calls) < len(servers) and (len(calls) == len(failed) or now >= ask_next):
+                server = servers[len(calls)]
+                channel = security.channel(server, s.tls, s.insecure, aio=False)
+                channels.append(channel)
+                call = getattr(rpc.QueryServiceStub(channel), method).future(
+                    request, metadata=metadata, timeout=max(0.001, deadline - now))
+                calls.append(call)
+                call.add_done_callback(lambda done, server=server: answers.put((server, done)))
+                ask_next = now + REPLICA_ANSWER_S
+                continue
+            if len(failed) == len(servers):
+                raise ClientError("no server answered: " + "; ".join(failed))
+            until = deadline if len(calls) == len(servers) else min(ask_next, deadline)
+            try:
+                server, done = answers.get(timeout=max(0.0, until - now))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise ClientError(f"no server of {', '.join(servers)} answered within {timeout:g} s") from None
+                continue
+            try:
+                answer = done.result()
+                _answered_last[s.server] = server
+                return answer
+            except grpc.RpcError as err:
+                if len(servers) == 1 or err.code().name not in _ELSEWHERE:
+                    raise
+                failed.append(f"{server}: {err.code().name}: {err.details()}")
+                ask_next = time.monotonic()
+    finally:
+        for call in calls:
+            call.cancel()
+        for channel in channels:
+            channel.close()
+
+
 def _connects(channel, timeout: float) -> bool:
     """Whether the channel reaches READY within ``timeout``; False as soon as a connection fails (a replica
     that is down refuses at once: the next is tried without waiting out the timeout)."""

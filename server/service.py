@@ -46,6 +46,7 @@ from perfctl.server.metrics import (
 )
 from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
 from perfctl.server.storage import JobReportError, NoSuchJob, Storage, StorageError
+from perfctl.server.submissions import submitted_job
 from perfctl.server.validation import (
     MAX_BATCH_SAMPLES,
     MAX_MESSAGE_BYTES,
@@ -530,13 +531,10 @@ class QueryService(_Base, rpc.QueryServiceServicer):
         for machine in request.machines:
             if await self._db(context, self.storage.machine_pk, machine) is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"no machine named {machine!r} has registered")
-        for machine in request.machines:
-            job_id = await self._db(context, self.storage.create_job, machine, request.job)
-            job = pb.Job()
-            job.CopyFrom(request.job)
-            job.job_id = job_id
+        for machine in request.machines:  # once per submit_id, however often it is sent
+            job = await self._db(context, submitted_job, self.storage, machine, request)
             await self._offer(context, machine, job)
-            ids.append(job_id)
+            ids.append(job.job_id)
         await self._db(context, self.keeper.job_gauge)
         return pb.SubmitJobResponse(job_ids=ids)
 

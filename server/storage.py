@@ -523,9 +523,9 @@ class Storage:
 
     # --- jobs ---
 
-    def create_job(self, machine: str, job: pb.Job, now_ns: int | None = None) -> str:
+    def create_job(self, machine: str, job: pb.Job, now_ns: int | None = None, job_id: str | None = None) -> str:
         now_ns = now_ns or time.time_ns()
-        job_id = str(uuid_module.uuid4())
+        job_id = job_id or str(uuid_module.uuid4())  # given: server/submissions.py's, once per submission
         spec = pb.Job()
         spec.CopyFrom(job)
         spec.job_id = job_id

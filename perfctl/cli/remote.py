@@ -16,16 +16,12 @@ def call(args, method: str, request):
 
     from perfctl import client, security
 
-    try:
-        stub, metadata, channel = client.query(args)
+    try:  # of replicas (--server A,B), the first that answers (perfctl/client.py)
+        return client.unary(args, method, request)
     except (client.ClientError, security.SecurityError) as err:
         raise UsageError(f"perfctl {args.command}: {err}") from None
-    try:
-        return getattr(stub, method)(request, metadata=metadata, timeout=60)
     except grpc.RpcError as err:
         raise UsageError(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
-    finally:
-        channel.close()
 
 
 def serve_metrics(address: str | None, insecure: bool) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import uuid
 
 from perfctl.cli.ab import DEFAULT_MIN_RUNS, confidence
 from perfctl.cli.options import (
@@ -103,7 +104,8 @@ def run(args) -> int:
     elif args.max_runs is not None:
         raise UsageError("perfctl submit: --max-runs bounds --until-settled, which is not given (-r sets the runs)")
     machines = [m.strip() for m in args.machines.split(",") if m.strip()]
-    response = call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job))
+    # a submission of its own id: sent again to another replica after a deadline, it is still done once
+    response = call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job, submit_id=str(uuid.uuid4())))
     code = write(SubmitReport(machines, response.job_ids), "table", console())
     if not args.wait:
         return code
