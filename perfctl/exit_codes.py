@@ -22,10 +22,10 @@ MEANINGS = {
              "submit --until-settled: every comparison settled)",
     EXIT_RUN_FAILED: "a run failed (exit status, signal, timeout), or a fleet job failed, was refused or lost",
     EXIT_USAGE: "bad usage or input, or a server that cannot be reached or refuses the request",
-    EXIT_SLOWDOWN: "a slowdown of B shown: a relevant difference with B slower (--fail-on beyond: shown beyond "
-                   "the margin)",
-    EXIT_NO_VERDICT: "no verdict, and no slowdown shown: nothing could be judged (compare), or a comparison not "
-                     "settled within the budget or its rounds not alike (ab, submit --until-settled)",
+    EXIT_SLOWDOWN: "a relevant slowdown of B shown: a relevant difference with B slower (--fail-on beyond: "
+                   "shown beyond the margin)",
+    EXIT_NO_VERDICT: "no benchmark could be judged (compare), or a comparison not settled within the budget or "
+                     "its rounds not alike (ab, submit --until-settled); no slowdown shown",
     EXIT_WAIT_TIMEOUT: "--wait-timeout passed before every job ended (they go on running on the server)",
 }
 SIGNAL_MEANING = "128+N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP)"

@@ -17,7 +17,7 @@ import grpc
 import pytest
 from fleet import Fleet, Postgres, free_port, postgres_reason, wait_for
 
-REPLICA_ANSWER_S = 5.0  # perfctl/client.py: a replica not answering by then is passed by
+from perfctl.client import REPLICA_ANSWER_S
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
