@@ -186,13 +186,14 @@ def unary(args, method: str, request, timeout: float = CALL_TIMEOUT_S):
                 ask_next = now + REPLICA_ANSWER_S
                 continue
             if len(failed) == len(servers):
-                raise ClientError("no server answered: " + "; ".join(failed))
+                raise ClientError(f"none of the servers {', '.join(servers)} answered: " + "; ".join(failed))
             until = deadline if len(calls) == len(servers) else min(ask_next, deadline)
             try:
                 server, done = answers.get(timeout=max(0.0, until - now))
             except queue.Empty:
                 if time.monotonic() >= deadline:
-                    raise ClientError(f"no server of {', '.join(servers)} answered within {timeout:g} s") from None
+                    raise ClientError(f"none of the servers {', '.join(servers)} answered within {timeout:g} s") \
+                        from None
                 continue
             try:
                 answer = done.result()
