@@ -80,14 +80,18 @@ def test_compare_ab_and_submit_exit_alike_on_each_verdict(fleet, tmp_path):
         selector = f"box-a@job={job_id}"
         fleet_compare = _compare(fleet, server, f"{selector},ab=A", f"{selector},ab=B")
         file_compare = _compare(fleet, None, f"{path}@ab=A", f"{path}@ab=B")
-        codes = {"ab": ab_code, "submit": submit_code, "compare job": fleet_compare, "compare ab": file_compare}
+        waited = fleet.client("jobs", "--wait", "-q", job_id, server=server).returncode  # a wait resumed
+        codes = {"ab": ab_code, "submit": submit_code, "jobs --wait": waited, "compare job": fleet_compare,
+                 "compare ab": file_compare}
         assert codes == dict.fromkeys(codes, expected), jobs[0]["message"]
     # 3 rounds cannot settle a confidence sequence (it has two ends from 6 rounds): no verdict, in both
     ab_code, _ = _ab(tmp_path, "ab-unsettled", FAST, SLOW, "--max-runs", "3", "--min-runs", "3")
     submit_code, job_id = _submit(fleet, server, FAST, SLOW, "--max-runs", "3", "--min-runs", "3")
     jobs = json.loads(fleet.client("jobs", "--json", job_id, server=server).stdout)
     assert jobs[0]["message"].startswith("not settled after 3 rounds"), jobs
-    assert {"ab": ab_code, "submit": submit_code} == {"ab": EXIT_NO_VERDICT, "submit": EXIT_NO_VERDICT}
+    waited = fleet.client("jobs", "--wait", "-q", job_id, server=server).returncode
+    assert {"ab": ab_code, "submit": submit_code, "jobs --wait": waited} == dict.fromkeys(("ab", "submit",
+                                                                                        "jobs --wait"), EXIT_NO_VERDICT)
 
 
 def test_every_command_states_the_one_meaning_in_help():

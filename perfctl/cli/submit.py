@@ -24,7 +24,7 @@ from perfctl.cli.options import (
     seconds,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
-from perfctl.output import UsageError, console, say
+from perfctl.output import UsageError, console
 from perfctl.report import FAIL_ON, write
 
 
@@ -112,45 +112,7 @@ def run(args) -> int:
     from perfctl.cli.listings import wait
 
     sys.stdout.flush()  # the job ids first, before anything the wait prints on stderr
-    return wait(args, list(response.job_ids), judge=_judge(args) if args.until_settled else None)
-
-
-def _judge(args):
-    """How an --until-settled wait reads its jobs' verdicts: for each job done, the server replays the
-    rounds of each command against A under the job's rule (`compare MACHINE@job=ID,ab=A ...,ab=B`, server
-    Compare's sequential part), which gives the agent's own settlement, and ab's mapping reads it
-    (report/ab.py settlements_found): the same verdict exits the same way in ab, submit and compare. A job
-    whose rounds cannot be replayed (a run left out on one side) has no verdict here (exit 4), and says so."""
-    from perfctl import results
-    from perfctl.analysis.ab import Replay
-    from perfctl.cli.remote import call
-    from perfctl.report.ab import settlements_found
-    from perfctl.v1 import fleet_pb2 as pb
-
-    def judge(jobs) -> dict:
-        settlements, replayed_all = [], True
-        for job in jobs:
-            if job.state != "done":  # failed, refused, lost: exit 1; still open: 124
-                continue
-            for i in range(1, len(job.job.commands)):
-                label = chr(ord("A") + i)
-                response = call(args, "Compare", pb.CompareRequest(
-                    a=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": "A"}),
-                    b=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": label}), paired=True))
-                try:
-                    replay = results.loads(response.sequential_json, Replay) if response.sequential_json else None
-                except results.ResultError:
-                    replay = None
-                if replay is None:
-                    replayed_all = False
-                    say(f"perfctl submit: {job.machine} job {job.job_id}: the rounds of {label} cannot be replayed "
-                        "against A (a run left out on one side): no verdict")
-                    continue
-                settlements.append(replay.settlement)
-        found = settlements_found(settlements, args.fail_on)
-        return {**found, "decided": found["decided"] and replayed_all}
-
-    return judge
+    return wait(args, list(response.job_ids))
 
 
 def _until_settled(args, job, groups: list[list[str]]) -> None:
