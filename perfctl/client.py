@@ -117,15 +117,17 @@ def files_read(args) -> list[tuple[str, str]]:
 
 
 def query(args):
-    """(QueryService stub, call metadata, channel) for a client command. Of several servers (replicas:
-    --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S; a DNS name with several
-    addresses is gRPC's to try in turn."""
+    """(QueryService stub, call metadata, channel) for a client command's streams (unary calls: unary()).
+    Of several servers (replicas: --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S,
+    the one that answered this command's last unary call first; a DNS name with several addresses is gRPC's
+    to try in turn."""
 
     from perfctl import security
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
     s = settings(args)
     servers = security.split_servers(s.server)
+    servers.sort(key=lambda server: server != _answered_last.get(s.server))
     for server in servers:
         channel = security.channel(server, s.tls, s.insecure, aio=False)
         if len(servers) > 1 and not _connects(channel, CONNECT_TIMEOUT_S):
@@ -272,10 +274,13 @@ def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) ->
     from perfctl.v1 import fleet_pb2 as pb
     from perfctl.wire import inventory_of, proto_to_dict
 
+    try:  # a unary call first: it passes by a replica that answers nothing, and the stream follows the one
+        # that answered (query)
+        listed = {m.name: m for m in unary(args, "ListMachines", pb.ListMachinesRequest()).machines}
+    except grpc.RpcError as err:
+        raise ClientError(f"{err.code().name}: {err.details()}") from None
     stub, metadata, channel = query(args)
     try:
-        listed = {m.name: m for m in stub.ListMachines(pb.ListMachinesRequest(), metadata=metadata,
-                                                       timeout=60).machines}
         fetched = []
         for side in sides:
             if side.machine not in listed:
