@@ -27,7 +27,8 @@ class ClientError(ValueError):
 
 
 class NoServerAccepted(ClientError):
-    """None of the servers accepted a connection: all down or restarting (a wait asks again)."""
+    """None of the servers accepted a connection or answered in time: all down, restarting or hung (a wait
+    asks again)."""
 
 
 @dataclass(frozen=True)
@@ -121,15 +122,17 @@ def files_read(args) -> list[tuple[str, str]]:
 
 
 def query(args):
-    """(QueryService stub, call metadata, channel) for a client command. Of several servers (replicas:
-    --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S; a DNS name with several
-    addresses is gRPC's to try in turn."""
+    """(QueryService stub, call metadata, channel) for a client command's streams (unary calls: unary()).
+    Of several servers (replicas: --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S,
+    the one that answered this command's last unary call first; a DNS name with several addresses is gRPC's
+    to try in turn."""
 
     from perfctl import security
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
     s = settings(args)
     servers = security.split_servers(s.server)
+    servers.sort(key=lambda server: server != _answered_last.get(s.server))
     for server in servers:
         channel = security.channel(server, s.tls, s.insecure, aio=False)
         if len(servers) > 1 and not _connects(channel, CONNECT_TIMEOUT_S):
@@ -138,6 +141,81 @@ def query(args):
         return rpc.QueryServiceStub(channel), (("authorization", f"Bearer {s.token}"),), channel
     raise NoServerAccepted(f"none of the servers {', '.join(servers)} accepted a connection within "
                       f"{CONNECT_TIMEOUT_S:g} s")
+
+
+CALL_TIMEOUT_S = 60.0  # one client call, every replica tried included
+# A replica that has not answered a call within this long is passed by: the next of --server A,B is asked
+# too, and the first answer wins. A replica whose database hangs accepts connections and calls and answers
+# none (issue 29: `machines` and `submit` waited 60 s and failed while B was healthy). The slow call is
+# not cancelled: a healthy but busy replica (a large compare) may still answer first.
+REPLICA_ANSWER_S = 5.0
+_ELSEWHERE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")  # a replica's failure, not the fleet's answer
+_answered_last: dict[str, str] = {}  # --server's text -> the replica of it that answered this process last
+
+
+def unary(args, method: str, request, timeout: float = CALL_TIMEOUT_S):
+    """One QueryService call ``method``, answered by the first replica of --server A,B,... that answers.
+    A replica that cannot be reached or gives no answer within REPLICA_ANSWER_S is passed by (the next is
+    asked at once, or after that delay, the first call still running); any other answer (NOT_FOUND,
+    INVALID_ARGUMENT, ...) is the fleet's and is returned or raised as it is. A call that changes something
+    must be safe to send twice: SubmitJob carries a submit_id the server dedupes (server/submissions.py),
+    RetryJob queues only a lost job. Raises grpc.RpcError (one server, or the fleet's answer),
+    NoServerAccepted (no replica answered: a wait asks again), ClientError or SecurityError (settings)."""
+    import queue
+    import time
+
+    import grpc
+
+    from perfctl import security
+    from perfctl.v1 import fleet_pb2_grpc as rpc
+
+    s = settings(args)
+    servers = security.split_servers(s.server)
+    # the replica that answered last is asked first (a `--wait` polls every second: a hung replica first in
+    # the list would cost every poll REPLICA_ANSWER_S)
+    servers.sort(key=lambda server: server != _answered_last.get(s.server))
+    metadata = (("authorization", f"Bearer {s.token}"),)
+    deadline = time.monotonic() + timeout
+    answers: queue.Queue = queue.Queue()
+    channels, calls, failed = [], [], []
+    ask_next = deadline  # when the next replica is asked too (at once after a failure)
+    try:
+        while True:
+            now = time.monotonic()
+            if len(calls) < len(servers) and (len(calls) == len(failed) or now >= ask_next):
+                server = servers[len(calls)]
+                channel = security.channel(server, s.tls, s.insecure, aio=False)
+                channels.append(channel)
+                call = getattr(rpc.QueryServiceStub(channel), method).future(
+                    request, metadata=metadata, timeout=max(0.001, deadline - now))
+                calls.append(call)
+                call.add_done_callback(lambda done, server=server: answers.put((server, done)))
+                ask_next = now + REPLICA_ANSWER_S
+                continue
+            if len(failed) == len(servers):
+                raise NoServerAccepted(f"none of the servers {', '.join(servers)} answered: " + "; ".join(failed))
+            until = deadline if len(calls) == len(servers) else min(ask_next, deadline)
+            try:
+                server, done = answers.get(timeout=max(0.0, until - now))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise NoServerAccepted(f"none of the servers {', '.join(servers)} answered within "
+                                           f"{timeout:g} s") from None
+                continue
+            try:
+                answer = done.result()
+                _answered_last[s.server] = server
+                return answer
+            except grpc.RpcError as err:
+                if len(servers) == 1 or err.code().name not in _ELSEWHERE:
+                    raise
+                failed.append(f"{server}: {err.code().name}: {err.details()}")
+                ask_next = time.monotonic()
+    finally:
+        for call in calls:
+            call.cancel()
+        for channel in channels:
+            channel.close()
 
 
 def _connects(channel, timeout: float) -> bool:
@@ -201,10 +279,13 @@ def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) ->
     from perfctl.v1 import fleet_pb2 as pb
     from perfctl.wire import inventory_of, proto_to_dict
 
+    try:  # a unary call first: it passes by a replica that answers nothing, and the stream follows the one
+        # that answered (query)
+        listed = {m.name: m for m in unary(args, "ListMachines", pb.ListMachinesRequest()).machines}
+    except grpc.RpcError as err:
+        raise ClientError(f"{err.code().name}: {err.details()}") from None
     stub, metadata, channel = query(args)
     try:
-        listed = {m.name: m for m in stub.ListMachines(pb.ListMachinesRequest(), metadata=metadata,
-                                                       timeout=60).machines}
         fetched = []
         for side in sides:
             if side.machine not in listed:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # rich is imported when a console is made: the server and the agent use this module's
     from rich.console import Console  # signal policy and print nothing with rich
 
-EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from perfctl.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE  # noqa: F401 - re-exported
+
 # Errors of writing to a full or failing destination (stdout redirected to /dev/full, a full disk): the
 # user's to fix, so one line and exit 2 rather than a traceback.
 OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)

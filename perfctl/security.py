@@ -94,9 +94,17 @@ def server_credentials(tls: TlsFiles, listen: str, insecure: bool) -> grpc.Serve
         client_ca = _read(tls.ca, "client CA")
         return grpc.ssl_server_credentials([(_read(tls.key, "TLS key"), _read(tls.cert, "TLS certificate"))],
                                            root_certificates=client_ca, require_client_auth=client_ca is not None)
-    if not is_loopback(host) and not insecure:
-        raise SecurityError(f"refusing plaintext on {listen}: not loopback; give --tls-cert/--tls-key, or --insecure")
+    require_loopback_or_insecure(listen, insecure, "plaintext", "give --tls-cert/--tls-key, or --insecure")
     return None
+
+
+def require_loopback_or_insecure(address: str, insecure: bool, what: str, remedy: str = "give --insecure") -> None:
+    """The one rule for whatever a server serves without TLS (its gRPC port without a certificate, the
+    Prometheus endpoint of `--metrics`, which is always plain HTTP): on a loopback address only, unless
+    --insecure says that the network there is trusted. SecurityError naming the address otherwise."""
+    host, _ = split_address(address)
+    if not is_loopback(host) and not insecure:
+        raise SecurityError(f"refusing {what} on {address}: not loopback; {remedy}")
 
 
 def split_servers(text: str) -> list[str]:

@@ -40,6 +40,21 @@ def clock_offset(value_ns: int) -> str:
         else f"{seconds:.0f} s"
 
 
+_SPANS = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+
+
+def span(seconds: float) -> str:
+    """A duration in words: in the largest unit it is a whole number (under 1,000) of, else to 4 significant
+    digits in the largest unit it reaches: 360 -> '6 minutes', 15552000 -> '180 days', 5400 -> '90 minutes',
+    100000 -> '1.157 days'. What a --retain was read as, said back."""
+    for size, name in _SPANS:
+        value = seconds / size
+        if value.is_integer() and 1 <= value < 1000:
+            return f"{value:g} {name}" + ("" if value == 1 else "s")
+    size, name = next(((size, name) for size, name in _SPANS if seconds >= size), _SPANS[-1])
+    return f"{seconds / size:.4g} {name}s"
+
+
 def count(value: float) -> str:
     """A count: integers in full with thousands separators (1,234,567), others to two decimals."""
     if _missing(value):

@@ -40,6 +40,11 @@ class Principal:
     role: str
     name: str
 
+    @property
+    def token_kind(self) -> str:
+        """"a client token", "an agent token": how messages name the caller's kind of token."""
+        return f"{'an' if self.role[:1] in 'aeiou' else 'a'} {self.role} token"
+
 
 def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()

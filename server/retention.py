@@ -12,6 +12,7 @@ import logging
 import time
 
 from perfctl.server.storage import Storage
+from perfctl.units import span
 
 log = logging.getLogger("perfctl.server")
 
@@ -24,7 +25,6 @@ async def retain(storage: Storage, retain_s: float) -> None:
     while True:
         removed = await asyncio.to_thread(storage.prune, time.time_ns() - int(retain_s * 1e9))
         if removed:
-            log.info("retention: deleted %d runs older than %s (%s)", sum(removed.values()),
-                     f"{retain_s / 86400:g} days" if retain_s >= 86400 else f"{retain_s:g} s",
+            log.info("retention: deleted %d runs older than %s (%s)", sum(removed.values()), span(retain_s),
                      ", ".join(f"{m}: {n}" for m, n in sorted(removed.items())))
         await asyncio.sleep(RETAIN_EVERY_S)

@@ -48,6 +48,7 @@ from perfctl.server.outage import DatabaseOutage
 from perfctl.server.retention import retain
 from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
 from perfctl.server.storage import DatabaseUnavailable, JobReportError, NoSuchJob, Storage, StorageError
+from perfctl.server.submissions import submitted_job
 from perfctl.server.validation import (
     MAX_BATCH_SAMPLES,
     MAX_MESSAGE_BYTES,
@@ -119,7 +120,7 @@ class _Base:
         if principal is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or unknown token")
         if principal.role != role:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"a {principal.role} token cannot call this")
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{principal.token_kind} cannot call this")
         return principal
 
     async def _still_authorized(self, context, principal: Principal, revoked=None) -> None:
@@ -523,13 +524,10 @@ class QueryService(MachineQueries, _Base, rpc.QueryServiceServicer):
         for machine in request.machines:
             if await self._db(context, self.storage.machine_pk, machine) is None:
                 await context.abort(grpc.StatusCode.NOT_FOUND, f"no machine named {machine!r} has registered")
-        for machine in request.machines:
-            job_id = await self._db(context, self.storage.create_job, machine, request.job)
-            job = pb.Job()
-            job.CopyFrom(request.job)
-            job.job_id = job_id
+        for machine in request.machines:  # once per submit_id, however often it is sent
+            job = await self._db(context, submitted_job, self.storage, machine, request)
             await self._offer(context, machine, job)
-            ids.append(job_id)
+            ids.append(job.job_id)
         await self._db(context, self.keeper.job_gauge)
         return pb.SubmitJobResponse(job_ids=ids)
 

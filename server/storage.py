@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.types import BigInteger
 
-from perfctl.server import migrations
+from perfctl.server import migrations, schema_version
 from perfctl.server.clock import ahead_by
 from perfctl.server.decode import row_fields
 from perfctl.server.machine_records import LEASED_JOB_STATES, MachineRecords
@@ -96,14 +96,14 @@ def _sqlite_pragmas(connection, _record) -> None:
 
 @database_errors  # an unreachable database is DatabaseUnavailable from every method (server/storage_errors.py)
 class Storage(MachineRecords):
-    def __init__(self, url: str):
+    def __init__(self, url: str, migrate: bool = True):
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         try:
             self.engine: Engine = create_engine(url, pool_pre_ping=True)
             if self.is_sqlite:
                 event.listen(self.engine, "connect", _sqlite_pragmas)
-            self.upgrade()
+            self.upgrade(migrate)
         except StorageError:
             raise
         except Exception as err:  # noqa: BLE001 - driver errors vary; the user needs the one line
@@ -135,8 +135,9 @@ class Storage(MachineRecords):
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True) if hasattr(self, "engine") else self.url
 
-    def upgrade(self) -> None:
-        """Bring the schema to the newest Alembic revision."""
+    def upgrade(self, migrate: bool = True) -> None:
+        """Bring the schema to the newest Alembic revision; StorageError for a schema this perfctl must not
+        serve (server/schema_version.py: a newer perfctl's, or, unless ``migrate``, an older one)."""
         config = Config()
         config.set_main_option("script_location", str(Path(migrations.__file__).parent))
         with self.engine.begin() as connection:
@@ -144,6 +145,7 @@ class Storage(MachineRecords):
                 # server replicas starting together on one new database: one migrates, the others wait for
                 # its commit and find the schema current (the lock ends with this transaction)
                 connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+            schema_version.refuse_unknown(connection, migrate)  # its one line: __init__'s "cannot open"
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
@@ -534,9 +536,9 @@ class Storage(MachineRecords):
 
     # --- jobs ---
 
-    def create_job(self, machine: str, job: pb.Job, now_ns: int | None = None) -> str:
+    def create_job(self, machine: str, job: pb.Job, now_ns: int | None = None, job_id: str | None = None) -> str:
         now_ns = now_ns or time.time_ns()
-        job_id = str(uuid_module.uuid4())
+        job_id = job_id or str(uuid_module.uuid4())  # given: server/submissions.py's, once per submission
         spec = pb.Job()
         spec.CopyFrom(job)
         spec.job_id = job_id

@@ -31,6 +31,7 @@ from perfctl.cli.options import (
     probability,
     verbosity,
 )
+from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
 from perfctl.model import default_metric, metric_label
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 from perfctl.report import FAIL_ON
@@ -64,9 +65,7 @@ def add_parser(sub) -> None:
                     "each round, and stop as soon as the verdict is settled: B faster or slower by more than the "
                     "margin, a difference inside it, or equivalence. The verdict reads off an anytime-valid "
                     "confidence sequence, so stopping when it settles keeps the stated confidence (docs/ab.md).",
-        epilog=exit_status("0 settled, no relevant slowdown of any command", "3 a command shown slower than A "
-                           "(--fail-on)", "4 a verdict not settled within the budget, or rounds not alike (the "
-                           "machine or a program changed during the run)", "1 a run failed",
+        epilog=exit_status(*map(meaning, (EXIT_OK, EXIT_SLOWDOWN, EXIT_NO_VERDICT, EXIT_RUN_FAILED)),
                            "2 bad usage or input, or an output that cannot or must not be written (docs/outputs.md)",
                            f"{SIGNAL_EXIT}: the run in progress is killed, finished runs are kept"))
     ab.add_argument("--margin", type=probability, default=0.05,

@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
     agent.add_argument("--workdir", default="/", metavar="DIR", help="benchmarks' working directory (/)")
     agent.add_argument("--audit-every", type=float, default=24.0, metavar="HOURS",
                        help="re-audit the counters this often (and at once when kernel or microcode changed); 0: never")
-    agent.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    agent.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here (plain HTTP: off "
+                                                                "loopback only with --insecure)")
     loudness(agent, verbose="debug lines in the log", quiet="only warnings and errors in the log")
 
 
@@ -74,7 +75,7 @@ def run(args) -> int:
     except (SpoolError, SpoolFull) as err:
         raise UsageError(f"perfctl agent: {err}") from None
     try:
-        serve_metrics(args.metrics)
+        serve_metrics(args.metrics, settings.insecure)
     except (security.SecurityError, OSError) as err:
         spool.close()
         raise UsageError(f"perfctl agent: {err}") from None

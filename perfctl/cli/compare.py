@@ -17,6 +17,7 @@ from perfctl.cli.options import (
     probability,
     verbosity,
 )
+from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
 from perfctl.output import UsageError, console
 from perfctl.report import FAIL_ON, write
 from perfctl.report.html import write_report
@@ -26,9 +27,8 @@ def add_parser(sub) -> None:
     compare = sub.add_parser("compare", help="compare two sample files benchmark by benchmark",
                              description="Is B faster, slower or equivalent to A? Per benchmark and overall, "
                                          "with SPARC, the Speedup-Test and SPA (docs/statistics.md).",
-                             epilog=exit_status("0 no relevant slowdown", "3 a relevant slowdown of B (with "
-                                                "--fail-on beyond: a slowdown shown beyond the margin)",
-                                                "4 no benchmark could be judged", "2 bad usage or input (a missing, "
+                             epilog=exit_status(*map(meaning, (EXIT_OK, EXIT_SLOWDOWN, EXIT_NO_VERDICT)),
+                                                "2 bad usage or input (a missing, "
                                                 "empty or unknown file, no benchmark in common, an unreachable "
                                                 "server)", f"{SIGNAL_EXIT} (docs/statistics.md)"))
     inputs(compare)

@@ -9,6 +9,7 @@ import sys
 import time
 
 from perfctl.cli.options import SIGNAL_EXIT, connection_options, duration, exit_status, loudness, verbosity
+from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_SLOWDOWN, EXIT_WAIT_TIMEOUT, meaning
 from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
 
@@ -21,8 +22,7 @@ WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 def wait_exit_codes(usage: str) -> tuple[str, ...]:
     """The exit codes of submit and jobs after their 0, in --help: the wait's, and ``usage`` (2) among them."""
     return ("1 with --wait: a job failed, was refused or was lost, or a run of one failed", usage,
-            "124 with --wait-timeout: the time passed before every job ended and none failed (the rest go on "
-            "running on the server)")
+            meaning(EXIT_WAIT_TIMEOUT))
 
 
 def wait_options(command, what: str) -> None:
@@ -52,7 +52,9 @@ def add_parser(sub) -> None:
 
     jobs = sub.add_parser("jobs", help="list jobs and their states, or wait for jobs to end", epilog=exit_status(
         "0 listed (with --wait: every job done)", *wait_exit_codes(
-            "2 bad usage, an unknown job, or a server that cannot be reached or refuses the query"), SIGNAL_EXIT))
+            "2 bad usage, an unknown job, or a server that cannot be reached or refuses the query"),
+        "with --wait, of jobs submitted --until-settled, as perfctl ab: " + meaning(EXIT_SLOWDOWN),
+        meaning(EXIT_NO_VERDICT), SIGNAL_EXIT))
     jobs.add_argument("job_ids", nargs="*", metavar="JOB", help="only these jobs (an id, or its first characters)")
     jobs.add_argument("--retry", metavar="JOB", help="queue a lost job again (an id, or its first characters): the "
                       "runs already stored are kept and not measured again")
@@ -134,7 +136,8 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
     """Wait for ``job_ids`` to end (done, failed or refused), polling GetJobs about once a second, for at most
     args.wait_timeout seconds; progress on stderr (perfctl/report/fleet.py JobsWaitReport). With ``fmt``
     the jobs' final states are written on stdout in it (`perfctl jobs --wait --json`; a table would repeat
-    the progress; submit prints job ids instead). Returns the wait's exit code (JobsWaitReport.exit_code).
+    the progress; submit prints job ids instead). The verdicts of --until-settled jobs count as ab's do
+    (sequential_verdicts). Returns the wait's exit code (JobsWaitReport.exit_code).
     On Ctrl-C it says that the jobs go on running on the server and how to wait again, and lets the
     interrupt end the command (exit 130)."""
     from perfctl.cli.remote import ServerUnavailable, call
@@ -171,6 +174,7 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
         raise
     except ServerUnavailable as err:
         raise UsageError(f"{err}; stopped waiting after {OUTAGE_RIDE_S:g} s; {hint}") from None
+    report.verdicts = sequential_verdicts(args, report.jobs)
     if not report.finished or report.failed or not quiet:
         say(f"{command}: {report.summary()}")
     if fmt is not None:
@@ -198,6 +202,46 @@ def ride_out(fetch, *, clock=time.monotonic, sleep=time.sleep):
         if since is not None:
             say(f"the server answers again after {clock() - since:.0f} s")
         return result
+
+
+def sequential_verdicts(args, jobs) -> dict:
+    """What the --until-settled jobs among ``jobs`` found, as JobsWaitReport.verdicts takes it ({} when there
+    is none): for each job done, the server replays the rounds of each command against A under the job's
+    rule (`compare MACHINE@job=ID,ab=A ...,ab=B`, server Compare's sequential part), which gives the agent's
+    own settlement, and ab's mapping reads it (report/ab.py settlements_found, with submit's --fail-on;
+    `jobs --wait`: relevant). So `submit --until-settled --wait` and `jobs --wait` of such a job exit as ab
+    on the same verdict (perfctl/exit_codes.py). A job whose rounds cannot be replayed (a run left out on one
+    side) has no verdict here (4), and a line says so."""
+    from perfctl import results
+    from perfctl.analysis.ab import Replay
+    from perfctl.cli.remote import call
+    from perfctl.report.ab import settlements_found
+    from perfctl.v1 import fleet_pb2 as pb
+
+    sequential = [job for job in jobs if job.job.HasField("sequential")]
+    if not sequential:
+        return {}
+    settlements, replayed_all = [], True
+    for job in sequential:
+        if job.state != "done":  # failed, refused, lost: exit 1; still open: 124
+            continue
+        for i in range(1, len(job.job.commands)):
+            label = chr(ord("A") + i)
+            response = call(args, "Compare", pb.CompareRequest(
+                a=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": "A"}),
+                b=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": label}), paired=True))
+            try:
+                replay = results.loads(response.sequential_json, Replay) if response.sequential_json else None
+            except results.ResultError:
+                replay = None
+            if replay is None:
+                replayed_all = False
+                say(f"perfctl {args.command}: {job.machine} job {job.job_id}: the rounds of {label} cannot be "
+                    "replayed against A (a run left out on one side): no verdict")
+                continue
+            settlements.append(replay.settlement)
+    found = settlements_found(settlements, getattr(args, "fail_on", "relevant"))
+    return {**found, "decided": found["decided"] and replayed_all}
 
 
 def watch_jobs(poll, show, timeout: float | None, verbosity: int = 0, *, clock=time.monotonic,

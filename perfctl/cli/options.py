@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import re
 
+# every command that can be stopped says so in --help: the signal policy of perfctl/output.py
+from perfctl.exit_codes import SIGNAL_MEANING as SIGNAL_EXIT  # noqa: F401 - re-exported
 from perfctl.output import UsageError
 from perfctl.report import NORMAL, QUIET, VERBOSE
 
 MAX_OPTION_INT = (1 << 32) - 1
-# every command that can be stopped: the signal policy of perfctl/output.py
-SIGNAL_EXIT = "128+N stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP)"
 
 
 class Parser(argparse.ArgumentParser):
@@ -133,21 +133,30 @@ def labels(args) -> dict[str, str]:
 
 
 
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|m|min|h|d)?", re.ASCII)
-_UNIT_SECONDS = {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([^0-9\s.]*)", re.ASCII)
+# m is minutes, as in sleep(1), systemd and timeout(1): `--retain 6m` keeps runs six minutes. A month (or a
+# year) has no fixed length, and "m" for months is a misreading waiting to happen: only days are taken for
+# long spans (180d), and the message says so (docs/operations.md)
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+DURATION_UNITS = "seconds, or a number with s, m or min (minutes), h or d (days)"
 MAX_DURATION_S = 10 * 366 * 86400
 
 
 def duration(text: str) -> float:
-    """An argparse type: a positive duration, in seconds or with a unit: 90, 90s, 15m, 2h, 180d; at most ten
-    years (a --retain of years is still a number, an overflow is not)."""
+    """An argparse type: a positive duration, in seconds or with a unit: 90, 90s, 15m (minutes), 2h, 180d;
+    at most ten years (a --retain of years is still a number, an overflow is not). Months and years are
+    refused (not a fixed length; m is minutes): the message names days instead."""
     match = _DURATION.fullmatch(text.strip())
     if not match:
-        raise argparse.ArgumentTypeError(f"not a duration (seconds, or a number with s, m, h or d): {text!r}")
+        raise argparse.ArgumentTypeError(f"not a duration ({DURATION_UNITS}): {text!r}")
+    if match[2] not in _UNIT_SECONDS:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r}, unknown unit {match[2]!r} ({DURATION_UNITS}; "
+                                         "months and years are not a fixed length: give days, e.g. 180d)")
     seconds = float(match[1]) * _UNIT_SECONDS[match[2]]
     if not 0 < seconds <= MAX_DURATION_S:
         raise argparse.ArgumentTypeError(f"must be a positive duration of at most ten years, got {text}")
     return seconds
+
 
 def connection_options(command, server_help: str) -> None:
     command.add_argument("--server", metavar="HOST:PORT", help=server_help)

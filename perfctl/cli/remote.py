@@ -25,27 +25,27 @@ def call(args, method: str, request):
 
     from perfctl import client, security
 
-    try:
-        stub, metadata, channel = client.query(args)
+    try:  # of replicas (--server A,B), the first that answers (perfctl/client.py)
+        return client.unary(args, method, request)
     except client.NoServerAccepted as err:
         raise ServerUnavailable(f"perfctl {args.command}: {err}") from None
     except (client.ClientError, security.SecurityError) as err:
         raise UsageError(f"perfctl {args.command}: {err}") from None
-    try:
-        return getattr(stub, method)(request, metadata=metadata, timeout=60)
     except grpc.RpcError as err:
         error = ServerUnavailable if err.code().name in TRANSIENT_CODES else UsageError
         raise error(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
-    finally:
-        channel.close()
 
 
-def serve_metrics(address: str | None) -> None:
+def serve_metrics(address: str | None, insecure: bool) -> None:
+    """`--metrics HOST:PORT` of the server and the agent: Prometheus's plain HTTP, so off loopback only with
+    --insecure, the rule --listen follows (security.require_loopback_or_insecure). SecurityError, OSError."""
     if address:
         from prometheus_client import start_http_server
 
         from perfctl import security
 
+        security.require_loopback_or_insecure(address, insecure, "plain-HTTP metrics",
+                                              "give --insecure to serve them there (they have no TLS)")
         host, port = security.split_address(address)
         start_http_server(port, addr=host)
 

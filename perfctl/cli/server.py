@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 from perfctl.cli.options import duration, exit_status, loudness, non_negative_int, positive_int, seconds, verbosity
@@ -37,8 +38,10 @@ def add_parser(sub) -> None:
     server.add_argument("--tls-cert", metavar="FILE")
     server.add_argument("--tls-key", metavar="FILE")
     server.add_argument("--tls-client-ca", metavar="FILE", help="require client certificates signed by this CA")
-    server.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
-    server.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here")
+    server.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address "
+                                                                "(--listen without TLS, --metrics)")
+    server.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics here (plain HTTP: off "
+                                                                 "loopback only with --insecure)")
     server.add_argument("--grace", type=seconds, default=10.0, help="seconds to drain in-flight batches on stop")
     server.add_argument("--decode-workers", type=non_negative_int, default=default_decode_workers(), metavar="N",
                         help="processes that decode and validate incoming batches (0: in the server; default: the "
@@ -48,8 +51,12 @@ def add_parser(sub) -> None:
                              "(RESOURCE_EXHAUSTED) rather than answered out of memory (default 2,000,000: about "
                              "100 bytes each while compared; docs/operations.md)")
     server.add_argument("--retain", type=duration, default=None, metavar="DURATION",
-                        help="delete runs older than this, at start and hourly (180d); audits, jobs and machines "
-                             "are kept (default: keep everything; perfctl prune deletes on demand)")
+                        help="delete runs older than this, at start and hourly (180d; m is minutes: 6m keeps runs six "
+                             "minutes; months and years are refused, give days); audits, jobs and machines are "
+                             "kept (default: keep everything; perfctl prune deletes on demand)")
+    server.add_argument("--no-migrate", action="store_true",
+                        help="refuse to start on a database older than this perfctl instead of migrating it (a "
+                             "database a newer perfctl migrated is always refused: docs/operations.md)")
     server.add_argument("--job-lease", type=duration, default=None, metavar="DURATION",
                         help="a dispatched job whose agent is not heard from for this long becomes lost (perfctl "
                              "jobs --retry queues it again); every heartbeat renews it, and agents heartbeat at "
@@ -62,6 +69,7 @@ def run(args) -> int:
     from perfctl.cli.remote import serve_metrics, start_logging
     from perfctl.server.auth import TokenFileError, Tokens
     from perfctl.server.jobs import DEFAULT_LEASE_S, MIN_LEASE_S
+    from perfctl.server.schema_version import SchemaWatch
     from perfctl.server.selection import MAX_COMPARE_RUNS
     from perfctl.server.service import serve
     from perfctl.server.storage import Storage, StorageError, database_url
@@ -80,21 +88,29 @@ def run(args) -> int:
                 if not os.path.exists(args.tokens):
                     _first_start(args.tokens, args.listen)
         tokens = Tokens.load(args.tokens)
-        storage = Storage(database_url(args.data_dir, args.db))
-        serve_metrics(args.metrics)
+        serve_metrics(args.metrics, args.insecure)  # refused before the database is touched (or migrated)
+        storage = Storage(database_url(args.data_dir, args.db), migrate=not args.no_migrate)
     except (security.SecurityError, TokenFileError, StorageError, OSError) as err:
         raise UsageError(f"perfctl server: {err}") from None
     start_logging(verbosity(args))
+    if args.retain is not None:  # what the duration was read as, said once (6m is minutes, not months)
+        from perfctl.units import span
+
+        logging.getLogger("perfctl.server").info("retention: keeping runs for %s (older ones are deleted at start "
+                                                 "and then hourly)", span(args.retain))
     import asyncio  # here, not at import: every command builds this one's parser, and asyncio costs ~70 ms
 
     try:
-        asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace, decode_workers=args.decode_workers,
-                          compare_limit=args.max_compare_runs or MAX_COMPARE_RUNS,
-                          lease_s=args.job_lease or DEFAULT_LEASE_S, retain_s=args.retain))
+        with SchemaWatch(storage.engine) as schema:  # a newer perfctl migrating the database stops this one
+            asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace,
+                              decode_workers=args.decode_workers, compare_limit=args.max_compare_runs or
+                              MAX_COMPARE_RUNS, lease_s=args.job_lease or DEFAULT_LEASE_S, retain_s=args.retain))
     except OSError as err:
         raise UsageError(f"perfctl server: {err}") from None
     finally:
         storage.close()
+    if schema.problem:
+        raise UsageError(f"perfctl server: {schema.problem}")
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import uuid
 
 from perfctl.cli.ab import DEFAULT_MIN_RUNS, confidence
 from perfctl.cli.options import (
@@ -22,8 +23,9 @@ from perfctl.cli.options import (
     probability,
     seconds,
 )
+from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
 from perfctl.output import UsageError, console
-from perfctl.report import write
+from perfctl.report import FAIL_ON, write
 
 
 def add_parser(sub) -> None:
@@ -33,7 +35,10 @@ def add_parser(sub) -> None:
                             epilog=exit_status("0 queued: one line per machine with its job id (with --wait: and "
                                                "every job done)", *wait_exit_codes(
                                                    "2 bad usage, an unknown event or label, or a server that "
-                                                   "cannot be reached or refuses the job"), SIGNAL_EXIT))
+                                                   "cannot be reached or refuses the job"),
+                                               "with --until-settled --wait, as perfctl ab and compare: "
+                                               + meaning(EXIT_OK), meaning(EXIT_SLOWDOWN), meaning(EXIT_NO_VERDICT),
+                                               SIGNAL_EXIT))
     connection_options(submit, "the fleet server")
     submit.add_argument("--machines", required=True, help="comma-separated machine names")
     submit.add_argument("-r", "--repeat", type=positive_int, default=10, metavar="N")
@@ -57,6 +62,9 @@ def add_parser(sub) -> None:
                                                                "cycles, else task-clock, else wall-time)")
     sequential.add_argument("--min-runs", type=positive_int, metavar="K",
                             help="no verdict is settled before K rounds (default 5, at most the most rounds)")
+    sequential.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
+                            help="with --wait, which slowdown exits 3, as in perfctl ab: relevant (default: a "
+                                 "difference shown, with B slower) or beyond (the whole sequence below 1 - margin)")
     wait_options(submit, "every job is")
     loudness(submit, verbose="accepted (the job ids are all there is to say)",
              quiet="the job ids, and with --wait only the jobs that failed, were refused or lost, or have runs "
@@ -96,7 +104,8 @@ def run(args) -> int:
     elif args.max_runs is not None:
         raise UsageError("perfctl submit: --max-runs bounds --until-settled, which is not given (-r sets the runs)")
     machines = [m.strip() for m in args.machines.split(",") if m.strip()]
-    response = call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job))
+    # a submission of its own id: sent again to another replica after a deadline, it is still done once
+    response = call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job, submit_id=str(uuid.uuid4())))
     code = write(SubmitReport(machines, response.job_ids), "table", console())
     if not args.wait:
         return code

@@ -12,11 +12,11 @@ from rich.table import Table
 from perfctl import units
 from perfctl.analysis.ab import Settlement
 from perfctl.analysis.verdicts import Relevance
-from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, Interrupted
+from perfctl.exit_codes import outcome_exit
+from perfctl.output import Interrupted
 from perfctl.report import FAIL_ON, NORMAL, QUIET, Report, finite
 from perfctl.text import cell, visible
 
-EXIT_RELEVANT_SLOWDOWN, EXIT_UNSETTLED = 3, 4
 STOPS = {
     "settled": "every verdict settled",
     "max-runs": "--max-runs reached",
@@ -72,6 +72,15 @@ def slowdown(settlement: Settlement, fail_on: str) -> bool:
     return settlement.verdict is Relevance.RELEVANT and settlement.high is not None and settlement.high < 1
 
 
+def settlements_found(settlements, fail_on: str) -> dict:
+    """What sequential comparisons (ab's, and the fleet's --until-settled jobs as the server replays them)
+    found, as perfctl/exit_codes.py outcome_exit takes it: a B shown slower as ``fail_on`` asks; every
+    comparison settled (not when there is none, the budget ended first, or the rounds were not alike)."""
+    settlements = list(settlements)
+    return {"slowdown": any(slowdown(s, fail_on) for s in settlements),
+            "decided": bool(settlements) and all(s.settled for s in settlements)}
+
+
 def reading(settlement: Settlement, label: str = "B") -> str:
     """The verdict in words, as the confidence sequence shows it, for the command ``label``."""
     if settlement.ratio is None:
@@ -105,16 +114,8 @@ class AbReport(Report):
         settled (the budget ended first); else 0."""
         if self.interrupted is not None:
             return self.interrupted.exit_code
-        if self.result.stop == "failed":
-            return EXIT_RUN_FAILED
-        if self.result.stop == "unusable":
-            return EXIT_USAGE
-        settlements = self.result.settlements.values()
-        if any(slowdown(s, self.fail_on) for s in settlements):
-            return EXIT_RELEVANT_SLOWDOWN
-        if not settlements or not all(s.settled for s in settlements):
-            return EXIT_UNSETTLED
-        return EXIT_OK
+        return outcome_exit(run_failed=self.result.stop == "failed", unusable=self.result.stop == "unusable",
+                            **settlements_found(self.result.settlements.values(), self.fail_on))
 
     def document(self) -> dict:
         r = self.result

@@ -16,6 +16,7 @@ from rich.table import Table
 from perfctl import units
 from perfctl.analysis.compare import Comparison
 from perfctl.analysis.verdicts import beyond, read_off
+from perfctl.exit_codes import EXIT_NO_VERDICT, outcome_exit
 from perfctl.pairing import CompareContext, Compared, compared
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text, markdown_text
 from perfctl.text import cell, visible
@@ -339,17 +340,12 @@ def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str
 
 
 
-EXIT_NO_RELEVANT_SLOWDOWN, EXIT_RELEVANT_SLOWDOWN, EXIT_NOTHING_JUDGED = 0, 3, 4
-
-
 def exit_code(comparison: Comparison, fail_on: str = "relevant") -> int:
-    """0 no failure; 3 a slowdown of B that --fail-on counts (relevant: a relevant difference with B slower;
-    beyond: an interval entirely below 1 - margin); 4 no benchmark could be judged (docs/statistics.md)."""
-    if comparison.failures(fail_on):
-        return EXIT_RELEVANT_SLOWDOWN
-    if all(r.cannot_conclude or r.disturbed for r in comparison.benchmarks):
-        return EXIT_NOTHING_JUDGED
-    return EXIT_NO_RELEVANT_SLOWDOWN
+    """perfctl/exit_codes.py's mapping of a comparison: 3 a slowdown of B that --fail-on counts (relevant: a
+    relevant difference with B slower; beyond: an interval entirely below 1 - margin); 4 no benchmark could
+    be judged (docs/statistics.md); else 0."""
+    return outcome_exit(slowdown=bool(comparison.failures(fail_on)),
+                        decided=not all(r.cannot_conclude or r.disturbed for r in comparison.benchmarks))
 
 
 class CompareReport(Report):
@@ -428,7 +424,7 @@ def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str
     what = "relevant slowdown of B" if fail_on == "relevant" else "slowdown of B beyond the margin"
     lines = [f"{what}: {row['benchmark']} ({row['metric']}) A/B {_ratio(row, comparison.parameters.margin)}"
              for row in rows(comparison) if (row["benchmark"], row["metric"]) in slow]
-    if not lines and exit_code(comparison, fail_on) == EXIT_NOTHING_JUDGED:
+    if not lines and exit_code(comparison, fail_on) == EXIT_NO_VERDICT:
         reasons = "; ".join(f"{r.benchmark}: {r.cannot_conclude or 'disturbed: ' + r.disturbed}"
                             for r in comparison.benchmarks[:3])
         lines.append("no benchmark could be judged" + (f": {reasons}" if reasons else ""))

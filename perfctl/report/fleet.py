@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from perfctl.output import EXIT_OK, EXIT_RUN_FAILED
+from perfctl.exit_codes import EXIT_WAIT_TIMEOUT, outcome_exit  # noqa: F401 - EXIT_WAIT_TIMEOUT re-exported
 from perfctl.report import QUIET, Report, finite, json_text
 from perfctl.text import cell, visible
 from perfctl.units import clock_offset
@@ -20,7 +20,6 @@ from perfctl.wire import CLOCK_TOLERANCE_NS, inventory_of
 FAILED_JOB_STATES = ("failed", "refused", "lost")  # lost: until `perfctl jobs --retry` queues it again
 FINISHED_JOB_STATES = ("done", *FAILED_JOB_STATES)
 # the exit code of a wait that ended before every job did (--wait-timeout): timeout(1)'s
-EXIT_WAIT_TIMEOUT = 124
 FAILED_VERDICTS = ("degraded", "untrusted")
 
 
@@ -210,12 +209,15 @@ class JobsWaitReport(Report):
     how the wait ended. ``progress_table`` is the live display, ``progress_line`` the line printed on each
     state change where there is no terminal; ``exit_code``: EXIT_RUN_FAILED when a job failed, was refused
     or lost or a run of one failed (as `perfctl stat` exits for a run that failed), else EXIT_WAIT_TIMEOUT
-    when the wait ended before every job did, else 0."""
+    when the wait ended before every job did, else 0; with ``verdicts`` (what the jobs' comparisons found,
+    `submit --until-settled`: report/ab.py settlements_found) as ab exits on the same verdicts
+    (perfctl/exit_codes.py outcome_exit)."""
 
     kind = "jobs --wait"
 
     def __init__(self, jobs, timed_out: bool = False, verbosity: int = 0):
         self.jobs, self.timed_out, self.verbosity = list(jobs), timed_out, verbosity
+        self.verdicts: dict = {}
 
     @property
     def finished(self) -> bool:
@@ -227,9 +229,7 @@ class JobsWaitReport(Report):
         return [j for j in self.jobs if went_wrong(j)]
 
     def exit_code(self) -> int:
-        if self.failed:
-            return EXIT_RUN_FAILED
-        return EXIT_OK if self.finished else EXIT_WAIT_TIMEOUT
+        return outcome_exit(run_failed=bool(self.failed), timed_out=not self.finished, **self.verdicts)
 
     def document(self) -> list:
         return JobsReport(self.jobs).document()

@@ -446,12 +446,14 @@ class CompareResponse(_message.Message):
     def __init__(self, comparison_json: _Optional[str] = ..., context_json: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., sequential_json: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("machines", "job")
+    __slots__ = ("machines", "job", "submit_id")
     MACHINES_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_ID_FIELD_NUMBER: _ClassVar[int]
     machines: _containers.RepeatedScalarFieldContainer[str]
     job: Job
-    def __init__(self, machines: _Optional[_Iterable[str]] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+    submit_id: str
+    def __init__(self, machines: _Optional[_Iterable[str]] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., submit_id: _Optional[str] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job_ids",)
