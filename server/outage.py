@@ -48,6 +48,13 @@ class DatabaseOutage(grpc.aio.ServerInterceptor):
                 return handler._replace(**{kind: self._guarded(method, behavior)})
         return handler
 
+    async def _answer(self, method: str, err: Exception, context) -> None:
+        """UNAVAILABLE for an unreachable database; any other error goes on up as it was."""
+        if (outage := unavailable(err)) is None:
+            raise err
+        self._answered(method, outage)
+        await context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_DETAILS)
+
     def _guarded(self, method: str, behavior):
         if inspect.isasyncgenfunction(behavior):
             async def streaming(request, context):
@@ -55,18 +62,12 @@ class DatabaseOutage(grpc.aio.ServerInterceptor):
                     async for response in behavior(request, context):
                         yield response
                 except Exception as err:  # noqa: BLE001 -- only an unreachable database is answered here
-                    if (outage := unavailable(err)) is None:
-                        raise
-                    self._answered(method, outage)
-                    await context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_DETAILS)
+                    await self._answer(method, err, context)
             return streaming
 
         async def unary(request, context):
             try:
                 return await behavior(request, context)
             except Exception as err:  # noqa: BLE001 -- only an unreachable database is answered here
-                if (outage := unavailable(err)) is None:
-                    raise
-                self._answered(method, outage)
-                await context.abort(grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_DETAILS)
+                await self._answer(method, err, context)
         return unary

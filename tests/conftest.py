@@ -135,6 +135,16 @@ def postgres():
     cluster.stop()
 
 
+@pytest.fixture
+def fleet(tmp_path):
+    """Servers and agents as real processes (tests/fleet.py), each stopped after the test."""
+    from fleet import Fleet
+
+    f = Fleet(tmp_path)
+    yield f
+    f.stop_all()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request, tmp_path):
     if request.param == "sqlite":

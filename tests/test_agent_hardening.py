@@ -19,7 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 from conftest import needs_root, perfctl
-from fleet import Fleet, free_port, wait_for
+from fleet import free_port, wait_for
 
 from perfctl.agent import session
 from perfctl.agent.daemon import allowed, glob_regex
@@ -30,12 +30,6 @@ from perfctl.v1 import fleet_pb2_grpc as rpc
 
 TRACE_PIPE = "/sys/kernel/tracing/trace_pipe"
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import uuid
 import grpc
 import pytest
 from conftest import perfctl, processes_with, signal_when
-from fleet import Fleet, fake_query_server, free_port, wait_for
+from fleet import fake_query_server, free_port, wait_for
 
 from perfctl import cli, wire
 from perfctl.formats import DatasetError
@@ -433,12 +433,6 @@ def test_stat_shows_a_failing_benchmarks_stderr_literally():
     assert "boom \\x1b[2J\\x1b]0;owned\\x07[bold red]x[/]" in result.stdout, result.stdout
     assert ESC not in result.stdout and "\x07" not in result.stdout
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 def test_listings_from_a_real_server_show_hostile_strings_literally(fleet):

@@ -11,7 +11,7 @@ import uuid
 import grpc
 import pytest
 from conftest import measure, needs_ebpf, needs_root, processes_with
-from fleet import Fleet, free_port, make_certs, wait_for
+from fleet import free_port, make_certs, wait_for
 
 from perfctl import wire
 from perfctl.model import InterferencePolicy
@@ -20,12 +20,6 @@ from perfctl.v1 import fleet_pb2_grpc as rpc
 
 pytestmark = needs_root  # agents run benchmarks as nobody
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 def _jobs(fleet, server, **kw):

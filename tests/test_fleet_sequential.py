@@ -9,7 +9,7 @@ import uuid
 import grpc
 import pytest
 from conftest import needs_root
-from fleet import Fleet, free_port, wait_for
+from fleet import free_port, wait_for
 
 from perfctl.agent.daemon import SequentialRule, _Rounds, job_order
 from perfctl.agent.spool import Spool
@@ -17,13 +17,6 @@ from perfctl.analysis.ab import SequentialSuite
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 from perfctl.wire import JOB_UUID_NAMESPACE
-
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 def test_job_order_is_seeded_by_the_job_and_unchanged_for_other_jobs():

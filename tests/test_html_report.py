@@ -209,14 +209,6 @@ def test_a_confidence_sequence_has_its_plot():
     assert drawn.count("<path") >= 2 and 'aria-label="confidence sequence' in drawn
 
 
-@pytest.fixture
-def fleet(tmp_path):
-    from fleet import Fleet
-
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
-
 
 @needs_root  # agents run benchmarks as nobody
 def test_reports_of_machines_and_of_the_fleet_from_a_real_server(fleet, browser, tmp_path):

@@ -45,12 +45,6 @@ def _start_skewed_agent(fleet: Fleet, name: str, server: str, days: int) -> None
                                              start_new_session=True, env=_skewed(days))
 
 
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
-
 
 def _machines(fleet, server) -> dict:
     result = fleet.client("machines", "--json", server=server)

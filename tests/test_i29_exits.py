@@ -5,9 +5,8 @@ real server (SQLite) and agent on loopback for submit, ab on this machine, compa
 import json
 import subprocess
 
-import pytest
 from conftest import needs_root
-from fleet import Fleet, free_port, perfctl_command, wait_for
+from fleet import free_port, perfctl_command, wait_for
 
 from perfctl.exit_codes import (
     EXIT_NO_VERDICT,
@@ -21,12 +20,6 @@ from perfctl.exit_codes import (
 
 FAST, SLOW = ["/bin/sleep", "0.01"], ["/bin/sleep", "0.04"]  # B four times A's wall time: settles in ~6 rounds
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 def test_the_most_serious_outcome_names_the_code():

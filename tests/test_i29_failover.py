@@ -15,7 +15,7 @@ import uuid
 
 import grpc
 import pytest
-from fleet import Fleet, Postgres, free_port, postgres_reason, wait_for
+from fleet import Postgres, free_port, postgres_reason, wait_for
 
 from perfctl.client import REPLICA_ANSWER_S
 from perfctl.v1 import fleet_pb2 as pb
@@ -50,12 +50,6 @@ while True:
     threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
 """
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 @pytest.fixture

@@ -13,16 +13,10 @@ import urllib.request
 
 import pytest
 from conftest import needs_root
-from fleet import Fleet, free_port, wait_for
+from fleet import free_port, wait_for
 
 pytestmark = needs_root  # agents run benchmarks as nobody
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 def _scrape(port: int) -> str:

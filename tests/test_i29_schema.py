@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import pytest
-from fleet import Fleet, Postgres, free_port, perfctl_command, postgres_reason, wait_for
+from fleet import Postgres, free_port, perfctl_command, postgres_reason, wait_for
 from sqlalchemy import create_engine, text
 
 from perfctl.server.schema_version import SCHEMA_CHECK_S, _scripts, known_heads
@@ -15,12 +15,6 @@ from perfctl.server.storage import Storage, database_url
 
 FUTURE = "0099_from_a_newer_perfctl"
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 def _stamp(url: str, revision: str) -> None:

@@ -6,15 +6,7 @@ are refused rather than read as minutes. Real server and agent processes."""
 import os
 import subprocess
 
-import pytest
-from fleet import Fleet, free_port, perfctl_command, wait_for
-
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
+from fleet import free_port, perfctl_command, wait_for
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

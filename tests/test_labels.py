@@ -9,7 +9,7 @@ import uuid
 import grpc
 import pytest
 from conftest import measure, needs_root, perfctl
-from fleet import Fleet, free_port, wait_for
+from fleet import free_port, wait_for
 
 from perfctl import wire
 from perfctl.formats import jsonl
@@ -337,12 +337,6 @@ def test_the_agent_refuses_a_job_with_hostile_labels_before_running_it(tmp_path,
         agent._runner.close()
     assert labels_problem(labels) == message and not marker.exists()
 
-
-@pytest.fixture
-def fleet(tmp_path):
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
 
 
 @needs_root  # the agent runs benchmarks as nobody
