@@ -770,9 +770,12 @@ class Storage:
             return [dict(row) for row in conn.execute(query).mappings().all()]
 
     def latest_audits(self) -> dict[str, dict]:
+        """Per machine its latest audit's id, time and verdict, never the reports (up to 1 MiB each)."""
+        query = select(audits.c.machine, audits.c.id, audits.c.time_ns, audits.c.verdict).order_by(audits.c.time_ns)
         latest: dict[str, dict] = {}
-        for row in self.list_audits():
-            latest[row["machine"]] = row  # ordered by time within each machine
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                latest[row["machine"]] = dict(row)  # ordered by time within each machine
         return latest
 
     def close(self) -> None:

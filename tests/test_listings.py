@@ -211,7 +211,7 @@ def test_jobs_are_named_by_id_or_a_prefix_only_one_id_has():
     jobs = [_job("1a2b3c4d-x", "done"), _job("1a2bffff-y", "done"), _job("9999-z", "done")]
     assert [j.job_id for j in select_jobs(jobs, ["9", "1a2b3c4d-x", "1a2bf"], "perfctl jobs")] == [
         "9999-z", "1a2b3c4d-x", "1a2bffff-y"]
-    with pytest.raises(UsageError, match=r"^perfctl jobs: 2 jobs on the server have ids starting with '1a2b' \("):
+    with pytest.raises(UsageError, match=r"^perfctl jobs: several jobs on the server have ids starting with '1a2b' \("):
         select_jobs(jobs, ["1a2b"], "perfctl jobs")
     with pytest.raises(UsageError, match=r"^perfctl jobs: no job on the server has an id starting with 'zz'$"):
         select_jobs(jobs, ["zz"], "perfctl jobs")

@@ -3,6 +3,7 @@ one-line usage errors (perfctl/client.py makes the channel); the servers' Promet
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 
@@ -12,6 +13,14 @@ from perfctl.report import QUIET, VERBOSE
 
 def call(args, method: str, request):
     """One QueryService call; connection and server errors become one-line usage errors."""
+    with session(args) as ask:
+        return ask(method, request)
+
+
+@contextlib.contextmanager
+def session(args):
+    """A function that makes QueryService calls (method name, request) on one channel, kept open while the
+    block runs; connection and server errors become one-line usage errors."""
     import grpc
 
     from perfctl import client, security
@@ -20,12 +29,37 @@ def call(args, method: str, request):
         stub, metadata, channel = client.query(args)
     except (client.ClientError, security.SecurityError) as err:
         raise UsageError(f"perfctl {args.command}: {err}") from None
+
+    def ask(method: str, request):
+        try:
+            return getattr(stub, method)(request, metadata=metadata, timeout=60)
+        except grpc.RpcError as err:
+            raise UsageError(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
+
     try:
-        return getattr(stub, method)(request, metadata=metadata, timeout=60)
-    except grpc.RpcError as err:
-        raise UsageError(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
+        yield ask
     finally:
         channel.close()
+
+
+def pages(args, method: str, request, field: str, most: int | None = None):
+    """The items (``field`` of each answer) of a paged QueryService listing (server/listings.py), page after
+    page (each answer's next_page_token), until none are left or ``most`` were given; errors as call()'s.
+    Each page is one call: no call, and no message, holds the whole listing."""
+    given = 0
+    with session(args) as ask:
+        while True:
+            if most is not None:
+                request.page_size = min(most - given, 1000)
+            answer = ask(method, request)
+            for item in getattr(answer, field):
+                if most is not None and given >= most:  # a server that pages otherwise
+                    return
+                yield item
+                given += 1
+            if not answer.next_page_token or (most is not None and given >= most):
+                return
+            request.page_token = answer.next_page_token
 
 
 def serve_metrics(address: str | None) -> None:

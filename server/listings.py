@@ -1,0 +1,311 @@
+"""The QueryService's listings, each answer bounded (docs/operations.md, "Bounded answers").
+
+One pattern for every listing: a page per call (page_size, page_token, next_page_token), keyset-paged on an
+index, each page closed at PAGE_BYTES. Pages rather than a server stream because a page is one short query
+and one message: no cursor or transaction stays open on a replica between pages, a client that fails over
+(`--server A,B`) goes on from its token at the other replica, and an old client that knows nothing of
+pages still gets a bounded first page instead of a message over its limit. Runs (GetSamples) are the one
+stream: they are read in SAMPLE_CHUNK rows in one thread and sent as read (gRPC's flow control holds the
+reading back), and a request for more runs than `--max-compare-runs` is refused before the first is sent.
+
+Jobs are looked up by id or id prefix without reading the history; audits are listed as summaries (their
+small fields, latest per machine on request) and a report document is fetched by its id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from sqlalchemy import and_, func, or_, select
+
+from perfctl.formats.dataset import DatasetError
+from perfctl.server.schema import audits, jobs
+from perfctl.server.selection import Selector, TooManyRuns, describe
+from perfctl.server.storage import Storage, StorageError
+from perfctl.server.validation import validate_get_jobs, validate_selection
+from perfctl.v1 import fleet_pb2 as pb
+
+PAGE_BYTES = 1 << 20  # a page of summaries closes here (at least one item: a job spec is at most MAX_JOB_BYTES)
+DOCUMENT_PAGE_BYTES = 3 << 20  # GetAudits' pages of full reports (1 MiB each at most): under gRPC's 4 MiB default
+DEFAULT_PAGE, MAX_PAGE = 100, 1000
+DEFAULT_DOCUMENT_PAGE, MAX_DOCUMENT_PAGE = 4, 16
+PREFIX_MATCHES = 2  # per job id prefix: one names the job, two say that it is ambiguous
+SAMPLE_CHUNK = 500  # runs read from the database and held at a time by one GetSamples
+DIGEST_REASONS, DIGEST_TEXT = 32, 512  # an audit summary's reasons, and the characters of each of its texts
+
+
+class BadPageToken(ValueError):
+    pass
+
+
+def page_token(*key) -> str:
+    """An opaque token for the page after the item whose sort key is ``key``."""
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+def page_key(token: str, types: tuple) -> tuple | None:
+    """The sort key ``token`` (from page_token) carries, checked against ``types``; None for ""."""
+    if not token:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, UnicodeError):
+        key = None
+    if not isinstance(key, list) or len(key) != len(types) or not all(
+            isinstance(value, kind) and not isinstance(value, bool) for value, kind in zip(key, types)):
+        raise BadPageToken("page_token: not one this server gave (start again without it)")
+    return tuple(key)
+
+
+def page_size(requested: int, default: int, largest: int) -> int:
+    return min(requested or default, largest)
+
+
+def _filled(rows, message, budget: int, limit: int) -> tuple[list, object | None]:
+    """(the messages of ``rows`` that fit a page, the row after which the next page starts or None): at
+    most ``limit`` items and ``budget`` bytes, and at least one. ``rows`` is read lazily, so a page stops
+    reading where it closes."""
+    page, size, last = [], 0, None
+    for row in rows:
+        item = message(row)
+        if len(page) == limit or (page and size + item.ByteSize() > budget):
+            return page, last
+        page.append(item)
+        size += item.ByteSize() + 8  # the field's tag and length
+        last = row
+    return page, None
+
+
+def job_status(row) -> pb.JobStatus:
+    return pb.JobStatus(job_id=row["id"], machine=row["machine"], state=row["state"], message=row["message"],
+                        samples=row["samples"], submitted_ns=row["submitted_ns"], updated_ns=row["updated_ns"],
+                        job=pb.Job.FromString(bytes(row["spec"])), failed_runs=row["failed_runs"])
+
+
+# --- the database's side: each a keyset query along an index, read lazily ---
+
+@contextlib.contextmanager
+def _streamed(storage: Storage, query):
+    """The rows of ``query`` as they are read (a page stops reading where it closes)."""
+    with storage.engine.connect() as conn:
+        yield conn.execution_options(stream_results=True, yield_per=16).execute(query).mappings()
+
+
+def jobs_page(storage: Storage, machine: str, size: int, after: tuple | None) -> tuple[list, str]:
+    """A page of jobs, newest first (ix_jobs_submitted, ix_jobs_machine_submitted), and the next token."""
+    query = select(jobs).order_by(jobs.c.submitted_ns.desc(), jobs.c.id.desc()).limit(size + 1)
+    if machine:
+        query = query.where(jobs.c.machine == machine)
+    if after is not None:
+        query = query.where(or_(jobs.c.submitted_ns < after[0],
+                                and_(jobs.c.submitted_ns == after[0], jobs.c.id < after[1])))
+    with _streamed(storage, query) as rows:
+        page, last = _filled(rows, job_status, PAGE_BYTES, size)
+    return page, page_token(last["submitted_ns"], last["id"]) if last is not None else ""
+
+
+def jobs_named(storage: Storage, job_ids: list[str], prefixes: list[str]) -> list[pb.JobStatus]:
+    """The jobs of these whole ids, and per prefix at most PREFIX_MATCHES jobs whose id starts with it
+    (prefixes are hex digits and '-': nothing to escape in LIKE). On the primary key's index on SQLite (the
+    range) and on ix_jobs_id_pattern on PostgreSQL (text_pattern_ops serves LIKE 'abc%' in any collation)."""
+    found = []
+    with storage.engine.connect() as conn:
+        if job_ids:
+            found += conn.execute(select(jobs).where(jobs.c.id.in_(job_ids))).mappings().all()
+        for prefix in prefixes:
+            query = select(jobs).where(jobs.c.id.like(prefix + "%")).order_by(jobs.c.id).limit(PREFIX_MATCHES)
+            if storage.is_sqlite:  # its LIKE ignores case and so no index; ids sort by bytes, 'g' after them
+                query = query.where(jobs.c.id >= prefix, jobs.c.id < prefix + "g")
+            found += conn.execute(query).mappings().all()
+    return [job_status(row) for row in {row["id"]: row for row in found}.values()]
+
+
+def _latest_audits_query(machine: str):
+    """Each machine's latest audit (by its time, then id), as a subquery of the audits' columns."""
+    rank = func.row_number().over(partition_by=audits.c.machine,
+                                  order_by=(audits.c.time_ns.desc(), audits.c.id.desc())).label("rank")
+    query = select(*audits.c, rank)
+    if machine:
+        query = query.where(audits.c.machine == machine)
+    ranked = query.subquery()
+    return select(*(ranked.c[c.name] for c in audits.c)).where(ranked.c.rank == 1).subquery()
+
+
+def _audits_query(machine: str, latest_only: bool, size: int, after: tuple | None):
+    table = _latest_audits_query(machine) if latest_only else audits
+    query = select(*table.c).order_by(table.c.machine, table.c.time_ns, table.c.id).limit(size + 1)
+    if machine and not latest_only:
+        query = query.where(table.c.machine == machine)
+    if after is not None:
+        query = query.where(or_(table.c.machine > after[0],
+                                and_(table.c.machine == after[0], table.c.time_ns > after[1]),
+                                and_(table.c.machine == after[0], table.c.time_ns == after[1], table.c.id > after[2])))
+    return query
+
+
+def _audit_key(row) -> str:
+    return page_token(row["machine"], row["time_ns"], row["id"])
+
+
+def audit_digest(report_json: str) -> dict:
+    """What history and drift read of a report (analysis/audits.py drift, the fleet page), its texts cut
+    short, or {"problem": why} when it cannot be read."""
+    from perfctl.analysis.audits import audit_problem
+
+    try:
+        report = json.loads(report_json)
+    except (ValueError, RecursionError):
+        return {"problem": "not JSON"}
+    problem = audit_problem(report)
+    if problem:
+        return {"problem": problem}
+    digest = {key: report[key][:DIGEST_TEXT] if isinstance(report.get(key), str) else report.get(key)
+              for key in ("audit_id", "time_ns", "verdict", "kernel", "microcode")}
+    reasons = report.get("reasons")
+    digest["reasons"] = [str(r)[:DIGEST_TEXT] for r in reasons[:DIGEST_REASONS]] if isinstance(reasons, list) else []
+    fit = report.get("fit")
+    digest["fit"] = {key: fit[key] for key in ("a", "b", "a_interval", "b_interval")} if fit else None
+    return digest
+
+
+def audits_page(storage: Storage, machine: str, latest_only: bool, size: int,
+                after: tuple | None) -> tuple[list, str]:
+    """A page of audit summaries, by machine then time; each report is read, digested and let go."""
+    def summary(row) -> pb.AuditSummary:
+        return pb.AuditSummary(machine=row["machine"], audit_id=row["id"], time_ns=row["time_ns"],
+                               verdict=row["verdict"], digest_json=json.dumps(audit_digest(row["report"])))
+
+    with _streamed(storage, _audits_query(machine, latest_only, size, after)) as rows:
+        page, last = _filled(rows, summary, PAGE_BYTES, size)
+    return page, _audit_key(last) if last is not None else ""
+
+
+def audit_documents_page(storage: Storage, machine: str, size: int, after: tuple | None) -> tuple[list, str]:
+    """GetAudits: a page of full reports, by machine then time."""
+    def record(row) -> pb.AuditRecord:
+        return pb.AuditRecord(machine=row["machine"], audit_id=row["id"], time_ns=row["time_ns"],
+                              verdict=row["verdict"], report_json=row["report"])
+
+    with _streamed(storage, _audits_query(machine, False, size, after)) as rows:
+        page, last = _filled(rows, record, DOCUMENT_PAGE_BYTES, size)
+    return page, _audit_key(last) if last is not None else ""
+
+
+def audit_document(storage: Storage, audit_id: str) -> pb.AuditRecord | None:
+    with storage.engine.connect() as conn:
+        row = conn.execute(select(audits).where(audits.c.id == audit_id)).mappings().one_or_none()
+    return None if row is None else pb.AuditRecord(machine=row["machine"], audit_id=row["id"], time_ns=row["time_ns"],
+                                                   verdict=row["verdict"], report_json=row["report"])
+
+
+def sample_chunks(storage: Storage, request, limit: int) -> Iterator[list]:
+    """GetSamples' runs in chunks of rows (the payload last), or TooManyRuns when more than ``limit`` are
+    asked for, counted from the index before any is read; DatasetError when a selection selects none.
+    Returns a generator not yet started: sample_stream reads it in one thread."""
+    benchmarks = [request.benchmark] if request.benchmark else None
+    if request.HasField("selection"):
+        what = describe(request.selection)
+        where = Selector(storage, limit=limit).where(request.selection, benchmarks)
+    else:
+        what = request.machine
+        machine_pk = storage.machine_pk(request.machine)
+        benchmark_pks = sorted(storage.benchmark_rows(benchmarks)) if benchmarks else None
+        if machine_pk is None or benchmark_pks == []:
+            return iter(())
+        where = {"machine_pk": machine_pk, "benchmark_pks": benchmark_pks}
+    runs = sum(count for *_, count in storage.run_counts(**where))
+    if runs > limit:
+        raise TooManyRuns(f"{what} holds {runs:,} runs, more than the {limit:,} this server sends in one answer "
+                          "(perfctl server --max-compare-runs): select fewer (a job, labels or a time range)")
+    if not runs and request.HasField("selection"):
+        raise DatasetError(f"machine {what!r} has no stored runs selected")
+    return storage.stored_values(payloads=True, chunk=SAMPLE_CHUNK, **where)
+
+
+async def sample_stream(chunks: Iterator[list]):
+    """Each run's payload, the chunks read in one thread of their own (a database cursor stays in the
+    thread that opened it), one chunk at a time: the caller's sending paces the reading."""
+    loop = asyncio.get_running_loop()
+    reader = ThreadPoolExecutor(1, thread_name_prefix="perfctl-samples")
+    try:
+        while (rows := await loop.run_in_executor(reader, next, chunks, None)) is not None:
+            for row in rows:
+                yield bytes(row[-1])
+    finally:
+        reader.submit(chunks.close)  # the cursor closes in its own thread, also when the client went away
+        reader.shutdown(wait=False)
+
+
+_JOB_PREFIX = re.compile(r"[0-9a-f-]{1,36}\Z")
+
+
+class Listings:
+    """The QueryService's listing calls (mixed into server/service.py QueryService, which provides
+    ``storage``, ``keeper``, ``compare_limit``, ``_principal`` and ``_db``)."""
+
+    async def _page_key(self, context, token: str, types: tuple):
+        try:
+            return page_key(token, types)
+        except BadPageToken as err:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+
+    async def GetJobs(self, request, context):
+        await self._principal(context, "client")
+        problem = validate_get_jobs(request) or next(
+            (f"id_prefixes[{i}]: hex digits and '-', 1 to 36" for i, p in enumerate(request.id_prefixes)
+             if not _JOB_PREFIX.match(p)), None)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        if request.job_ids or request.id_prefixes:
+            found = await self._db(context, jobs_named, self.storage, list(request.job_ids), list(request.id_prefixes))
+            return pb.GetJobsResponse(jobs=found)
+        after = await self._page_key(context, request.page_token, (int, str))
+        page, token = await self._db(context, jobs_page, self.storage, request.machine,
+                                     page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE), after)
+        await self._db(context, self.keeper.job_gauge)
+        return pb.GetJobsResponse(jobs=page, next_page_token=token)
+
+    async def ListAudits(self, request, context):
+        await self._principal(context, "client")
+        after = await self._page_key(context, request.page_token, (str, int, str))
+        page, token = await self._db(context, audits_page, self.storage, request.machine, request.latest_only,
+                                     page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE), after)
+        return pb.ListAuditsResponse(audits=page, next_page_token=token)
+
+    async def GetAuditReport(self, request, context):
+        await self._principal(context, "client")
+        record = await self._db(context, audit_document, self.storage, request.audit_id[:64])
+        if record is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no audit {request.audit_id[:64]!r}")
+        return record
+
+    async def GetAudits(self, request, context):
+        await self._principal(context, "client")
+        after = await self._page_key(context, request.page_token, (str, int, str))
+        page, token = await self._db(context, audit_documents_page, self.storage, request.machine,
+                                     page_size(request.page_size, DEFAULT_DOCUMENT_PAGE, MAX_DOCUMENT_PAGE), after)
+        return pb.GetAuditsResponse(audits=page, next_page_token=token)
+
+    async def GetSamples(self, request, context):
+        await self._principal(context, "client")
+        if request.HasField("selection"):
+            problem = validate_selection(request.selection, "selection")
+            if problem:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        try:
+            chunks = await asyncio.to_thread(sample_chunks, self.storage, request, self.compare_limit)
+        except DatasetError as err:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
+        except TooManyRuns as err:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
+        except StorageError as err:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+        async for payload in sample_stream(chunks):
+            yield pb.Sample.FromString(payload)
