@@ -37,7 +37,8 @@ DOCUMENT_PAGE_BYTES = 3 << 20  # GetAudits' pages of full reports (1 MiB each at
 DEFAULT_PAGE, MAX_PAGE = 100, 1000
 DEFAULT_DOCUMENT_PAGE, MAX_DOCUMENT_PAGE = 4, 16
 PREFIX_MATCHES = 2  # per job id prefix: one names the job, two say that it is ambiguous
-SAMPLE_CHUNK = 500  # runs read from the database and held at a time by one GetSamples
+_JOB_PREFIX = re.compile(r"[0-9a-f-]{1,36}\Z")  # what the first characters of a job id (a UUID) can be
+SAMPLE_CHUNK = 100  # runs read and held at a time by one GetSamples (a stored run: tens of kB at most)
 DIGEST_REASONS, DIGEST_TEXT = 32, 512  # an audit summary's reasons, and the characters of each of its texts
 
 
@@ -112,14 +113,16 @@ def jobs_page(storage: Storage, machine: str, size: int, after: tuple | None) ->
 
 
 def jobs_named(storage: Storage, job_ids: list[str], prefixes: list[str]) -> list[pb.JobStatus]:
-    """The jobs of these whole ids, and per prefix at most PREFIX_MATCHES jobs whose id starts with it
-    (prefixes are hex digits and '-': nothing to escape in LIKE). On the primary key's index on SQLite (the
-    range) and on ix_jobs_id_pattern on PostgreSQL (text_pattern_ops serves LIKE 'abc%' in any collation)."""
+    """The jobs of these whole ids, and per prefix at most PREFIX_MATCHES jobs whose id starts with it: along
+    ix_jobs_id_pattern (text_pattern_ops on PostgreSQL serves LIKE 'abc%' in any collation; SQLite, whose
+    LIKE ignores case, uses it through the range)."""
     found = []
     with storage.engine.connect() as conn:
         if job_ids:
             found += conn.execute(select(jobs).where(jobs.c.id.in_(job_ids))).mappings().all()
         for prefix in prefixes:
+            if not _JOB_PREFIX.match(prefix):  # no job id starts with it (and LIKE needs nothing escaped)
+                continue
             query = select(jobs).where(jobs.c.id.like(prefix + "%")).order_by(jobs.c.id).limit(PREFIX_MATCHES)
             if storage.is_sqlite:  # its LIKE ignores case and so no index; ids sort by bytes, 'g' after them
                 query = query.where(jobs.c.id >= prefix, jobs.c.id < prefix + "g")
@@ -243,9 +246,6 @@ async def sample_stream(chunks: Iterator[list]):
         reader.shutdown(wait=False)
 
 
-_JOB_PREFIX = re.compile(r"[0-9a-f-]{1,36}\Z")
-
-
 class Listings:
     """The QueryService's listing calls (mixed into server/service.py QueryService, which provides
     ``storage``, ``keeper``, ``compare_limit``, ``_principal`` and ``_db``)."""
@@ -258,9 +258,7 @@ class Listings:
 
     async def GetJobs(self, request, context):
         await self._principal(context, "client")
-        problem = validate_get_jobs(request) or next(
-            (f"id_prefixes[{i}]: hex digits and '-', 1 to 36" for i, p in enumerate(request.id_prefixes)
-             if not _JOB_PREFIX.match(p)), None)
+        problem = validate_get_jobs(request)
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         if request.job_ids or request.id_prefixes:

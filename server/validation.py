@@ -484,12 +484,11 @@ MAX_JOB_IDS = 1000  # GetJobsRequest.job_ids: what one `--wait` asks after
 
 
 def validate_get_jobs(request) -> str | None:
-    """GetJobs: at most MAX_JOB_IDS whole job ids, and as many id prefixes (server/listings.py checks their
-    characters)."""
+    """GetJobs: at most MAX_JOB_IDS whole job ids, and as many short id prefixes."""
     if len(request.job_ids) > MAX_JOB_IDS:
         return f"job_ids: {len(request.job_ids)} ids, at most {MAX_JOB_IDS}"
-    if len(request.id_prefixes) > MAX_JOB_IDS:
-        return f"id_prefixes: {len(request.id_prefixes)} prefixes, at most {MAX_JOB_IDS}"
+    if len(request.id_prefixes) > MAX_JOB_IDS or any(len(prefix) > 64 for prefix in request.id_prefixes):
+        return f"id_prefixes: at most {MAX_JOB_IDS}, each at most 64 characters"
     return next((f"job_ids[{i}]: {problem}" for i, job_id in enumerate(request.job_ids)
                  if (problem := validate_job_id(job_id))), None)
 
