@@ -208,10 +208,11 @@ def audit_document(storage: Storage, audit_id: str) -> pb.AuditRecord | None:
                                                    verdict=row["verdict"], report_json=row["report"])
 
 
-def sample_chunks(storage: Storage, request, limit: int) -> Iterator[list]:
-    """GetSamples' runs in chunks of rows (the payload last), or TooManyRuns when more than ``limit`` are
-    asked for, counted from the index before any is read; DatasetError when a selection selects none.
-    Returns a generator not yet started: sample_stream reads it in one thread."""
+def sample_chunks(storage: Storage, request, limit: int) -> Iterator[list[bytes]]:
+    """GetSamples' runs (payloads) in chunks of SAMPLE_CHUNK, or TooManyRuns when more than ``limit`` are asked
+    for, counted from the index before any is read; DatasetError when a selection selects none. Returns a
+    generator not yet started: sample_stream reads it in one thread. Without a selection the runs come in the
+    order they were stored, as they always did; a selection's come in its index order."""
     benchmarks = [request.benchmark] if request.benchmark else None
     if request.HasField("selection"):
         what = describe(request.selection)
@@ -220,27 +221,42 @@ def sample_chunks(storage: Storage, request, limit: int) -> Iterator[list]:
         what = request.machine
         machine_pk = storage.machine_pk(request.machine)
         benchmark_pks = sorted(storage.benchmark_rows(benchmarks)) if benchmarks else None
-        if machine_pk is None or benchmark_pks == []:
-            return iter(())
-        where = {"machine_pk": machine_pk, "benchmark_pks": benchmark_pks}
-    runs = sum(count for *_, count in storage.run_counts(**where))
+        where = None if machine_pk is None or benchmark_pks == [] else {"machine_pk": machine_pk,
+                                                                         "benchmark_pks": benchmark_pks}
+    runs = sum(count for *_, count in storage.run_counts(**where)) if where else 0
     if runs > limit:
         raise TooManyRuns(f"{what} holds {runs:,} runs, more than the {limit:,} this server sends in one answer "
                           "(perfctl server --max-compare-runs): select fewer (a job, labels or a time range)")
     if not runs and request.HasField("selection"):
         raise DatasetError(f"machine {what!r} has no stored runs selected")
-    return storage.stored_values(payloads=True, chunk=SAMPLE_CHUNK, **where)
+    if request.HasField("selection"):
+        return ([row[-1] for row in rows] for rows in storage.stored_values(payloads=True, chunk=SAMPLE_CHUNK, **where))
+    return _chunked(storage.sample_payloads(request.machine, benchmarks) if runs else iter(()))
 
 
-async def sample_stream(chunks: Iterator[list]):
+def _chunked(payloads: Iterator[bytes]) -> Iterator[list[bytes]]:
+    chunk = []
+    try:
+        for payload in payloads:
+            chunk.append(payload)
+            if len(chunk) == SAMPLE_CHUNK:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+    finally:
+        getattr(payloads, "close", lambda: None)()  # the database's cursor, in this thread
+
+
+async def sample_stream(chunks: Iterator[list[bytes]]):
     """Each run's payload, the chunks read in one thread of their own (a database cursor stays in the
     thread that opened it), one chunk at a time: the caller's sending paces the reading."""
     loop = asyncio.get_running_loop()
     reader = ThreadPoolExecutor(1, thread_name_prefix="perfctl-samples")
     try:
-        while (rows := await loop.run_in_executor(reader, next, chunks, None)) is not None:
-            for row in rows:
-                yield bytes(row[-1])
+        while (payloads := await loop.run_in_executor(reader, next, chunks, None)) is not None:
+            for payload in payloads:
+                yield bytes(payload)
     finally:
         reader.submit(chunks.close)  # the cursor closes in its own thread, also when the client went away
         reader.shutdown(wait=False)
@@ -262,13 +278,15 @@ class Listings:
         if problem:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         if request.job_ids or request.id_prefixes:
-            found = await self._db(context, jobs_named, self.storage, list(request.job_ids), list(request.id_prefixes))
-            return pb.GetJobsResponse(jobs=found)
-        after = await self._page_key(context, request.page_token, (int, str))
-        page, token = await self._db(context, jobs_page, self.storage, request.machine,
-                                     page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE), after)
+            answer = pb.GetJobsResponse(jobs=await self._db(context, jobs_named, self.storage, list(request.job_ids),
+                                                            list(request.id_prefixes)))
+        else:
+            after = await self._page_key(context, request.page_token, (int, str))
+            page, token = await self._db(context, jobs_page, self.storage, request.machine,
+                                         page_size(request.page_size, DEFAULT_PAGE, MAX_PAGE), after)
+            answer = pb.GetJobsResponse(jobs=page, next_page_token=token)
         await self._db(context, self.keeper.job_gauge)
-        return pb.GetJobsResponse(jobs=page, next_page_token=token)
+        return answer
 
     async def ListAudits(self, request, context):
         await self._principal(context, "client")

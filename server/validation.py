@@ -217,8 +217,6 @@ MAX_JOB_BYTES = 1 << 20
 def validate_job(job) -> str | None:
     if not 1 <= len(job.commands) <= 16:
         return "a job has 1 to 16 commands"
-    if job.ByteSize() > MAX_JOB_BYTES:
-        return f"the job is {job.ByteSize():,} bytes (its commands' arguments): at most {MAX_JOB_BYTES:,}"
     for number, command in enumerate(job.commands):
         if not command.argv or len(command.argv) > MAX_ARGV:
             return f"commands[{number}].argv: 1 to {MAX_ARGV} arguments"
@@ -249,7 +247,10 @@ def validate_job(job) -> str | None:
         problem = _sequential_problem(job)
         if problem:
             return problem
-    return labels_problem(job.labels)
+    problem = labels_problem(job.labels)
+    if problem is None and job.ByteSize() > MAX_JOB_BYTES:
+        return f"the job is {job.ByteSize():,} bytes (its commands' arguments): at most {MAX_JOB_BYTES:,}"
+    return problem
 
 
 def _sequential_problem(job) -> str | None:
