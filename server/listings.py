@@ -19,6 +19,7 @@ import base64
 import contextlib
 import json
 import re
+from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,7 +27,7 @@ import grpc
 from sqlalchemy import and_, func, or_, select
 
 from perfctl.formats.dataset import DatasetError
-from perfctl.server.schema import audits, jobs
+from perfctl.server.schema import audits, jobs, samples
 from perfctl.server.selection import Selector, TooManyRuns, describe
 from perfctl.server.storage import Storage, StorageError
 from perfctl.server.validation import validate_get_jobs, validate_selection
@@ -231,21 +232,23 @@ def sample_chunks(storage: Storage, request, limit: int) -> Iterator[list[bytes]
         raise DatasetError(f"machine {what!r} has no stored runs selected")
     if request.HasField("selection"):
         return ([row[-1] for row in rows] for rows in storage.stored_values(payloads=True, chunk=SAMPLE_CHUNK, **where))
-    return _chunked(storage.sample_payloads(request.machine, benchmarks) if runs else iter(()))
+    return _stored_order(storage, where) if runs else (chunk for chunk in ())
 
 
-def _chunked(payloads: Iterator[bytes]) -> Iterator[list[bytes]]:
-    chunk = []
-    try:
-        for payload in payloads:
-            chunk.append(payload)
-            if len(chunk) == SAMPLE_CHUNK:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
-    finally:
-        getattr(payloads, "close", lambda: None)()  # the database's cursor, in this thread
+def _stored_order(storage: Storage, where: dict) -> Iterator[list[bytes]]:
+    """The runs of ``where`` (a machine, and benchmarks) in the order they were stored, SAMPLE_CHUNK at a time.
+    Their ids first (from the index, 8 bytes each: at most the limit of them), then the payloads by id: asked
+    to sort the payloads themselves, the database sorts them in memory (SQLite's temporary B-tree held 140 MB
+    for 300 MB of runs)."""
+    query = select(samples.c.id).where(samples.c.machine == where["machine_pk"]).order_by(samples.c.id)
+    if where["benchmark_pks"] is not None:
+        query = query.where(samples.c.benchmark.in_(where["benchmark_pks"]))
+    with storage.engine.connect() as conn:
+        ids = array("q", conn.execute(query).scalars())
+    for start in range(0, len(ids), SAMPLE_CHUNK):
+        with storage.engine.connect() as conn:
+            yield list(conn.execute(select(samples.c.payload).where(samples.c.id.in_(ids[start:start + SAMPLE_CHUNK]))
+                                    .order_by(samples.c.id)).scalars())
 
 
 async def sample_stream(chunks: Iterator[list[bytes]]):

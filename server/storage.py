@@ -336,7 +336,7 @@ class Storage:
         if benchmark_names:
             query = query.where(benchmarks.c.name.in_(benchmark_names))
         with self.engine.connect() as conn:
-            for (payload,) in conn.execution_options(stream_results=True, max_row_buffer=100).execute(query):
+            for (payload,) in conn.execution_options(stream_results=True).execute(query):
                 yield bytes(payload)
 
     def latest_series(self, machine_pk: int, benchmark_pks=None, context_pks=None) -> list:
