@@ -199,8 +199,8 @@ def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) ->
 
     stub, metadata, channel = query(args)
     try:
-        listed = {m.name: m for m in stub.ListMachines(pb.ListMachinesRequest(), metadata=metadata,
-                                                       timeout=60).machines}
+        listed = {m.name: m for side in sides for m in stub.ListMachines(pb.ListMachinesRequest(name=side.machine),
+                                                                         metadata=metadata, timeout=60).machines}
         fetched = []
         for side in sides:
             if side.machine not in listed:

@@ -27,7 +27,7 @@ import grpc
 from sqlalchemy import and_, func, or_, select
 
 from perfctl.formats.dataset import DatasetError
-from perfctl.server.schema import audits, jobs, samples
+from perfctl.server.schema import audits, jobs, machines, samples
 from perfctl.server.selection import Selector, TooManyRuns, describe
 from perfctl.server.storage import Storage, StorageError
 from perfctl.server.validation import validate_get_jobs, validate_selection
@@ -265,6 +265,39 @@ async def sample_stream(chunks: Iterator[list[bytes]]):
         reader.shutdown(wait=False)
 
 
+def machines_page(storage: Storage, connected, name: str, size: int, after: tuple | None) -> tuple[list, str]:
+    """A page of machines by name (or the one named), each with its latest audit and its runs stored;
+    ``connected(name, watched_by, last_heard_ns)`` says whether its agent is connected."""
+    latest = storage.latest_audits()
+    query = select(machines).order_by(machines.c.name).limit(size + 1)
+    if name:
+        query = query.where(machines.c.name == name)
+    if after is not None:
+        query = query.where(machines.c.name > after[0])
+
+    def summary(row) -> pb.MachineSummary:
+        audit = latest.get(row["name"])
+        made = pb.MachineSummary(name=row["name"], machine_id=row["machine_id"], inventory_json=row["inventory"],
+                                 backends=json.loads(row["backends"]), last_heard_ns=row["last_heard_ns"],
+                                 connected=connected(row["name"], row["watched_by"], row["last_heard_ns"]),
+                                 audit_verdict=audit["verdict"] if audit else "",
+                                 audit_time_ns=audit["time_ns"] if audit else 0)
+        for entry in json.loads(row["events"]):
+            made.events.add(**entry)
+        made.samples = row["id"]  # the machine's key until its runs are counted below
+        return made
+
+    with _streamed(storage, query) as rows:
+        page, last = _filled(rows, summary, PAGE_BYTES, size)
+    keys = [m.samples for m in page]
+    with storage.engine.connect() as conn:
+        counts = dict(conn.execute(select(samples.c.machine, func.count()).where(samples.c.machine.in_(keys))
+                                   .group_by(samples.c.machine)).all())
+    for made, key in zip(page, keys):
+        made.samples = counts.get(key, 0)
+    return page, page_token(last["name"]) if last is not None else ""
+
+
 class Listings:
     """The QueryService's listing calls (mixed into server/service.py QueryService, which provides
     ``storage``, ``keeper``, ``compare_limit``, ``_principal`` and ``_db``)."""
@@ -274,6 +307,15 @@ class Listings:
             return page_key(token, types)
         except BadPageToken as err:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+
+    async def ListMachines(self, request, context):
+        await self._principal(context, "client")
+        if len(request.name) > 128:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name: at most 128 characters")
+        after = await self._page_key(context, request.page_token, (str,))
+        page, token = await self._db(context, machines_page, self.storage, self.keeper.connected, request.name,
+                                     page_size(request.page_size, MAX_PAGE, MAX_PAGE), after)
+        return pb.ListMachinesResponse(machines=page, next_page_token=token)
 
     async def GetJobs(self, request, context):
         await self._principal(context, "client")

@@ -12,7 +12,6 @@ import contextlib
 import ctypes
 import errno
 import importlib
-import json
 import logging
 import math
 import multiprocessing
@@ -368,25 +367,6 @@ class QueryService(_Base, Listings, rpc.QueryServiceServicer):
     def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper, compare_limit: int = MAX_COMPARE_RUNS):
         super().__init__(storage, tokens, keeper)
         self.compare_limit = compare_limit
-
-    async def ListMachines(self, request, context):
-        await self._principal(context, "client")
-        rows = await self._db(context, self.storage.list_machines)
-        latest = await self._db(context, self.storage.latest_audits)
-        response = pb.ListMachinesResponse()
-        for row in rows:
-            audit = latest.get(row["name"])
-            summary = response.machines.add(name=row["name"], machine_id=row["machine_id"],
-                                            inventory_json=row["inventory"], backends=json.loads(row["backends"]),
-                                            last_heard_ns=row["last_heard_ns"],
-                                            connected=self.keeper.connected(row["name"], row["watched_by"],
-                                                                            row["last_heard_ns"]),
-                                            samples=row["samples"],
-                                            audit_verdict=audit["verdict"] if audit else "",
-                                            audit_time_ns=audit["time_ns"] if audit else 0)
-            for entry in json.loads(row["events"]):
-                summary.events.add(**entry)
-        return response
 
     async def ListBenchmarks(self, request, context):
         await self._principal(context, "client")

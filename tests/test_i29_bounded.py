@@ -150,6 +150,23 @@ def test_every_page_is_bounded_and_a_job_too_large_is_refused(served):
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "at most 1,048,576" in refused.value.details()
 
 
+def test_machines_lists_a_fleet_whose_inventories_pass_any_one_message(served):
+    inventory = json.dumps({"kernel": {"release": "6.1.0"}, "notes": "n" * 60_000})  # the 64 KiB an agent may send
+    with sqlite3.connect(served.db()) as conn:  # 100 machines as Register stores them
+        conn.executemany("INSERT INTO machines (name, machine_id, inventory, backends, events, agent_version, "
+                         "first_seen_ns, last_heard_ns) VALUES (?, ?, ?, '[]', '[]', '1', ?, ?)",
+                         [(f"lab-{k:03d}", "m" * 32, inventory, BASE_NS, BASE_NS) for k in range(100)])
+    listed = _json(served.cli("machines", "--json"))
+    assert [m["name"] for m in listed] == ["box-a", "box-b", "box-c", *(f"lab-{k:03d}" for k in range(100))]
+    one = served.cli("machines", "lab-050", "--json")
+    assert one.returncode == 0 and [m["name"] for m in json.loads(one.stdout)] == ["lab-050"], one.stderr
+    unknown = served.cli("machines", "nope")
+    assert unknown.returncode == 2 and unknown.stderr.strip().startswith(
+        "perfctl machines: no machine 'nope' on the server (known: box-a, box-b, box-c, lab-000"), unknown.stderr
+    page = served.query.ListMachines(pb.ListMachinesRequest(), metadata=served.client_md, timeout=30)
+    assert page.ByteSize() <= 2 << 20 and page.next_page_token  # what an older client gets: a bounded page
+
+
 def _audit(index: int, kernel: str) -> tuple[str, str]:
     """A valid audit report of ~1 MB (its reasons), as an agent sends it."""
     audit_id = str(uuid.uuid4())

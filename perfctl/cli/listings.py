@@ -23,6 +23,7 @@ from perfctl.report import QUIET, write
 
 POLL_SECONDS = 1.0
 DEFAULT_LAST = 50  # `perfctl jobs`: the most recent jobs shown; --last N for more
+KNOWN_SHOWN = 20  # `perfctl machines NAME` of an unknown NAME: the machines it names instead
 WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")  # as the server makes them
 
 
@@ -83,12 +84,14 @@ def run(args) -> int:
 
     fmt = "json" if args.json else "table"
     if args.command == "machines":
-        machines = call(args, "ListMachines", pb.ListMachinesRequest()).machines
         if args.name is None:
+            machines = list(pages(args, "ListMachines", pb.ListMachinesRequest(), "machines"))
             return write(MachinesReport(machines, verbosity(args)), fmt, console())
-        found = [m for m in machines if m.name == args.name]
+        found = [m for m in call(args, "ListMachines", pb.ListMachinesRequest(name=args.name)).machines
+                 if m.name == args.name]
         if not found:
-            known = ", ".join(sorted(m.name for m in machines)) or "none"
+            some = [m.name for m in pages(args, "ListMachines", pb.ListMachinesRequest(), "machines", most=KNOWN_SHOWN)]
+            known = ", ".join(sorted(some)) + (", ..." if len(some) == KNOWN_SHOWN else "") if some else "none"
             raise UsageError(f"perfctl machines: no machine {args.name!r} on the server (known: {known})")
         return write(MachineReport(found[0], verbosity(args)), fmt, console())
     if args.command == "benchmarks":

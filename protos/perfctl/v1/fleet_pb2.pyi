@@ -297,14 +297,22 @@ class MachineSummary(_message.Message):
     def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., last_heard_ns: _Optional[int] = ..., connected: _Optional[bool] = ..., samples: _Optional[int] = ..., audit_verdict: _Optional[str] = ..., audit_time_ns: _Optional[int] = ...) -> None: ...
 
 class ListMachinesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token", "name")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    name: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ListMachinesResponse(_message.Message):
-    __slots__ = ("machines",)
+    __slots__ = ("machines", "next_page_token")
     MACHINES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     machines: _containers.RepeatedCompositeFieldContainer[MachineSummary]
-    def __init__(self, machines: _Optional[_Iterable[_Union[MachineSummary, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, machines: _Optional[_Iterable[_Union[MachineSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class BenchmarkSummary(_message.Message):
     __slots__ = ("machine", "name", "runs", "executable_sha256", "input_digest", "argv", "jobs", "labels", "first_ns", "last_ns")
