@@ -298,6 +298,43 @@ def machines_page(storage: Storage, connected, name: str, size: int, after: tupl
     return page, page_token(last["name"]) if last is not None else ""
 
 
+MAX_LABELS = 1000  # a benchmark's distinct labels listed (a label per commit: one per job, for years)
+
+
+def benchmarks_page(storage: Storage, machine: str, size: int, after: tuple | None) -> tuple[list, str]:
+    """Per machine and benchmark identity: runs, jobs, labels and the time range, from the series table (kept
+    at ingest) alone; a page of them by machine, then benchmark name and id."""
+    machine_pk = storage.machine_pk(machine) if machine else None
+    if machine and machine_pk is None:
+        return [], ""
+    names, identities = storage.machine_names(), storage.benchmark_rows()
+    contexts = storage.contexts()
+    entries: dict[tuple, dict] = {}
+    for machine_id, benchmark_pk, job_id, context_pk, runs, first, last in storage.series(machine_pk):
+        key = (names[machine_id][0], identities[benchmark_pk]["name"], benchmark_pk)
+        if after is not None and key <= after:
+            continue
+        entry = entries.setdefault(key, {"runs": 0, "jobs": set(), "labels": {}, "first": first, "last": last})
+        entry["runs"] += runs
+        entry["jobs"].add(job_id)
+        labels = contexts.get(context_pk, {}).get("labels", {})
+        entry["labels"].update(dict.fromkeys(f"{k}={v}" for k, v in sorted(labels.items())))
+        entry["first"], entry["last"] = min(entry["first"], first), max(entry["last"], last)
+
+    def summary(item) -> pb.BenchmarkSummary:
+        (machine_name, _, benchmark_pk), entry = item
+        identity, labels = identities[benchmark_pk], list(entry["labels"])
+        return pb.BenchmarkSummary(machine=machine_name, name=identity["name"], runs=entry["runs"],
+                                   executable_sha256=identity["executable_sha256"],
+                                   input_digest=identity["input_digest"], argv=identity["argv"],
+                                   jobs=len(entry["jobs"] - {None}), labels=labels[:MAX_LABELS],
+                                   labels_left_out=max(0, len(labels) - MAX_LABELS),
+                                   first_ns=entry["first"], last_ns=entry["last"])
+
+    page, last = _filled(iter(sorted(entries.items())), summary, PAGE_BYTES, size)
+    return page, page_token(*last[0]) if last is not None else ""
+
+
 class Listings:
     """The QueryService's listing calls (mixed into server/service.py QueryService, which provides
     ``storage``, ``keeper``, ``compare_limit``, ``_principal`` and ``_db``)."""
@@ -316,6 +353,15 @@ class Listings:
         page, token = await self._db(context, machines_page, self.storage, self.keeper.connected, request.name,
                                      page_size(request.page_size, MAX_PAGE, MAX_PAGE), after)
         return pb.ListMachinesResponse(machines=page, next_page_token=token)
+
+    async def ListBenchmarks(self, request, context):
+        await self._principal(context, "client")
+        if len(request.machine) > 128:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "machine: at most 128 characters")
+        after = await self._page_key(context, request.page_token, (str, str, int))
+        page, token = await self._db(context, benchmarks_page, self.storage, request.machine,
+                                     page_size(request.page_size, MAX_PAGE, MAX_PAGE), after)
+        return pb.ListBenchmarksResponse(benchmarks=page, next_page_token=token)
 
     async def GetJobs(self, request, context):
         await self._principal(context, "client")

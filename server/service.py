@@ -368,39 +368,6 @@ class QueryService(_Base, Listings, rpc.QueryServiceServicer):
         super().__init__(storage, tokens, keeper)
         self.compare_limit = compare_limit
 
-    async def ListBenchmarks(self, request, context):
-        await self._principal(context, "client")
-        if len(request.machine) > 128:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "machine: at most 128 characters")
-        return await self._db(context, self._list_benchmarks, request.machine)
-
-    def _list_benchmarks(self, machine: str) -> pb.ListBenchmarksResponse:
-        """Per machine and benchmark identity: runs, jobs, labels and the time range, from the index alone."""
-        machine_pk = self.storage.machine_pk(machine) if machine else None
-        response = pb.ListBenchmarksResponse()
-        if machine and machine_pk is None:
-            return response
-        names, identities = self.storage.machine_names(), self.storage.benchmark_rows()
-        contexts = self.storage.contexts()
-        entries: dict[tuple, dict] = {}
-        for machine_id, benchmark_pk, job_id, context_pk, runs, first, last in self.storage.series(machine_pk):
-            entry = entries.setdefault((names[machine_id][0], benchmark_pk), {"runs": 0, "jobs": set(), "labels": {},
-                                                                               "first": first, "last": last})
-            entry["runs"] += runs
-            entry["jobs"].add(job_id)
-            labels = contexts.get(context_pk, {}).get("labels", {})
-            entry["labels"].update(dict.fromkeys(f"{k}={v}" for k, v in sorted(labels.items())))
-            entry["first"], entry["last"] = min(entry["first"], first), max(entry["last"], last)
-        for (machine_name, benchmark_pk), entry in sorted(entries.items(), key=lambda item: (
-                item[0][0], identities[item[0][1]]["name"], item[0][1])):
-            identity = identities[benchmark_pk]
-            response.benchmarks.add(machine=machine_name, name=identity["name"], runs=entry["runs"],
-                                    executable_sha256=identity["executable_sha256"],
-                                    input_digest=identity["input_digest"], argv=identity["argv"],
-                                    jobs=len(entry["jobs"] - {None}), labels=list(entry["labels"]),
-                                    first_ns=entry["first"], last_ns=entry["last"])
-        return response
-
     async def Compare(self, request, context):
         await self._principal(context, "client")
         problem = validate_compare(request)

@@ -167,6 +167,27 @@ def test_machines_lists_a_fleet_whose_inventories_pass_any_one_message(served):
     assert page.ByteSize() <= 2 << 20 and page.next_page_token  # what an older client gets: a bounded page
 
 
+def test_benchmarks_lists_long_argv_and_a_label_per_commit(served):
+    def run(k: int, name: str, argv: list[str], commit: str) -> pb.Sample:
+        return pb.Sample(uuid=str(uuid.uuid4()), machine_id="m" * 32, run_index=0, start_time_ns=BASE_NS + k,
+                         wall_ns=1000, outcome="ok", schema_version=1, labels={"commit": commit},
+                         benchmark=pb.Benchmark(name=name, argv=argv, executable="/bin/true",
+                                                executable_sha256="0" * 64, input_digest=f"{min(k, 99):064d}"))
+    storage = Storage(database_url(str(served.fleet.dir / "data"), None))
+    try:  # ten benchmarks of ~0.5 MB of argv each, and one run on 1,500 commits
+        storage.ingest("box-b", [run(k, f"long-{k}", ["/bin/true", *(f"{a:03d}" + "y" * 4093 for a in range(120))],
+                                     "c0") for k in range(10)])
+        storage.ingest("box-b", [run(100 + k, "many", ["/bin/true"], f"c{k}") for k in range(1500)])
+    finally:
+        storage.close()
+    listed = _json(served.cli("benchmarks", "box-b", "--json"))
+    assert [b["benchmark"] for b in listed] == [*(f"long-{k}" for k in range(10)), "many"]
+    assert [len(b["argv"]) for b in listed[:10]] == [121] * 10
+    assert len(listed[-1]["labels"]) == 1000 and listed[-1]["labels_left_out"] == 500
+    table = served.cli("benchmarks", "box-b")
+    assert table.returncode == 0 and "more" in table.stdout, table.stderr
+
+
 def _audit(index: int, kernel: str) -> tuple[str, str]:
     """A valid audit report of ~1 MB (its reasons), as an agent sends it."""
     audit_id = str(uuid.uuid4())

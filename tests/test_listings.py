@@ -113,7 +113,7 @@ def test_benchmarks_lists_identity_labels_jobs_runs_and_time_range():
     document = json.loads(_render(BenchmarksReport(response.benchmarks), "json"))
     assert document[0] == {"machine": "box-a", "benchmark": "gzip", "executable_sha256": "ab12" * 16,
                            "input_digest": "cd34" * 16, "argv": ["/usr/bin/gzip", "-c", "/etc/my services"],
-                           "labels": ["commit=abc123", "try=quickstart"], "jobs": 2, "runs": 40,
+                           "labels": ["commit=abc123", "try=quickstart"], "labels_left_out": 0, "jobs": 2, "runs": 40,
                            "first_ns": start, "last_ns": start + 90 * 10**9}
     assert document[1]["executable_sha256"] is None and document[1]["first_ns"] is None
 

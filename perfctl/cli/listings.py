@@ -95,7 +95,8 @@ def run(args) -> int:
             raise UsageError(f"perfctl machines: no machine {args.name!r} on the server (known: {known})")
         return write(MachineReport(found[0], verbosity(args)), fmt, console())
     if args.command == "benchmarks":
-        summaries = call(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or "")).benchmarks
+        summaries = list(pages(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or ""),
+                               "benchmarks"))
         return write(BenchmarksReport(summaries, verbosity(args)), fmt, console())
     if args.retry is not None:
         if not args.retry.strip():

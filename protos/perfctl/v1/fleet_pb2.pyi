@@ -315,7 +315,7 @@ class ListMachinesResponse(_message.Message):
     def __init__(self, machines: _Optional[_Iterable[_Union[MachineSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class BenchmarkSummary(_message.Message):
-    __slots__ = ("machine", "name", "runs", "executable_sha256", "input_digest", "argv", "jobs", "labels", "first_ns", "last_ns")
+    __slots__ = ("machine", "name", "runs", "executable_sha256", "input_digest", "argv", "jobs", "labels", "first_ns", "last_ns", "labels_left_out")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
@@ -326,6 +326,7 @@ class BenchmarkSummary(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     FIRST_NS_FIELD_NUMBER: _ClassVar[int]
     LAST_NS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
     machine: str
     name: str
     runs: int
@@ -336,19 +337,26 @@ class BenchmarkSummary(_message.Message):
     labels: _containers.RepeatedScalarFieldContainer[str]
     first_ns: int
     last_ns: int
-    def __init__(self, machine: _Optional[str] = ..., name: _Optional[str] = ..., runs: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., input_digest: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., jobs: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., first_ns: _Optional[int] = ..., last_ns: _Optional[int] = ...) -> None: ...
+    labels_left_out: int
+    def __init__(self, machine: _Optional[str] = ..., name: _Optional[str] = ..., runs: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., input_digest: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., jobs: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., first_ns: _Optional[int] = ..., last_ns: _Optional[int] = ..., labels_left_out: _Optional[int] = ...) -> None: ...
 
 class ListBenchmarksRequest(_message.Message):
-    __slots__ = ("machine",)
+    __slots__ = ("machine", "page_size", "page_token")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     machine: str
-    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, machine: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListBenchmarksResponse(_message.Message):
-    __slots__ = ("benchmarks",)
+    __slots__ = ("benchmarks", "next_page_token")
     BENCHMARKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     benchmarks: _containers.RepeatedCompositeFieldContainer[BenchmarkSummary]
-    def __init__(self, benchmarks: _Optional[_Iterable[_Union[BenchmarkSummary, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, benchmarks: _Optional[_Iterable[_Union[BenchmarkSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetSamplesRequest(_message.Message):
     __slots__ = ("machine", "benchmark", "selection")
