@@ -57,11 +57,14 @@ def page_key(token: str, types: tuple) -> tuple | None:
     if not token:
         return None
     try:
-        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+        key = json.loads(base64.urlsafe_b64decode(token.encode())) if len(token) <= 1024 else None
     except (ValueError, UnicodeError):
         key = None
+    # what the database can compare: 64-bit integers, names as long as the columns'
     if not isinstance(key, list) or len(key) != len(types) or not all(
-            isinstance(value, kind) and not isinstance(value, bool) for value, kind in zip(key, types)):
+            isinstance(value, kind) and not isinstance(value, bool)
+            and (-1 << 63 <= value < 1 << 63 if kind is int else len(value) <= 256)
+            for value, kind in zip(key, types)):
         raise BadPageToken("page_token: not one this server gave (start again without it)")
     return tuple(key)
 
