@@ -281,7 +281,8 @@ def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) ->
 
     try:  # a unary call first: it passes by a replica that answers nothing, and the stream follows the one
         # that answered (query)
-        listed = {m.name: m for m in unary(args, "ListMachines", pb.ListMachinesRequest()).machines}
+        listed = {m.name: m for side in sides
+                  for m in unary(args, "ListMachines", pb.ListMachinesRequest(name=side.machine)).machines}
     except grpc.RpcError as err:
         raise ClientError(f"{err.code().name}: {err.details()}") from None
     stub, metadata, channel = query(args)

@@ -82,9 +82,13 @@ class MachineRecords:
         it (what the audit gauges, the compare warning and `perfctl machines` date it by) and
         ``agent_time_ns`` as its agent stamped it. Received, not stamped: an agent stamping its audits ahead
         cannot keep an old verdict in front of a newer one, nor an audit fresh for longer."""
+        # the small columns alone, never the reports (up to 1 MiB each: server/listings.py)
+        query = select(audits.c.machine, audits.c.id, audits.c.time_ns, audits.c.verdict, audits.c.received_ns) \
+            .order_by(audits.c.machine, audits.c.received_ns, audits.c.time_ns)
         latest: dict[str, dict] = {}
-        for row in self.list_audits():
-            latest[row["machine"]] = row  # ordered by receipt within each machine
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                latest[row["machine"]] = row  # ordered by receipt within each machine
         return {machine: {"id": row["id"], "verdict": row["verdict"], "agent_time_ns": row["time_ns"],
                           "time_ns": row["received_ns"] if row["received_ns"] is not None else row["time_ns"]}
                 for machine, row in latest.items()}

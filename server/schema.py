@@ -145,6 +145,11 @@ jobs = Table(
     Column("delivered_ns", BigInteger),  # its agent first confirmed holding it then (server/delivery.py, 0008)
     Index("ix_jobs_machine_state", "machine", "state"),
     Index("ix_jobs_state_lease", "state", "lease_ns"),
+    # the job listing's pages, newest first, of every machine or one, and ids looked up by their first
+    # characters (LIKE 'abc%' on PostgreSQL whatever its collation) (migration 0010, server/listings.py)
+    Index("ix_jobs_submitted", "submitted_ns", "id"),
+    Index("ix_jobs_machine_submitted", "machine", "submitted_ns", "id"),
+    Index("ix_jobs_id_pattern", "id", postgresql_ops={"id": "text_pattern_ops"}),
 )
 
 audits = Table(

@@ -210,21 +210,11 @@ class Selector:
                               "(perfctl server --max-compare-runs): narrow it with @job=ID, a label, "
                               "--since/--until or --benchmark")
 
-    def payloads(self, selection: pb.Selection, benchmarks: list[str] | None = None) -> list[bytes]:
-        """The stored payloads of the runs ``dataset`` would compare (warm-ups and failed runs too), for a
-        client that draws every run (perfctl report box-a@commit=abc box-b). DatasetError when nothing is
-        selected."""
-        _, where = self._where(selection, benchmarks)
-        found, seen = [], 0
-        for rows in self.storage.stored_values(payloads=True, **where):
-            seen += len(rows)
-            if seen > self.limit:
-                raise TooManyRuns(f"{describe(selection)} selects more than {self.limit:,} runs, the most this "
-                                  "server sends (perfctl server --max-compare-runs)")
-            found.extend(bytes(row[-1]) for row in rows)
-        if not found:
-            raise DatasetError(f"machine {describe(selection)!r} has no stored runs selected")
-        return found
+    def where(self, selection: pb.Selection, benchmarks: list[str] | None = None) -> dict:
+        """The runs ``selection`` takes (warm-ups and failed runs too) as Storage's query arguments: what
+        GetSamples sends a client that draws every run (perfctl report box-a@commit=abc box-b; server/
+        listings.py bounds and streams it). DatasetError for an unknown machine."""
+        return self._where(selection, benchmarks)[1]
 
     def _where(self, selection: pb.Selection, benchmarks: list[str] | None) -> tuple[dict, dict]:
         """(benchmark identities by id, the selection as Storage's query arguments: machine, jobs (per job

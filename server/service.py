@@ -35,6 +35,7 @@ from perfctl.pairing import PairingError, compared
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.decode import decode_batch, decode_spans, payloads_of
 from perfctl.server.jobs import DEFAULT_LEASE_S, JobHub, JobKeeper
+from perfctl.server.listings import Listings, job_status
 from perfctl.server.machine_queries import MachineQueries
 from perfctl.server.metrics import (
     AGENTS_CONNECTED,
@@ -55,13 +56,11 @@ from perfctl.server.validation import (
     job_message,
     validate_audit,
     validate_compare,
-    validate_get_jobs,
     validate_heartbeat,
     validate_job,
     validate_job_id,
     validate_job_report,
     validate_machine_info,
-    validate_selection,
 )
 from perfctl.supervise import supervised
 from perfctl.v1 import fleet_pb2 as pb
@@ -375,65 +374,12 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         return pb.ReportAuditResponse()
 
 
-class QueryService(MachineQueries, _Base, rpc.QueryServiceServicer):
+class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
+    """Compare, jobs and the machines' own calls; the listings' calls are server/listings.py's."""
+
     def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper, compare_limit: int = MAX_COMPARE_RUNS):
         super().__init__(storage, tokens, keeper)
         self.compare_limit = compare_limit
-
-    async def ListBenchmarks(self, request, context):
-        await self._principal(context, "client")
-        if len(request.machine) > 128:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "machine: at most 128 characters")
-        return await self._db(context, self._list_benchmarks, request.machine)
-
-    def _list_benchmarks(self, machine: str) -> pb.ListBenchmarksResponse:
-        """Per machine and benchmark identity: runs, jobs, labels and the time range, from the index alone."""
-        machine_pk = self.storage.machine_pk(machine) if machine else None
-        response = pb.ListBenchmarksResponse()
-        if machine and machine_pk is None:
-            return response
-        names, identities = self.storage.machine_names(), self.storage.benchmark_rows()
-        contexts = self.storage.contexts()
-        entries: dict[tuple, dict] = {}
-        for machine_id, benchmark_pk, job_id, context_pk, runs, first, last in self.storage.series(machine_pk):
-            entry = entries.setdefault((names[machine_id][0], benchmark_pk), {"runs": 0, "jobs": set(), "labels": {},
-                                                                               "first": first, "last": last})
-            entry["runs"] += runs
-            entry["jobs"].add(job_id)
-            labels = contexts.get(context_pk, {}).get("labels", {})
-            entry["labels"].update(dict.fromkeys(f"{k}={v}" for k, v in sorted(labels.items())))
-            entry["first"], entry["last"] = min(entry["first"], first), max(entry["last"], last)
-        for (machine_name, benchmark_pk), entry in sorted(entries.items(), key=lambda item: (
-                item[0][0], identities[item[0][1]]["name"], item[0][1])):
-            identity = identities[benchmark_pk]
-            response.benchmarks.add(machine=machine_name, name=identity["name"], runs=entry["runs"],
-                                    executable_sha256=identity["executable_sha256"],
-                                    input_digest=identity["input_digest"], argv=identity["argv"],
-                                    jobs=len(entry["jobs"] - {None}), labels=list(entry["labels"]),
-                                    first_ns=entry["first"], last_ns=entry["last"])
-        return response
-
-    async def GetSamples(self, request, context):
-        await self._principal(context, "client")
-        if request.HasField("selection"):
-            problem = validate_selection(request.selection, "selection")
-            if problem:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-            try:
-                payloads = await asyncio.to_thread(self._selected_payloads, request)
-            except DatasetError as err:
-                await context.abort(grpc.StatusCode.NOT_FOUND, str(err))
-            except TooManyRuns as err:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(err))
-        else:
-            payloads = await self._db(context, lambda: list(self.storage.sample_payloads(
-                request.machine, [request.benchmark] if request.benchmark else None)))
-        for payload in payloads:
-            yield pb.Sample.FromString(payload)
-
-    def _selected_payloads(self, request) -> list[bytes]:
-        selector = Selector(self.storage, limit=self.compare_limit)
-        return selector.payloads(request.selection, [request.benchmark] if request.benchmark else None)
 
     async def Compare(self, request, context):
         await self._principal(context, "client")
@@ -553,29 +499,7 @@ class QueryService(MachineQueries, _Base, rpc.QueryServiceServicer):
         await self._offer(context, row["machine"], job)
         await self._db(context, self.keeper.job_gauge)
         log.info("job %s on %s retried: %d runs stored are kept", job.job_id, row["machine"], len(job.stored_runs))
-        return pb.RetryJobResponse(job=_job_status(row))
-
-    async def GetAudits(self, request, context):
-        await self._principal(context, "client")
-        rows = await self._db(context, self.storage.list_audits, request.machine or None)
-        return pb.GetAuditsResponse(audits=[pb.AuditRecord(machine=r["machine"], audit_id=r["id"],
-                                                           time_ns=r["time_ns"], verdict=r["verdict"],
-                                                           report_json=r["report"]) for r in rows])
-
-    async def GetJobs(self, request, context):
-        await self._principal(context, "client")
-        problem = validate_get_jobs(request)
-        if problem:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
-        rows = await self._db(context, self.storage.list_jobs, request.machine or None, list(request.job_ids))
-        await self._db(context, self.keeper.job_gauge)
-        return pb.GetJobsResponse(jobs=[_job_status(r) for r in rows])
-
-
-def _job_status(row: dict) -> pb.JobStatus:
-    return pb.JobStatus(job_id=row["id"], machine=row["machine"], state=row["state"], message=row["message"],
-                        samples=row["samples"], submitted_ns=row["submitted_ns"], updated_ns=row["updated_ns"],
-                        job=pb.Job.FromString(bytes(row["spec"])), failed_runs=row["failed_runs"])
+        return pb.RetryJobResponse(job=job_status(row))
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -209,6 +209,12 @@ def _check_names(index: int, event: str, status: str, scope: str, backend: str, 
             or _printable(correction_model, MAX_NAME, f"readings[{index}].correction_model"))
 
 
+# A job as stored and listed (its spec is in every JobStatus): one fits a listing's page (server/listings.py
+# PAGE_BYTES) and gRPC's default 4 MiB message. Linux refuses an execve whose argv and environment pass
+# ARG_MAX (2 MiB with the default 8 MiB stack), so a command near this bound could not run anyway.
+MAX_JOB_BYTES = 1 << 20
+
+
 def validate_job(job) -> str | None:
     if not 1 <= len(job.commands) <= 16:
         return "a job has 1 to 16 commands"
@@ -242,7 +248,10 @@ def validate_job(job) -> str | None:
         problem = _sequential_problem(job)
         if problem:
             return problem
-    return labels_problem(job.labels)
+    problem = labels_problem(job.labels)
+    if problem is None and job.ByteSize() > MAX_JOB_BYTES:
+        return f"the job is {job.ByteSize():,} bytes (its commands' arguments): at most {MAX_JOB_BYTES:,}"
+    return problem
 
 
 def _sequential_problem(job) -> str | None:
@@ -481,9 +490,11 @@ MAX_JOB_IDS = 1000  # GetJobsRequest.job_ids: what one `--wait` asks after
 
 
 def validate_get_jobs(request) -> str | None:
-    """GetJobs: at most MAX_JOB_IDS whole job ids (a prefix is resolved by the client from the full list)."""
+    """GetJobs: at most MAX_JOB_IDS whole job ids, and as many short id prefixes."""
     if len(request.job_ids) > MAX_JOB_IDS:
         return f"job_ids: {len(request.job_ids)} ids, at most {MAX_JOB_IDS}"
+    if len(request.id_prefixes) > MAX_JOB_IDS or any(len(prefix) > 64 for prefix in request.id_prefixes):
+        return f"id_prefixes: at most {MAX_JOB_IDS}, each at most 64 characters"
     return next((f"job_ids[{i}]: {problem}" for i, job_id in enumerate(request.job_ids)
                  if (problem := validate_job_id(job_id))), None)
 

@@ -509,6 +509,15 @@ class _HostileQueries(rpc.QueryServiceServicer):
               for i, report in enumerate(broken)),
             pb.AuditRecord(machine="box-b", audit_id="9", report_json="{" * 100_000)])
 
+    def ListAudits(self, request, context):
+        """The same reports as their own summaries: a server that digests nothing."""
+        return pb.ListAuditsResponse(audits=[pb.AuditSummary(machine=r.machine, audit_id=r.audit_id,
+                                                             digest_json=r.report_json)
+                                             for r in self.GetAudits(request, context).audits])
+
+    def GetAuditReport(self, request, context):
+        return next(r for r in self.GetAudits(None, context).audits if r.audit_id == request.audit_id)
+
     def GetJobs(self, request, context):
         return pb.GetJobsResponse(jobs=[pb.JobStatus(
             job_id=HOSTILE, machine=HOSTILE, state=HOSTILE, message=HOSTILE,

@@ -113,7 +113,7 @@ def test_benchmarks_lists_identity_labels_jobs_runs_and_time_range():
     document = json.loads(_render(BenchmarksReport(response.benchmarks), "json"))
     assert document[0] == {"machine": "box-a", "benchmark": "gzip", "executable_sha256": "ab12" * 16,
                            "input_digest": "cd34" * 16, "argv": ["/usr/bin/gzip", "-c", "/etc/my services"],
-                           "labels": ["commit=abc123", "try=quickstart"], "jobs": 2, "runs": 40,
+                           "labels": ["commit=abc123", "try=quickstart"], "labels_left_out": 0, "jobs": 2, "runs": 40,
                            "first_ns": start, "last_ns": start + 90 * 10**9}
     assert document[1]["executable_sha256"] is None and document[1]["first_ns"] is None
 
@@ -211,7 +211,7 @@ def test_jobs_are_named_by_id_or_a_prefix_only_one_id_has():
     jobs = [_job("1a2b3c4d-x", "done"), _job("1a2bffff-y", "done"), _job("9999-z", "done")]
     assert [j.job_id for j in select_jobs(jobs, ["9", "1a2b3c4d-x", "1a2bf"], "perfctl jobs")] == [
         "9999-z", "1a2b3c4d-x", "1a2bffff-y"]
-    with pytest.raises(UsageError, match=r"^perfctl jobs: 2 jobs on the server have ids starting with '1a2b' \("):
+    with pytest.raises(UsageError, match=r"^perfctl jobs: several jobs on the server have ids starting with '1a2b' \("):
         select_jobs(jobs, ["1a2b"], "perfctl jobs")
     with pytest.raises(UsageError, match=r"^perfctl jobs: no job on the server has an id starting with 'zz'$"):
         select_jobs(jobs, ["zz"], "perfctl jobs")

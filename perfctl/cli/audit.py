@@ -59,27 +59,46 @@ def _history(args) -> int:
 
 def audit_history(args):
     """Per machine its audit history with drift; per kernel the fleet-wide spread (Weaver & McKee, Figure 1):
-    `perfctl audit report`'s table and `perfctl report --machines`'s page."""
-    from perfctl.analysis.audits import audit_problem, drift, fleet_spread
-    from perfctl.cli.remote import call
+    `perfctl audit report`'s table and `perfctl report --machines`'s page. The history is read as summaries,
+    a page at a time, and only each machine's latest report whole: never every report in one answer."""
+    from perfctl.analysis.audits import drift, fleet_spread
+    from perfctl.cli.remote import call, pages
     from perfctl.report.fleet import AuditHistoryReport
     from perfctl.v1 import fleet_pb2 as pb
 
-    response = call(args, "GetAudits", pb.GetAuditsRequest())
-    history: dict[str, list[dict]] = {}
+    history: dict[str, list[dict]] = {}  # per machine its audits' small fields (ListAudits), oldest first
     unreadable: dict[str, list[str]] = {}
-    for record in response.audits:
-        try:
-            report = json.loads(record.report_json)
-        except (ValueError, RecursionError):
-            report = None
-        problem = "not JSON" if report is None else audit_problem(report)
-        if problem:  # stored by a server that checked less: set aside and said, never a traceback
-            unreadable.setdefault(record.machine, []).append(f"audit {record.audit_id}: {problem}")
+    latest_ids: dict[str, str] = {}
+    for summary in pages(args, "ListAudits", pb.ListAuditsRequest(), "audits"):
+        digest = _readable(summary.digest_json)
+        if isinstance(digest, str):  # stored by a server that checked less: set aside and said, never a traceback
+            unreadable.setdefault(summary.machine, []).append(f"audit {summary.audit_id}: {digest}")
         else:
-            history.setdefault(record.machine, []).append(report)
+            history.setdefault(summary.machine, []).append(digest)
+            latest_ids[summary.machine] = summary.audit_id
+    latest = {}  # per machine the whole report of its latest readable audit, one call each: the spread reads it
+    for machine, audit_id in latest_ids.items():
+        report = _readable(call(args, "GetAuditReport", pb.GetAuditReportRequest(audit_id=audit_id)).report_json)
+        if isinstance(report, str):
+            unreadable.setdefault(machine, []).append(f"audit {audit_id}: {report}")
+        else:
+            latest[machine] = {"fit": report.get("fit"), "kernels": report.get("kernels", [])}
     drifts = {machine: drift(reports) for machine, reports in history.items()}
-    spread = fleet_spread({machine: reports[-1] for machine, reports in history.items()})
+    spread = fleet_spread(latest)
     notes = [f"{len(problems)} audit reports of machine {machine} could not be read and were set aside "
              f"(first: {problems[0]})" for machine, problems in sorted(unreadable.items())]
     return AuditHistoryReport(history, drifts, spread, notes, verbosity(args))
+
+
+def _readable(document: str) -> dict | str:
+    """An audit's report or digest (server/listings.py audit_digest) as analysis/audits.py reads it, or why
+    it cannot be read."""
+    from perfctl.analysis.audits import audit_problem
+
+    try:
+        report = json.loads(document)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    if isinstance(report, dict) and isinstance(report.get("problem"), str):
+        return report["problem"]
+    return audit_problem(report) or report

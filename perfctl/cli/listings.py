@@ -1,6 +1,7 @@
 """`perfctl machines`, `perfctl jobs` and `perfctl benchmarks`: the fleet's machines, jobs and stored
 benchmarks, from the server; and the one wait for jobs to end (`perfctl jobs --wait`, `perfctl submit
---wait`), which polls GetJobs about once a second."""
+--wait`), which polls GetJobs about once a second. Jobs are read a page at a time (the most recent --last N)
+or looked up by id and id prefix: never the whole history in one answer."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import re
 import sys
 import time
 
-from perfctl.cli.options import SIGNAL_EXIT, connection_options, duration, exit_status, loudness, verbosity
+from perfctl.cli.options import (
+    SIGNAL_EXIT,
+    connection_options,
+    duration,
+    exit_status,
+    loudness,
+    positive_int,
+    verbosity,
+)
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_SLOWDOWN, EXIT_WAIT_TIMEOUT, meaning
 from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
@@ -16,6 +25,8 @@ from perfctl.report import QUIET, write
 POLL_SECONDS = 1.0
 # how long a wait asks again while the server or its database cannot answer (an outage, a restart)
 OUTAGE_RIDE_S = 300.0  # --wait's help says "5 minutes"
+DEFAULT_LAST = 50  # `perfctl jobs`: the most recent jobs shown; --last N for more
+KNOWN_SHOWN = 20  # `perfctl machines NAME` of an unknown NAME: the machines it names instead
 WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")  # as the server makes them
 
 
@@ -56,6 +67,8 @@ def add_parser(sub) -> None:
         "with --wait, of jobs submitted --until-settled, as perfctl ab: " + meaning(EXIT_SLOWDOWN),
         meaning(EXIT_NO_VERDICT), SIGNAL_EXIT))
     jobs.add_argument("job_ids", nargs="*", metavar="JOB", help="only these jobs (an id, or its first characters)")
+    jobs.add_argument("--last", type=positive_int, default=DEFAULT_LAST, metavar="N",
+                      help=f"without JOB: the N most recent jobs ({DEFAULT_LAST}), oldest of them first")
     jobs.add_argument("--retry", metavar="JOB", help="queue a lost job again (an id, or its first characters): the "
                       "runs already stored are kept and not measured again")
     wait_options(jobs, "every JOB is")
@@ -75,7 +88,7 @@ def _common(command, quiet: str) -> None:
 
 
 def run(args) -> int:
-    from perfctl.cli.remote import call
+    from perfctl.cli.remote import call, pages
     from perfctl.report.fleet import BenchmarksReport, JobsReport, MachineReport, MachinesReport
     from perfctl.v1 import fleet_pb2 as pb
 
@@ -86,16 +99,19 @@ def run(args) -> int:
                 raise UsageError("perfctl machines: --retire takes one machine NAME and no other")
             retired = call(args, "RetireMachine", pb.RetireMachineRequest(name=args.retire)).machine
             return write(MachineReport(retired, verbosity(args)), fmt, console())
-        machines = call(args, "ListMachines", pb.ListMachinesRequest()).machines
         if args.name is None:
+            machines = list(pages(args, "ListMachines", pb.ListMachinesRequest(), "machines"))
             return write(MachinesReport(machines, verbosity(args)), fmt, console())
-        found = [m for m in machines if m.name == args.name]
+        found = [m for m in call(args, "ListMachines", pb.ListMachinesRequest(name=args.name)).machines
+                 if m.name == args.name]
         if not found:
-            known = ", ".join(sorted(m.name for m in machines)) or "none"
+            some = [m.name for m in pages(args, "ListMachines", pb.ListMachinesRequest(), "machines", most=KNOWN_SHOWN)]
+            known = ", ".join(sorted(some)) + (", ..." if len(some) == KNOWN_SHOWN else "") if some else "none"
             raise UsageError(f"perfctl machines: no machine {args.name!r} on the server (known: {known})")
         return write(MachineReport(found[0], verbosity(args)), fmt, console())
     if args.command == "benchmarks":
-        summaries = call(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or "")).benchmarks
+        summaries = list(pages(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or ""),
+                               "benchmarks"))
         return write(BenchmarksReport(summaries, verbosity(args)), fmt, console())
     if args.retry is not None:
         if not args.retry.strip():
@@ -103,7 +119,7 @@ def run(args) -> int:
         if args.wait or args.job_ids:
             raise UsageError("perfctl jobs: --retry JOB takes no other JOB and no --wait (wait afterwards: "
                              "perfctl jobs --wait JOB)")
-        (lost,) = select_jobs(call(args, "GetJobs", pb.GetJobsRequest()).jobs, [args.retry], "perfctl jobs")
+        (lost,) = find_jobs(args, [args.retry], "perfctl jobs")
         retried = call(args, "RetryJob", pb.RetryJobRequest(job_id=lost.job_id)).job
         return write(JobsReport([retried], verbosity(args)), fmt, console())
     if args.wait_timeout is not None and not args.wait:
@@ -112,20 +128,38 @@ def run(args) -> int:
         if not args.job_ids:
             raise UsageError("perfctl jobs: --wait needs the JOB ids to wait for (perfctl jobs lists them)")
         return wait(args, args.job_ids, "json" if args.json else None)
-    jobs = call(args, "GetJobs", pb.GetJobsRequest()).jobs
     if args.job_ids:
-        jobs = select_jobs(jobs, args.job_ids, "perfctl jobs")
+        jobs = find_jobs(args, args.job_ids, "perfctl jobs")
+    else:  # newest first from the server, a page at a time; shown oldest first, as they happened
+        jobs = list(pages(args, "GetJobs", pb.GetJobsRequest(), "jobs", most=args.last))[::-1]
     return write(JobsReport(jobs, verbosity(args)), fmt, console())
+
+
+def find_jobs(args, wanted: list[str], command: str) -> list:
+    """The jobs named by ``wanted`` (whole ids, or their first characters), looked up on the server by id
+    and by prefix (GetJobs job_ids and id_prefixes), never by listing every job; as select_jobs."""
+    from perfctl.cli.remote import call
+    from perfctl.server.validation import MAX_JOB_IDS
+    from perfctl.v1 import fleet_pb2 as pb
+
+    whole = [key for key in wanted if WHOLE_JOB_ID.match(key)]
+    prefixes = [key[:64] for key in wanted if not WHOLE_JOB_ID.match(key)]  # longer: no id starts with it
+    found = []
+    for start in range(0, max(len(whole), len(prefixes)), MAX_JOB_IDS):
+        found += call(args, "GetJobs", pb.GetJobsRequest(job_ids=whole[start:start + MAX_JOB_IDS],
+                                                         id_prefixes=prefixes[start:start + MAX_JOB_IDS])).jobs
+    return select_jobs(found, wanted, command)
 
 
 def select_jobs(jobs, wanted: list[str], command: str) -> list:
     """The jobs named by ``wanted`` (whole ids, or first characters that only one id starts with), in the
-    order named; a UsageError names an id that matches none or several."""
+    order named; a UsageError names an id that matches none or several (the server sends at most two jobs
+    per prefix: enough to tell)."""
     chosen = []
     for key in wanted:
         matches = [j for j in jobs if j.job_id == key] or [j for j in jobs if key and j.job_id.startswith(key)]
         if len(matches) != 1:
-            found = f"{len(matches)} jobs on the server have ids" if matches else "no job on the server has an id"
+            found = "several jobs on the server have ids" if matches else "no job on the server has an id"
             raise UsageError(f"{command}: {found} starting with {key!r}" + (" (give more of it)" if matches else ""))
         if matches[0] not in chosen:
             chosen.append(matches[0])
@@ -150,7 +184,7 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
     progress = _LiveProgress() if live else _LineProgress(quiet)
     ids, listed = list(job_ids), None
     if not all(WHOLE_JOB_ID.match(job_id) for job_id in ids):  # first characters of ids: the list resolves them
-        listed = select_jobs(call(args, "GetJobs", pb.GetJobsRequest()).jobs, ids, command)
+        listed = find_jobs(args, ids, command)
         ids = [j.job_id for j in listed]
 
     def poll() -> list:

@@ -36,6 +36,25 @@ def call(args, method: str, request):
         raise error(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
 
 
+def pages(args, method: str, request, field: str, most: int | None = None):
+    """The items (``field`` of each answer) of a paged QueryService listing (server/listings.py), page after
+    page (each answer's next_page_token), until none are left or ``most`` were given; errors as call()'s.
+    Each page is one call: no call, and no message, holds the whole listing."""
+    given = 0
+    while True:  # each page a call of its own: of replicas, the first that answers (a token is any replica's)
+        if most is not None:
+            request.page_size = min(most - given, 1000)
+        answer = call(args, method, request)
+        for item in getattr(answer, field):
+            if most is not None and given >= most:  # a server that pages otherwise
+                return
+            yield item
+            given += 1
+        if not answer.next_page_token or (most is not None and given >= most):
+            return
+        request.page_token = answer.next_page_token
+
+
 def serve_metrics(address: str | None, insecure: bool) -> None:
     """`--metrics HOST:PORT` of the server and the agent: Prometheus's plain HTTP, so off loopback only with
     --insecure, the rule --listen follows (security.require_loopback_or_insecure). SecurityError, OSError."""

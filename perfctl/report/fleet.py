@@ -282,7 +282,8 @@ class BenchmarksReport(Report):
     def document(self) -> list:
         return [{"machine": b.machine, "benchmark": b.name, "executable_sha256": b.executable_sha256 or None,
                  "input_digest": b.input_digest or None, "argv": list(b.argv), "labels": list(b.labels),
-                 "jobs": b.jobs, "runs": b.runs, "first_ns": b.first_ns or None, "last_ns": b.last_ns or None}
+                 "labels_left_out": b.labels_left_out, "jobs": b.jobs, "runs": b.runs, "first_ns": b.first_ns or None,
+                 "last_ns": b.last_ns or None}
                 for b in self.benchmarks]
 
     def table(self, console: Console) -> None:
@@ -292,7 +293,9 @@ class BenchmarksReport(Report):
         table.caption_justify = "left"
         for b in self.benchmarks:
             table.add_row(*map(cell, (b.machine, b.name, b.executable_sha256[:12] or "?", b.input_digest[:12] or "?",
-                                      shlex.join(b.argv), ", ".join(b.labels), f"{b.jobs:,}", f"{b.runs:,}",
+                                      shlex.join(b.argv), ", ".join(b.labels) + (
+                                          f", and {b.labels_left_out:,} more" if b.labels_left_out else ""),
+                                      f"{b.jobs:,}", f"{b.runs:,}",
                                       when(b.first_ns), when(b.last_ns))))
         console.print(table)
 

@@ -307,8 +307,22 @@ class MachineSummary(_message.Message):
     def __init__(self, name: _Optional[str] = ..., machine_id: _Optional[str] = ..., inventory_json: _Optional[str] = ..., backends: _Optional[_Iterable[str]] = ..., events: _Optional[_Iterable[_Union[EventSupport, _Mapping]]] = ..., last_heard_ns: _Optional[int] = ..., connected: _Optional[bool] = ..., samples: _Optional[int] = ..., audit_verdict: _Optional[str] = ..., audit_time_ns: _Optional[int] = ..., clock_skew_ns: _Optional[int] = ..., clock_ahead_runs: _Optional[int] = ..., retired_ns: _Optional[int] = ...) -> None: ...
 
 class ListMachinesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token", "name")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    name: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class ListMachinesResponse(_message.Message):
+    __slots__ = ("machines", "next_page_token")
+    MACHINES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    machines: _containers.RepeatedCompositeFieldContainer[MachineSummary]
+    next_page_token: str
+    def __init__(self, machines: _Optional[_Iterable[_Union[MachineSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class RetireMachineRequest(_message.Message):
     __slots__ = ("name",)
@@ -322,14 +336,8 @@ class RetireMachineResponse(_message.Message):
     machine: MachineSummary
     def __init__(self, machine: _Optional[_Union[MachineSummary, _Mapping]] = ...) -> None: ...
 
-class ListMachinesResponse(_message.Message):
-    __slots__ = ("machines",)
-    MACHINES_FIELD_NUMBER: _ClassVar[int]
-    machines: _containers.RepeatedCompositeFieldContainer[MachineSummary]
-    def __init__(self, machines: _Optional[_Iterable[_Union[MachineSummary, _Mapping]]] = ...) -> None: ...
-
 class BenchmarkSummary(_message.Message):
-    __slots__ = ("machine", "name", "runs", "executable_sha256", "input_digest", "argv", "jobs", "labels", "first_ns", "last_ns")
+    __slots__ = ("machine", "name", "runs", "executable_sha256", "input_digest", "argv", "jobs", "labels", "first_ns", "last_ns", "labels_left_out")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
@@ -340,6 +348,7 @@ class BenchmarkSummary(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     FIRST_NS_FIELD_NUMBER: _ClassVar[int]
     LAST_NS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
     machine: str
     name: str
     runs: int
@@ -350,19 +359,26 @@ class BenchmarkSummary(_message.Message):
     labels: _containers.RepeatedScalarFieldContainer[str]
     first_ns: int
     last_ns: int
-    def __init__(self, machine: _Optional[str] = ..., name: _Optional[str] = ..., runs: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., input_digest: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., jobs: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., first_ns: _Optional[int] = ..., last_ns: _Optional[int] = ...) -> None: ...
+    labels_left_out: int
+    def __init__(self, machine: _Optional[str] = ..., name: _Optional[str] = ..., runs: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., input_digest: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., jobs: _Optional[int] = ..., labels: _Optional[_Iterable[str]] = ..., first_ns: _Optional[int] = ..., last_ns: _Optional[int] = ..., labels_left_out: _Optional[int] = ...) -> None: ...
 
 class ListBenchmarksRequest(_message.Message):
-    __slots__ = ("machine",)
+    __slots__ = ("machine", "page_size", "page_token")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     machine: str
-    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, machine: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListBenchmarksResponse(_message.Message):
-    __slots__ = ("benchmarks",)
+    __slots__ = ("benchmarks", "next_page_token")
     BENCHMARKS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     benchmarks: _containers.RepeatedCompositeFieldContainer[BenchmarkSummary]
-    def __init__(self, benchmarks: _Optional[_Iterable[_Union[BenchmarkSummary, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, benchmarks: _Optional[_Iterable[_Union[BenchmarkSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetSamplesRequest(_message.Message):
     __slots__ = ("machine", "benchmark", "selection")
@@ -484,18 +500,26 @@ class JobStatus(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., machine: _Optional[str] = ..., state: _Optional[str] = ..., message: _Optional[str] = ..., samples: _Optional[int] = ..., submitted_ns: _Optional[int] = ..., updated_ns: _Optional[int] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., failed_runs: _Optional[int] = ...) -> None: ...
 
 class GetJobsRequest(_message.Message):
-    __slots__ = ("machine", "job_ids")
+    __slots__ = ("machine", "job_ids", "page_size", "page_token", "id_prefixes")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ID_PREFIXES_FIELD_NUMBER: _ClassVar[int]
     machine: str
     job_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, machine: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    id_prefixes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, machine: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., id_prefixes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetJobsResponse(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "next_page_token")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobStatus]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobStatus, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class RetryJobRequest(_message.Message):
     __slots__ = ("job_id",)
@@ -524,13 +548,59 @@ class AuditRecord(_message.Message):
     def __init__(self, machine: _Optional[str] = ..., audit_id: _Optional[str] = ..., time_ns: _Optional[int] = ..., verdict: _Optional[str] = ..., report_json: _Optional[str] = ...) -> None: ...
 
 class GetAuditsRequest(_message.Message):
-    __slots__ = ("machine",)
+    __slots__ = ("machine", "page_size", "page_token")
     MACHINE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     machine: str
-    def __init__(self, machine: _Optional[str] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, machine: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class GetAuditsResponse(_message.Message):
-    __slots__ = ("audits",)
+    __slots__ = ("audits", "next_page_token")
     AUDITS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     audits: _containers.RepeatedCompositeFieldContainer[AuditRecord]
-    def __init__(self, audits: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, audits: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class AuditSummary(_message.Message):
+    __slots__ = ("machine", "audit_id", "time_ns", "verdict", "digest_json")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    audit_id: str
+    time_ns: int
+    verdict: str
+    digest_json: str
+    def __init__(self, machine: _Optional[str] = ..., audit_id: _Optional[str] = ..., time_ns: _Optional[int] = ..., verdict: _Optional[str] = ..., digest_json: _Optional[str] = ...) -> None: ...
+
+class ListAuditsRequest(_message.Message):
+    __slots__ = ("machine", "latest_only", "page_size", "page_token")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ONLY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    latest_only: bool
+    page_size: int
+    page_token: str
+    def __init__(self, machine: _Optional[str] = ..., latest_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListAuditsResponse(_message.Message):
+    __slots__ = ("audits", "next_page_token")
+    AUDITS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    audits: _containers.RepeatedCompositeFieldContainer[AuditSummary]
+    next_page_token: str
+    def __init__(self, audits: _Optional[_Iterable[_Union[AuditSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetAuditReportRequest(_message.Message):
+    __slots__ = ("audit_id",)
+    AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
+    audit_id: str
+    def __init__(self, audit_id: _Optional[str] = ...) -> None: ...

@@ -366,6 +366,16 @@ class QueryServiceStub:
                 request_serializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineRequest.SerializeToString,
                 response_deserializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineResponse.FromString,
                 _registered_method=True)
+        self.ListAudits = channel.unary_unary(
+                '/perfctl.v1.QueryService/ListAudits',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.ListAuditsRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.ListAuditsResponse.FromString,
+                _registered_method=True)
+        self.GetAuditReport = channel.unary_unary(
+                '/perfctl.v1.QueryService/GetAuditReport',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditReportRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.AuditRecord.FromString,
+                _registered_method=True)
 
 
 class QueryServiceServicer:
@@ -425,6 +435,18 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAudits(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAuditReport(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -472,6 +494,16 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.RetireMachine,
                     request_deserializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineRequest.FromString,
                     response_serializer=perfctl_dot_v1_dot_fleet__pb2.RetireMachineResponse.SerializeToString,
+            ),
+            'ListAudits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudits,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.ListAuditsRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.ListAuditsResponse.SerializeToString,
+            ),
+            'GetAuditReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAuditReport,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditReportRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.AuditRecord.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -717,6 +749,60 @@ class QueryService:
             '/perfctl.v1.QueryService/RetireMachine',
             perfctl_dot_v1_dot_fleet__pb2.RetireMachineRequest.SerializeToString,
             perfctl_dot_v1_dot_fleet__pb2.RetireMachineResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/ListAudits',
+            perfctl_dot_v1_dot_fleet__pb2.ListAuditsRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.ListAuditsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAuditReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/GetAuditReport',
+            perfctl_dot_v1_dot_fleet__pb2.GetAuditReportRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.AuditRecord.FromString,
             options,
             channel_credentials,
             insecure,
