@@ -176,8 +176,9 @@ def audit_digest(report_json: str) -> dict:
     problem = audit_problem(report)
     if problem:
         return {"problem": problem}
-    digest = {key: report[key][:DIGEST_TEXT] if isinstance(report.get(key), str) else report.get(key)
-              for key in ("audit_id", "time_ns", "verdict", "kernel", "microcode")}
+    # only the keys the report has: a key added as None reads as "kernel is not a string" (audit_problem)
+    digest = {key: report[key][:DIGEST_TEXT] if isinstance(report[key], str) else report[key]
+              for key in ("audit_id", "time_ns", "verdict", "kernel", "microcode") if key in report}
     reasons = report.get("reasons")
     digest["reasons"] = [str(r)[:DIGEST_TEXT] for r in reasons[:DIGEST_REASONS]] if isinstance(reasons, list) else []
     fit = report.get("fit")
