@@ -20,11 +20,13 @@ RETAIN_EVERY_S = 3600.0
 
 
 async def retain(storage: Storage, retain_s: float) -> None:
-    """At start and then hourly, the runs that started more than ``retain_s`` ago are deleted (Storage.prune:
-    in short batches, so ingest goes on). With several replicas each prunes; the second finds nothing left."""
+    """At start and then hourly, the runs received (by any replica) and started more than ``retain_s`` ago are
+    deleted (Storage.prune: in short batches, so ingest goes on; by the receipt too, so an agent's slow clock
+    cannot age the runs it just measured). With several replicas each prunes; the second finds nothing left."""
     while True:
         removed = await asyncio.to_thread(storage.prune, time.time_ns() - int(retain_s * 1e9))
         if removed:
-            log.info("retention: deleted %d runs older than %s (%s)", sum(removed.values()), span(retain_s),
+            log.info("retention: deleted %d runs received and started more than %s ago (%s)", sum(removed.values()),
+                     span(retain_s),
                      ", ".join(f"{m}: {n}" for m, n in sorted(removed.items())))
         await asyncio.sleep(RETAIN_EVERY_S)

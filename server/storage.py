@@ -684,12 +684,21 @@ class Storage(MachineRecords):
 
     def prune(self, before_ns: int, machine: str | None = None, dry_run: bool = False,
               pause_s: float = PRUNE_PAUSE_S) -> dict[str, int]:
-        """Delete the runs that started before ``before_ns`` (of ``machine``, or of every machine), PRUNE_BATCH
-        per transaction, series by series along ix_samples_series (machine, benchmark, job, context, start):
-        each batch reads an index range, never the whole table. Audits, jobs, machines and benchmarks stay;
-        each series' first start is moved up to its oldest run left, or the series goes with its last run.
-        {machine name: runs deleted} (with ``dry_run``, that would be deleted; nothing changes)."""
+        """Delete the runs that started before ``before_ns`` and that the server received before it too (of
+        ``machine``, or of every machine), PRUNE_BATCH per transaction, series by series along ix_samples_series
+        (machine, benchmark, job, context, start): each batch reads an index range, never the whole table.
+        Audits, jobs, machines and benchmarks stay; each series' first start is moved up to its oldest run
+        left, or the series goes with its last run. {machine name: runs deleted} (with ``dry_run``, that would
+        be deleted; nothing changes).
+
+        The start is the agent's clock: an agent days slow stamps the runs it makes now days old, and by start
+        alone they went at the next prune, measured and lost (issue 29). The receipt is the server's own clock
+        (received_ns, set at ingest), so a run is kept for the whole retention after it reached the server,
+        whatever the agent's clock said. The start stays in the condition: it is what the index ranges are
+        read by (the receipt is checked on the rows of that range), and a run started long ago but received
+        lately (an agent's backlog) is as fresh to the server as any."""
         names = dict(self._machine_names())
+        # series.received_ns is the latest receipt of a series, not its oldest: it cannot exclude a series
         query = select(series).where(series.c.first_ns < before_ns)
         if machine is not None:
             pk = self.machine_pk(machine)
@@ -700,12 +709,12 @@ class Storage(MachineRecords):
             touched = conn.execute(query).all()
         removed: dict[str, int] = {}
         for row in touched:
-            count = self._delete_in_batches([*_runs_of(row), samples.c.start_time_ns < before_ns], dry_run, pause_s)
+            count = self._delete_in_batches([*_runs_of(row), *_older(before_ns)], dry_run, pause_s)
             if not dry_run:
                 self._narrow_series(row)
             removed[names[row.machine]] = removed.get(names[row.machine], 0) + count
         # runs whose payload did not decode (context NULL, migration 0004) belong to no series
-        where = [samples.c.context.is_(None), samples.c.start_time_ns < before_ns]
+        where = [samples.c.context.is_(None), *_older(before_ns)]
         if machine is not None:
             where.append(samples.c.machine == self.machine_pk(machine))
         with self.engine.connect() as conn:
@@ -761,6 +770,12 @@ def _runs_of(series_row) -> list:
     job = samples.c.job_id.is_(None) if series_row.job_id == "" else samples.c.job_id == series_row.job_id
     return [samples.c.machine == series_row.machine, samples.c.benchmark == series_row.benchmark, job,
             samples.c.context == series_row.context]
+
+
+def _older(before_ns: int) -> list:
+    """What makes a run old enough to prune: started before ``before_ns`` (the agent's clock; the index range)
+    and received before it (the server's clock; checked on the rows read): Storage.prune says why both."""
+    return [samples.c.start_time_ns < before_ns, samples.c.received_ns < before_ns]
 
 
 def _kernel(inventory_json: str) -> str:

@@ -210,3 +210,23 @@ def ab_file(tmp_path) -> Path:
                          f"ab={side}", "-o", str(path), "--", "/bin/true")
         assert result.returncode == 0, result.stderr
     return path
+
+
+def stored_long_ago(url: str, days: float, machine: str | None = None) -> None:
+    """Stands for runs the server stored ``days`` ago: sets the server-stamped receipt (samples.received_ns,
+    and series.received_ns, the latest receipt of each series) of the stored runs (of ``machine``, or all)
+    with SQL. Retention deletes a run only once it is old by its start AND by its receipt (Storage.prune), and
+    a test cannot wait for days: the runs it ages by their start are aged by their receipt with this."""
+    from sqlalchemy import create_engine, text
+
+    received = time.time_ns() - int(days * 86400e9)
+    which = " WHERE machine = (SELECT id FROM machines WHERE name = :machine)" if machine is not None else ""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"UPDATE samples SET received_ns = :received{which}"),
+                         {"received": received, "machine": machine})
+            conn.execute(text(f"UPDATE series SET received_ns = :received{which}"),
+                         {"received": received, "machine": machine})
+    finally:
+        engine.dispose()

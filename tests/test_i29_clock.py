@@ -30,9 +30,10 @@ needs_faketime = pytest.mark.skipif(FAKETIME_LIBRARY is None,
 
 
 def _skewed(days: int) -> dict:
-    """The environment of a process whose wall clock is ``days`` ahead: CLOCK_REALTIME only (the monotonic
-    clock stays true, so its timeouts and gRPC's keepalives are not disturbed)."""
-    return dict(os.environ, LD_PRELOAD=FAKETIME_LIBRARY, FAKETIME=f"+{days}d", FAKETIME_DONT_FAKE_MONOTONIC="1")
+    """The environment of a process whose wall clock is ``days`` ahead (behind, if negative: -30 is 30 days
+    slow, as tests/test_i29_prune_clock.py uses): CLOCK_REALTIME only (the monotonic clock stays true, so its
+    timeouts and gRPC's keepalives are not disturbed)."""
+    return dict(os.environ, LD_PRELOAD=FAKETIME_LIBRARY, FAKETIME=f"{days:+d}d", FAKETIME_DONT_FAKE_MONOTONIC="1")
 
 
 def _start_skewed_agent(fleet: Fleet, name: str, server: str, days: int) -> None:

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from conftest import measure
+from conftest import measure, stored_long_ago
 from sqlalchemy import select
 
 from perfctl import wire
@@ -41,14 +41,15 @@ def test_a_run_stored_while_its_series_is_pruned_keeps_its_series_row(postgres, 
     old.CopyFrom(real_sample)
     old.start_time_ns = time.time_ns() - int(10 * 86400e9)
     ingesting.ingest("box", [old])
+    stored_long_ago(url, 10)  # the old run was received when it ran, 10 days ago
     with ingesting.engine.connect() as conn:
         stored = list(conn.execute(select(*(samples.c[name] for name in SAMPLE_COLUMNS))).one())
     # a new run of the same series, in flight: inserted and its series row upserted, not yet committed
-    stored[0], stored[7] = str(uuid.uuid4()), time.time_ns()
+    stored[0], stored[7], stored[8] = str(uuid.uuid4()), time.time_ns(), time.time_ns()
     pruned = []
     with ingesting.engine.begin() as conn:
         ingesting.insert_rows(conn, [tuple(stored)])
-        ingesting._extend_series(conn, [tuple(stored)])
+        ingesting._extend_series(conn, [tuple(stored)], stored[8])
         prune = threading.Thread(target=lambda: pruned.append(pruning.prune(time.time_ns() - int(86400e9))))
         prune.start()
         time.sleep(1.5)  # the prune deletes the old run and reaches the series row meanwhile

@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from conftest import stored_long_ago
 from fleet import Fleet, free_port, perfctl_command, wait_for
 
 from perfctl import state
@@ -113,9 +114,10 @@ def test_prune_says_what_it_deletes_and_refuses_bad_input(tmp_path):
         assert storage.ingest("box", runs) == (4, 0)
     finally:
         storage.close()
+    stored_long_ago(database_url(str(data), None), 365)  # their starts alone decide here
     env = dict(os.environ)
     dry = _run("prune", "--older-than", "90d", "--data-dir", str(data), "--dry-run", env=env)
-    assert dry.returncode == 0 and dry.stdout.startswith("would delete 2 runs that started before "), dry.stdout
+    assert dry.returncode == 0 and dry.stdout.startswith("would delete 2 runs received and started before "), dry.stdout
     assert dry.stdout.splitlines()[1:] == ["box\t2"]
     done = _run("prune", "--older-than", "90d", "--data-dir", str(data), env=env)
     assert done.returncode == 0 and done.stdout.startswith("deleted 2 runs"), done.stdout

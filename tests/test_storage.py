@@ -8,7 +8,7 @@ import uuid
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from conftest import measure
+from conftest import measure, stored_long_ago
 
 from perfctl import wire
 from perfctl.server.delivery import Deliveries
@@ -284,6 +284,7 @@ def test_prune_deletes_old_runs_in_batches_and_keeps_everything_else(database_ur
     old_b = [_aged(s, 200) for s in real_samples]
     storage.ingest("a", old_a + new_a)
     storage.ingest("b", old_b)
+    stored_long_ago(database_url, 365)  # their starts alone decide here: every run was received a year ago
     storage.add_audit("a", str(uuid.uuid4()), time.time_ns() - int(300 * 86400e9), "trusted", "{}")
     before_ns = time.time_ns() - int(90 * 86400e9)
     assert storage.prune(before_ns, dry_run=True) == {"a": 7, "b": 6}

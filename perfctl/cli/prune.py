@@ -1,6 +1,7 @@
 """`perfctl prune`: delete old runs from the server's database (server/storage.py ``prune``; the server's own
 --retain does the same on a schedule). Run on the server's host, against its database, while it serves:
-each batch is a short transaction of its own, so ingest goes on."""
+each batch is a short transaction of its own, so ingest goes on. Old is by the server's clock too: a run
+goes once both its start (its agent's clock) and its receipt (the server's) are before the cutoff."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from perfctl.text import visible
 
 def add_parser(sub) -> None:
     prune = sub.add_parser("prune", help="delete runs older than a duration from the server's database",
+                           description="Delete the runs that started AND that the server received longer ago than "
+                                       "--older-than: the receipt is the server's clock, so an agent whose clock is "
+                                       "slow cannot make the runs it just measured old enough to delete.",
                            epilog=exit_status("0 pruned (or, with --dry-run, counted)", "2 bad usage, an unknown "
                                               "machine, or a database that cannot be opened"))
     prune.add_argument("--older-than", type=duration, required=True, metavar="DURATION",
-                       help="runs that started longer ago than this (90d, 12h)")
+                       help="runs received by the server and started longer ago than this (90d, 12h)")
     prune.add_argument("--machine", metavar="NAME", help="only this machine's runs")
     prune.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     prune.add_argument("--data-dir", metavar="DIR", help="the server's SQLite directory (default: the state "
@@ -49,7 +53,7 @@ def run(args) -> int:
     if not args.quiet:
         cutoff = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(before_ns / 1e9))
         verb = "would delete" if args.dry_run else "deleted"
-        print(f"{verb} {sum(removed.values())} runs that started before {cutoff}"
+        print(f"{verb} {sum(removed.values())} runs received and started before {cutoff}"
               + ("; audits, jobs and machines are kept" if not args.dry_run else ""))
         for name, count in sorted(removed.items()):  # one line per machine: machine<TAB>runs
             print(f"{visible(name)}\t{count}")

@@ -51,7 +51,8 @@ def add_parser(sub) -> None:
                              "(RESOURCE_EXHAUSTED) rather than answered out of memory (default 2,000,000: about "
                              "100 bytes each while compared; docs/operations.md)")
     server.add_argument("--retain", type=duration, default=None, metavar="DURATION",
-                        help="delete runs older than this, at start and hourly (180d; m is minutes: 6m keeps runs six "
+                        help="delete runs older than this (received by the server and started longer ago), at start "
+                             "and hourly (180d; m is minutes: 6m keeps runs six "
                              "minutes; months and years are refused, give days); audits, jobs and machines are "
                              "kept (default: keep everything; perfctl prune deletes on demand)")
     server.add_argument("--no-migrate", action="store_true",
