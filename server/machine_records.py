@@ -55,7 +55,8 @@ class MachineRecords:
         NoSuchMachine if there is none."""
         with self._write_lock, self.engine.begin() as conn:
             changed = conn.execute(update(machines).where(machines.c.name == name)
-                                   .values(retired_ns=now_ns or time.time_ns())).rowcount
+                                   .values(retired_ns=func.coalesce(machines.c.retired_ns,  # retired again: since
+                                                                    now_ns or time.time_ns()))).rowcount  # the first
         if not changed:
             raise NoSuchMachine(f"no machine named {name!r} on this server")
 

@@ -124,3 +124,22 @@ def test_a_retired_machine_leaves_the_gauges_keeps_its_runs_and_comes_back_with_
     finally:
         storage.close()
     assert heartbeat in generate_latest().decode()
+
+
+def test_retiring_a_retired_machine_keeps_when_it_was_first_retired(database_url):
+    """`machines --retire` twice says since when the machine is out of service, not since the second call."""
+    from perfctl.server.machine_records import NoSuchMachine
+    from perfctl.server.storage import Storage
+    from perfctl.v1 import fleet_pb2 as pb
+
+    storage = Storage(database_url)
+    try:
+        storage.register(pb.MachineInfo(name="old", machine_id="m" * 16, inventory_json="{}", agent_version="t"), 1)
+        storage.retire_machine("old", now_ns=1_000)
+        storage.retire_machine("old", now_ns=2_000)
+        (row,) = [r for r in storage.list_machines() if r["name"] == "old"]
+        assert row["retired_ns"] == 1_000
+        with pytest.raises(NoSuchMachine):
+            storage.retire_machine("ghost")
+    finally:
+        storage.close()
