@@ -60,10 +60,11 @@ def page_key(token: str, types: tuple) -> tuple | None:
         key = json.loads(base64.urlsafe_b64decode(token.encode())) if len(token) <= 1024 else None
     except (ValueError, UnicodeError):
         key = None
-    # what the database can compare: 64-bit integers, names as long as the columns'
+    # what the database can compare: 64-bit integers, names as long as the columns' and without NUL (which
+    # PostgreSQL's text cannot hold: server/nul_refusal.py)
     if not isinstance(key, list) or len(key) != len(types) or not all(
             isinstance(value, kind) and not isinstance(value, bool)
-            and (-1 << 63 <= value < 1 << 63 if kind is int else len(value) <= 256)
+            and (-1 << 63 <= value < 1 << 63 if kind is int else len(value) <= 256 and "\x00" not in value)
             for value, kind in zip(key, types)):
         raise BadPageToken("page_token: not one this server gave (start again without it)")
     return tuple(key)
@@ -121,6 +122,8 @@ def jobs_named(storage: Storage, job_ids: list[str], prefixes: list[str]) -> lis
     ix_jobs_id_pattern (text_pattern_ops on PostgreSQL serves LIKE 'abc%' in any collation; SQLite, whose
     LIKE ignores case, uses it through the range)."""
     found = []
+    # ids are lower-case UUIDs (server/validation.py): a prefix typed in capitals names them all the same
+    job_ids, prefixes = [job_id.lower() for job_id in job_ids], [prefix.lower() for prefix in prefixes]
     with storage.engine.connect() as conn:
         if job_ids:
             found += conn.execute(select(jobs).where(jobs.c.id.in_(job_ids))).mappings().all()

@@ -8,6 +8,10 @@ client hears one line without the driver's text (socket paths, addresses); UNAVA
 reconnect (to another replica, if they have several) and clients' waits to ask again
 (perfctl/cli/listings.py). The server's log says it once per OUTAGE_LOG_S with the driver's first line and how
 many calls were answered so, never a traceback per call.
+
+A value the database refuses (the driver's DataError: a NUL in PostgreSQL's text, a number out of a column's
+range) is the request's fault, not the server's: INVALID_ARGUMENT in one line without the SQL, and one line in
+the log naming the call and the driver's first line.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ import time
 
 import grpc
 
-from perfctl.server.storage_errors import DatabaseUnavailable, unavailable
+from perfctl.server.storage_errors import DatabaseUnavailable, refused_value, unavailable
 
 log = logging.getLogger("perfctl.server")
 
 UNAVAILABLE_DETAILS = "database unavailable; try again"
+REFUSED_DETAILS = "a value of the request is one the database cannot hold (NUL, out of range, malformed)"
 OUTAGE_LOG_S = 10.0
 
 
@@ -49,7 +54,13 @@ class DatabaseOutage(grpc.aio.ServerInterceptor):
         return handler
 
     async def _answer(self, method: str, err: Exception, context) -> None:
-        """UNAVAILABLE for an unreachable database; any other error goes on up as it was."""
+        """UNAVAILABLE for an unreachable database, INVALID_ARGUMENT for a value it refuses; any other error
+        goes on up as it was."""
+        if (refusal := refused_value(err)) is not None:
+            # a net under the requests' checks (server/nul_refusal.py, server/validation.py): one line here and
+            # to the client, without the SQL and its parameters
+            log.warning("%s: the database refused a value of the request: %s", method, refusal)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, REFUSED_DETAILS)
         if (outage := unavailable(err)) is None:
             raise err
         self._answered(method, outage)

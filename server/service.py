@@ -45,6 +45,7 @@ from perfctl.server.metrics import (
     SAMPLES_DUPLICATE,
     SAMPLES_INGESTED,
 )
+from perfctl.server.nul_refusal import NulRefusal
 from perfctl.server.outage import DatabaseOutage
 from perfctl.server.retention import retain
 from perfctl.server.selection import MAX_COMPARE_RUNS, Selector, TooManyRuns, describe
@@ -648,7 +649,7 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
     OSError("cannot listen on ADDRESS: why") when the address, or one of those it resolves to, cannot be
     bound. SO_REUSEPORT is off (gRPC turns it on by default): a second server on a taken port must fail, not
     silently share the port and split the agents between two databases."""
-    server = grpc.aio.server(interceptors=[DatabaseOutage()],
+    server = grpc.aio.server(interceptors=[NulRefusal(), DatabaseOutage()],
                              options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.keepalive_time_ms", 20000), ("grpc.keepalive_timeout_ms", 10000),

@@ -57,6 +57,17 @@ def unavailable(err: BaseException) -> DatabaseUnavailable | None:
     return DatabaseUnavailable(f"database unavailable: {first}")
 
 
+def refused_value(err: BaseException) -> str | None:
+    """The driver's first line when ``err`` says the database refuses a value of the query (DB-API 2's
+    DataError, from SQLAlchemy or the driver's own cursor: a NUL in PostgreSQL's text, a number out of a
+    column's range), else None. The SQL and its parameters are left out: they may hold the whole request."""
+    if not any(cls.__name__ == "DataError" for cls in type(err).__mro__):
+        return None
+    original = getattr(err, "orig", None) or err
+    text = str(original).strip()
+    return text.splitlines()[0][:200] if text else type(original).__name__
+
+
 def _wrap(function):
     if inspect.isgeneratorfunction(function):
         @functools.wraps(function)

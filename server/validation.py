@@ -496,7 +496,7 @@ def validate_get_jobs(request) -> str | None:
     if len(request.id_prefixes) > MAX_JOB_IDS or any(len(prefix) > 64 for prefix in request.id_prefixes):
         return f"id_prefixes: at most {MAX_JOB_IDS}, each at most 64 characters"
     return next((f"job_ids[{i}]: {problem}" for i, job_id in enumerate(request.job_ids)
-                 if (problem := validate_job_id(job_id))), None)
+                 if (problem := validate_job_id(job_id.lower()))), None)  # server/listings.py jobs_named
 
 
 def validate_job_report(request) -> str | None:

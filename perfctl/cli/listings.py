@@ -27,6 +27,7 @@ POLL_SECONDS = 1.0
 OUTAGE_RIDE_S = 300.0  # --wait's help says "5 minutes"
 DEFAULT_LAST = 50  # `perfctl jobs`: the most recent jobs shown; --last N for more
 KNOWN_SHOWN = 20  # `perfctl machines NAME` of an unknown NAME: the machines it names instead
+ECHOED = 64  # characters of what the user typed that an error line repeats
 WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")  # as the server makes them
 
 
@@ -142,6 +143,7 @@ def find_jobs(args, wanted: list[str], command: str) -> list:
     from perfctl.server.validation import MAX_JOB_IDS
     from perfctl.v1 import fleet_pb2 as pb
 
+    wanted = [key.lower() for key in wanted]  # ids are lower-case UUIDs: C71619BE names c71619be-...
     whole = [key for key in wanted if WHOLE_JOB_ID.match(key)]
     prefixes = [key[:64] for key in wanted if not WHOLE_JOB_ID.match(key)]  # longer: no id starts with it
     found = []
@@ -156,11 +158,12 @@ def select_jobs(jobs, wanted: list[str], command: str) -> list:
     order named; a UsageError names an id that matches none or several (the server sends at most two jobs
     per prefix: enough to tell)."""
     chosen = []
-    for key in wanted:
+    for key in (key.lower() for key in wanted):  # as find_jobs
         matches = [j for j in jobs if j.job_id == key] or [j for j in jobs if key and j.job_id.startswith(key)]
         if len(matches) != 1:
             found = "several jobs on the server have ids" if matches else "no job on the server has an id"
-            raise UsageError(f"{command}: {found} starting with {key!r}" + (" (give more of it)" if matches else ""))
+            shown = repr(key[:ECHOED]) + ("..." if len(key) > ECHOED else "")  # a job id is 36: the line stays one
+            raise UsageError(f"{command}: {found} starting with {shown}" + (" (give more of it)" if matches else ""))
         if matches[0] not in chosen:
             chosen.append(matches[0])
     return chosen
