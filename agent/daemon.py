@@ -45,7 +45,7 @@ from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.agent.spool_gauge import track_pending
 from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label, parse_backends
 from perfctl.output import STOP_SIGNALS
-from perfctl.report.stat import describe_failure
+from perfctl.report.stat import describe_failure, rounds_stopped
 from perfctl.supervise import Backoff, supervised, supervised_thread
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -234,8 +234,7 @@ def _sequential_rule(job, support: dict[str, str | None]) -> tuple[SequentialRul
 class _Rounds:
     """An --until-settled job's decision, kept as its runs are measured: the metric values of each round's
     runs (those measured before a restart come from the spool), fed to the sequential comparison
-    (analysis/ab.py) once a round is whole. A round with a run that failed or did not count the metric is
-    left out."""
+    (analysis/ab.py) once a round is whole. A round with a run that did not count the metric is left out."""
 
     def __init__(self, rule: SequentialRule, order, commands: int, values: dict[int, float]):
         from perfctl.analysis.ab import SequentialSuite
@@ -287,7 +286,7 @@ class _Rounds:
             verdict = s.verdict.value if s.alike else f"not alike (a change seen at round {s.change.seen_at})"
             parts.append(f"{chr(ord('A') + i)}: {verdict}{', ' + s.beyond if s.beyond else ''}, "
                          f"A/{chr(ord('A') + i)} {'-' if s.ratio is None else f'{s.ratio:.4f}'} {interval}")
-        left = f"; {self.left_out} rounds left out (a run failed or did not count {self.rule.metric})" \
+        left = f"; {self.left_out} rounds left out (a run did not count {self.rule.metric})" \
             if self.left_out else ""
         return f"{head} on {self.rule.metric}: " + "; ".join(parts) + left
 
@@ -503,8 +502,7 @@ class Agent:
         if backend.name == "perf_event" and len(commands) == 1:
             from perfctl.agent.audit import make_corrector
 
-            corrector, statement = make_corrector(self.inventory, commands[0][0], commands[0][1], control,
-                                                  self._runner,
+            corrector, statement = make_corrector(self.inventory, commands[0][0], commands[0][1], control, self._runner,
                                                   parse_events(list(job.events) or list(DEFAULT_EVENTS)),
                                                   ebpf="ebpf" in backend.names)
             if statement:
@@ -515,8 +513,7 @@ class Agent:
         spec, next_index, state = self.spool.job(job_id)
         job = pb.Job.FromString(spec)
         if state == "preparing":
-            # The agent stopped (killed, crashed or hung) while preparing this job: preparing it again
-            # could end the same way, on every restart.
+            # The agent stopped (killed, crashed, hung) preparing this job: again could end so, on every restart.
             self._spool_write(self.spool.set_job_state, job_id, "failed",
                               "the agent stopped while preparing this job; not tried again")
             return
@@ -575,9 +572,13 @@ class Agent:
                 return
             SPOOLED.inc()
             self._notify_sender()
+            if rounds is not None and sample.outcome != "ok":  # the rounds stop at it, as ab's do (warmup or not)
+                stopped = rounds_stopped(labels[which][SIDE_LABEL], sample)
+                self._spool_write(self.spool.set_job_state, job_id, "failed", stopped)
+                return
             settled = rounds.measured(index, value) if rounds is not None else None
             if settled:
-                self._spool_write(self.spool.set_job_state, job_id, "done", settled + failure)
+                self._spool_write(self.spool.set_job_state, job_id, "done", settled)
                 return
         self._spool_write(self.spool.set_job_state, job_id, "done",
                           (rounds.summary(settled=False) if rounds is not None else
@@ -629,8 +630,7 @@ class Agent:
             server = servers[turn % len(servers)]
             turn += 1
             channel = security.channel(server, self.config.tls, self.config.insecure,
-                                       options=[("grpc.keepalive_time_ms", 10000),
-                                                ("grpc.keepalive_timeout_ms", 5000),
+                                       options=[("grpc.keepalive_time_ms", 10000), ("grpc.keepalive_timeout_ms", 5000),
                                                 ("grpc.keepalive_permit_without_calls", 1),
                                                 ("grpc.http2.max_pings_without_data", 0)])
             try:

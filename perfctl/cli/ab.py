@@ -248,10 +248,9 @@ class _RunFailed(Exception):
         self.side, self.sample = side, sample
 
     def describe(self) -> str:
-        from perfctl.report.stat import describe_failure
+        from perfctl.report.stat import rounds_stopped
 
-        return f"{self.side.label}'s run {self.sample.run_index} failed, so the rounds stopped: " \
-               f"{describe_failure(self.sample)}"
+        return rounds_stopped(self.side.label, self.sample)
 
 
 def _metric(asked: str | None, specs) -> str | None:

@@ -253,6 +253,7 @@ def sequential_verdicts(args, jobs) -> dict:
     from perfctl.analysis.ab import Replay
     from perfctl.cli.remote import call
     from perfctl.report.ab import settlements_found
+    from perfctl.report.fleet import went_wrong
     from perfctl.v1 import fleet_pb2 as pb
 
     sequential = [job for job in jobs if job.job.HasField("sequential")]
@@ -260,7 +261,9 @@ def sequential_verdicts(args, jobs) -> dict:
         return {}
     settlements, replayed_all = [], True
     for job in sequential:
-        if job.state != "done":  # failed, refused, lost: exit 1; still open: 124
+        # failed, refused, lost, or with runs that failed: the job's own record exits 1 (JobsWaitReport.failed),
+        # and is not replayed (a side whose every run failed has nothing to compare); still open: 124
+        if job.state != "done" or went_wrong(job):
             continue
         for i in range(1, len(job.job.commands)):
             label = chr(ord("A") + i)

@@ -140,6 +140,12 @@ def describe_failure(sample: Sample) -> str:
     return f"run {sample.run_index} {what}{tail}"
 
 
+def rounds_stopped(label: str, sample: Sample) -> str:
+    """Why an A/B comparison's rounds stopped at a failed run, in one line naming the side: ab and an agent's
+    --until-settled job stop at the first run that fails (a round without it cannot be compared), alike."""
+    return f"{label}'s run {sample.run_index} failed, so the rounds stopped: {describe_failure(sample)}"
+
+
 __all__ = ["NORMAL", "QUIET", "VERBOSE", "EventSummary", "StatReport", "StatSummary", "unsupported_lines"]
 
 
