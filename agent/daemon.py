@@ -308,7 +308,7 @@ class Agent:
         self._spool_full = False
         self._spool_full_lock = threading.Lock()
         self._spool_error: SpoolError | None = None
-        self.backoff = 0.5
+        self.backoff, self.heartbeat_s = 0.5, float(config.backoff_max)
 
     # --- the measurement worker (a thread) ---
 
@@ -619,9 +619,9 @@ class Agent:
             raise self._spool_error
 
     async def _connect_until_stopped(self) -> None:
-        """Connected to a server until the agent stops. Of several (replicas: --server A,B), the next in turn
-        after each lost or failed connection: when the one it streamed to dies, the agent is at another within
-        a reconnect's backoff; the spool holds what was not acked meanwhile."""
+        """Connected to a server until the agent stops; of several (--server A,B), the next in turn after each
+        lost connection; the spool holds what was not acked meanwhile. A reconnect waits at most heartbeat_s, the
+        interval the server last gave (3 per lease): a live agent's lease holds once any server answers again."""
         metadata = (("authorization", f"Bearer {self.config.token}"),)
         info = self._machine_info()
         servers = security.split_servers(self.config.server)
@@ -638,12 +638,12 @@ class Agent:
                 response = await stub.Register(pb.RegisterRequest(machine=info), metadata=metadata, timeout=5)
                 log.info("registered with %s as %s", server, self.config.name)
                 CONNECTED.set(1)
-                self.backoff = 0.5
+                self.backoff, self.heartbeat_s = 0.5, response.heartbeat_seconds or 10
                 delivery = Delivery(self.spool, lambda: self._current_job, self._spool_write_async, self._job_wakeup)
                 async with asyncio.TaskGroup() as group:
                     group.create_task(self._send(stub, metadata, min(response.max_batch_samples or 500,
                                                                      self.config.batch_max)))
-                    group.create_task(delivery.heartbeat(stub, metadata, response.heartbeat_seconds or 10))
+                    group.create_task(delivery.heartbeat(stub, metadata, self.heartbeat_s))
                     group.create_task(delivery.watch(stub, metadata))
                     group.create_task(self._report(stub, metadata))
                     group.create_task(self._until_stopped())
@@ -661,10 +661,10 @@ class Agent:
                 BATCHES_PENDING.set(0)
                 await channel.close()
             if not self.stopping.is_set():
-                delay = self.backoff * (0.5 + random.random())
+                delay = min(self.backoff * (0.5 + random.random()), self.heartbeat_s)
                 log.info("reconnecting in %.1f s", delay)
                 await self._sleep(delay)
-                self.backoff = min(self.backoff * 2, self.config.backoff_max)
+                self.backoff = min(self.backoff * 2, self.config.backoff_max, self.heartbeat_s)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake at once when the agent is asked to stop."""

@@ -46,6 +46,9 @@ HEARTBEAT_SECONDS = 10  # how often agents heartbeat, at most (RegisterResponse.
 DISPATCH_POLL_S = 1.0  # how soon a job submitted through another replica reaches an agent connected here
 DEFAULT_LEASE_S = 300.0  # `perfctl server --job-lease`: thirty missed heartbeats (HEARTBEAT_SECONDS 10)
 MIN_LEASE_S = 3.0  # agents heartbeat at least three times per lease (heartbeat_seconds), at most once a second
+# a gap this many polls long between the keeper's answered ticks (the database hung, or this process stalled)
+# is treated as a restart: no agent could renew a lease meanwhile either (JobKeeper._judge_gap)
+STALL_POLLS = 3
 FLEET_GAUGES_S = 30.0  # the per-machine and database gauges: not every second
 # perfctl_samples_stored is a count of every sample stored, which reads a whole index: on months of fleet
 # history it takes seconds. It is counted again only after 1/COUNT_SHARE times as long as it took (30 s at
@@ -109,6 +112,7 @@ class JobKeeper:
         self.heartbeat_s = heartbeat_seconds(lease_s, HEARTBEAT_SECONDS)
         self.deliveries = Deliveries(storage, self.replica, lease_s, DELIVERY_HEARTBEATS * self.heartbeat_s)
         self._gauges_due = self._count_due = self._expire_from = 0.0
+        self._answered_at = float("-inf")  # when the database last finished a tick for this keeper
 
     def connected(self, machine: str, watched_by: str | None, last_heard_ns: int) -> bool:
         """Whether the machine's agent has a job watch open: here, or at another replica that heard from it
@@ -140,9 +144,8 @@ class JobKeeper:
         # (re)started: the gauges are read at the first tick, not FLEET_GAUGES_S later; after an outage they
         # would otherwise show the heartbeats of before it for up to that long
         self._gauges_due = 0.0
-        # nor are leases expired for lease_s: while this keeper (or its database) was down, no agent could renew
-        # one (a heartbeat fails too), and one lapsed meanwhile is not a lost agent; a dead one's is lost then
-        self._expire_from = time.monotonic() + self.lease_s
+        # nor are leases expired for lease_s: the first tick finds the gap since the last answer (_judge_gap)
+        self._answered_at = float("-inf")
         while True:
             await asyncio.sleep(self.poll_s)
             await self.tick()
@@ -152,9 +155,23 @@ class JobKeeper:
             await asyncio.to_thread(self.samples_gauge)
             await asyncio.sleep(max(FLEET_GAUGES_S, self._count_due - time.monotonic()))
 
+    def _judge_gap(self, answered: bool) -> None:
+        """The one rule for when leases may be judged: only once the database has answered this keeper for a
+        whole lease. A gap of STALL_POLLS polls or more since the last answered tick (a restart, a database that
+        went down or hung without an error, this process stalled) starts that lease again: meanwhile no agent
+        could renew its lease either (its heartbeat waits on the same database), and one that lapsed then is
+        not a lost agent; a dead agent's job is lost a lease later. ``answered``: a tick just finished."""
+        now = time.monotonic()
+        if now - self._answered_at > STALL_POLLS * self.poll_s:
+            self._expire_from = max(self._expire_from, now + self.lease_s)
+        if answered:
+            self._answered_at = now
+
     async def tick(self) -> None:
         # expiry first: a job queued again for want of its agent's confirmation goes out in the same tick
-        # no job is marked lost in the first lease after a (re)start (_keep); unconfirmed ones are offered again
+        # no job is marked lost before the database has answered for a lease (_judge_gap); the expiry's "now"
+        # is read before its statement, so one that hangs judges no lease by the time after the hang
+        self._judge_gap(answered=False)
         requeued, lost = await asyncio.to_thread(self.deliveries.expire, None, time.monotonic() >= self._expire_from)
         JOBS_OFFERED_AGAIN.inc(len(requeued))
         JOBS_LOST.inc(len(lost))
@@ -171,6 +188,7 @@ class JobKeeper:
             self._gauges_due = time.monotonic() + FLEET_GAUGES_S
         elif lost or requeued:
             await asyncio.to_thread(self.job_gauge)
+        self._judge_gap(answered=True)  # a tick that itself hung on the database is a gap too
 
     def job_gauge(self) -> None:
         counts = self.storage.job_counts()

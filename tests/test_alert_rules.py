@@ -29,6 +29,8 @@ KNOWN_METRICS = frozenset({
     "perfctl_jobs_lost_total", "perfctl_jobs_offered_again_total", "perfctl_machine_last_heartbeat_timestamp_seconds",
     "perfctl_machine_audit_verdict", "perfctl_machine_audit_timestamp_seconds", "perfctl_database_size_bytes",
     "perfctl_samples_stored",
+    # both, per process and task (perfctl/supervise.py)
+    "perfctl_task_restarts_total",
     # agent
     "perfctl_agent_samples_spooled_total", "perfctl_agent_samples_acked_total", "perfctl_agent_batches_pending",
     "perfctl_agent_samples_pending", "perfctl_agent_connected", "perfctl_agent_spool_full",
