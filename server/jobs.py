@@ -46,8 +46,10 @@ HEARTBEAT_SECONDS = 10  # how often agents heartbeat, at most (RegisterResponse.
 DISPATCH_POLL_S = 1.0  # how soon a job submitted through another replica reaches an agent connected here
 DEFAULT_LEASE_S = 300.0  # `perfctl server --job-lease`: thirty missed heartbeats (HEARTBEAT_SECONDS 10)
 MIN_LEASE_S = 3.0  # agents heartbeat at least three times per lease (heartbeat_seconds), at most once a second
-# a gap this many polls long between the keeper's answered ticks (the database hung, or this process stalled)
-# is treated as a restart: no agent could renew a lease meanwhile either (JobKeeper._judge_gap)
+# a gap this many polls long, and at least a heartbeat interval, between the keeper's answered ticks (the
+# database hung, or this process stalled) is treated as a restart: no agent could renew a lease meanwhile either
+# (JobKeeper._judge_gap). Shorter gaps cost an agent at most one heartbeat, which a lease of three outlasts;
+# a slow tick (the fleet gauges on a large database) shorter than a heartbeat interval does not hold expiry off.
 STALL_POLLS = 3
 FLEET_GAUGES_S = 30.0  # the per-machine and database gauges: not every second
 # perfctl_samples_stored is a count of every sample stored, which reads a whole index: on months of fleet
@@ -162,7 +164,7 @@ class JobKeeper:
         could renew its lease either (its heartbeat waits on the same database), and one that lapsed then is
         not a lost agent; a dead agent's job is lost a lease later. ``answered``: a tick just finished."""
         now = time.monotonic()
-        if now - self._answered_at > STALL_POLLS * self.poll_s:
+        if now - self._answered_at > max(STALL_POLLS * self.poll_s, self.heartbeat_s):
             self._expire_from = max(self._expire_from, now + self.lease_s)
         if answered:
             self._answered_at = now
