@@ -381,12 +381,14 @@ def test_machines_name_and_benchmarks_machine_from_the_command_line(scripted):
 
 
 def test_a_wait_on_whole_ids_that_are_not_the_servers_resolves_them_as_prefixes(scripted):
-    """36 characters that are not a lower-case UUID (an upper-case copy, a trailing space) went to the server as
-    whole ids and came back as its raw INVALID_ARGUMENT; they are matched against the list as any prefix is."""
+    """36 characters that are not a lower-case UUID went to the server as whole ids and came back as its raw
+    INVALID_ARGUMENT; one with a trailing space is matched against the list as any prefix is, and finds none.
+    An upper-case copy is the job: ids are lower-case UUIDs, and what a user types is lower-cased (issue 29)."""
     job_id = "c06f0fde-9ee4-4a2f-b295-e01c876f9d7e"
     scripted.script = [[_job(job_id, "done", 11)]]
-    for given in (job_id.upper(), job_id[:35] + " "):
-        result = perfctl("jobs", *scripted.connection, "--wait", given)
-        assert result.returncode == 2 and "INVALID_ARGUMENT" not in result.stderr, result.stderr
-        assert result.stderr == f"perfctl jobs: no job on the server has an id starting with {given!r}\n"
-    assert perfctl("jobs", *scripted.connection, "--wait", job_id).returncode == 0
+    given = job_id[:35] + " "
+    result = perfctl("jobs", *scripted.connection, "--wait", given)
+    assert result.returncode == 2 and "INVALID_ARGUMENT" not in result.stderr, result.stderr
+    assert result.stderr == f"perfctl jobs: no job on the server has an id starting with {given!r}\n"
+    for found in (job_id, job_id.upper()):
+        assert perfctl("jobs", *scripted.connection, "--wait", found).returncode == 0
