@@ -25,13 +25,14 @@ class MachineQueries:
         stay, and its agent registering again undoes it). Refused while its agent is connected: it would be
         heard from at once and watched again at its next registration."""
         await self._principal(context, "client")
-        rows = {row["name"]: row for row in await self._db(context, self.storage.list_machines)}
-        row = rows.get(request.name)
-        if row is None:
-            known = ", ".join(sorted(rows)[:20]) or "none"
+        # the one machine by name, as ListMachines pages it (never every machine's runs counted)
+        found, _ = await self._db(context, machines_page, self.storage, self.keeper.connected, request.name, 1, None)
+        if not found or not request.name:
+            some, _ = await self._db(context, machines_page, self.storage, self.keeper.connected, "", 20, None)
+            known = ", ".join(m.name for m in some) or "none"
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no machine named {request.name[:128]!r} on this "
                                                            f"server (known: {known})")
-        if self.keeper.connected(row["name"], row["watched_by"], row["last_heard_ns"]):
+        if found[0].connected:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 f"machine {request.name!r} has its agent connected: stop the agent first "
                                 "(systemctl disable --now perfctl-agent), then retire it")
