@@ -123,15 +123,22 @@ def test_busy_process_on_the_benchmarks_cpu_is_interference_and_elsewhere_is_not
     # has no interference figure (agent/ebpf.py _unreported): it is measured again.
     hog = _hog(cpus[0])
     try:
-        for _ in range(3):
+        for _ in range(10):  # under load 9, three runs in a row each had such a switch
             sample, share = run()
             if share is not None:
                 break
     finally:
         hog.kill()
         hog.wait()
+    assert share is not None, "every run had a switch the kernel did not report"
     ebpf = _readings(sample, "ebpf")
-    assert policy.flags(sample.readings, sample.wall_ns) and share > 0.3, share
+    # A spinner pinned beside a hog is off its CPU only while another task runs there: the interference is the
+    # run's wall time less its task-clock. Its size depends on how the scheduler weighs the run's cgroup against
+    # the hog and whatever else runs (a CI run with both cores busy gave the run 75% of the CPU: 0.25).
+    task_clock = next(r.value for r in sample.readings if r.event == "task-clock" and r.status == "ok")
+    off_cpu = (sample.wall_ns - task_clock) / sample.wall_ns
+    assert policy.flags(sample.readings, sample.wall_ns) and share > 0.1, share
+    assert abs(share - off_cpu) < 0.1, (share, off_cpu)
     assert ebpf["preemptions"].value > 0 and ebpf["interference-tasks"].value >= 1
 
     # The hog on the other CPU. A backend that counted it would report more interference than the run's whole

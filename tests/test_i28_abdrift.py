@@ -18,7 +18,7 @@ import pytest
 from perfctl.analysis import alike
 from perfctl.analysis.ab import SequentialComparison, SequentialSuite, replay
 from perfctl.analysis.verdicts import Relevance
-from perfctl.report.ab import AbReport, AbResult, Side, change_line, replay_line, slowdown
+from perfctl.report.ab import SEEN_BY, AbReport, AbResult, Side, change_line, replay_line, slowdown
 from tests.conftest import needs_tracepoints, perfctl
 from tests.test_ab_validity import bench
 
@@ -81,8 +81,9 @@ def test_a_program_slowing_at_every_run_is_not_alike_and_exits_4(programs, drift
     assert not b["alike"] and not b["settled"] and b["beyond"] is None and b["verdict"] == "indeterminate"
     assert (b["low"], b["high"]) == (None, None)  # no interval is claimed of rounds that are not alike
     change = b["change"]
-    # seen well before the 40 rounds asked for, and the rounds stopped there
-    assert change["test"] in ("exchangeability", "disjoint") and change["seen_at"] == b["rounds"] < 40
+    # seen well before the 40 rounds asked for, by any of the tests of alikeness (on a busy machine the test of
+    # a step may see it first), and the rounds stopped there
+    assert change["test"] in SEEN_BY and change["seen_at"] == b["rounds"] < 40
     assert 1 <= change["last_before"] < b["rounds"]
     assert change["before"] > change["after"]  # A/B fell: B slowed
     assert len([line for line in open(out) if '"sample"' in line]) == 2 * b["rounds"]

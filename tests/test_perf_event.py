@@ -314,11 +314,12 @@ def test_cgroup_counting_starts_at_the_gates_move_not_during_its_wait(nop):
     # wait would be a switch in every run, so the fewest a run shows is what tells.
     assert min(_values(waited["per run"], "context-switches")) == 0
     assert min(_values(waited["cgroup"], "context-switches")) <= 1
-    # Released at once: runs without a switch either way, and a task-clock that exceeds the per-task
-    # counter's by the execve's first half and the exit's end only.
+    # Released at once: runs without a switch per task; the cgroup's may again hold the exit's one preemption
+    # in every run when both cores are busy (a CI run with two `yes` loops showed 1 in all 15); and a task-clock
+    # that exceeds the per-task counter's by the execve's first half and the exit's end only.
     both = _measure_both([nop], ["context-switches", "task-clock"], runs=15)
-    for way, samples in both.items():
-        assert min(_values(samples, "context-switches")) == 0, way
+    assert min(_values(both["per run"], "context-switches")) == 0
+    assert min(_values(both["cgroup"], "context-switches")) <= 1
     cgroup, per_run = (statistics.median(_values(both[way], "task-clock")) for way in ("cgroup", "per run"))
     assert 0 < per_run < cgroup < per_run + CGROUP_TASK_CLOCK_EXCESS_NS, (cgroup, per_run)
 

@@ -340,11 +340,13 @@ def test_static_and_sh_gates_count_the_same(programs):
         runner = Runner(prefix)
         try:
             plan = session.Plan([str(programs / "pagetouch"), "500"], 3, 0, make_control())
-            counts[name] = {value(s, "page-faults") for s in session.run(plan, backend, runner, "test")}
+            counts[name] = [value(s, "page-faults") for s in session.run(plan, backend, runner, "test")]
         finally:
             backend.close()
             runner.close()
-    assert counts["static"] == counts["sh"] and len(counts["static"]) == 1, counts
+    # the fewest of three runs: a busy machine added 5 faults to one run of one gate in a CI run (548, 553, 548);
+    # a gate that counted its own start-up would add its faults to every run
+    assert min(counts["static"]) == min(counts["sh"]), counts
 
 
 def test_default_environment_size_is_the_next_multiple_of_4096():
@@ -517,8 +519,10 @@ def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_pat
     switches = [sum(value(s, "context-switches") for s in samples) for samples in (looped, gated)]
     assert switches[0] <= switches[1] + 8, switches  # of 30 runs each
 
-    walls = [sorted(s.wall_ns for s in samples)[15] for samples in (looped, gated)]
-    assert 0.5 < walls[0] / walls[1] < 2, walls  # medians: fork to wait vs release to the exit seen
+    # the fastest runs (fork to wait vs release to the exit seen): under load 9 the medians were 0.9 and 3.2 ms,
+    # the gated runs' waits for a CPU after their release included
+    walls = [min(s.wall_ns for s in samples) for samples in (looped, gated)]
+    assert 0.5 < walls[0] / walls[1] < 2, walls
     assert len(loops) == 1 and all(_dead(pid) for pid in loops)  # one loop, ended with the Runner
     # a session of its own, as posix_spawn's setsid gives a gated run (a failed run keeps its stderr's last line)
     leader = 'set -- $(cat /proc/$$/stat); [ "$6" = "$$" ] && echo "session leader" >&2; exit 7'
