@@ -39,7 +39,8 @@ MAX_LOOPS = 8  # LoopedGate processes a Runner keeps (perfctl ab: one per comman
 
 
 class Runner:
-    """Starts gated benchmark processes; owns the files they share (stderr capture, /dev/null)."""
+    """Starts a benchmark's runs, each from a gate of its own or from the gate's loop, and owns what they share:
+    the stderr capture, the spawning thread's ASLR setting, the cgroup they are born in, the loops."""
 
     def __init__(self, gate_to_use: gate.Gate | None = None) -> None:
         self._stderr = tempfile.TemporaryFile(prefix="perfctl-stderr-")
