@@ -60,11 +60,8 @@ class DbiBackend:
         # --vgdb=no: no gdbserver FIFOs in TMPDIR, which a killed valgrind (timeout, interrupt) would leave there
         target = [self._valgrind, "--tool=exp-bbv", "--instr-count-only=yes", "--bb-out-file=/dev/null", "--vgdb=no",
                   f"--log-fd={fd}", "--", *argv]
-        gated = runner.start(argv, control, gate_target=target, pass_fds=(fd,))
-        try:
-            exit_ = gated.release_and_wait()
-        finally:
-            gated.kill()
+        with runner.started(argv, control, gate_target=target, pass_fds=(fd,)) as run:
+            exit_ = run.release_and_wait()
         log = os.pread(fd, os.fstat(fd).st_size, 0)
         totals = {name: int(m.group(1)) for name, pattern in _TOTALS.items() if (m := pattern.search(log))}
         return exit_, [self._reading(spec, totals, log) for spec in self._specs]

@@ -110,13 +110,10 @@ class EbpfBackend:
         return readings
 
     def measure(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
-        gated = runner.start(argv, control)
-        try:
-            self.arm(gated.pid)
-            exit_ = gated.release_and_wait()
+        with runner.started(argv, control) as run:
+            self.arm(run.pid)
+            exit_ = run.release_and_wait()
             return exit_, self.collect()
-        finally:
-            gated.kill()
 
     def close(self) -> None:
         """Nothing to release per backend: the loaded object serves the whole process (runacct.shared)."""

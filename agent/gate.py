@@ -1,8 +1,15 @@
 """The exec gate's program: the static binary built from gate.c, or sh when no C compiler is at hand.
 
-The binary is built once with the system's C compiler (agent/build.py). Both gates give identical counts
-(counting starts at the benchmark's exec either way);
-the binary only makes each run ~0.6 ms cheaper. Which one is in use is shown by `perfctl info`.
+The binary is built once with the system's C compiler (agent/build.py). Counting starts at the benchmark's
+exec with either gate, but only the binary moves itself into the run's cgroup right before its execve (-J:
+the perf_event backend's counters, opened once for the cgroup rather than per run), times the run from its
+execve (-T) and loops (-L: agent/run/looped.py, a run started by a write rather than a spawn); under the sh
+gate every run is a spawn with counters opened for it. Which one is in use is shown by `perfctl info`.
+
+The loop's record (gate.c ``struct record``) has one definition, in gate.c: :func:`loop_record` reads its
+fields and kinds off the source the binary is built from, and the loop reports the size it was compiled with
+before its first run, which agent/run/looped.py checks against it (as libbpf-tools share one header between
+a BPF program and its loader).
 
 The binary runs as root before it drops to --user, so it is used only after agent/build.py has checked the
 cached file (ours, not writable by others, not a symbolic link, a regular file, content matching the
@@ -18,12 +25,16 @@ first found is said (the sh gate is used) with the command that fixes it.
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
+import re
 import shutil
+import struct
 from dataclasses import dataclass, field
 
 from perfctl.agent.build import BuildError, UntrustedError, build_static, check_descriptor, open_artifact_with_digest
+from perfctl.agent.run import RunError
 
 SH_GATE_SCRIPT = 'read _ || exit 125; exec "$@" </dev/null'
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gate.c")
@@ -90,3 +101,63 @@ def open_gate(pid: int) -> Gate:
         return Gate(sh_gate(), f"sh gate ({err.reason})", False, err.fix)
     return Gate((f"/proc/{pid}/fd/{descriptor}",), f"static gate {binary}" + (" (built now)" if fresh else ""), True,
                 descriptor=descriptor, path=binary, digest=digest)
+
+
+# What agent/run/looped.py reads of a record: a gate.c without one of these is refused at load.
+RECORD_FIELDS_READ = ("kind", "pid", "code", "status", "max_rss_kib", "start_ns", "end_ns")
+RECORD_KINDS_READ = ("RECORD_EXITED", "RECORD_STOPPED")
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_RECORD = re.compile(r"^struct record \{\n(.*?)^\};", re.S | re.M)
+_KINDS = re.compile(r"^enum record_kind \{(.*?)\};", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """gate.c's ``struct record``: its fields in order (each a C long, 8 bytes on x86-64), the values of
+    ``enum record_kind``, and ``unpack`` for the bytes the loop writes (a named tuple of the fields)."""
+
+    fields: tuple[str, ...]
+    kinds: dict[str, int]
+
+    @functools.cached_property
+    def format(self) -> struct.Struct:
+        return struct.Struct("=" + "q" * len(self.fields))
+
+    @functools.cached_property
+    def _tuple(self):
+        return collections.namedtuple("LoopRecord", self.fields)
+
+    def unpack(self, data: bytes):
+        return self._tuple._make(self.format.unpack(data))
+
+
+def record_layout(text: str) -> RecordLayout:
+    """The record layout a gate.c source defines; a RunError naming what is missing or not a long."""
+    text = _COMMENT.sub("", text)
+    body, kinds = _RECORD.search(text), _KINDS.search(text)
+    if body is None or kinds is None:
+        raise RunError(f"{SOURCE} defines no struct record or enum record_kind: the exec gate's loop cannot be read")
+    fields = []
+    for line in filter(None, (line.strip() for line in body.group(1).splitlines())):
+        declared = re.fullmatch(r"long (\w+);", line)
+        if declared is None:
+            raise RunError(f"{SOURCE}: struct record's '{line}' is not one long: perfctl reads every field as a "
+                           "64-bit long")
+        fields.append(declared.group(1))
+    values = {}
+    for item in filter(None, (item.strip() for item in kinds.group(1).split(","))):
+        declared = re.fullmatch(r"(\w+) = (\d+)", item)
+        if declared is None:
+            raise RunError(f"{SOURCE}: enum record_kind's '{item}' has no explicit value: perfctl reads 'NAME = N'")
+        values[declared.group(1)] = int(declared.group(2))
+    missing = [name for name in (*RECORD_FIELDS_READ, *RECORD_KINDS_READ) if name not in (*fields, *values)]
+    if missing:
+        raise RunError(f"{SOURCE}: struct record or enum record_kind lacks {', '.join(missing)}, which perfctl reads")
+    return RecordLayout(tuple(fields), values)
+
+
+@functools.cache
+def loop_record() -> RecordLayout:
+    """The layout of the records of the loop built from :data:`SOURCE`, read once per process."""
+    with open(SOURCE) as f:
+        return record_layout(f.read())

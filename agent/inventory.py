@@ -157,7 +157,7 @@ def collect() -> Inventory:
 
 
 def _containment() -> str:
-    from perfctl.agent.runner import containment
+    from perfctl.agent.run.cgroup import containment
 
     how, reason = containment()
     return "cgroup per run (cgroup.kill)" if how == "cgroup" else f"subreaper and /proc scan: {reason}"

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfctl.agent.runner import Exit, RunControl, RunError, Runner, kill_tree
+from perfctl.agent.run.reaping import kill_tree
+from perfctl.agent.runner import Exit, RunControl, RunError, Runner
 from perfctl.formats.rds import MAX_MIX
 
 LINE_SHIFT = 6
@@ -352,15 +353,13 @@ def trace(runner: Runner, argv: list[str], control: RunControl, max_bytes: int,
         target = [valgrind, "--tool=lackey", "--trace-mem=yes", "--vgdb=no", f"--log-fd={channel.log_fd}", "--",
                   *argv]
         try:
-            gated = runner.start(argv, control, gate_target=target, pass_fds=(channel.log_fd,))
+            with runner.started(argv, control, gate_target=target, pass_fds=(channel.log_fd,)) as run:
+                channel.close_write_end()
+                reader.pid = run.pid
+                reader.start()
+                exit_ = run.release_and_wait()
         finally:
-            channel.close_write_end()
-        try:
-            reader.pid = gated.pid
-            reader.start()
-            exit_ = gated.release_and_wait()
-        finally:
-            gated.kill()
+            channel.close_write_end()  # where the start failed
             if reader.ident is not None:
                 reader.join(_READER_GRACE_S)
         if reader.is_alive():

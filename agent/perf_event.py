@@ -451,18 +451,14 @@ class PerfEventBackend:
             return self._measure_per_run(runner, argv, control)
         resting, counters.resting = counters.resting, None
         before = resting[1] if resting is not None and resting[0] == runner.starts else None
-        looped = runner.looped(argv, control)  # the gate's loop (runner.LoopedGate) where the caller chose it
-        gated = runner.start(argv, control, join_cgroup=True) if looped is None else None
-        try:
+        # from the gate's loop (runner.LoopedGate) where the caller chose it, else a gate of its own
+        with runner.started(argv, control, join_cgroup=True, loop=True) as run:
             if before is None:
                 counters.tasks()  # nothing should be pending; whatever is, is not this run's
                 before = counters.read()
-            exit_ = looped.run() if looped is not None else gated.release_and_wait()
+            exit_ = run.release_and_wait()
             after = counters.read()
             execs, exits, lost = counters.tasks()
-        finally:
-            if gated is not None:
-                gated.kill()
         # the cgroup is empty now (the run's leftovers were killed and reaped) and stays so until the runner
         # starts something else: nothing is counted meanwhile, not even time, so these totals are where the
         # next run starts if the runner starts nothing before it (Runner.starts)
@@ -487,25 +483,25 @@ class PerfEventBackend:
         return exit_, readings
 
     def _measure_per_run(self, runner: Runner, argv: list[str], control: RunControl) -> tuple[Exit, list[Reading]]:
-        gated = runner.start(argv, control)
         fds: list[tuple[Opener, int | None, str | None]] = []
         try:
-            for opener in self._openers:
-                if opener.unsupported is not None:
-                    fds.append((opener, None, None))
-                    continue
-                attr = make_attr(opener.attr_type, opener.config, opener.spec.scope, inherit=True, enable_on_exec=True)
-                try:
-                    fds.append((opener, perf_event_open(attr, gated.pid), None))
-                except OSError as err:
-                    fds.append((opener, None, explain_errno(err.errno, opener.spec)))
-            if self._closer is None:
-                self._closer = _Closer()
-            self._closer.wait_idle()  # nothing of perfctl's runs beside the benchmark
-            exit_ = gated.release_and_wait()
-            return exit_, [self._read(opener, fd, failure) for opener, fd, failure in fds]
+            with runner.started(argv, control) as run:
+                for opener in self._openers:
+                    if opener.unsupported is not None:
+                        fds.append((opener, None, None))
+                        continue
+                    attr = make_attr(opener.attr_type, opener.config, opener.spec.scope, inherit=True,
+                                     enable_on_exec=True)
+                    try:
+                        fds.append((opener, perf_event_open(attr, run.pid), None))
+                    except OSError as err:
+                        fds.append((opener, None, explain_errno(err.errno, opener.spec)))
+                if self._closer is None:
+                    self._closer = _Closer()
+                self._closer.wait_idle()  # nothing of perfctl's runs beside the benchmark
+                exit_ = run.release_and_wait()
+                return exit_, [self._read(opener, fd, failure) for opener, fd, failure in fds]
         finally:
-            gated.kill()
             opened = [fd for _, fd, _ in fds if fd is not None]
             if self._closer is None:  # the spawn failed before any counter was opened
                 for fd in opened:

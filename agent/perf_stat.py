@@ -78,11 +78,8 @@ class PerfStatBackend:
                            "user and could not open the tracepoints; use the perf_event backend")
         events = [arg for name in self._names if name for arg in ("-e", name)]
         target = [self._perf, "stat", "-x,", "--no-big-num", "-o", self._output, *events, "--", *argv]
-        gated = runner.start(argv, control, gate_target=target)
-        try:
-            exit_ = gated.release_and_wait()
-        finally:
-            gated.kill()
+        with runner.started(argv, control, gate_target=target) as run:
+            exit_ = run.release_and_wait()
         exit_ = self._signal_from_psignal(exit_, argv[0])
         with open(self._output) as f:
             rows = parse_csv(f.read())

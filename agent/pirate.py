@@ -279,27 +279,28 @@ def measure_command_dynamic(resolved, control, sizes: list[int], cache_bytes: in
     from perfctl.agent.runner import Runner
 
     runner = Runner()
-    gated = runner.start(resolved, control)
     fds = []
     outcome: dict = {}
-    waiter = threading.Thread(target=lambda: outcome.setdefault("exit", gated.release_and_wait()), daemon=True)
     try:
-        for spec in parse_events(["instructions:u", "cycles:u"]):
-            opener = resolve(spec, inventory.cpu.vendor, inventory.cpu.family)
-            fds.append(perf_event_open(make_attr(opener.attr_type, opener.config, "user", inherit=True,
-                                                 enable_on_exec=True), gated.pid))
+        with runner.started(resolved, control) as gated:  # killed on the way out unless it ran to its end
+            waiter = threading.Thread(target=lambda: outcome.setdefault("exit", gated.release_and_wait()),
+                                      daemon=True)
+            try:
+                for spec in parse_events(["instructions:u", "cycles:u"]):
+                    opener = resolve(spec, inventory.cpu.vendor, inventory.cpu.family)
+                    fds.append(perf_event_open(make_attr(opener.attr_type, opener.config, "user", inherit=True,
+                                                         enable_on_exec=True), gated.pid))
 
-        def start_target():
-            waiter.start()
-            return gated.pid, lambda: tuple(read_counter(fd)[0] for fd in fds), lambda: outcome.get("exit")
+                def start_target():
+                    waiter.start()
+                    return gated.pid, lambda: tuple(read_counter(fd)[0] for fd in fds), lambda: outcome.get("exit")
 
-        return dynamic_sweep(start_target, sizes, cache_bytes, llc_source, pirate_cpu, inventory)
+                return dynamic_sweep(start_target, sizes, cache_bytes, llc_source, pirate_cpu, inventory)
+            finally:
+                if waiter.is_alive():  # an error mid-run: end the Target; the waiter reaps it
+                    kill_group(gated.pid)
+                    waiter.join()
     finally:
-        if waiter.is_alive():  # an error mid-run: end the Target; the waiter reaps it
-            kill_group(gated.pid)
-            waiter.join()
-        elif not waiter.ident:
-            gated.kill()
         for fd in fds:
             os.close(fd)
         runner.close()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import perfctl, pmu_reason, processes_with, signal_when
 
-from perfctl.agent.runner import descendants, kill_tree
+from perfctl.agent.run.reaping import descendants, kill_tree
 from perfctl.analysis import lru, pirate, reuse, statcc, statstack
 
 RNG = np.random.default_rng(2024)

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import measure, needs_root, perfctl, value
 
-from perfctl.agent.runner import MAX_ENV_STRING, STOP_GRACE_S, RunError, env_block_size, make_control, pad_variables
+from perfctl.agent.run.environment import MAX_ENV_STRING, env_block_size, pad_variables
+from perfctl.agent.run.started import STOP_GRACE_S
+from perfctl.agent.runner import RunError, make_control
 
 SH = "/bin/sh"
 
@@ -183,7 +185,7 @@ def test_a_clean_run_records_no_leftovers():
 
 
 def test_perfctls_own_children_and_older_orphans_survive_the_cleanup(tmp_path):
-    from perfctl.agent.runner import become_subreaper
+    from perfctl.agent.run.reaping import become_subreaper
 
     become_subreaper()
     # perfctl's own children (a Pirate, perf) in its session and in one of their own, and a daemon that
@@ -387,7 +389,7 @@ int main(int argc, char **argv) {
 
 
 def _containment_reason() -> str | None:
-    from perfctl.agent.runner import containment
+    from perfctl.agent.run.cgroup import containment
 
     how, reason = containment()
     return None if how == "cgroup" else reason
@@ -478,7 +480,7 @@ def test_a_stop_inside_the_gate_close_closes_it_once(monkeypatch):
 
 
 def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **control):
-    """The same command measured through the gate's loop (runner.LoopedGate, what stat and ab use) and one
+    """The same command measured through the gate's loop (run.looped.LoopedGate, what stat and ab use) and one
     gate per run (the agent's way), alternating, on one Runner and one perf_event backend counting by cgroup."""
     from perfctl.agent import inventory, session
     from perfctl.agent.events import parse_events
@@ -640,17 +642,17 @@ def test_a_loop_child_stopped_or_killed_while_it_waits_for_its_release_is_that_r
     runner.loop_runs = True
     control = make_control()
     try:
-        assert runner.looped(["/bin/true"], control).run().outcome == "ok"
+        assert runner.looped(["/bin/true"], control).release_and_wait().outcome == "ok"
         loop = runner.looped(["/bin/true"], control)
         deadline = time.monotonic() + 5
         while not (waiting := _children(loop.pid)) and time.monotonic() < deadline:
             time.sleep(0.01)
         os.kill(waiting[0], how)
         time.sleep(0.1)
-        hit = runner.looped(["/bin/true"], control).run()
+        hit = runner.looped(["/bin/true"], control).release_and_wait()
         assert (hit.outcome, hit.signal) == ("signal", how)
         assert runner.looped(["/bin/true"], control) is loop
-        assert [runner.looped(["/bin/true"], control).run().outcome for _ in range(3)] == ["ok"] * 3
+        assert [runner.looped(["/bin/true"], control).release_and_wait().outcome for _ in range(3)] == ["ok"] * 3
     finally:
         runner.close()
 
@@ -667,18 +669,19 @@ def test_a_loop_child_killed_as_it_takes_its_release_still_ends_that_run():
     runner.loop_runs = True
     control = make_control(timeout_s=10)
     try:
-        assert runner.looped(["/bin/true"], control).run().outcome == "ok"
+        assert runner.looped(["/bin/true"], control).release_and_wait().outcome == "ok"
         loop = runner.looped(["/bin/true"], control)
         deadline = time.monotonic() + 5
         while not ((waiting := _children(loop.pid)) and _waits_in_read(waiting[0])) and time.monotonic() < deadline:
             time.sleep(0.01)
-        os.write(loop._ctl, b"\n")  # the release, as run() writes it, and the kill before the child runs
+        os.write(loop._ctl, b"\n")  # the release, as release() writes it, and the kill before the child runs
         os.kill(waiting[0], signal.SIGKILL)
         started = time.monotonic()
-        record, timed_out, _ = loop._wait()
-        assert (record[1], record[2], record[3], timed_out) == (waiting[0], os.CLD_KILLED, signal.SIGKILL, False)
+        timed_out, _ = loop._watch(control.timeout_s)
+        record = loop._record
+        assert (record.pid, record.code, record.status, timed_out) == (waiting[0], os.CLD_KILLED, signal.SIGKILL, False)
         assert time.monotonic() - started < 5
-        assert [runner.looped(["/bin/true"], control).run().outcome for _ in range(3)] == ["ok"] * 3
+        assert [runner.looped(["/bin/true"], control).release_and_wait().outcome for _ in range(3)] == ["ok"] * 3
     finally:
         runner.close()
 
@@ -758,17 +761,17 @@ def test_a_loop_killed_between_runs_is_replaced_and_one_killed_under_a_run_is_an
     control = make_control()
     try:
         first = runner.looped(["/bin/true"], control)
-        assert first.run().outcome == "ok"
+        assert first.release_and_wait().outcome == "ok"
         os.kill(first.pid, signal.SIGKILL)
         while not _dead(first.pid):
             time.sleep(0.01)
         second = runner.looped(["/bin/true"], control)
-        assert second is not first and second.run().outcome == "ok"
+        assert second is not first and second.release_and_wait().outcome == "ok"
         slow = runner.looped(["/bin/sleep", "5"], control)
         threading.Timer(0.3, os.kill, (slow.pid, signal.SIGKILL)).start()
         started = time.monotonic()
         with pytest.raises(RunError, match="the exec gate's loop ended before the run did"):
-            slow.run()
+            slow.release_and_wait()
         assert time.monotonic() - started < 3  # the sleep was killed with its tree, not waited for
         assert not slow.alive and not runner._cgroup.populated()
         with runner.watching(lambda pid: None):  # a second backend follows each run's pid: one gate per run
