@@ -23,8 +23,7 @@ import struct
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from perfctl.formats.jsonl import MAX_VALUE, counter_labels
-from perfctl.model import OUTCOMES
+from perfctl.model import MAX_VALUE, OUTCOMES, counter_labels
 from perfctl.server.validation import (
     _UUID,
     MAX_BATCH_SAMPLES,

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from sqlalchemy import and_, func, or_, select
 
-from perfctl.formats.dataset import DatasetError
+from perfctl.dataset import DatasetError
 from perfctl.server.schema import audits, jobs, machines, samples
 from perfctl.server.selection import Selector, TooManyRuns, describe
 from perfctl.server.storage import Storage, StorageError

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfctl.analysis.ratio_edges import EXACT_IN_FLOAT
-from perfctl.formats.dataset import (
+from perfctl.dataset import (
     WALL_TIME,
     Block,
     Dataset,
@@ -64,7 +64,7 @@ class _Bench:
     interfered: int = 0
     order: array = field(default_factory=lambda: array("q"))
     starts: array = field(default_factory=lambda: array("q"))
-    # with --paired, each kept run's pairing key (formats/dataset.py RunIdentity: the block of its job, its
+    # with --paired, each kept run's pairing key (perfctl/dataset.py RunIdentity: the block of its job, its
     # run_index), or None once a run of the benchmark came without its index (then paired by position, and
     # said so); a block is a job, numbered in reading order, and dated by its runs' first and last start:
     # perfctl/pairing.py matches A's jobs with B's by them (match_blocks), as it matches a file's blocks
@@ -434,7 +434,7 @@ class Selector:
                 += runs
 
     def _notes(self, dataset: Dataset, benches: dict[str, _Bench]) -> None:
-        """The Dataset's notes, worded as for files (formats/dataset.py left_out_notes)."""
+        """The Dataset's notes, worded as for files (perfctl/dataset.py left_out_notes)."""
         left_out_notes(dataset, {name: bench.excluded for name, bench in benches.items()},
                        {name: bench.interfered for name, bench in benches.items()}, self.interference)
 

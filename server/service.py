@@ -28,7 +28,7 @@ import grpc
 from perfctl import results, security
 from perfctl.analysis.audits import audit_warning
 from perfctl.analysis.compare import Parameters
-from perfctl.formats.dataset import DatasetError
+from perfctl.dataset import DatasetError
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.output import STOP_SIGNALS
 from perfctl.pairing import PairingError, compared
