@@ -179,7 +179,9 @@ class Selector:
                 bench.keys = None  # run by run, without their indexes: paired by position
                 for rows in self.storage.stored_values(measured=True, **one):
                     for row in rows:
-                        if not (other and _taken(other, row[0], job_id, row[1], np.array([row[5]])).all()):
+                        run_benchmark, run_context, _, _, _, start_ns, _ = row  # Storage.stored_values' row
+                        if not (other and _taken(other, run_benchmark, job_id, run_context,
+                                                 np.array([start_ns])).all()):
                             skipped += self._add(bench, row)
         for bench_name, bench in benches.items():
             self._build(dataset, bench_name, bench, identities, clock)
