@@ -336,7 +336,7 @@ class Selector:
         found = self.storage.latest_series(machine_pk, filters["benchmark_pks"], filters["context_pks"])
         if filters["since_ns"] or filters["until_ns"]:
             in_range = {(b, j, context) for _, b, j, context, _, _, _ in self.storage.series(machine_pk, **filters)}
-            found = [row for row in found if row[:3] in in_range]
+            found = [(b, j, context, received) for b, j, context, received in found if (b, j, context) in in_range]
         latest: dict[str, tuple[int, str]] = {}
         for benchmark_pk, job_id, _context, received in found:
             identity = identities.get(benchmark_pk)

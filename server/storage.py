@@ -228,15 +228,17 @@ class Storage(MachineRecords):
 
     def _benchmark_pk(self, conn, identity: tuple, fresh: dict) -> int:
         """The id of a benchmark (name, executable sha256, input digest, argv, executable), created if new."""
-        key = identity[:4]
+        name, executable_sha256, input_digest, argv, executable = identity
+        key = (name, executable_sha256, input_digest, argv)  # the executable's path is not its identity
         pk = self._benchmark_ids.get(key) or fresh.get(key)
         if pk is None:
-            argv = json.dumps(list(key[3]))
+            argv_json = json.dumps(list(argv))
             conn.execute(self._insert_ignore(benchmarks).values(
-                name=key[0], executable_sha256=key[1], input_digest=key[2], argv=argv, executable=identity[4]))
+                name=name, executable_sha256=executable_sha256, input_digest=input_digest, argv=argv_json,
+                executable=executable))
             pk = conn.execute(select(benchmarks.c.id).where(
-                benchmarks.c.name == key[0], benchmarks.c.executable_sha256 == key[1],
-                benchmarks.c.input_digest == key[2], benchmarks.c.argv == argv)).scalar_one()
+                benchmarks.c.name == name, benchmarks.c.executable_sha256 == executable_sha256,
+                benchmarks.c.input_digest == input_digest, benchmarks.c.argv == argv_json)).scalar_one()
             fresh[key] = pk
         return pk
 
@@ -276,8 +278,9 @@ class Storage(MachineRecords):
                             self._benchmark_pk(conn, identity, fresh),
                             self._dictionary_pk(conn, contexts, {"labels": labels, "kernel": kernel}, fresh_dictionary),
                             self._dictionary_pk(conn, shapes, {"spec": shape}, fresh_dictionary))
-                    rows.append(SampleRecord(uuid, machine_pk, pks[0], job_id, run_index, warmup, outcome,
-                                             start_time_ns, now_ns, payload, pks[1], pks[2], vals))
+                    benchmark_pk, context_pk, shape_pk = pks
+                    rows.append(SampleRecord(uuid, machine_pk, benchmark_pk, job_id, run_index, warmup, outcome,
+                                             start_time_ns, now_ns, payload, context_pk, shape_pk, vals))
                 stored = self.insert_rows(conn, rows)
                 results.append((stored, len(rows) - stored))
                 # a batch of runs all stored before (re-sent after a lost ack) does not make its job recent
