@@ -62,9 +62,9 @@ class Ingest:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
             if foreign:
                 index, row = next((i, row) for i, row in enumerate(rows) if row.job_id in foreign)
-                await _refuse(context, Refused(batch.sequence, f"batch {batch.sequence} sample {index} ({row.uuid}): "
-                                                               f"job_id {row.job_id} is not a job of machine "
-                                                               f"{machine}"))
+                where = f"batch {batch.sequence} sample {index} ({row.uuid})"
+                await _refuse(context, Refused(batch.sequence,
+                                               f"{where}: job_id {row.job_id} is not a job of machine {machine}"))
         try:
             stored, duplicates = await self.writer.ingest(machine, rows, batch.payloads(data))
         except StorageError as err:

@@ -62,3 +62,20 @@ def test_a_worker_sends_where_each_sample_lies_not_its_bytes():
     spans = decode_batch(data).spans
     assert len(spans) == 6
     assert [pb.Sample.FromString(data[spans[2 * k]:spans[2 * k + 1]]) for k in range(3)] == samples
+
+
+class _Refusal:
+    """The part of a grpc.RpcError that the agent reads to find the batch a server refused."""
+
+    def __init__(self, metadata):
+        self.metadata = metadata
+
+    def trailing_metadata(self):
+        return self.metadata
+
+
+def test_the_agent_finds_the_refused_batch_in_the_trailing_metadata_not_in_the_words():
+    assert wire.refused_batch(_Refusal(wire.refused_batch_metadata(7))) == 7
+    assert wire.refused_batch_metadata(None) == ()  # a batch not readable as far as its sequence names none
+    assert wire.refused_batch(_Refusal(())) is None and wire.refused_batch(_Refusal(None)) is None
+    assert wire.refused_batch(_Refusal(((wire.REFUSED_BATCH_KEY, b"\xff"),))) is None  # not a RefusedBatch
