@@ -710,8 +710,7 @@ class Agent:
                     window.release()
             except grpc.aio.AioRpcError as err:
                 if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                    match = re.match(r"batch (\d+)", err.details() or "")
-                    seqs = in_flight.get(int(match.group(1)), []) if match else []
+                    seqs = in_flight.get(wire.refused_batch(err), [])
                     await self._spool_write_async(self.spool.reject, seqs, err.details() or "invalid")
                     log.error("server refused %d samples as invalid (kept in the spool's rejected table): %s",
                               len(seqs), err.details())

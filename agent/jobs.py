@@ -39,7 +39,6 @@ class Delivery:
             self.received.clear()
             current = self.current_job()
             request = pb.HeartbeatRequest(state="running" if current else "idle",
-                                          samples_pending=await asyncio.to_thread(self.spool.count),
                                           held_job_ids=await asyncio.to_thread(self.spool.held_jobs, MAX_HELD_JOBS),
                                           agent_time_ns=time.time_ns())  # its clock: the skew (server/clock.py)
             if current:

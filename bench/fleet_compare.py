@@ -90,7 +90,7 @@ def populate(url: str, base: pb.Sample, benchmarks: int, jobs: int, runs: int) -
 def copy_rows(storage: Storage, requests: list) -> int:
     """The rows ingest_many would insert for ``requests``, written with PostgreSQL's COPY; the series they
     extend widened as ingest_many widens it."""
-    from perfctl.server.schema import contexts, shapes
+    from perfctl.server.schema import SampleRecord, contexts, shapes
     from perfctl.server.storage import SAMPLE_COLUMNS
 
     columns = ", ".join(SAMPLE_COLUMNS)
@@ -102,10 +102,11 @@ def copy_rows(storage: Storage, requests: list) -> int:
             machine_pk = storage.machine_pk(machine)
             for (uuid_, identity, job_id, run_index, warmup, outcome, start, labels, shape, vals), payload in \
                     zip(fields, payloads):
-                rows.append((uuid_, machine_pk, storage._benchmark_pk(conn, identity, {}), job_id, run_index, warmup,
-                             outcome, start, 0, payload,
-                             storage._dictionary_pk(conn, contexts, {"labels": labels, "kernel": "6.1.0-bench"}, {}),
-                             storage._dictionary_pk(conn, shapes, {"spec": shape}, {}), vals))
+                rows.append(SampleRecord(
+                    uuid_, machine_pk, storage._benchmark_pk(conn, identity, {}), job_id, run_index, warmup, outcome,
+                    start, 0, payload,
+                    storage._dictionary_pk(conn, contexts, {"labels": labels, "kernel": "6.1.0-bench"}, {}),
+                    storage._dictionary_pk(conn, shapes, {"spec": shape}, {}), vals))
         with cursor.copy(f"COPY samples ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)

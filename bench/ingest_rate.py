@@ -36,7 +36,7 @@ from perfctl.agent import inventory, session  # noqa: E402
 from perfctl.agent.events import DEFAULT_EVENTS, parse_events  # noqa: E402
 from perfctl.agent.runner import Runner, make_control  # noqa: E402
 from perfctl.server.decode import row_fields  # noqa: E402
-from perfctl.server.schema import contexts, shapes  # noqa: E402
+from perfctl.server.schema import SampleRecord, contexts, shapes  # noqa: E402
 from perfctl.server.storage import Storage  # noqa: E402
 from perfctl.v1 import fleet_pb2 as pb  # noqa: E402
 from perfctl.v1 import fleet_pb2_grpc as rpc  # noqa: E402
@@ -147,12 +147,12 @@ def raw_rate(url: str, work: list[list[pb.SampleBatch]]) -> float:
     machine = storage.machine_pk("raw")
     fields = row_fields(work[0][0].samples[0])
     with storage.engine.begin() as conn:
-        bench_pk = storage._benchmark_pk(conn, fields[1], {})
-        context_pk = storage._dictionary_pk(conn, contexts, {"labels": fields[7], "kernel": "unknown"}, {})
-        shape_pk = storage._dictionary_pk(conn, shapes, {"spec": fields[8]}, {})
+        bench_pk = storage._benchmark_pk(conn, fields.identity, {})
+        context_pk = storage._dictionary_pk(conn, contexts, {"labels": fields.labels, "kernel": "unknown"}, {})
+        shape_pk = storage._dictionary_pk(conn, shapes, {"spec": fields.shape}, {})
     # the same columns the server writes (payload, and the values compare reads: server/schema.py)
-    rows_per_batch = [[(str(uuid.uuid4()), machine, bench_pk, None, s.run_index, s.warmup, s.outcome,
-                        s.start_time_ns, 0, s.SerializeToString(), context_pk, shape_pk, fields[9])
+    rows_per_batch = [[SampleRecord(str(uuid.uuid4()), machine, bench_pk, None, s.run_index, s.warmup, s.outcome,
+                                    s.start_time_ns, 0, s.SerializeToString(), context_pk, shape_pk, fields.values)
                        for s in batch.samples]
                       for w in work for batch in w]
     total = sum(len(rows) for rows in rows_per_batch)

@@ -245,8 +245,7 @@ def _apart(fetched: list[list[dict]]) -> tuple[set[int], set[int]]:
     """The runs each side leaves out as the other's, by the rule of files and of the server's comparison
     (RunIdentity.shared): two selections of one machine may overlap (box-a@job=J and box-a).
     DatasetError when they are the same runs."""
-    from perfctl.formats import DatasetError
-    from perfctl.formats.dataset import RunIdentity
+    from perfctl.dataset import DatasetError, RunIdentity
 
     runs = []
     for records in fetched:
@@ -274,7 +273,7 @@ def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) ->
     import grpc
 
     from perfctl.analysis.audits import audit_warning
-    from perfctl.formats import DatasetError
+    from perfctl.dataset import DatasetError
     from perfctl.formats.jsonl import stored_dataset
     from perfctl.v1 import fleet_pb2 as pb
     from perfctl.wire import inventory_of, proto_to_dict

@@ -286,6 +286,23 @@ def distinct_labels(labelled: list[tuple[str, str]]) -> list[str]:
     return names
 
 
+_SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
+
+
+@functools.lru_cache(maxsize=256)
+def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> list[str]:
+    """The labels of one run's readings given as (event, scope, backend): each event with its scope's suffix,
+    told apart by backend when one event was counted by several (distinct_labels). Every run of a file or a
+    job counts the same few, so their labels are worked out once; callers only read the list. Files
+    (perfctl/formats/jsonl.py) and the server's stored runs (server/decode.py) are labelled by it alike."""
+    return distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
+
+
+# Counts and nanoseconds are unsigned 64-bit on the wire (protos/perfctl/v1/fleet.proto): anything larger
+# is no measurement, and sums of values near float's maximum overflow into inf in the statistics.
+MAX_VALUE = float(1 << 64)
+
+
 INTERFERENCE_EVENT = "interference-time"
 DEFAULT_INTERFERENCE_LIMIT = 0.05
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfctl.analysis.compare import Comparison, Parameters, compare
-from perfctl.formats import BenchmarkData, Dataset
-from perfctl.formats.dataset import Block
+from perfctl.dataset import BenchmarkData, Block, Dataset
 from perfctl.model import metric_label
 
 DEFAULT_METRICS = ("instructions", "cycles", "task-clock", "wall-time")
@@ -178,7 +177,7 @@ def align_runs(a: BenchmarkData, label_a: str, b: BenchmarkData, label_b: str) -
     """A's and B's values of one metric in the order of their pairs, and how they were paired (the note,
     which starts 'paired BY_ROUND' or 'paired BY_POSITION': the report's header reads it, pairing_words).
 
-    Runs are paired by their key (formats/dataset.py RunIdentity: a block, one measurement, and the round or
+    Runs are paired by their key (perfctl/dataset.py RunIdentity: a block, one measurement, and the round or
     run index within it, whatever order the file's lines are in): A's blocks are matched with B's by what
     identifies them (match_blocks), and run k of a block with run k of its partner. A run that failed, was
     left out or never ran on one side leaves its partner out, and the others keep their true partners.

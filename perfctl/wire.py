@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import uuid
 
+from google.protobuf.message import DecodeError
+
 from perfctl.model import Sample
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -21,6 +23,10 @@ CLOCK_TOLERANCE_NS = 10 * 1_000_000_000
 
 # HeartbeatRequest.held_job_ids: an agent names its newest unfinished jobs, at most these (server/delivery.py)
 MAX_HELD_JOBS = 1000
+
+# Where StreamSamples' refusal names the batch (fleet.proto RefusedBatch): a trailing metadata entry, whose
+# value gRPC carries as bytes for a key ending in -bin
+REFUSED_BATCH_KEY = "perfctl-refused-batch-bin"
 
 
 def job_run_uuid(job_id: str, k: int) -> str:
@@ -91,6 +97,26 @@ def proto_to_dict(message: pb.Sample) -> dict:
         # absent when empty, as Sample.to_dict writes it
         **({"labels": dict(message.labels)} if message.labels else {}),
     }
+
+
+def refused_batch_metadata(sequence: int | None) -> tuple:
+    """The trailing metadata of the server's refusal of batch ``sequence`` (None: a batch not readable as far
+    as its sequence, which names none)."""
+    if sequence is None:
+        return ()
+    return ((REFUSED_BATCH_KEY, pb.RefusedBatch(sequence=sequence).SerializeToString()),)
+
+
+def refused_batch(error) -> int | None:
+    """The sequence of the batch a server refused, from the error StreamSamples ended with (grpc.RpcError,
+    INVALID_ARGUMENT); None when the error names no batch."""
+    for key, value in error.trailing_metadata() or ():
+        if key == REFUSED_BATCH_KEY:
+            try:
+                return pb.RefusedBatch.FromString(value).sequence
+            except DecodeError:
+                return None
+    return None
 
 
 def inventory_of(text: str) -> dict:

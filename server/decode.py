@@ -2,8 +2,9 @@
 
 Parsing and validating a sample costs tens of µs of Python; done in the gRPC process it capped ingest at one
 core. Batches arrive as raw bytes and are decoded here, in a pool of spawned worker processes (spawned, not
-forked: the server process holds gRPC threads), which return plain row fields and each sample's encoding
-as received (stored as its payload, never re-serialized). The server process only inserts and acks.
+forked: the server process holds gRPC threads; server/decoders.py), which return each sample's row and where
+its encoding as received lies (stored as its payload, never re-serialized): a Decoded batch, or a Refused one
+that says why. The server process only inserts and acks (server/ingest.py).
 
 Most of a sample is the same in every run of a job: the benchmark, the environment, the labels and each
 reading's names (event, backend, status, unit, reason...). Validating those and working out what they
@@ -17,14 +18,16 @@ so a refused sample is refused with the same message either way.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from perfctl.formats.jsonl import MAX_VALUE, counter_labels
-from perfctl.model import OUTCOMES
+from perfctl.model import MAX_VALUE, OUTCOMES, counter_labels
 from perfctl.server.validation import (
     _UUID,
     MAX_BATCH_SAMPLES,
@@ -40,6 +43,57 @@ from perfctl.v1 import fleet_pb2 as pb
 
 class BatchRefused(ValueError):
     """The batch breaks a bound; the message names the batch, the sample and the field."""
+
+
+class SampleRow(NamedTuple):
+    """What the samples table needs of one sample besides machine, receipt time and payload (server/schema.py)."""
+
+    uuid: str
+    identity: tuple  # the benchmark's: (name, executable sha256, input digest, argv, executable)
+    job_id: str | None
+    run_index: int
+    warmup: bool
+    outcome: str
+    start_time_ns: int
+    labels: str  # the run's labels, a JSON object with sorted keys
+    shape: str  # what each of ``values`` is: see ``values``
+    values: bytes | None
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A batch accepted: its sequence and each sample's row. ``spans`` says where each sample's encoding lies
+    in the batch (split_batch's), which is stored as received: its payload."""
+
+    sequence: int
+    rows: list[SampleRow]
+    spans: list[int]
+
+    def payloads(self, data: bytes) -> list[bytes]:
+        """Each sample's encoding as received, from ``data``, the batch this decoded."""
+        return payloads_of(data, self.spans)
+
+    def __reduce__(self):
+        # A worker's Decoded is pickled back to the server process: its rows travel as plain tuples and are
+        # named there in C (_named), not one by one through SampleRow's Python __new__, which cost the
+        # server's GIL ~1 µs a sample more
+        return _unpickled, (self.sequence, [tuple(row) for row in self.rows], self.spans)
+
+
+_named = functools.partial(tuple.__new__, SampleRow)
+
+
+def _unpickled(sequence: int, rows: list[tuple], spans: list[int]) -> Decoded:
+    return Decoded(sequence, list(map(_named, rows)), spans)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A batch refused: why, in one line naming the batch, the sample and the field, and the batch's sequence
+    (None when the batch could not be read as far as that), which the agent is told apart from the words."""
+
+    sequence: int | None
+    reason: str
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -87,15 +141,15 @@ def payloads_of(data: bytes, spans: list[int]) -> list[bytes]:
     return [data[start:end] for start, end in zip(spans[::2], spans[1::2])]
 
 
-def row_fields(sample: pb.Sample) -> tuple:
-    """What the samples table needs besides machine, receipt time and payload: (uuid, benchmark identity,
-    job_id, run_index, warmup, outcome, start_time_ns, labels, shape, values); see ``values``."""
+def row_fields(sample: pb.Sample) -> SampleRow:
+    """The sample's SampleRow, worked out from the whole sample: the reference ``_known_row`` is held to."""
     bench = sample.benchmark
     labels = json.dumps(dict(sorted(sample.labels.items())), separators=(",", ":")) if sample.labels else "{}"
     shape, vals = values(sample)
-    return (sample.uuid, (bench.name, bench.executable_sha256, bench.input_digest, tuple(bench.argv), bench.executable),
-            sample.job_id or None, sample.run_index, sample.warmup, sample.outcome, sample.start_time_ns,
-            labels, shape, vals)
+    return SampleRow(sample.uuid,
+                     (bench.name, bench.executable_sha256, bench.input_digest, tuple(bench.argv), bench.executable),
+                     sample.job_id or None, sample.run_index, sample.warmup, sample.outcome, sample.start_time_ns,
+                     labels, shape, vals)
 
 
 # shapes by the readings' layout: the runs of a job share one, and working it out (labels, JSON) cost
@@ -206,8 +260,8 @@ def _layout_key(payload: bytes) -> bytes:
     return layout.SerializeToString()
 
 
-def _known_row(sample: pb.Sample, layout: tuple) -> tuple | None:
-    """``sample``'s row fields (as row_fields gives them), given its layout already validated, in one pass
+def _known_row(sample: pb.Sample, layout: tuple) -> SampleRow | None:
+    """``sample``'s SampleRow (as row_fields gives it), given its layout already validated, in one pass
     over its readings that checks the per-run fields and the numbers as validate_sample does; None when
     anything is out of bounds (validate_sample then says what)."""
     identity, labels, shape, kinds = layout
@@ -242,52 +296,45 @@ def _known_row(sample: pb.Sample, layout: tuple) -> tuple | None:
         else:
             append(_NAN_VALUE)
     vals = struct.pack(f"<{len(numbers)}d", *numbers) if complete else None
-    return (uuid, identity, job_id, run_index, sample.warmup, outcome, start_time_ns, labels, shape, vals)
+    return SampleRow(uuid, identity, job_id, run_index, sample.warmup, outcome, start_time_ns, labels, shape, vals)
 
 
-def _first_row(sample: pb.Sample, key: bytes) -> tuple | str:
-    """A sample of a layout not seen yet: validated in full, and its layout remembered if accepted."""
+def _first_row(sample: pb.Sample, key: bytes) -> SampleRow | str:
+    """A sample of a layout not seen yet: validated in full, and its layout remembered if accepted; else what
+    validate_sample refused it for."""
     problem = validate_sample(sample)
     if problem:
         return problem
     row = row_fields(sample)
     if len(_LAYOUTS) >= MAX_LAYOUTS:
         _LAYOUTS.clear()
-    _LAYOUTS[key] = (row[1], row[7], row[8], tuple(_KINDS.get(r.status, _NAN) for r in sample.readings))
+    _LAYOUTS[key] = (row.identity, row.labels, row.shape, tuple(_KINDS.get(r.status, _NAN) for r in sample.readings))
     return row
 
 
-def decode_batch(data: bytes) -> tuple[int, list[tuple], list[bytes]] | tuple[int, str]:
-    """(sequence, row fields, payloads), or (sequence, why the batch is refused)."""
-    decoded = decode_spans(data)
-    if len(decoded) == 2:
-        return decoded
-    sequence, rows, spans = decoded
-    return sequence, rows, payloads_of(data, spans)
-
-
-def decode_spans(data: bytes) -> tuple[int, list[tuple], list[int]] | tuple[int, str]:
-    """decode_batch, with where each payload lies in ``data`` (split_batch's spans) instead of the payloads:
-    what a decode worker sends back. The server process holds ``data`` already; copying each payload back
-    through the pool's pipe (pickled, sent, read, unpickled) cost it ~2 µs a sample of its GIL."""
+def decode_batch(data: bytes) -> Decoded | Refused:
+    """A SampleBatch's encoding decoded and validated, in a decode worker (server/decoders.py). Decoded holds
+    where each payload lies in ``data``, not the payloads: the server process holds ``data`` already, and
+    copying each payload back through the pool's pipe (pickled, sent, read, unpickled) cost it ~2 µs a sample
+    of its GIL."""
     try:
         sequence, spans = split_batch(data)
     except BatchRefused as err:
-        return 0, str(err)
+        return Refused(None, str(err))
     if len(spans) > 2 * MAX_BATCH_SAMPLES:
-        return sequence, f"batch {sequence}: more than {MAX_BATCH_SAMPLES} samples"
+        return Refused(sequence, f"batch {sequence}: more than {MAX_BATCH_SAMPLES} samples")
     rows = []
     for index, payload in enumerate(payloads_of(data, spans)):
         try:
             sample = pb.Sample.FromString(payload)
         except Exception:  # noqa: BLE001 - protobuf's DecodeError; the sender needs to know which sample
-            return sequence, f"batch {sequence} sample {index}: not a Sample message"
+            return Refused(sequence, f"batch {sequence} sample {index}: not a Sample message")
         key = _layout_key(payload)
         layout = _LAYOUTS.get(key)
         row = None if layout is None else _known_row(sample, layout)
         if row is None:
             row = _first_row(sample, key) if layout is None else (validate_sample(sample) or row_fields(sample))
             if isinstance(row, str):
-                return sequence, f"batch {sequence} sample {index} ({sample.uuid[:36]}): {row}"
+                return Refused(sequence, f"batch {sequence} sample {index} ({sample.uuid[:36]}): {row}")
         rows.append(row)
-    return sequence, rows, spans
+    return Decoded(sequence, rows, spans)

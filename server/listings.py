@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from sqlalchemy import and_, func, or_, select
 
-from perfctl.formats.dataset import DatasetError
+from perfctl.dataset import DatasetError
 from perfctl.server.schema import audits, jobs, machines, samples
 from perfctl.server.selection import Selector, TooManyRuns, describe
 from perfctl.server.storage import Storage, StorageError
@@ -241,7 +241,8 @@ def sample_chunks(storage: Storage, request, limit: int) -> Iterator[list[bytes]
     if not runs and request.HasField("selection"):
         raise DatasetError(f"machine {what!r} has no stored runs selected")
     if request.HasField("selection"):
-        return ([row[-1] for row in rows] for rows in storage.stored_values(payloads=True, chunk=SAMPLE_CHUNK, **where))
+        return ([payload for *_, payload in rows]
+                for rows in storage.stored_values(payloads=True, chunk=SAMPLE_CHUNK, **where))
     return _stored_order(storage, where) if runs else (chunk for chunk in ())
 
 

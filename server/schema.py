@@ -11,6 +11,8 @@ kernel it ran on), so a selection by machine, benchmark, job, label and time rea
 of thousands of samples per second on SQLite (bench/ingest_rate.py).
 """
 
+from typing import NamedTuple
+
 from sqlalchemy import (
                         BigInteger,
                         Boolean,
@@ -93,6 +95,25 @@ samples = Table(
     Index("ix_samples_clock_ahead", "machine", sqlite_where=text("clock_ahead_ns IS NOT NULL"),
           postgresql_where=text("clock_ahead_ns IS NOT NULL")),
 )
+
+
+class SampleRecord(NamedTuple):
+    """A samples row as ingest inserts it, in the order of its INSERT's columns (Storage.insert_rows)."""
+
+    uuid: str
+    machine: int
+    benchmark: int
+    job_id: str | None
+    run_index: int
+    warmup: bool
+    outcome: str
+    start_time_ns: int
+    received_ns: int
+    payload: bytes
+    context: int
+    shape: int
+    vals: bytes | None
+
 
 # When each (machine, benchmark, job, context) series of runs started and last ran, kept at ingest (min/max:
 # a re-sent batch changes nothing): compare's default selection, each benchmark's most recent job, reads

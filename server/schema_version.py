@@ -52,8 +52,7 @@ def database_revisions(connection) -> tuple[str, ...]:
     "Will assume ... DDL") each time: every SCHEMA_CHECK_S on every replica, ~17,000 lines a day."""
     if not sa.inspect(connection).has_table("alembic_version"):
         return ()
-    rows = connection.execute(sa.text("SELECT version_num FROM alembic_version"))
-    return tuple(sorted(row[0] for row in rows))
+    return tuple(sorted(connection.execute(sa.text("SELECT version_num FROM alembic_version")).scalars()))
 
 
 def problem(connection, migrate: bool = True) -> str | None:

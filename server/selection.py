@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perfctl.analysis.ratio_edges import EXACT_IN_FLOAT
-from perfctl.formats.dataset import (
+from perfctl.dataset import (
     WALL_TIME,
     Block,
     Dataset,
@@ -64,7 +64,7 @@ class _Bench:
     interfered: int = 0
     order: array = field(default_factory=lambda: array("q"))
     starts: array = field(default_factory=lambda: array("q"))
-    # with --paired, each kept run's pairing key (formats/dataset.py RunIdentity: the block of its job, its
+    # with --paired, each kept run's pairing key (perfctl/dataset.py RunIdentity: the block of its job, its
     # run_index), or None once a run of the benchmark came without its index (then paired by position, and
     # said so); a block is a job, numbered in reading order, and dated by its runs' first and last start:
     # perfctl/pairing.py matches A's jobs with B's by them (match_blocks), as it matches a file's blocks
@@ -179,7 +179,9 @@ class Selector:
                 bench.keys = None  # run by run, without their indexes: paired by position
                 for rows in self.storage.stored_values(measured=True, **one):
                     for row in rows:
-                        if not (other and _taken(other, row[0], job_id, row[1], np.array([row[5]])).all()):
+                        run_benchmark, run_context, _, _, _, start_ns, _ = row  # Storage.stored_values' row
+                        if not (other and _taken(other, run_benchmark, job_id, run_context,
+                                                 np.array([start_ns])).all()):
                             skipped += self._add(bench, row)
         for bench_name, bench in benches.items():
             self._build(dataset, bench_name, bench, identities, clock)
@@ -334,7 +336,7 @@ class Selector:
         found = self.storage.latest_series(machine_pk, filters["benchmark_pks"], filters["context_pks"])
         if filters["since_ns"] or filters["until_ns"]:
             in_range = {(b, j, context) for _, b, j, context, _, _, _ in self.storage.series(machine_pk, **filters)}
-            found = [row for row in found if row[:3] in in_range]
+            found = [(b, j, context, received) for b, j, context, received in found if (b, j, context) in in_range]
         latest: dict[str, tuple[int, str]] = {}
         for benchmark_pk, job_id, _context, received in found:
             identity = identities.get(benchmark_pk)
@@ -434,7 +436,7 @@ class Selector:
                 += runs
 
     def _notes(self, dataset: Dataset, benches: dict[str, _Bench]) -> None:
-        """The Dataset's notes, worded as for files (formats/dataset.py left_out_notes)."""
+        """The Dataset's notes, worded as for files (perfctl/dataset.py left_out_notes)."""
         left_out_notes(dataset, {name: bench.excluded for name, bench in benches.items()},
                        {name: bench.interfered for name, bench in benches.items()}, self.interference)
 

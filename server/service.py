@@ -1,4 +1,7 @@
-"""The gRPC services (grpc.aio): AgentService for agents, QueryService for clients.
+"""The gRPC services (grpc.aio): AgentService for agents, QueryService for clients, and ``serve``, which runs
+them. Each call's token is checked here; the sample batches are taken in by server/ingest.py (decoded in the
+worker pool of server/decoders.py), the address bound by server/binding.py, the listings answered by
+server/listings.py.
 
 Database work runs in threads (storage is synchronous SQLAlchemy) so the event loop keeps serving streams.
 A batch is acked only after its transaction committed; a shutdown stops accepting calls and lets batches in
@@ -9,42 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import errno
 import importlib
 import logging
 import math
-import multiprocessing
-import os
-import signal
-import socket
-import tempfile
 import time
-from concurrent.futures import Executor, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 import grpc
 
-from perfctl import results, security
+from perfctl import results
 from perfctl.analysis.audits import audit_warning
 from perfctl.analysis.compare import Parameters
-from perfctl.formats.dataset import DatasetError
+from perfctl.dataset import DatasetError
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
 from perfctl.output import STOP_SIGNALS
 from perfctl.pairing import PairingError, compared
 from perfctl.server.auth import Principal, Tokens
-from perfctl.server.decode import decode_batch, decode_spans, payloads_of
+from perfctl.server.binding import listen_on
+from perfctl.server.decoders import Decoders
+from perfctl.server.ingest import Ingest
 from perfctl.server.jobs import DEFAULT_LEASE_S, JobHub, JobKeeper
 from perfctl.server.listings import Listings, job_status
 from perfctl.server.machine_queries import MachineQueries
-from perfctl.server.metrics import (
-    AGENTS_CONNECTED,
-    BATCHES,
-    INGEST_ERRORS,
-    INGEST_LATENCY,
-    SAMPLES_DUPLICATE,
-    SAMPLES_INGESTED,
-)
+from perfctl.server.metrics import AGENTS_CONNECTED, INGEST_ERRORS
 from perfctl.server.nul_refusal import NulRefusal
 from perfctl.server.outage import DatabaseOutage
 from perfctl.server.retention import retain
@@ -138,88 +127,10 @@ class _Base:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
 
 
-class GroupCommit:
-    """Batches from all streams that arrive while a transaction commits are stored together in the next
-    one: a commit (an fsync on SQLite) per round instead of per batch. Each caller still gets its own
-    (stored, duplicates) only after the commit that covers its batch."""
-
-    def __init__(self, storage: Storage):
-        self.storage = storage
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.task: asyncio.Task | None = None
-
-    async def ingest(self, machine: str, rows: list[tuple], payloads: list[bytes]) -> tuple[int, int]:
-        if self.task is None:
-            self.task = asyncio.create_task(supervised("group commit", self._run, logger=log))
-        future = asyncio.get_running_loop().create_future()
-        await self.queue.put((machine, (rows, payloads), future))
-        return await future
-
-    async def _run(self) -> None:
-        while True:
-            pending = [await self.queue.get()]
-            while not self.queue.empty():
-                pending.append(self.queue.get_nowait())
-            requests = [(machine, rows, payloads) for machine, (rows, payloads), _ in pending]
-            try:
-                outcomes = await asyncio.to_thread(self._store, requests)
-            except Exception:  # its streams hear it (they resend the batch); the supervisor logs it and restarts
-                for _, _, future in pending:
-                    future.done() or future.set_exception(StorageError("the server could not store the batch"))
-                raise
-            for (_, _, future), outcome in zip(pending, outcomes):
-                if future.done():
-                    continue
-                if isinstance(outcome, Exception):
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
-
-    def _store(self, requests: list[tuple[str, list[tuple], list[bytes]]]) -> list:
-        """Per request (stored, duplicates) or the StorageError that request alone caused: one stream's
-        unknown machine or failing insert must not fail the other streams' batches of the same round."""
-        outcomes: list = [None] * len(requests)
-        ready = []
-        for index, (machine, _, _) in enumerate(requests):
-            try:
-                known = self.storage.machine_pk(machine) is not None
-            except Exception as err:  # noqa: BLE001 - a database error; the stream hears it as one line
-                outcomes[index] = self._failure(machine, err)
-                continue
-            if known:
-                ready.append(index)
-            else:
-                outcomes[index] = StorageError(f"unknown machine {machine!r}: it must register first")
-        if len(ready) > 1:
-            try:
-                for index, result in zip(ready, self.storage.ingest_many([requests[i] for i in ready])):
-                    outcomes[index] = result
-                return outcomes
-            except Exception as err:  # noqa: BLE001 - find the guilty batch below, one transaction each
-                log.warning("a group commit of %d batches failed (%s); storing each in its own transaction",
-                            len(ready), str(err).splitlines()[0] if str(err) else type(err).__name__)
-        for index in ready:
-            try:
-                outcomes[index] = self.storage.ingest_many([requests[index]])[0]
-            except Exception as err:  # noqa: BLE001 - this batch alone fails
-                outcomes[index] = self._failure(requests[index][0], err)
-        return outcomes
-
-    def _failure(self, machine: str, err: Exception) -> Exception:
-        if isinstance(err, (StorageError, DatabaseUnavailable)):  # the latter: UNAVAILABLE (server/outage.py)
-            return err
-        log.error("storing a batch of %s failed", machine, exc_info=err)
-        # A cached machine id may be stale (its row deleted): look it up again on the next batch.
-        self.storage.forget_machine(machine)
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        return StorageError(f"cannot store the batch of {machine!r}: {first}")
-
-
 class AgentService(_Base, rpc.AgentServiceServicer):
     def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper, decoders: Decoders | None = None):
         super().__init__(storage, tokens, keeper)
-        self.writer = GroupCommit(storage)
-        self.decoders = decoders or Decoders(0)
+        self.ingest = Ingest(storage, decoders or Decoders(0))
         # set as the server starts to stop: the endless calls (a sample stream between batches, a job watch)
         # end then, instead of holding the stop for its whole grace period
         self.stopping = asyncio.Event()
@@ -258,9 +169,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         # an agent back (here, or at another replica) renews its jobs' leases at once, not at its first heartbeat
         await self._db(context, self.keeper.deliveries.heard, info.name, now_ns)
         log.info("agent %s registered", info.name)
-        return pb.RegisterResponse(agent_id=info.name,
-                                   heartbeat_seconds=self.keeper.heartbeat_s,
-                                   max_batch_samples=MAX_BATCH_SAMPLES)
+        return pb.RegisterResponse(heartbeat_seconds=self.keeper.heartbeat_s, max_batch_samples=MAX_BATCH_SAMPLES)
 
     async def StreamSamples(self, request_iterator, context):
         try:
@@ -278,36 +187,10 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         batches = aiter(request_iterator)
         while (data := await self._unless_stopping(context, anext(batches, None))) is not None:
             received = time.perf_counter()
-            try:
-                decoded = await self.decoders.decode(data)
-            except BrokenProcessPool:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, "the server's decode workers keep dying; "
-                                                                 "send the batch again later")
-            if len(decoded) == 2:
-                INGEST_ERRORS.labels("invalid").inc()
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, decoded[1])
-            sequence, rows, payloads = decoded
+            batch = await self.ingest.decoded(data, context)
             # a token revoked mid-stream stores nothing more
             await self._still_authorized(context, principal, revoked=INGEST_ERRORS.labels("unauthorized"))
-            job_ids = {row[2] for row in rows if row[2] is not None}
-            if job_ids and not self.storage.knows_jobs(principal.name, job_ids):
-                foreign = await self._db(context, self.storage.foreign_jobs, principal.name, job_ids)
-                if foreign:
-                    INGEST_ERRORS.labels("invalid").inc()
-                    index = next(i for i, row in enumerate(rows) if row[2] in foreign)
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"batch {sequence} sample {index} ({rows[index][0]}): job_id "
-                                        f"{rows[index][2]} is not a job of machine {principal.name}")
-            try:
-                stored, duplicates = await self.writer.ingest(principal.name, rows, payloads)
-            except StorageError as err:
-                INGEST_ERRORS.labels("storage").inc()
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
-            SAMPLES_INGESTED.inc(stored)
-            SAMPLES_DUPLICATE.inc(duplicates)
-            BATCHES.inc()
-            INGEST_LATENCY.observe(time.perf_counter() - received)
-            yield pb.Ack(sequence=sequence, stored=stored, duplicates=duplicates)
+            yield await self.ingest.stored(principal.name, batch, data, received, context)
 
     async def Heartbeat(self, request, context):
         principal = await self._principal(context, "agent")
@@ -503,143 +386,6 @@ class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
         return pb.RetryJobResponse(job=job_status(row))
 
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def _die_with_server(server_pid: int) -> None:
-    """Decode worker initializer: the kernel kills this worker when the server process ends, however it
-    ends (SIGKILL included, which runs no cleanup). The death signal is armed first, then the parent
-    checked: a server that died before prctl ran would otherwise leave this worker orphaned for good."""
-    # Ctrl-C reaches the whole process group: the server stops its workers itself (a KeyboardInterrupt
-    # traceback from each was all the signal did here)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != server_pid:
-        os._exit(1)
-
-
-class Decoders:
-    """The decode worker pool (decoder_pool), replaced when a worker dies.
-
-    A worker killed from outside (the OOM killer, kill -9) breaks a ProcessPoolExecutor for good: every
-    later batch would fail with BrokenProcessPool. The first stream to see it replaces the pool, under a
-    lock so that concurrent streams replace it once, and every stream retries its batch in the new pool."""
-
-    def __init__(self, workers: int):
-        self.workers = workers
-        self.pool = decoder_pool(workers)
-        self.replaced = 0
-        self._lock = asyncio.Lock()
-
-    async def start(self) -> None:
-        """Start the workers now, not on the first batch."""
-        if self.pool is not None:
-            loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(self.pool, decode_batch, b"") for _ in range(self.workers)))
-
-    async def decode(self, data: bytes) -> tuple:
-        """decode_batch(data) in a worker; BrokenProcessPool if the pool broke again right after a
-        replacement (the caller answers UNAVAILABLE: the agent re-sends)."""
-        if self.pool is None:
-            return decode_batch(data)
-        for attempt in range(2):
-            pool = self.pool
-            try:
-                decoded = await asyncio.get_running_loop().run_in_executor(pool, decode_spans, data)
-                if len(decoded) == 2:
-                    return decoded
-                sequence, rows, spans = decoded
-                return sequence, rows, payloads_of(data, spans)
-            except BrokenProcessPool:
-                await self._replace(pool)
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
-
-    async def _replace(self, broken: Executor) -> None:
-        async with self._lock:
-            if self.pool is not broken:  # another stream already replaced it
-                return
-            log.error("a decode worker died (killed from outside?); starting a new pool of %d workers",
-                      self.workers)
-            broken.shutdown(wait=False, cancel_futures=True)
-            self.pool = decoder_pool(self.workers)
-            self.replaced += 1
-
-    def shutdown(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
-
-
-def decoder_pool(workers: int) -> Executor | None:
-    """Worker processes that decode batches; spawned, never forked (this process holds gRPC threads).
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked the worker ends; the pool forks from the thread
-    that submits, here always the event loop's (the main thread), which lives as long as the server.
-    multiprocessing's resource tracker (started for the pool's semaphores) exits when the last process
-    holding its pipe ends: the server and these workers."""
-    if workers <= 0:
-        return None
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_die_with_server, initargs=(os.getpid(),))
-
-
-def _unbindable(listen: str) -> str | None:
-    """Why one of the addresses ``listen`` resolves to cannot be bound now, in words, or None.
-
-    gRPC binds every address a name resolves to (localhost: ::1 and 127.0.0.1) and carries on when only
-    some of them bind: a second server on localhost:P would take ::1 beside a first one on 127.0.0.1:P,
-    and agents and clients would split between the two. So each address is bound here first, as gRPC
-    binds it (SO_REUSEADDR, no SO_REUSEPORT)."""
-    try:
-        host, port = security.split_address(listen)
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (security.SecurityError, OSError, UnicodeError) as err:
-        return str(err.strerror if isinstance(err, OSError) and err.strerror else err)
-    for family, kind, proto, _, address in infos:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind(address)
-            except OSError as err:
-                return "address in use" if err.errno == errno.EADDRINUSE else (err.strerror or str(err)).lower()
-    return None
-
-
-# gRPC core's words when a name resolved to several addresses and only some of them bound
-_PARTIAL_BIND = b"addresses added out of total"
-
-
-def _bind(server, listen: str, credentials) -> int:
-    """The bound port, or 0 (also when gRPC bound only some of the addresses ``listen`` resolves to: the
-    server is then not started, so the ones it bound are released). gRPC core prints its own bind error on
-    file descriptor 2, a second line beside the one-line error the caller gives: stderr is captured for the
-    call, written back when the bind succeeded (nothing is lost) and dropped when it failed (the caller
-    explains the failure)."""
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            if credentials is None:
-                port = server.add_insecure_port(listen)
-            else:
-                port = server.add_secure_port(listen, credentials)
-        except RuntimeError:  # grpc >= 1.5x raises instead of returning 0
-            port = 0
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        capture.seek(0)
-        printed = capture.read()
-        if _PARTIAL_BIND in printed:
-            return 0
-        if port:
-            os.write(2, printed)
-    return port
-
-
 async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grace: float = 10.0,
                 ready: asyncio.Event | None = None, decode_workers: int = 1,
                 compare_limit: int = MAX_COMPARE_RUNS, lease_s: float = DEFAULT_LEASE_S,
@@ -663,12 +409,7 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         agents = AgentService(storage, tokens, keeper, decoders)
         _add_agent_service(agents, server)
         rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, keeper, compare_limit), server)
-        problem = _unbindable(listen)
-        if problem is None and _bind(server, listen, credentials) == 0:
-            # taken between the check and gRPC's bind, or gRPC's own reason
-            problem = _unbindable(listen) or "gRPC could not bind it (GRPC_VERBOSITY=debug shows why)"
-        if problem:
-            raise OSError(f"cannot listen on {listen}: {problem}")
+        listen_on(server, listen, credentials)
         await decoders.start()
         # compare's tests import scipy.stats on first use (perfctl/analysis): a second, paid here at start
         # rather than by the first compare a user asks for
@@ -688,7 +429,7 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         agents.stopping.set()
         log.info("stopping: draining in-flight calls for up to %.0f s", grace)
         await server.stop(grace)
-        await _unwound([task for task in (*keeping, agents.writer.task) if task], grace)
+        await _unwound([task for task in (*keeping, agents.ingest.writer.task) if task], grace)
     finally:
         for task in keeping or ():
             task.cancel()

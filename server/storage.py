@@ -2,7 +2,7 @@
 directory) or PostgreSQL (psycopg 3) for fleets. The schema is created and migrated by Alembic at start.
 
 Samples are append-only and stored once per machine and uuid: a batch is inserted in one transaction, and the caller
-acks it only after that transaction committed (server/service.py). SQLite runs with synchronous=FULL so a
+acks it only after that transaction committed (server/ingest.py). SQLite runs with synchronous=FULL so a
 commit survives a crash of the machine, not only of the server.
 """
 
@@ -28,9 +28,9 @@ from sqlalchemy.types import BigInteger
 
 from perfctl.server import migrations, schema_version
 from perfctl.server.clock import ahead_by
-from perfctl.server.decode import row_fields
+from perfctl.server.decode import SampleRow, row_fields
 from perfctl.server.machine_records import LEASED_JOB_STATES, MachineRecords
-from perfctl.server.schema import benchmarks, contexts, jobs, machines, samples, series, shapes
+from perfctl.server.schema import SampleRecord, benchmarks, contexts, jobs, machines, samples, series, shapes
 from perfctl.server.storage_errors import (  # noqa: F401 - the storage's errors, imported from here by its users
     DatabaseUnavailable,
     JobReportError,
@@ -41,8 +41,7 @@ from perfctl.server.storage_errors import (  # noqa: F401 - the storage's errors
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.wire import inventory_of, job_run_uuid
 
-SAMPLE_COLUMNS = ("uuid", "machine", "benchmark", "job_id", "run_index", "warmup", "outcome", "start_time_ns",
-                  "received_ns", "payload", "context", "shape", "vals")
+SAMPLE_COLUMNS = SampleRecord._fields
 JOB_STATES = ("queued", "dispatched", "running", "done", "failed", "refused", "lost")
 OPEN_JOB_STATES = ("queued", "dispatched", "running")
 MAX_CACHED_JOBS = 100_000
@@ -229,15 +228,17 @@ class Storage(MachineRecords):
 
     def _benchmark_pk(self, conn, identity: tuple, fresh: dict) -> int:
         """The id of a benchmark (name, executable sha256, input digest, argv, executable), created if new."""
-        key = identity[:4]
+        name, executable_sha256, input_digest, argv, executable = identity
+        key = (name, executable_sha256, input_digest, argv)  # the executable's path is not its identity
         pk = self._benchmark_ids.get(key) or fresh.get(key)
         if pk is None:
-            argv = json.dumps(list(key[3]))
+            argv_json = json.dumps(list(argv))
             conn.execute(self._insert_ignore(benchmarks).values(
-                name=key[0], executable_sha256=key[1], input_digest=key[2], argv=argv, executable=identity[4]))
+                name=name, executable_sha256=executable_sha256, input_digest=input_digest, argv=argv_json,
+                executable=executable))
             pk = conn.execute(select(benchmarks.c.id).where(
-                benchmarks.c.name == key[0], benchmarks.c.executable_sha256 == key[1],
-                benchmarks.c.input_digest == key[2], benchmarks.c.argv == argv)).scalar_one()
+                benchmarks.c.name == name, benchmarks.c.executable_sha256 == executable_sha256,
+                benchmarks.c.input_digest == input_digest, benchmarks.c.argv == argv_json)).scalar_one()
             fresh[key] = pk
         return pk
 
@@ -247,9 +248,9 @@ class Storage(MachineRecords):
         rows = [row_fields(m) for m in batch]
         return self.ingest_many([(machine, rows, [m.SerializeToString() for m in batch])], now_ns)[0]
 
-    def ingest_many(self, requests: list[tuple[str, list[tuple], list[bytes]]],
+    def ingest_many(self, requests: list[tuple[str, list[SampleRow], list[bytes]]],
                     now_ns: int | None = None) -> list[tuple[int, int]]:
-        """Several decoded batches (machine, row fields from server/decode.py, payloads) in one transaction:
+        """Several decoded batches (machine, SampleRows from server/decode.py, payloads) in one transaction:
         one commit instead of one per batch (group commit). Results (stored, duplicates) in request order."""
         now_ns = now_ns or time.time_ns()
         machine_pks = []
@@ -277,8 +278,9 @@ class Storage(MachineRecords):
                             self._benchmark_pk(conn, identity, fresh),
                             self._dictionary_pk(conn, contexts, {"labels": labels, "kernel": kernel}, fresh_dictionary),
                             self._dictionary_pk(conn, shapes, {"spec": shape}, fresh_dictionary))
-                    rows.append((uuid, machine_pk, pks[0], job_id, run_index, warmup, outcome, start_time_ns, now_ns,
-                                 payload, pks[1], pks[2], vals))
+                    benchmark_pk, context_pk, shape_pk = pks
+                    rows.append(SampleRecord(uuid, machine_pk, benchmark_pk, job_id, run_index, warmup, outcome,
+                                             start_time_ns, now_ns, payload, context_pk, shape_pk, vals))
                 stored = self.insert_rows(conn, rows)
                 results.append((stored, len(rows) - stored))
                 # a batch of runs all stored before (re-sent after a lost ack) does not make its job recent
@@ -288,10 +290,11 @@ class Storage(MachineRecords):
         self._dictionary_ids.update(fresh_dictionary)
         return results
 
-    def _flag_clock_ahead(self, conn, rows: list[tuple]) -> None:
+    def _flag_clock_ahead(self, conn, rows: list[SampleRecord]) -> None:
         """Runs whose agent-stamped start is after their receipt (server/clock.py): stored as sent, flagged
         with by how much. Rare, so a statement only then; a duplicate already stored is flagged as it was."""
-        ahead = [(by, row[1], row[0]) for row in rows if (by := ahead_by(row[7], row[8])) is not None]
+        ahead = [(by, row.machine, row.uuid) for row in rows
+                 if (by := ahead_by(row.start_time_ns, row.received_ns)) is not None]
         if ahead:
             cursor = conn.connection.driver_connection.cursor()
             try:
@@ -299,17 +302,17 @@ class Storage(MachineRecords):
             finally:
                 cursor.close()
 
-    def _extend_series(self, conn, rows: list[tuple], received_ns: int) -> None:
+    def _extend_series(self, conn, rows: list[SampleRecord], received_ns: int) -> None:
         """Widen the (machine, benchmark, job, context) series these rows belong to (schema.py ``series``), and
         mark it received now: the server's clock, not the runs' starts, says which job is a machine's latest."""
         starts: dict[tuple, list[int]] = {}
         for row in rows:
-            key = (row[1], row[2], row[3] or "", row[10])
+            key = (row.machine, row.benchmark, row.job_id or "", row.context)
             found = starts.get(key)
             if found is None:
-                starts[key] = [row[7]]
+                starts[key] = [row.start_time_ns]
             else:
-                found.append(row[7])
+                found.append(row.start_time_ns)
         if not starts:
             return
         # through the driver's cursor, as the samples: SQLAlchemy's upsert construct cost 4 ms per batch
@@ -320,8 +323,8 @@ class Storage(MachineRecords):
         finally:
             cursor.close()
 
-    def insert_rows(self, conn, rows: list[tuple]) -> int:
-        """Insert sample rows (SAMPLE_COLUMNS order) through the driver's executemany, skipping (machine, uuid)
+    def insert_rows(self, conn, rows: list[SampleRecord]) -> int:
+        """Insert sample rows through the driver's executemany, skipping (machine, uuid)
         pairs already stored; returns how many were new. The same call is bench/ingest_rate.py's raw-insert baseline."""
         if not rows:
             return 0

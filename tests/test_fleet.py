@@ -177,7 +177,8 @@ def test_every_refusal(fleet):
                                                              iter([pb.SampleBatch(sequence=7, samples=[broken])]),
                                                              metadata=agent_md)))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.details()
-        assert "batch 7" in error.details()
+        # in words for people, and as a RefusedBatch for the agent, which keeps the batch's samples apart
+        assert "batch 7" in error.details() and wire.refused_batch(error) == 7
     negative = pb.Sample()
     negative.CopyFrom(good)
     negative.readings[0].value = -5
@@ -187,6 +188,7 @@ def test_every_refusal(fleet):
     too_many = pb.SampleBatch(sequence=2, samples=[good] * 2001)
     error = _grpc_error(lambda: list(agent.StreamSamples(iter([too_many]), metadata=agent_md)))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "more than 2000" in error.details()
+    assert wire.refused_batch(error) == 2
     huge = pb.SampleBatch(sequence=3, samples=[good])
     huge.samples[0].benchmark.argv.append("x" * (17 << 20))
     assert _grpc_error(lambda: list(agent.StreamSamples(iter([huge]), metadata=agent_md))).code() == \

@@ -266,10 +266,11 @@ def test_the_migration_gives_stored_runs_their_values(tmp_path, runs):
 
 
 def test_the_server_imports_neither_rich_nor_the_clients_report_code():
-    """The server returns data (issue 15): nothing of the CLI's rendering is loaded into it."""
+    """The server returns data (issue 15): nothing of the CLI's rendering is loaded into it, nor the file
+    formats (its Datasets are the common model's, perfctl/dataset.py)."""
     probe = subprocess.run([sys.executable, "-c", "import sys, perfctl.server.service, perfctl.server.storage\n"
-                            "print(sorted({m.split('.')[0] if m.startswith('rich') else m for m in sys.modules\n"
-                            "             if m.startswith(('rich', 'perfctl.report', 'perfctl.cli'))}))"],
+                            "print(sorted({m.split('.')[0] if m.startswith('rich') else m for m in sys.modules if\n"
+                            "  m.startswith(('rich', 'perfctl.report', 'perfctl.cli', 'perfctl.formats'))}))"],
                            capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "[]", probe.stdout
 

@@ -16,7 +16,7 @@ from conftest import measure, stored_long_ago
 from sqlalchemy import select
 
 from perfctl import wire
-from perfctl.server.schema import samples, series
+from perfctl.server.schema import SampleRecord, samples, series
 from perfctl.server.storage import SAMPLE_COLUMNS, Storage
 from perfctl.v1 import fleet_pb2 as pb
 
@@ -43,13 +43,13 @@ def test_a_run_stored_while_its_series_is_pruned_keeps_its_series_row(postgres, 
     ingesting.ingest("box", [old])
     stored_long_ago(url, 10)  # the old run was received when it ran, 10 days ago
     with ingesting.engine.connect() as conn:
-        stored = list(conn.execute(select(*(samples.c[name] for name in SAMPLE_COLUMNS))).one())
+        stored = SampleRecord(*conn.execute(select(*(samples.c[name] for name in SAMPLE_COLUMNS))).one())
     # a new run of the same series, in flight: inserted and its series row upserted, not yet committed
-    stored[0], stored[7], stored[8] = str(uuid.uuid4()), time.time_ns(), time.time_ns()
+    stored = stored._replace(uuid=str(uuid.uuid4()), start_time_ns=time.time_ns(), received_ns=time.time_ns())
     pruned = []
     with ingesting.engine.begin() as conn:
-        ingesting.insert_rows(conn, [tuple(stored)])
-        ingesting._extend_series(conn, [tuple(stored)], stored[8])
+        ingesting.insert_rows(conn, [stored])
+        ingesting._extend_series(conn, [stored], stored.received_ns)
         prune = threading.Thread(target=lambda: pruned.append(pruning.prune(time.time_ns() - int(86400e9))))
         prune.start()
         time.sleep(1.5)  # the prune deletes the old run and reaches the series row meanwhile
@@ -57,8 +57,8 @@ def test_a_run_stored_while_its_series_is_pruned_keeps_its_series_row(postgres, 
     assert pruned == [{"box": 1}]
     assert _orphans(ingesting) == [], "the run stored while its series was pruned has no series row"
     (row,) = ingesting.series()
-    assert row[4] == 1 and row[5] == stored[7]
+    assert row[4] == 1 and row[5] == stored.start_time_ns
     with ingesting.engine.connect() as conn:
-        assert conn.execute(select(series.c.first_ns)).scalar_one() == stored[7]
+        assert conn.execute(select(series.c.first_ns)).scalar_one() == stored.start_time_ns
     ingesting.close()
     pruning.close()

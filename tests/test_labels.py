@@ -23,7 +23,7 @@ from perfctl.model import (
     parse_label,
     parse_labels,
 )
-from perfctl.server.decode import decode_batch
+from perfctl.server.decode import Decoded, decode_batch
 from perfctl.server.validation import validate_compare, validate_job, validate_sample
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -205,7 +205,7 @@ def test_the_server_stores_a_sample_with_good_labels(measured):
     sample.labels.update({**LABELS, "empty": "", **{f"k{i}": "v" * 256 for i in range(26)}, "x" * 64: "y"})
     assert len(sample.labels) == 32
     assert validate_sample(sample) is None
-    assert len(decode_batch(pb.SampleBatch(sequence=1, samples=[sample]).SerializeToString())) == 3
+    assert isinstance(decode_batch(pb.SampleBatch(sequence=1, samples=[sample]).SerializeToString()), Decoded)
 
 
 @pytest.mark.parametrize("labels, message", HOSTILE_LABELS, ids=[m[:40] for _, m in HOSTILE_LABELS])
@@ -214,7 +214,7 @@ def test_the_server_refuses_a_sample_with_hostile_labels_naming_them(measured, l
     sample.CopyFrom(measured[0])
     sample.labels.update(labels)
     assert validate_sample(sample) == message
-    assert decode_batch(pb.SampleBatch(sequence=7, samples=[sample]).SerializeToString())[1].endswith(message)
+    assert decode_batch(pb.SampleBatch(sequence=7, samples=[sample]).SerializeToString()).reason.endswith(message)
 
 
 def _job(**labels) -> pb.Job:

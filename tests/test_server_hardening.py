@@ -22,8 +22,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from perfctl import results, wire
 from perfctl.pairing import Compared
 from perfctl.server.auth import Tokens, add_token
-from perfctl.server.decode import decode_batch, row_fields
-from perfctl.server.service import GroupCommit
+from perfctl.server.decode import Decoded, decode_batch, row_fields
+from perfctl.server.ingest import GroupCommit
 from perfctl.server.storage import Storage, StorageError, database_url
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -236,8 +236,7 @@ def test_every_field_of_a_sample_is_bounded(measured):
     corrected count may be, so doubles take NaN as well), each unsigned one 2^32 - 1, each must be refused.
     Booleans have nothing to bound."""
     good = fresh(measured[0])
-    assert decode_batch(pb.SampleBatch(samples=[good]).SerializeToString())[1:] != ()  # the base is accepted
-    assert len(decode_batch(pb.SampleBatch(samples=[good]).SerializeToString())) == 3
+    assert isinstance(decode_batch(pb.SampleBatch(samples=[good]).SerializeToString()), Decoded)  # the base is accepted
     accepted, checked = [], 0
     for path, field in _fields(pb.Sample.DESCRIPTOR):
         if field.type == FieldDescriptor.TYPE_BOOL:
@@ -247,7 +246,7 @@ def test_every_field_of_a_sample_is_bounded(measured):
                 sample = fresh(good)
                 getattr(sample, path[:-2]).update(entry)
                 checked += 1
-                if len(decode_batch(pb.SampleBatch(sequence=1, samples=[sample]).SerializeToString())) == 3:
+                if isinstance(decode_batch(pb.SampleBatch(sequence=1, samples=[sample]).SerializeToString()), Decoded):
                     accepted.append(f"{path}={str(entry)[:12]}")
             continue
         if field.type == FieldDescriptor.TYPE_STRING:
@@ -269,7 +268,7 @@ def test_every_field_of_a_sample_is_bounded(measured):
                 _set(sample, path, value)
             result = decode_batch(pb.SampleBatch(sequence=1, samples=[sample]).SerializeToString())
             checked += 1
-            if len(result) == 3:
+            if isinstance(result, Decoded):
                 accepted.append(f"{path}={value!r:.12}")
     assert checked > 30
     assert accepted == [], f"accepted without a bound: {accepted}"
@@ -718,7 +717,7 @@ def test_an_agent_cannot_suppress_another_machine_s_samples_by_storing_their_uui
 
     # naming box-a's job is refused outright; without it, evil's samples are evil's own
     error = _error(lambda: server.send("evil", *(run(k, True) for k in range(len(measured))), sequence=7))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and wire.refused_batch(error) == 7  # the agent's reading
     assert error.details() == f"batch 7 sample 0 ({predicted[0]}): job_id {job_id} is not a job of machine evil"
     assert server.send("evil", *(run(k, False) for k in range(len(measured))))[0].stored == len(measured)
     # box-a's real runs are stored all the same, and box-a's own re-send is a duplicate
@@ -737,7 +736,7 @@ def test_a_sample_naming_an_unknown_job_is_refused(server, measured):
     sample = fresh(measured[0])
     sample.job_id = str(uuid.uuid4())
     error = _error(lambda: server.send("box-b", fresh(measured[1]), sample, sequence=3))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and wire.refused_batch(error) == 3
     assert error.details() == f"batch 3 sample 1 ({sample.uuid}): job_id {sample.job_id} is not a job of machine box-b"
 
 
@@ -1120,8 +1119,9 @@ def test_a_call_cancelled_while_it_waits_cancels_what_it_waited_for():
     """An agent gone while its job watch waited for a job: the call is cancelled, and the wait for the queue
     must go with it. Left running, it went on waiting on a queue no one reads (taking whatever came), and
     its wait_for's TimeoutError was logged as "Task exception was never retrieved"."""
+    from perfctl.server.decoders import Decoders
     from perfctl.server.jobs import JobHub, JobKeeper
-    from perfctl.server.service import AgentService, Decoders
+    from perfctl.server.service import AgentService
 
     async def scenario():
         service = AgentService(None, Tokens({}), JobKeeper(None, JobHub()), Decoders(0))

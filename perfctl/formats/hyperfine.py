@@ -3,8 +3,8 @@
 
 Each entry of ``results`` is one command (with its ``parameters`` under --parameter-scan): two entries under
 one name (``-n`` given twice, or a scan with a fixed ``-n``) are two programs, recorded as two variants of
-the benchmark, which formats.dataset.unmix leaves out unless pooled (--pool), as it does for perfctl files.
-A run's place in its command's ``times`` is its run index, kept as its pairing key (block 0, formats/dataset.py
+the benchmark, which perfctl.dataset.unmix leaves out unless pooled (--pool), as it does for perfctl files.
+A run's place in its command's ``times`` is its run index, kept as its pairing key (block 0, perfctl/dataset.py
 RunIdentity): with --paired, a run left out for its exit code leaves its partner out instead of shifting every
 later pair (perfctl/pairing.py)."""
 

@@ -7,7 +7,6 @@ Schema: docs/samples.md.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import operator
@@ -29,12 +28,13 @@ from perfctl.formats.dataset import (
 )
 from perfctl.model import (
     INTERFERENCE_EVENT,
+    MAX_VALUE,
     OUTCOMES,
     READING_STATUSES,
     SCHEMA_VERSION,
     InterferencePolicy,
     Sample,
-    distinct_labels,
+    counter_labels,
 )
 
 
@@ -444,9 +444,6 @@ def _labelled(record: dict, labels: dict) -> bool:
     return isinstance(carried, dict) and all(carried.get(key) == value for key, value in labels.items())
 
 
-_SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
-
-
 def _layout_shape(layout: tuple) -> tuple[list[str], int | None] | None:
     """For a run's readings as (event, scope, backend, status, unit, reason): their labels and the index of
     the reading an InterferencePolicy looks at (None without one), or None when a field is not plainly right,
@@ -485,11 +482,6 @@ def _field(record: dict, key: str, where: str, types, wanted: str, optional: boo
     if problem:
         raise _FieldError(where, problem)
     return value
-
-
-# Counts and nanoseconds are unsigned 64-bit on the wire (protos/perfctl/v1/fleet.proto): anything larger
-# is no measurement, and sums of values near float's maximum overflow into inf in the statistics.
-MAX_VALUE = float(1 << 64)
 
 
 def _number(record: dict, key: str, where: str, optional: bool = False) -> float | int | None:
@@ -693,14 +685,6 @@ def _labels(readings: list[dict]) -> list[str]:
     """Each reading's label: its event with the scope's suffix, told apart by backend when one event was
     counted by several."""
     return counter_labels(tuple((r["event"], r.get("scope"), r.get("backend")) for r in readings))
-
-
-@functools.lru_cache(maxsize=256)
-def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> list[str]:
-    """_labels for one run's (event, scope, backend)s: every run of a file counts the same few, so their
-    labels are worked out once. Callers only read the list. The server labels the readings it stores for
-    compare with it too (server/decode.py), so stored runs and files are labelled alike."""
-    return distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
 
 
 def _add_reading(bench, label: str, reading: dict, key=None) -> None:

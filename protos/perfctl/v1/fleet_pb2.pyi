@@ -39,14 +39,12 @@ class RegisterRequest(_message.Message):
     def __init__(self, machine: _Optional[_Union[MachineInfo, _Mapping]] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
-    __slots__ = ("agent_id", "heartbeat_seconds", "max_batch_samples")
-    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("heartbeat_seconds", "max_batch_samples")
     HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_SAMPLES_FIELD_NUMBER: _ClassVar[int]
-    agent_id: str
     heartbeat_seconds: int
     max_batch_samples: int
-    def __init__(self, agent_id: _Optional[str] = ..., heartbeat_seconds: _Optional[int] = ..., max_batch_samples: _Optional[int] = ...) -> None: ...
+    def __init__(self, heartbeat_seconds: _Optional[int] = ..., max_batch_samples: _Optional[int] = ...) -> None: ...
 
 class Benchmark(_message.Message):
     __slots__ = ("name", "argv", "executable", "executable_sha256", "input_digest")
@@ -175,19 +173,23 @@ class Ack(_message.Message):
     duplicates: int
     def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
 
+class RefusedBatch(_message.Message):
+    __slots__ = ("sequence",)
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    def __init__(self, sequence: _Optional[int] = ...) -> None: ...
+
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("state", "job_id", "samples_pending", "held_job_ids", "agent_time_ns")
+    __slots__ = ("state", "job_id", "held_job_ids", "agent_time_ns")
     STATE_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    SAMPLES_PENDING_FIELD_NUMBER: _ClassVar[int]
     HELD_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     AGENT_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     state: str
     job_id: str
-    samples_pending: int
     held_job_ids: _containers.RepeatedScalarFieldContainer[str]
     agent_time_ns: int
-    def __init__(self, state: _Optional[str] = ..., job_id: _Optional[str] = ..., samples_pending: _Optional[int] = ..., held_job_ids: _Optional[_Iterable[str]] = ..., agent_time_ns: _Optional[int] = ...) -> None: ...
+    def __init__(self, state: _Optional[str] = ..., job_id: _Optional[str] = ..., held_job_ids: _Optional[_Iterable[str]] = ..., agent_time_ns: _Optional[int] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ()
@@ -450,16 +452,12 @@ class CompareRequest(_message.Message):
     def __init__(self, benchmarks: _Optional[_Iterable[str]] = ..., metrics: _Optional[_Iterable[str]] = ..., alpha: _Optional[float] = ..., confidence: _Optional[float] = ..., proportion: _Optional[float] = ..., margin: _Optional[float] = ..., paired: _Optional[bool] = ..., correction: _Optional[str] = ..., precision: _Optional[float] = ..., seed: _Optional[int] = ..., interference_limit: _Optional[float] = ..., exclude_interfered: _Optional[bool] = ..., a: _Optional[_Union[Selection, _Mapping]] = ..., b: _Optional[_Union[Selection, _Mapping]] = ..., family: _Optional[str] = ..., pool: _Optional[bool] = ...) -> None: ...
 
 class CompareResponse(_message.Message):
-    __slots__ = ("comparison_json", "context_json", "notes", "sequential_json")
+    __slots__ = ("comparison_json", "sequential_json")
     COMPARISON_JSON_FIELD_NUMBER: _ClassVar[int]
-    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
-    NOTES_FIELD_NUMBER: _ClassVar[int]
     SEQUENTIAL_JSON_FIELD_NUMBER: _ClassVar[int]
     comparison_json: str
-    context_json: str
-    notes: _containers.RepeatedScalarFieldContainer[str]
     sequential_json: str
-    def __init__(self, comparison_json: _Optional[str] = ..., context_json: _Optional[str] = ..., notes: _Optional[_Iterable[str]] = ..., sequential_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, comparison_json: _Optional[str] = ..., sequential_json: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("machines", "job", "submit_id")
