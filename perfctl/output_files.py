@@ -447,6 +447,15 @@ def _record_kind(line: bytes) -> str | None:
     return kind if kind in ("machine", "sample") else None
 
 
+class OutputError(Exception):
+    """A sample could not be written to ``where`` (a full disk, /dev/full, a closed pipe): the path of -o FILE,
+    or "stdout"."""
+
+    def __init__(self, where: str, error: OSError):
+        super().__init__(f"{where}: {error}")
+        self.where, self.error = where, error
+
+
 def append_whole(fd: int, data: bytes) -> None:
     """Append ``data`` (whole lines) to ``fd``, opened with O_APPEND: all of it, or none of it left behind. A
     write cut short (a full disk) is cut off again, but only the bytes written here and only while they are
@@ -537,7 +546,7 @@ class SampleFile:
                 return
             line = _line_kind(f, end, self._size)  # all of it, whatever its length
         if line == "record":
-            self.write("\n")
+            self.write(b"\n")
             say(f"{command}: {path} ended in a whole record without its newline; added the newline before "
                 "appending")
             return
@@ -583,8 +592,8 @@ class SampleFile:
         os.ftruncate(self._fd, end)
         return _shown_beside(path, side)
 
-    def write(self, text: str) -> None:
-        data = text.encode("utf-8")
+    def write(self, data: bytes) -> None:
+        """Append ``data``, whole lines (formats/jsonl_writer.py makes them), whole or not at all."""
         append_whole(self._fd, data)
         self._size += len(data)
 

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import stored_long_ago
+from conftest import sample_of, stored_long_ago
 from fleet import Fleet, free_port, perfctl_command, wait_for
 
 from perfctl import state
@@ -105,9 +105,8 @@ def test_prune_says_what_it_deletes_and_refuses_bad_input(tmp_path):
                                   "--", "/bin/true"], capture_output=True, text=True, timeout=60)
         assert samples.returncode == 0, samples.stderr
         from perfctl import wire
-        from perfctl.model import Sample
 
-        runs = [wire.sample_to_proto(Sample.from_dict(json.loads(line))) for line in samples.stdout.splitlines()
+        runs = [wire.sample_to_proto(sample_of(json.loads(line))) for line in samples.stdout.splitlines()
                 if json.loads(line).get("type") == "sample"]
         for age_days, run in zip((200, 200, 1, 1), runs):
             run.start_time_ns = time.time_ns() - int(age_days * 86400e9)
