@@ -53,9 +53,8 @@ def _submit(fleet: Fleet, server: str, machine: str, *command: str, runs: int = 
 
 
 @pytest.fixture
-def replicas(tmp_path, postgres):
+def replicas(fleet, postgres):
     url = postgres.new_database()
-    fleet = Fleet(tmp_path)
     a, b, metrics_a = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}", free_port()
     for key, address, extra in (("server-a", a, ["--metrics", f"127.0.0.1:{metrics_a}"]), ("server-b", b, [])):
         fleet.start_server(address, ["--db", url], ["--job-lease", LEASE, "--grace", "2", *extra], key=key)
@@ -64,10 +63,7 @@ def replicas(tmp_path, postgres):
         fleet.start_agent(name, a)
     wait_for(lambda: (r := fleet.client("machines", "--json", server=a)).returncode == 0 and
              len(json.loads(r.stdout)) == 2, 60, "both agents registered")
-    try:
-        yield fleet, a, b, metrics_a
-    finally:
-        fleet.stop_all()
+    yield fleet, a, b, metrics_a
 
 
 def test_a_postgresql_outage_stops_nothing_for_good(replicas, postgres):
