@@ -5,8 +5,8 @@ line, and those bytes go to every destination in turn, each written and flushed 
 interrupted measurement keeps every finished run. The reader is perfctl/formats/jsonl.py; the format,
 docs/samples.md.
 
-This module owns the speed-ups of a sample's way from its fields to its line. perfctl's own work per run of
-/bin/true is a few tens of microseconds (bench/stat_rate.py), and each of these took a share of it:
+This module owns the speed-ups of a sample's way from its fields to its line, each measured as a share of
+perfctl's own work per run of /bin/true (bench/stat_rate.py, the per-run cost it prints):
 
 - orjson makes the line in a tenth of json's time (a third of the per-run work, when json made it). It is
   used where its bytes read back as json's would: json writes the rare sample orjson would write otherwise
@@ -15,9 +15,9 @@ This module owns the speed-ups of a sample's way from its fields to its line. pe
   record reads back as.
 - What recurs unchanged in every sample of a session, the same objects (the benchmark, the environment, an
   unsupported reading), is serialized once per writer and kept as an orjson Fragment (~10 us of a sample's
-  ~25 us). The cache is keyed by ``id()``, the cheapest key there is (hashing a 14-field reading costs more
-  than the fragment saves), and keeps the object itself beside its fragment, so that while an entry lives no
-  other object can have its id.
+  ~25 us). The cache is keyed by ``id()``, the cheapest key there is (a frozen dataclass's hash is worked
+  out anew from all its fields at every lookup), and keeps the object itself beside its fragment, so that
+  while an entry lives no other object can have its id.
 - A sample's record is built by hand, not by dataclasses.asdict (which deep-copies every value and cost
   more per run than the counters themselves), and a reading's fields are copied from its instance dict in
   one go (a third of a getattr per field). That dict is the fields in order: the dataclass's __init__ makes
