@@ -10,26 +10,31 @@ import doctest
 import importlib
 import inspect
 import io
+import os
 import pkgutil
+import tomllib
 
 import pytest
-
-import perfctl
+from conftest import ROOT
 
 
 def _with_examples() -> list[str]:
-    """Every perfctl module whose source holds a docstring example (a line starting with >>>), by name;
-    only those are imported."""
+    """Every module of perfctl's packages (pyproject.toml's list; generated code and Alembic's scripts left
+    out) whose source holds a docstring example (a line starting with >>>), by name; only the packages are
+    imported here."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        packages = tomllib.load(f)["tool"]["setuptools"]["packages"]
     found = []
-    for info in pkgutil.walk_packages(perfctl.__path__, "perfctl."):
-        if info.name.startswith("perfctl.v1") or ".migrations" in info.name:  # generated code, Alembic scripts
+    for package in packages:
+        if package == "perfctl.v1" or ".migrations" in package:
             continue
-        spec = info.module_finder.find_spec(info.name)
-        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-            continue
-        with open(spec.origin, encoding="utf-8") as source:
-            if any(line.lstrip().startswith(">>> ") for line in source):
-                found.append(info.name)
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__, package + "."):
+            path = os.path.join(info.module_finder.path, info.name.rsplit(".", 1)[1] + ".py")
+            if info.ispkg or not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as source:
+                if any(line.lstrip().startswith(">>> ") for line in source):
+                    found.append(info.name)
     return sorted(found)
 
 
