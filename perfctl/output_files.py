@@ -69,7 +69,7 @@ PLOT_FORMATS = {".png": (b"\x89PNG\r\n", b"Creator\x00" + PLOT_CREATOR.encode())
 # perfctl's plots are tens of kB and its pages at most ~5 MB (docs/report.md): a larger file is looked at
 # only this far, and not taken for perfctl's when its signature is not there
 _SIGNED_LIMIT = 16 << 20
-# perfctl's writers (formats/jsonl.py, agent/machine.py) start every line with one of these: a file whose
+# perfctl's writers (formats/jsonl_writer.py, agent/machine.py) start every line with one of these: a file whose
 # only line was cut short by a kill is still known as perfctl's by it
 _PERFCTL_PREFIXES = (b'{"type":"machine",', b'{"type":"sample",')
 # Longer names are no file (Linux's PATH_MAX, NAME_MAX): a part of a word longer than these is not looked up
