@@ -46,10 +46,10 @@ def test_one_writer_writes_the_same_line_to_every_output(tmp_path):
     assert len(read_records(tmp_path / "a.jsonl")) == 3
 
 
-def test_a_failed_output_is_named(tmp_path):
+def test_a_failed_output_is_named():
     from perfctl.output_files import OutputError
 
-    with open("/dev/full", "wb") as full:
+    with open("/dev/full", "wb", buffering=0) as full:
         writer = JsonlWriter([("the full one", full)])
         with pytest.raises(OutputError) as caught:
             writer.write_machine({"type": "machine"})
