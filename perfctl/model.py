@@ -1,15 +1,15 @@
 """The common model shared by agent, server and CLI: a Sample is one run, a Reading one counter of it.
 
-Field meanings are documented in docs/samples.md; the JSON Lines file format is these dataclasses'
-``to_dict()`` with a ``type`` tag per line ("machine" or "sample"). Raw values are never overwritten:
-derived numbers (``scaled``, ``corrected``) sit beside them.
+Field meanings are documented in docs/samples.md; the JSON Lines file format is these dataclasses' fields
+with a ``type`` tag per line ("machine" or "sample"), written by perfctl/formats/jsonl_writer.py. Raw values
+are never overwritten: derived numbers (``scaled``, ``corrected``) sit beside them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
+import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -136,7 +136,8 @@ def counted_reading(fields: dict, value: int, time_enabled: int, time_running: i
     """The "ok" Reading of ``fields`` (:func:`ok_fields`) and one run's count: what Reading(...) makes, the
     same fields in the same order, without its __init__. A frozen dataclass's __init__ sets each of its 14
     fields through object.__setattr__: ~3 us a reading, 30 us a run of `perfctl stat`'s eight counted
-    events on these VMs (bench/stat_rate.py), where a copied dict costs a tenth of that."""
+    events on these VMs (bench/stat_rate.py), where a copied dict costs a tenth of that. The writer reads
+    that instance dict back in one go (formats/jsonl_writer.py lists the hot path's speed-ups)."""
     reading = object.__new__(Reading)
     object.__setattr__(reading, "__dict__", {**fields, "value": value, "time_enabled": time_enabled,
                                              "time_running": time_running})
@@ -187,9 +188,8 @@ class Sample:
     labels: dict[str, str] = field(default_factory=dict)
 
     def reading(self, label: str) -> Reading | None:
-        if "@" not in label:  # distinct_labels names the first reading of each label by the plain label
-            return next((r for r in self.readings if r.label == label), None)
-        for reading_, name in zip(self.readings, distinct_labels([(r.label, r.backend) for r in self.readings])):
+        """The reading named ``label`` (counter_labels), or None."""
+        for reading_, name in zip(self.readings, counter_labels(tuple(map(LABELLED, self.readings)))):
             if name == label:
                 return reading_
         return None
@@ -201,47 +201,6 @@ class Sample:
             return float(self.wall_ns)
         reading = self.reading(metric)
         return float(reading.value) if reading is not None and reading.status == "ok" else None
-
-    def to_dict(self, recurring=None) -> dict:
-        """The sample as the JSON Lines format has it. ``recurring(obj, make)`` puts what recurs unchanged,
-        the same object, in sample after sample of a session (the benchmark, the environment, an unsupported
-        reading): by default ``make(obj)``, its dict (jsonl.sample_line passes orjson fragments it keeps)."""
-        # By hand rather than dataclasses.asdict: asdict deep-copies every value and cost more per run
-        # than the counters themselves (bench/stat_rate.py).
-        put = recurring or _made
-        out = {"type": "sample"}
-        for name in _SAMPLE_FIELDS:
-            out[name] = getattr(self, name)
-        out["benchmark"] = put(self.benchmark, _benchmark_dict)
-        out["environment"] = put(self.environment, _shallow)
-        out["readings"] = [put(r, _reading_dict) if r.status == "unsupported" else _reading_dict(r)
-                           for r in self.readings]
-        out["backends"] = list(self.backends)
-        out["extra"] = dict(self.extra)
-        if self.labels:  # absent when empty: a sample without labels reads as it did before labels existed
-            out["labels"] = dict(self.labels)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Sample:
-        data = {k: v for k, v in data.items() if k != "type"}
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"unsupported schema_version {data.get('schema_version')!r}")
-        bench = data.pop("benchmark")
-        env = data.pop("environment")
-        readings = tuple(Reading(**r) for r in data.pop("readings"))
-        for reading in readings:
-            if reading.status not in READING_STATUSES:
-                raise ValueError(f"reading {reading.event!r} has unknown status {reading.status!r}")
-        if data.get("outcome") not in OUTCOMES:
-            raise ValueError(f"unknown outcome {data.get('outcome')!r}")
-        labels = data.pop("labels", None)
-        labels = {} if labels is None else labels  # files written before labels have none
-        problem = labels_problem(labels)
-        if problem:
-            raise ValueError(problem)
-        return cls(benchmark=Benchmark(**{**bench, "argv": tuple(bench["argv"])}), environment=Environment(**env),
-                   readings=readings, backends=tuple(data.pop("backends")), labels=dict(labels), **data)
 
 
 def metric_label(metric: str, counted) -> str | None:
@@ -268,11 +227,10 @@ def default_metric(counted) -> str:
 
 def reading_label(reading: Reading) -> str:
     """How a reading is named in tables and lookups: event plus :u/:k for scoped events."""
-    if reading.scope == "user":
-        return reading.event + ":u"
-    if reading.scope == "kernel":
-        return reading.event + ":k"
-    return reading.event
+    return reading.event + _SCOPE_SUFFIX.get(reading.scope, "")
+
+
+_SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
 
 
 def distinct_labels(labelled: list[tuple[str, str]]) -> list[str]:
@@ -286,16 +244,18 @@ def distinct_labels(labelled: list[tuple[str, str]]) -> list[str]:
     return names
 
 
-_SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
-
-
 @functools.lru_cache(maxsize=256)
-def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> list[str]:
-    """The labels of one run's readings given as (event, scope, backend): each event with its scope's suffix,
-    told apart by backend when one event was counted by several (distinct_labels). Every run of a file or a
-    job counts the same few, so their labels are worked out once; callers only read the list. Files
-    (perfctl/formats/jsonl.py) and the server's stored runs (server/decode.py) are labelled by it alike."""
-    return distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
+def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> tuple[str, ...]:
+    """The distinct names (distinct_labels) of one run's readings, given as their (event, scope, backend):
+    the one place a reading's name is worked out, for a run measured (Sample.reading, report/stat.py), read
+    from a file (formats/jsonl.py) or stored by the server (server/decode.py), so all are named alike. Every
+    run of a measurement counts the same few, so their names are worked out once."""
+    return tuple(distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend)
+                                  for event, scope, backend in counters]))
+
+
+# what a reading's distinct name is made of, fetched in one C call: counter_labels' key
+LABELLED = operator.attrgetter("event", "scope", "backend")
 
 
 # Counts and nanoseconds are unsigned 64-bit on the wire (protos/perfctl/v1/fleet.proto): anything larger
@@ -354,40 +314,3 @@ def interference_share(readings, wall_ns: int) -> float | None:
         if fields.get("event") == INTERFERENCE_EVENT and fields.get("status") == "error":
             return math.inf
     return None
-
-
-@functools.cache
-def _field_names(cls) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
-def _shallow(obj) -> dict:
-    """The dataclass's fields as a dict, in field order. Its instance dict is exactly that (the generated
-    __init__ sets each field once, in order) unless something else was stored on the instance; a copy of
-    it costs a third of a getattr per field, and to_dict runs once per reading per run (bench/stat_rate.py)."""
-    names = _field_names(type(obj))
-    fields = obj.__dict__
-    if len(fields) == len(names):
-        return dict(fields)
-    return {name: getattr(obj, name) for name in names}
-
-
-def _made(obj, make):
-    return make(obj)
-
-
-def _benchmark_dict(benchmark: Benchmark) -> dict:
-    return {**_shallow(benchmark), "argv": list(benchmark.argv)}
-
-
-def _reading_dict(reading: Reading) -> dict:
-    """A reading's fields without those that are None: files stay small, and absence reads as 'not
-    applicable'."""
-    fields = reading.__dict__
-    if len(fields) != len(_field_names(Reading)):
-        fields = _shallow(reading)
-    return {k: v for k, v in fields.items() if v is not None}
-
-
-_SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample)
-                       if f.name not in ("benchmark", "environment", "readings", "backends", "extra", "labels"))

@@ -69,7 +69,7 @@ PLOT_FORMATS = {".png": (b"\x89PNG\r\n", b"Creator\x00" + PLOT_CREATOR.encode())
 # perfctl's plots are tens of kB and its pages at most ~5 MB (docs/report.md): a larger file is looked at
 # only this far, and not taken for perfctl's when its signature is not there
 _SIGNED_LIMIT = 16 << 20
-# perfctl's writers (formats/jsonl.py, agent/machine.py) start every line with one of these: a file whose
+# perfctl's writers (formats/jsonl_writer.py, agent/machine.py) start every line with one of these: a file whose
 # only line was cut short by a kill is still known as perfctl's by it
 _PERFCTL_PREFIXES = (b'{"type":"machine",', b'{"type":"sample",')
 # Longer names are no file (Linux's PATH_MAX, NAME_MAX): a part of a word longer than these is not looked up
@@ -447,6 +447,15 @@ def _record_kind(line: bytes) -> str | None:
     return kind if kind in ("machine", "sample") else None
 
 
+class OutputError(Exception):
+    """A sample could not be written to ``where`` (a full disk, /dev/full, a closed pipe): the path of -o FILE,
+    or "stdout"."""
+
+    def __init__(self, where: str, error: OSError):
+        super().__init__(f"{where}: {error}")
+        self.where, self.error = where, error
+
+
 def append_whole(fd: int, data: bytes) -> None:
     """Append ``data`` (whole lines) to ``fd``, opened with O_APPEND: all of it, or none of it left behind. A
     write cut short (a full disk) is cut off again, but only the bytes written here and only while they are
@@ -537,7 +546,7 @@ class SampleFile:
                 return
             line = _line_kind(f, end, self._size)  # all of it, whatever its length
         if line == "record":
-            self.write("\n")
+            self.write(b"\n")
             say(f"{command}: {path} ended in a whole record without its newline; added the newline before "
                 "appending")
             return
@@ -583,8 +592,8 @@ class SampleFile:
         os.ftruncate(self._fd, end)
         return _shown_beside(path, side)
 
-    def write(self, text: str) -> None:
-        data = text.encode("utf-8")
+    def write(self, data: bytes) -> None:
+        """Append ``data``, whole lines (formats/jsonl_writer.py makes them), whole or not at all."""
         append_whole(self._fd, data)
         self._size += len(data)
 

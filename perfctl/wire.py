@@ -94,7 +94,7 @@ def proto_to_dict(message: pb.Sample) -> dict:
         "stderr_tail": message.stderr_tail if message.HasField("stderr_tail") else None,
         "max_rss_kib": message.max_rss_kib if message.HasField("max_rss_kib") else None,
         "extra": {"outlived": message.outlived} if message.HasField("outlived") else {},
-        # absent when empty, as Sample.to_dict writes it
+        # absent when empty, as formats/jsonl_writer.py sample_record writes it
         **({"labels": dict(message.labels)} if message.labels else {}),
     }
 

@@ -3,6 +3,7 @@ count, and a way to run the real `perfctl` command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -115,6 +116,38 @@ def audit_document(inv, **fields) -> dict:
             **fields}
 
 
+def read_records(path) -> list[dict]:
+    """Every record of a perfctl JSON Lines file in order (the machine's, the samples'): one JSON object per
+    line, as perfctl's readers take them (formats/jsonl.py read_dataset). A torn line fails the test."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def sample_of(record: dict):
+    """The Sample a sample record holds (a line of perfctl's JSON Lines, or the wire's dict of one:
+    perfctl/wire.py proto_to_dict), for a test that compares it with what was measured or sends it again.
+    perfctl itself never reads records back into Samples (read_dataset reads the dicts)."""
+    from perfctl.model import Benchmark, Environment, Reading, Sample
+
+    fields = {key: item for key, item in record.items() if key != "type"}
+    bench, environment = fields.pop("benchmark"), fields.pop("environment")
+    return Sample(benchmark=Benchmark(**{**bench, "argv": tuple(bench["argv"])}),
+                  environment=Environment(**environment),
+                  readings=tuple(Reading(**reading) for reading in fields.pop("readings")),
+                  backends=tuple(fields.pop("backends")), labels=dict(fields.pop("labels", None) or {}), **fields)
+
+
+def one_line(result: subprocess.CompletedProcess, prefix: str = "", *, code: int | None = None) -> str:
+    """The one line a command wrote on stderr, perfctl's rule for every error a user can cause (no
+    traceback), having checked the exit code ``code`` and that the line starts with ``prefix`` when given."""
+    if code is not None:
+        assert result.returncode == code, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(prefix), lines[0]
+    return lines[0]
+
+
 def value(sample, label):
     reading = sample.reading(label)
     assert reading is not None, f"no reading {label}"
@@ -135,14 +168,31 @@ def postgres():
     cluster.stop()
 
 
-@pytest.fixture
-def fleet(tmp_path):
-    """Servers and agents as real processes (tests/fleet.py), each stopped after the test."""
+@contextlib.contextmanager
+def fleet_in(directory):
+    """Servers and agents as real processes (tests/fleet.py) in ``directory``, each stopped at the end of the
+    block however it ends: the one way tests start a fleet (the fixtures below, a test that starts several)."""
     from fleet import Fleet
 
-    f = Fleet(tmp_path)
-    yield f
-    f.stop_all()
+    started = Fleet(directory)
+    try:
+        yield started
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    """A fleet (fleet_in) for one test."""
+    with fleet_in(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def module_fleet(tmp_path_factory):
+    """A fleet (fleet_in) shared by a module's tests: its server fixture fills one server once."""
+    with fleet_in(tmp_path_factory.mktemp("fleet")) as started:
+        yield started
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import needs_root, perfctl
+from conftest import needs_root, one_line, perfctl
 from fleet import free_port, wait_for
 
 from perfctl.agent import session
@@ -557,10 +557,7 @@ def _agent_start(tmp_path, spool, *extra, user="nobody", allow="/bin/*", token=N
 
 
 def _one_line(result) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
+    return one_line(result, code=2)
 
 
 @needs_root

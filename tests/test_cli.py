@@ -9,16 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_no_pmu, perfctl
-
-from perfctl.formats import jsonl
-
-
-def _one_line(result):
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
+from conftest import needs_no_pmu, one_line, perfctl, read_records, sample_of
 
 
 def test_stat_writes_samples_and_a_summary(tmp_path):
@@ -26,9 +17,9 @@ def test_stat_writes_samples_and_a_summary(tmp_path):
     result = perfctl("stat", "-r", "3", "--warmup", "1", "-o", str(out), "--", "/bin/true")
     assert result.returncode == 0, result.stderr
     assert "page-faults" in result.stdout and "median" in result.stdout
-    records = list(jsonl.read(str(out)))
+    records = read_records(out)
     assert records[0]["type"] == "machine"
-    samples = records[1:]
+    samples = [sample_of(record) for record in records[1:]]
     assert [s.warmup for s in samples] == [True, False, False, False]
     assert all(s.reading("page-faults").value > 0 for s in samples)
     assert samples[0].benchmark.executable == "/bin/true" and len(samples[0].benchmark.executable_sha256) == 64
@@ -69,13 +60,13 @@ def test_csv_has_one_row_per_run_and_event():
 def test_bad_input_gets_one_line_and_exit_2(args, message):
     result = perfctl(*args)
     assert result.returncode == 2
-    assert message in _one_line(result)
+    assert message in one_line(result)
 
 
 def test_not_executable_file_is_refused(tmp_path):
     script = tmp_path / "bench"
     script.write_text("#!/bin/sh\n")
-    assert "not executable" in _one_line(perfctl("stat", "--", str(script)))
+    assert "not executable" in one_line(perfctl("stat", "--", str(script)))
 
 
 def test_bad_input_leaves_existing_samples_intact(tmp_path):
@@ -85,7 +76,7 @@ def test_bad_input_leaves_existing_samples_intact(tmp_path):
     assert perfctl("stat", "-e", "bogus", "-o", str(out), "--", "/bin/true").returncode == 2
     assert out.read_bytes() == before
     assert perfctl("stat", "-r", "1", "-o", str(out), "--", "/bin/true").returncode == 0
-    assert out.read_bytes().startswith(before) and len(list(jsonl.read(str(out)))) == 2 + 1 + 2
+    assert out.read_bytes().startswith(before) and len(read_records(out)) == 2 + 1 + 2
 
 
 def test_failed_runs_are_recorded_and_exit_1(tmp_path):
@@ -93,8 +84,7 @@ def test_failed_runs_are_recorded_and_exit_1(tmp_path):
     result = perfctl("stat", "-r", "2", "-o", str(out), "--", "/bin/sh", "-c", "echo broken >&2; kill -SEGV $$")
     assert result.returncode == 1
     assert "2 of 2 runs failed" in result.stdout and "signal 11" in result.stdout and "broken" in result.stdout
-    samples = list(jsonl.read(str(out)))[1:]
-    assert [s.outcome for s in samples] == ["signal", "signal"]
+    assert [s["outcome"] for s in read_records(out)[1:]] == ["signal", "signal"]
 
 
 def test_a_failed_runs_stderr_is_shown_as_it_was_written():
@@ -108,7 +98,7 @@ def test_timeout_is_recorded_and_exit_1(tmp_path):
     out = tmp_path / "s.jsonl"
     result = perfctl("stat", "-r", "1", "--timeout", "0.3", "-o", str(out), "--", "/bin/sleep", "20")
     assert result.returncode == 1 and "timed out" in result.stdout
-    assert list(jsonl.read(str(out)))[1].outcome == "timeout"
+    assert read_records(out)[1]["outcome"] == "timeout"
 
 
 def test_interrupt_keeps_every_finished_run(tmp_path):
@@ -120,8 +110,8 @@ def test_interrupt_keeps_every_finished_run(tmp_path):
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
     assert "interrupted after" in stderr and "Traceback" not in stderr
-    records = list(jsonl.read(str(out)))  # every line parses: nothing torn
-    assert len(records) >= 10 and all(r.outcome == "ok" for r in records[1:])
+    records = read_records(out)  # every line parses: nothing torn
+    assert len(records) >= 10 and all(r["outcome"] == "ok" for r in records[1:])
     assert "median" in stdout
 
 
@@ -131,7 +121,7 @@ def test_samples_are_on_disk_while_the_measurement_runs(tmp_path):
                              "/bin/sleep", "0.05"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1.5)
-        assert len(list(jsonl.read(str(out)))) >= 5
+        assert len(read_records(out)) >= 5
     finally:
         proc.kill()
         proc.wait()
@@ -142,7 +132,7 @@ def test_file_the_kernel_cannot_exec_is_refused(tmp_path):
     script = tmp_path / "bench"
     script.write_text("echo no shebang\n")
     script.chmod(0o755)
-    assert "not an ELF executable" in _one_line(perfctl("stat", "--", str(script)))
+    assert "not an ELF executable" in one_line(perfctl("stat", "--", str(script)))
 
 
 
@@ -263,7 +253,7 @@ def test_every_command_takes_quiet_and_verbose_but_not_both():
         options = {o for action in parser._actions for o in action.option_strings}
         assert {"-q", "--quiet", "-v", "--verbose"} <= options, path
     both = perfctl("info", "-q", "-v")
-    assert both.returncode == 2 and "not allowed with" in _one_line(both)
+    assert both.returncode == 2 and "not allowed with" in one_line(both)
     assert perfctl("info", "-v").returncode == 0
 
 
@@ -288,7 +278,7 @@ def test_quiet_compare_prints_only_the_relevant_slowdowns(tmp_path):
     assert same.returncode == 0 and same.stdout == "", same.stdout
 
 
-def test_a_format_a_report_does_not_have_is_one_line():
+def test_a_format_a_report_does_not_have_isone_line():
     from perfctl.output import UsageError
     from perfctl.report import write
     from perfctl.report.info import InfoReport

@@ -19,13 +19,12 @@ import uuid
 
 import grpc
 import pytest
-from conftest import perfctl, processes_with, signal_when
+from conftest import one_line, perfctl, processes_with, sample_of, signal_when
 from fleet import fake_query_server, free_port, wait_for
 
 from perfctl import cli, wire
 from perfctl.formats import DatasetError
 from perfctl.formats.jsonl import DatasetBuilder
-from perfctl.model import Sample
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
 
@@ -35,11 +34,7 @@ HOSTILE_SHOWN = "evil\\x1b[2J\\x1b]0;owned\\x07[bold red]x[/]\\u202eab\\nforged"
 
 
 def _one_line(result, prefix="perfctl compare: "):
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    assert lines[0].startswith(prefix), lines[0]
-    return lines[0]
+    return one_line(result, prefix, code=2)
 
 
 def _sample(name="bench", run_index=0, wall_ns=1_000_000, instructions=1000, **changes):
@@ -457,7 +452,7 @@ def test_listings_from_a_real_server_show_hostile_strings_literally(fleet):
             name=name, machine_id="0123456789abcdef", inventory_json=json.dumps(inventory), backends=["perf_event"],
             events=[pb.EventSupport(event="[bold red]ev[/]", supported=True)])), metadata=metadata)
         base = 1000 if name == "box-a" else 2000
-        samples = [wire.sample_to_proto(Sample.from_dict({**record, "uuid": str(uuid.uuid4())}))
+        samples = [wire.sample_to_proto(sample_of({**record, "uuid": str(uuid.uuid4())}))
                    for record in _runs(markup, base=base)]
         acks = list(agent.StreamSamples(iter([pb.SampleBatch(sequence=1, samples=samples)]), metadata=metadata))
         assert acks and acks[-1].sequence == 1

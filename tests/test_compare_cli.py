@@ -10,19 +10,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import perfctl
+from conftest import one_line, perfctl
 
 
 def _hyperfine_file(path, commands):
     path.write_text(json.dumps({"results": [{"command": c, "times": t, "exit_codes": [0] * len(t)}
                                             for c, t in commands.items()]}))
     return str(path)
-
-
-def _one_line(result):
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +154,7 @@ def test_bad_files_and_options(tmp_path, builds):
     for args, message in cases:
         result = perfctl("compare", *args)
         assert result.returncode == 2, (args, result.stdout, result.stderr)
-        assert message in _one_line(result), (args, result.stderr)
+        assert message in one_line(result), (args, result.stderr)
 
 
 def test_readmes_main_job_compares_two_builds():

@@ -19,7 +19,7 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from conftest import measure
-from fleet import Fleet, perfctl_command
+from fleet import perfctl_command
 from sqlalchemy import create_engine
 from test_server_hardening import start_server
 
@@ -69,29 +69,25 @@ def cli(server, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, runs):
+def server(module_fleet, runs):
     """box-a: job 1 (8 runs, commit=abc), then job 2 (8 runs, commit=def, another executable); box-b: one
     job (commit=abc). box-c: runs labelled only, without a job."""
-    fleet = Fleet(tmp_path_factory.mktemp("fleet-compare"))
-    try:
-        running = start_server(fleet)
-        for name in ("box-a", "box-b", "box-c"):
-            running.register(name)
-        now = time.time_ns()
-        running.jobs = {"a1": job(running, "box-a"), "a2": job(running, "box-a"), "b1": job(running, "box-b")}
-        running.send("box-a", *stamped(runs[0], start_ns=now - 10**12, job_id=running.jobs["a1"],
-                                       labels={"commit": "abc"}))
-        running.sent = {"a2": stamped(runs[1], start_ns=now - 10**9, job_id=running.jobs["a2"],
-                                      labels={"commit": "def"}, sha="f" * 64),
-                        "b1": stamped(runs[2], start_ns=now - 10**9 + 500, job_id=running.jobs["b1"],
-                                      labels={"commit": "abc"})}
-        running.send("box-a", *running.sent["a2"], sequence=2)
-        running.send("box-b", *running.sent["b1"])
-        running.send("box-c", *stamped(runs[2], start_ns=now - 10**9, labels={"commit": "abc"}))
-        running.start = now
-        yield running
-    finally:
-        fleet.stop_all()
+    running = start_server(module_fleet)
+    for name in ("box-a", "box-b", "box-c"):
+        running.register(name)
+    now = time.time_ns()
+    running.jobs = {"a1": job(running, "box-a"), "a2": job(running, "box-a"), "b1": job(running, "box-b")}
+    running.send("box-a", *stamped(runs[0], start_ns=now - 10**12, job_id=running.jobs["a1"],
+                                   labels={"commit": "abc"}))
+    running.sent = {"a2": stamped(runs[1], start_ns=now - 10**9, job_id=running.jobs["a2"],
+                                  labels={"commit": "def"}, sha="f" * 64),
+                    "b1": stamped(runs[2], start_ns=now - 10**9 + 500, job_id=running.jobs["b1"],
+                                  labels={"commit": "abc"})}
+    running.send("box-a", *running.sent["a2"], sequence=2)
+    running.send("box-b", *running.sent["b1"])
+    running.send("box-c", *stamped(runs[2], start_ns=now - 10**9, labels={"commit": "abc"}))
+    running.start = now
+    yield running
 
 
 def compared(server, a: str, b: str, *extra: str) -> dict:
@@ -178,23 +174,19 @@ def test_the_compare_rpc_answers_with_a_comparison_not_text(server):
     assert result.context.metrics == ("page-faults",)
 
 
-def test_a_selection_over_the_servers_limit_is_refused_with_the_limit_named(tmp_path, runs):
-    fleet = Fleet(tmp_path)
-    try:
-        small = start_server(fleet, ["--max-compare-runs", "6"])
-        small.register("box-a")
-        small.send("box-a", *stamped(runs[0], start_ns=time.time_ns(), labels={"commit": "abc"}))
-        with pytest.raises(grpc.RpcError) as caught:
-            small.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"),
-                                                  b=pb.Selection(machine="box-a", labels={"commit": "abc"})),
-                                metadata=small.client_md)
-        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "box-a selects more than 6 runs, the most this server compares (perfctl server --max-compare-runs)" \
-            in caught.value.details()
-        result = cli(small, "compare", "box-a", "box-a@commit=abc")
-        assert result.returncode == 2 and "RESOURCE_EXHAUSTED" in result.stderr
-    finally:
-        fleet.stop_all()
+def test_a_selection_over_the_servers_limit_is_refused_with_the_limit_named(fleet, runs):
+    small = start_server(fleet, ["--max-compare-runs", "6"])
+    small.register("box-a")
+    small.send("box-a", *stamped(runs[0], start_ns=time.time_ns(), labels={"commit": "abc"}))
+    with pytest.raises(grpc.RpcError) as caught:
+        small.query.Compare(pb.CompareRequest(a=pb.Selection(machine="box-a"),
+                                              b=pb.Selection(machine="box-a", labels={"commit": "abc"})),
+                            metadata=small.client_md)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "box-a selects more than 6 runs, the most this server compares (perfctl server --max-compare-runs)" \
+        in caught.value.details()
+    result = cli(small, "compare", "box-a", "box-a@commit=abc")
+    assert result.returncode == 2 and "RESOURCE_EXHAUSTED" in result.stderr
 
 
 def test_unknown_machine_and_bad_selectors_are_one_line_errors(server):
@@ -405,35 +397,31 @@ def test_stored_runs_are_compared_in_start_order_on_both_databases(database_url,
         storage.close()
 
 
-def test_paired_runs_on_a_server_keep_their_true_partners_when_runs_fail(tmp_path, runs):
+def test_paired_runs_on_a_server_keep_their_true_partners_when_runs_fail(fleet, runs):
     """--paired on two machines' stored runs pairs each run with the other side's run of the same run_index
     (issue 28): box-a's run 3 and box-b's run 15 failed, and the machine drifts 5% a round, so pairing by
     place in the lists would pair runs 3-14 with the next round's partner. Real server, real SQLite, real
     samples of /bin/true with their wall times set to the drift."""
-    fleet = Fleet(tmp_path)
-    try:
-        running = start_server(fleet)
-        for name in ("box-a", "box-b"):
-            running.register(name)
-        samples = runs[0] + runs[1] + runs[2][:4]  # 20 rounds
-        for machine, failed, scale in (("box-a", 3, 1.03), ("box-b", 15, 1.0)):
-            sent = stamped(samples, start_ns=time.time_ns() - 10**10 + (machine == "box-b") * 500,
-                           job_id=job(running, machine))
-            for index, message in enumerate(sent):
-                message.run_index = index
-                message.wall_ns = round(10**7 * (1 + 0.05 * index) * scale)
-                if index == failed:
-                    message.outcome, message.exit_status = "failed", 1
-            running.send(machine, *sent)
-        result = cli(running, "compare", "box-a", "box-b", "--paired", "--metric", "wall-time", "--format", "json")
-        assert result.returncode in (0, 3), result.stderr
-        document = json.loads(result.stdout)
-        (row,) = document["benchmarks"]
-        assert (row["n_a"], row["n_b"]) == (18, 18)  # each failed run leaves its partner out
-        assert row["ratio_low"] == pytest.approx(1.03, abs=1e-6) and row["ratio_high"] == pytest.approx(1.03, abs=1e-6)
-        assert "paired by round (run index): 18 pairs" in row["warnings"], row["warnings"]
-    finally:
-        fleet.stop_all()
+    running = start_server(fleet)
+    for name in ("box-a", "box-b"):
+        running.register(name)
+    samples = runs[0] + runs[1] + runs[2][:4]  # 20 rounds
+    for machine, failed, scale in (("box-a", 3, 1.03), ("box-b", 15, 1.0)):
+        sent = stamped(samples, start_ns=time.time_ns() - 10**10 + (machine == "box-b") * 500,
+                       job_id=job(running, machine))
+        for index, message in enumerate(sent):
+            message.run_index = index
+            message.wall_ns = round(10**7 * (1 + 0.05 * index) * scale)
+            if index == failed:
+                message.outcome, message.exit_status = "failed", 1
+        running.send(machine, *sent)
+    result = cli(running, "compare", "box-a", "box-b", "--paired", "--metric", "wall-time", "--format", "json")
+    assert result.returncode in (0, 3), result.stderr
+    document = json.loads(result.stdout)
+    (row,) = document["benchmarks"]
+    assert (row["n_a"], row["n_b"]) == (18, 18)  # each failed run leaves its partner out
+    assert row["ratio_low"] == pytest.approx(1.03, abs=1e-6) and row["ratio_high"] == pytest.approx(1.03, abs=1e-6)
+    assert "paired by round (run index): 18 pairs" in row["warnings"], row["warnings"]
 
 
 def test_the_same_selection_on_both_sides_is_refused(server):

@@ -5,7 +5,6 @@ sees drifts and steps; the simulated guarantee under drift (bench/sequential.py 
 
 from __future__ import annotations
 
-import doctest
 import json
 import math
 import random
@@ -51,15 +50,6 @@ def drift(tmp_path_factory):
     (directory / "drift.c").write_text(DRIFT_C)
     subprocess.run([cc, "-O2", "-o", str(directory / "drift"), str(directory / "drift.c")], check=True)
     return directory / "drift"
-
-
-def test_doctests():
-    from perfctl.analysis import ab as ab_stats
-    from perfctl.report import ab as ab_report
-
-    for module in (alike, ab_stats, ab_report):
-        failures, tried = doctest.testmod(module)
-        assert tried > 0 and failures == 0, module.__name__
 
 
 # --- on real programs ----------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from fractions import Fraction
 
 import pytest
 from conftest import measure, perfctl
-from fleet import Fleet
 from test_fleet_compare import cli, job, stamped
 from test_server_hardening import start_server
 
@@ -99,27 +98,23 @@ def test_non_constant_counts_past_2_53_cross_the_edge(tmp_path, stat_lines, opti
 # --- a server's stored runs ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(module_fleet):
     """box-c: one job of 10 runs with page-faults 949999999999999999 (v=m1), then one of 10^18 (v=m2)."""
-    fleet = Fleet(tmp_path_factory.mktemp("fleet-exact"))
-    try:
-        running = start_server(fleet)
-        running.register("box-c")
-        runs = measure(["/bin/true"], ["page-faults", "task-clock"], runs=10)
-        now = time.time_ns()
-        for sequence, (label, faults, start) in enumerate((("m1", E949, now - 10**9), ("m2", E1000, now - 10**8)),
-                                                          start=1):
-            job_id = job(running, "box-c")
-            messages = stamped(runs, start_ns=start, job_id=job_id, labels={"v": label})
-            for index, message in enumerate(messages):
-                message.run_index = index
-                for reading in message.readings:
-                    if reading.event == "page-faults":
-                        reading.value = faults
-            running.send("box-c", *messages, sequence=sequence)
-        yield running
-    finally:
-        fleet.stop_all()
+    running = start_server(module_fleet)
+    running.register("box-c")
+    runs = measure(["/bin/true"], ["page-faults", "task-clock"], runs=10)
+    now = time.time_ns()
+    for sequence, (label, faults, start) in enumerate((("m1", E949, now - 10**9), ("m2", E1000, now - 10**8)),
+                                                      start=1):
+        job_id = job(running, "box-c")
+        messages = stamped(runs, start_ns=start, job_id=job_id, labels={"v": label})
+        for index, message in enumerate(messages):
+            message.run_index = index
+            for reading in message.readings:
+                if reading.event == "page-faults":
+                    reading.value = faults
+        running.send("box-c", *messages, sequence=sequence)
+    yield running
 
 
 @pytest.mark.parametrize("options", [[], ["--paired"], ["--family", "sparc"]], ids=["unpaired", "paired", "sparc"])

@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 from conftest import measure, perfctl
-from fleet import Fleet
 from test_fleet_compare import cli, job, stamped
 from test_server_hardening import start_server
 
@@ -204,21 +203,17 @@ def runs():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, runs):
+def server(module_fleet, runs):
     """box-a: job J1 (8 runs, commit=abc), J2 (commit=abc and phase=2), then J3 (phase=2, the latest)."""
-    fleet = Fleet(tmp_path_factory.mktemp("final-pairing"))
-    try:
-        running = start_server(fleet)
-        running.register("box-a")
-        now = time.time_ns()
-        running.jobs = [job(running, "box-a") for _ in range(3)]
-        labels = [{"commit": "abc"}, {"commit": "abc", "phase": "2"}, {"phase": "2"}]
-        for index in range(3):
-            running.send("box-a", *stamped(runs[index % 2], start_ns=now - 10**12 + index * 10**9,
-                                           job_id=running.jobs[index], labels=labels[index]), sequence=index + 1)
-        yield running
-    finally:
-        fleet.stop_all()
+    running = start_server(module_fleet)
+    running.register("box-a")
+    now = time.time_ns()
+    running.jobs = [job(running, "box-a") for _ in range(3)]
+    labels = [{"commit": "abc"}, {"commit": "abc", "phase": "2"}, {"phase": "2"}]
+    for index in range(3):
+        running.send("box-a", *stamped(runs[index % 2], start_ns=now - 10**12 + index * 10**9,
+                                       job_id=running.jobs[index], labels=labels[index]), sequence=index + 1)
+    yield running
 
 
 def _server_document(server, a, b, *extra) -> tuple[dict | None, subprocess.CompletedProcess]:
@@ -274,33 +269,29 @@ def test_runs_on_both_sides_holding_others_are_left_out_of_both(server):
     assert f"A and B: {SHARED}" in document["notes"], document["notes"]
 
 
-def test_server_jobs_pair_by_time_not_count(tmp_path, runs):
+def test_server_jobs_pair_by_time_not_count(fleet, runs):
     """box-a@commit=old against box-a@commit=new, --paired over all history, the jobs taken in turn (old,
     new, old, old, new): the 2nd old job has no new job next to it and is left out; counted, old job 2
     would pair with new job 2. Real server, real SQLite; wall times set so each true pair is A/B = 1.03 and
     the rounds drift 50% each."""
-    fleet = Fleet(tmp_path)
-    try:
-        running = start_server(fleet)
-        running.register("box-a")
-        now = time.time_ns() - 10**12
-        order = [("old", 0), ("new", 0), ("old", 1), ("old", 2), ("new", 2)]
-        for sequence, (commit, round_) in enumerate(order, 1):
-            sent = stamped(runs[0], start_ns=now + sequence * 10**9, job_id=job(running, "box-a"),
-                           labels={"commit": commit})
-            for index, message in enumerate(sent):
-                message.run_index = index
-                message.wall_ns = round(10**7 * (1 + 0.5 * round_) * (1.03 if commit == "old" else 1.0))
-            running.send("box-a", *sent, sequence=sequence)
-        result = cli(running, "compare", "box-a@commit=old", "box-a@commit=new", "--paired", "--all-history",
-                     "--metric", "wall-time", "--format", "json")
-        assert result.returncode in (0, 3), result.stderr
-        (row,) = json.loads(result.stdout)["benchmarks"]
-        assert (row["n_a"], row["n_b"]) == (16, 16), row
-        assert row["ratio_low"] == pytest.approx(1.03, abs=1e-6) and row["ratio_high"] == pytest.approx(1.03, abs=1e-6)
-        assert "left out A's measurement 2 (job " in row["warnings"], row["warnings"]
-    finally:
-        fleet.stop_all()
+    running = start_server(fleet)
+    running.register("box-a")
+    now = time.time_ns() - 10**12
+    order = [("old", 0), ("new", 0), ("old", 1), ("old", 2), ("new", 2)]
+    for sequence, (commit, round_) in enumerate(order, 1):
+        sent = stamped(runs[0], start_ns=now + sequence * 10**9, job_id=job(running, "box-a"),
+                       labels={"commit": commit})
+        for index, message in enumerate(sent):
+            message.run_index = index
+            message.wall_ns = round(10**7 * (1 + 0.5 * round_) * (1.03 if commit == "old" else 1.0))
+        running.send("box-a", *sent, sequence=sequence)
+    result = cli(running, "compare", "box-a@commit=old", "box-a@commit=new", "--paired", "--all-history",
+                 "--metric", "wall-time", "--format", "json")
+    assert result.returncode in (0, 3), result.stderr
+    (row,) = json.loads(result.stdout)["benchmarks"]
+    assert (row["n_a"], row["n_b"]) == (16, 16), row
+    assert row["ratio_low"] == pytest.approx(1.03, abs=1e-6) and row["ratio_high"] == pytest.approx(1.03, abs=1e-6)
+    assert "left out A's measurement 2 (job " in row["warnings"], row["warnings"]
 
 
 def test_one_ab_session_read_twice_is_refused_for_what_it_is(sessions, tmp_path):

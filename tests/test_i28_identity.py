@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import perfctl, signal_when
+from conftest import perfctl, read_records, sample_of, signal_when
 
-from perfctl.formats import jsonl, read_dataset
+from perfctl.formats import read_dataset
 from perfctl.report.stat import StatSummary
 
 HYPERFINE = shutil.which("hyperfine")
@@ -180,7 +180,7 @@ def test_the_report_draws_b_under_another_name(tmp_path):
 
 def test_stat_summary_counts_a_run_once(faults):
     """stat's summary and the readers follow one rule (InterferencePolicy.judge) and count a uuid once."""
-    samples = [s for s in jsonl.read(faults["A"]) if not isinstance(s, dict)]
+    samples = [sample_of(r) for r in read_records(faults["A"]) if r["type"] == "sample"]
     summary = StatSummary()
     for sample in samples + samples:
         summary.add(sample)

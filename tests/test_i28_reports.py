@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser import Browser, chromium
-from conftest import perfctl
+from conftest import perfctl, sample_of
 
 needs_chromium = pytest.mark.skipif(chromium() is None,
                                     reason="probe: no chromium on PATH (deploy/setup.sh installs it)")
@@ -375,7 +375,6 @@ def test_one_cell_rule():
 def test_stat_csv_rows_go_through_the_same_cell_rule(tmp_path):
     """`stat --csv`'s writer, fed a real run whose event name and reason were changed to formulas."""
     from perfctl.formats.csv import CsvWriter
-    from perfctl.model import Sample
 
     jsonl = tmp_path / "run.jsonl"
     done = perfctl("stat", "-q", "-r", "1", "-e", "task-clock", "-o", str(jsonl), "--", "/bin/true")
@@ -384,7 +383,7 @@ def test_stat_csv_rows_go_through_the_same_cell_rule(tmp_path):
     record["readings"][0]["event"] = "=HYPERLINK(\"http://evil\")"
     record["readings"][0]["reason"] = "@SUM(1)"
     out = io.StringIO()
-    CsvWriter(out).write_sample(Sample.from_dict(record))
+    CsvWriter(out).write_sample(sample_of(record))
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert rows[0]["event"] == "'=HYPERLINK(\"http://evil\")" and rows[0]["reason"] == "'@SUM(1)"
     assert rows[0]["value"] == str(record["readings"][0]["value"])  # a number, as it was

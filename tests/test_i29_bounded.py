@@ -63,40 +63,37 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    fleet = Fleet(tmp_path_factory.mktemp("bounded"))
+def served(module_fleet):
+    fleet = module_fleet
     address = f"127.0.0.1:{free_port()}"
     for name in ("box-a", "box-b", "box-c"):
         fleet.agent_token(name)
     fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")], ["--max-compare-runs", str(LIMIT)])
     server = Served(fleet, address)
-    try:
-        def answers():
-            try:
-                return server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md, timeout=5)
-            except grpc.RpcError:
-                return None
-        wait_for(answers, 60, "the server to answer")
-        for name in ("box-a", "box-b", "box-c"):
-            server.agent.Register(pb.RegisterRequest(machine=pb.MachineInfo(name=name, machine_id="m" * 32,
-                                                                            inventory_json="{}")),
-                                  metadata=server.agent_md(name))
-        # 100,000 ended jobs, straight into the server's database (a fleet's 5 months of CI), then one lost
-        rows = _job_rows(JOBS)
-        lost = list(rows[JOBS // 2])
-        lost[3] = "lost"
-        rows[JOBS // 2] = tuple(lost)
-        with sqlite3.connect(server.db()) as conn:
-            conn.executemany(INSERT_JOB.format(", ".join("?" * 10)), rows)
-        server.rows = rows
-        # five jobs with long argv, within the limits, submitted as a client does: the newest jobs
-        long_argv = ["/bin/true", *(f"{k:04d}" + "x" * 4091 for k in range(215))]
-        server.long_jobs = [server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-b"], job=pb.Job(
-            commands=[pb.Command(name="long", argv=long_argv)], repetitions=1)), metadata=server.client_md,
-            timeout=30).job_ids[0] for _ in range(5)]
-        yield server
-    finally:
-        fleet.stop_all()
+    def answers():
+        try:
+            return server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md, timeout=5)
+        except grpc.RpcError:
+            return None
+    wait_for(answers, 60, "the server to answer")
+    for name in ("box-a", "box-b", "box-c"):
+        server.agent.Register(pb.RegisterRequest(machine=pb.MachineInfo(name=name, machine_id="m" * 32,
+                                                                        inventory_json="{}")),
+                              metadata=server.agent_md(name))
+    # 100,000 ended jobs, straight into the server's database (a fleet's 5 months of CI), then one lost
+    rows = _job_rows(JOBS)
+    lost = list(rows[JOBS // 2])
+    lost[3] = "lost"
+    rows[JOBS // 2] = tuple(lost)
+    with sqlite3.connect(server.db()) as conn:
+        conn.executemany(INSERT_JOB.format(", ".join("?" * 10)), rows)
+    server.rows = rows
+    # five jobs with long argv, within the limits, submitted as a client does: the newest jobs
+    long_argv = ["/bin/true", *(f"{k:04d}" + "x" * 4091 for k in range(215))]
+    server.long_jobs = [server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-b"], job=pb.Job(
+        commands=[pb.Command(name="long", argv=long_argv)], repetitions=1)), metadata=server.client_md,
+        timeout=30).job_ids[0] for _ in range(5)]
+    yield server
 
 
 def _json(done) -> list:

@@ -98,7 +98,7 @@ def test_a_late_confirmation_takes_the_requeued_job_back(database_url):
     storage.close()
 
 
-def test_a_job_its_agent_never_confirms_is_sent_again_after_the_deadline(tmp_path):
+def test_a_job_its_agent_never_confirms_is_sent_again_after_the_deadline(fleet, tmp_path):
     """A real server and a real job watch whose agent drops the job it was sent (what a connection gone without
     a packet saying so amounts to) while it keeps heartbeating: the job is sent again once its delivery
     deadline passes, and only then; confirmed, it is kept for the whole lease, and lost after it."""
@@ -111,7 +111,6 @@ def test_a_job_its_agent_never_confirms_is_sent_again_after_the_deadline(tmp_pat
 
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
-    fleet = Fleet(tmp_path)
     address = f"127.0.0.1:{free_port()}"
     metadata = (("authorization", f"Bearer {open(fleet.agent_token('box')).read().strip()}"),)
     fleet.start_server(address, ["--data-dir", str(tmp_path / "data")], ["--job-lease", "3s"])  # deadline 3 s
@@ -167,7 +166,6 @@ def test_a_job_its_agent_never_confirms_is_sent_again_after_the_deadline(tmp_pat
         beating = False
         pool.shutdown(wait=False, cancel_futures=True)
         channel.close()
-        fleet.stop_all()
 
 
 def _answers(call) -> bool:

@@ -53,9 +53,8 @@ def _submit(fleet: Fleet, server: str, machine: str, *command: str, runs: int = 
 
 
 @pytest.fixture
-def replicas(tmp_path, postgres):
+def replicas(fleet, postgres):
     url = postgres.new_database()
-    fleet = Fleet(tmp_path)
     a, b, metrics_a = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}", free_port()
     for key, address, extra in (("server-a", a, ["--metrics", f"127.0.0.1:{metrics_a}"]), ("server-b", b, [])):
         fleet.start_server(address, ["--db", url], ["--job-lease", LEASE, "--grace", "2", *extra], key=key)
@@ -64,10 +63,7 @@ def replicas(tmp_path, postgres):
         fleet.start_agent(name, a)
     wait_for(lambda: (r := fleet.client("machines", "--json", server=a)).returncode == 0 and
              len(json.loads(r.stdout)) == 2, 60, "both agents registered")
-    try:
-        yield fleet, a, b, metrics_a
-    finally:
-        fleet.stop_all()
+    yield fleet, a, b, metrics_a
 
 
 def test_a_postgresql_outage_stops_nothing_for_good(replicas, postgres):
@@ -124,14 +120,13 @@ def test_a_postgresql_outage_stops_nothing_for_good(replicas, postgres):
     assert time.time() - stopped < 150
 
 
-def test_a_wait_rides_out_a_server_restart_and_says_the_jobs_go_on_when_it_gives_up(tmp_path, monkeypatch,
+def test_a_wait_rides_out_a_server_restart_and_says_the_jobs_go_on_when_it_gives_up(fleet, tmp_path, monkeypatch,
                                                                                       capsys):
     """`jobs --wait` across a restart of the one server (SIGTERM, started again on the same address) ends 0;
     with the server gone for longer than the wait rides out, it ends 2 with one line saying that the jobs
     go on and how to wait for them again (OUTAGE_RIDE_S shortened here from its 5 minutes)."""
     from perfctl.cli import listings, main
 
-    fleet = Fleet(tmp_path)
     address, data = f"127.0.0.1:{free_port()}", str(tmp_path / "data")
 
     def start_server() -> None:
@@ -139,37 +134,34 @@ def test_a_wait_rides_out_a_server_restart_and_says_the_jobs_go_on_when_it_gives
         fleet.start_server(address, ["--data-dir", data], ["--grace", "1"])
         wait_for(lambda: fleet.log("server").count("listening on") > started, 60, "the server to listen")
 
-    try:
-        start_server()
-        fleet.start_agent("box", address)
-        wait_for(lambda: (r := fleet.client("machines", "--json", server=address)).returncode == 0 and
-                 json.loads(r.stdout), 60, "the agent")
-        job = _submit(fleet, address, "box", "/bin/sleep", "1", runs=5)
-        waiter = subprocess.Popen(perfctl_command("jobs", "--server", address, "--token-file", fleet.client_token,
-                                                  "--wait", job), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True)
-        wait_for(lambda: _jobs(fleet, address)[job]["state"] == "running", 30, "the job running")
-        fleet.kill("server", 15)
-        time.sleep(2)
-        start_server()
-        out, err = waiter.communicate(timeout=90)
-        assert waiter.returncode == 0, (out, err)
-        assert "UNAVAILABLE" in err and "still waiting" in err and "Traceback" not in err, err
+    start_server()
+    fleet.start_agent("box", address)
+    wait_for(lambda: (r := fleet.client("machines", "--json", server=address)).returncode == 0 and
+             json.loads(r.stdout), 60, "the agent")
+    job = _submit(fleet, address, "box", "/bin/sleep", "1", runs=5)
+    waiter = subprocess.Popen(perfctl_command("jobs", "--server", address, "--token-file", fleet.client_token,
+                                              "--wait", job), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    wait_for(lambda: _jobs(fleet, address)[job]["state"] == "running", 30, "the job running")
+    fleet.kill("server", 15)
+    time.sleep(2)
+    start_server()
+    out, err = waiter.communicate(timeout=90)
+    assert waiter.returncode == 0, (out, err)
+    assert "UNAVAILABLE" in err and "still waiting" in err and "Traceback" not in err, err
 
-        endless = _submit(fleet, address, "box", "/bin/sleep", "60")
-        fleet.kill("server", 15)
-        monkeypatch.setattr(listings, "OUTAGE_RIDE_S", 2.0)
-        capsys.readouterr()
-        assert main(["jobs", "--server", address, "--token-file", fleet.client_token, "--wait", endless]) == 2
-        last = capsys.readouterr().err.strip().splitlines()[-1]
-        assert last.startswith("perfctl jobs: UNAVAILABLE: ") and "Traceback" not in last, last
-        assert last.endswith(f"; stopped waiting after 2 s; the jobs go on running on the server "
-                             f"(perfctl jobs --wait {endless})"), last
-        # replicas, all of them down: the same
-        servers = f"{address},127.0.0.1:{free_port()}"
-        assert main(["jobs", "--server", servers, "--token-file", fleet.client_token, "--wait", endless]) == 2
-        last = capsys.readouterr().err.strip().splitlines()[-1]
-        assert last.startswith("perfctl jobs: none of the servers ") and last.endswith(
-            f"the jobs go on running on the server (perfctl jobs --wait {endless})"), last
-    finally:
-        fleet.stop_all()
+    endless = _submit(fleet, address, "box", "/bin/sleep", "60")
+    fleet.kill("server", 15)
+    monkeypatch.setattr(listings, "OUTAGE_RIDE_S", 2.0)
+    capsys.readouterr()
+    assert main(["jobs", "--server", address, "--token-file", fleet.client_token, "--wait", endless]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("perfctl jobs: UNAVAILABLE: ") and "Traceback" not in last, last
+    assert last.endswith(f"; stopped waiting after 2 s; the jobs go on running on the server "
+                         f"(perfctl jobs --wait {endless})"), last
+    # replicas, all of them down: the same
+    servers = f"{address},127.0.0.1:{free_port()}"
+    assert main(["jobs", "--server", servers, "--token-file", fleet.client_token, "--wait", endless]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("perfctl jobs: none of the servers ") and last.endswith(
+        f"the jobs go on running on the server (perfctl jobs --wait {endless})"), last

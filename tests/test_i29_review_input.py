@@ -9,7 +9,7 @@ import json
 
 import grpc
 import pytest
-from fleet import Fleet, free_port, server_database_args, wait_for
+from fleet import free_port, server_database_args, wait_for
 from sqlalchemy import select
 from test_server_hardening import _fields, _parent, _repeated, _set, fresh, measured  # noqa: F401 -- fixture
 
@@ -28,8 +28,7 @@ def _token(*key) -> str:
 
 
 @pytest.fixture
-def served(database_url, tmp_path):
-    fleet = Fleet(tmp_path)
+def served(database_url, fleet):
     address = f"127.0.0.1:{free_port()}"
     fleet.agent_token("box")
     fleet.start_server(address, server_database_args(database_url))
@@ -50,7 +49,6 @@ def served(database_url, tmp_path):
         yield fleet, address, query, md
     finally:
         channel.close()
-        fleet.stop_all()
 
 
 NUL_CALLS = [

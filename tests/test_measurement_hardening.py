@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import audit_document, perfctl, pmu_as_if, signal_when
+from conftest import audit_document, one_line, perfctl, pmu_as_if, signal_when
 
 
 def _strict_json(text: str):
@@ -23,11 +23,9 @@ def _strict_json(text: str):
 
 
 def _one_line_usage_error(result, *needles):
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    line = one_line(result, code=2)
     for needle in needles:
-        assert needle in lines[0], lines[0]
+        assert needle in line, line
 
 
 def test_a_run_that_cannot_start_leaves_the_output_file_as_it_was(tmp_path):

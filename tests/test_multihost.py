@@ -9,7 +9,8 @@ import time
 import uuid
 
 import pytest
-from fleet import Fleet, NetworkLab, free_port, make_certs, netns_reason, wait_for
+from conftest import fleet_in
+from fleet import NetworkLab, free_port, make_certs, netns_reason, wait_for
 
 from perfctl.server.storage import Storage, database_url
 from perfctl.wire import JOB_UUID_NAMESPACE
@@ -20,10 +21,8 @@ pytestmark = pytest.mark.skipif(netns_reason() is not None, reason=str(netns_rea
 @pytest.fixture
 def lab(tmp_path):
     network = NetworkLab(hosts=2)
-    fleet = Fleet(tmp_path)
-    certs = make_certs(tmp_path, [NetworkLab.SERVER_IP])
-    yield network, fleet, certs
-    fleet.stop_all()
+    with fleet_in(tmp_path) as fleet:  # stopped before its network goes
+        yield network, fleet, make_certs(tmp_path, [NetworkLab.SERVER_IP])
     network.close()
 
 
@@ -135,24 +134,20 @@ def _loopback_streaming(fleet, runs: int, started: int) -> tuple[str, str]:
     return address, result.stdout.split()[1]
 
 
-def test_graceful_stop_drains_and_nothing_is_lost(tmp_path):
+def test_graceful_stop_drains_and_nothing_is_lost(fleet):
     """The stop ends the agent's streams at once with UNAVAILABLE (the agent reconnects): it held the stop for
     its whole 10 s grace before, the agent's sample stream and job watch being endless calls."""
-    fleet = Fleet(tmp_path)
-    try:
-        address, job = _loopback_streaming(fleet, 300, 50)
-        server = fleet.processes["server"]
-        server.send_signal(signal.SIGTERM)
-        stopping = time.monotonic()
-        assert server.wait(timeout=30) == 0 and "draining" in fleet.log("server")
-        took = time.monotonic() - stopping
-        assert took < 5, f"the stop took {took:.1f} s: it waited for the agent's streams\n{fleet.log('server')}"
-        assert "Traceback" not in fleet.log("server"), fleet.log("server")
-        assert "UNAVAILABLE: the server is stopping" in fleet.log("box"), fleet.log("box")
-        fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
-        _expect_exactly_once(fleet, [job], 300)
-    finally:
-        fleet.stop_all()
+    address, job = _loopback_streaming(fleet, 300, 50)
+    server = fleet.processes["server"]
+    server.send_signal(signal.SIGTERM)
+    stopping = time.monotonic()
+    assert server.wait(timeout=30) == 0 and "draining" in fleet.log("server")
+    took = time.monotonic() - stopping
+    assert took < 5, f"the stop took {took:.1f} s: it waited for the agent's streams\n{fleet.log('server')}"
+    assert "Traceback" not in fleet.log("server"), fleet.log("server")
+    assert "UNAVAILABLE: the server is stopping" in fleet.log("box"), fleet.log("box")
+    fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
+    _expect_exactly_once(fleet, [job], 300)
 
 
 def test_server_and_agent_stopped_together_log_no_traceback(tmp_path):
@@ -162,55 +157,44 @@ def test_server_and_agent_stopped_together_log_no_traceback(tmp_path):
     going, had a step left, and asyncio.run cancelled it (server/service.py, _unwound)."""
     for attempt in range(10):
         (tmp_path / str(attempt)).mkdir()
-        fleet = Fleet(tmp_path / str(attempt))
-        try:
+        with fleet_in(tmp_path / str(attempt)) as fleet:
             address = f"127.0.0.1:{free_port()}"
             fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
             fleet.start_agent("box", address)
             wait_for(lambda fleet=fleet: "agent box registered" in fleet.log("server"), 60, "the agent")
             time.sleep(0.3)  # its sample stream and job watch open
-        finally:
-            fleet.stop_all()
         for key in ("server", "box"):
             assert "Traceback" not in fleet.log(key), f"round {attempt}, {key}:\n{fleet.log(key)}"
 
 
-def test_server_killed_again_and_again_mid_stream(tmp_path):
+def test_server_killed_again_and_again_mid_stream(fleet):
     """Each kill -9 lands wherever the agent's stream happens to be. One place once killed the agent: a batch
     written after the stream had ended raised InvalidStateError, which the connection did not expect (it
     died at the second or third kill here, and once in CI). The agent must live through every kill."""
-    fleet = Fleet(tmp_path)
-    try:
-        address, job = _loopback_streaming(fleet, 10000, 100)
-        pause = random.Random(7)  # kills at reproducible times from the restarted server's start: the agent
-        for kill in range(8):     # is reconnecting, sending its backlog, or streaming steadily
-            started = fleet.log("server").count("listening on")
-            time.sleep(pause.uniform(0.3, 1.5))
-            fleet.kill("server", 9)
-            assert fleet.processes["box"].poll() is None, f"the agent died at kill {kill}\n{_processes(fleet)}"
-            fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
-            wait_for(lambda started=started: fleet.log("server").count("listening on") > started, 60,
-                     "the server to restart")
-        _expect_exactly_once(fleet, [job], 10000)
-        assert fleet.processes["box"].poll() is None and "unexpected" not in fleet.log("box"), _processes(fleet)
-    finally:
-        fleet.stop_all()
+    address, job = _loopback_streaming(fleet, 10000, 100)
+    pause = random.Random(7)  # kills at reproducible times from the restarted server's start: the agent
+    for kill in range(8):     # is reconnecting, sending its backlog, or streaming steadily
+        started = fleet.log("server").count("listening on")
+        time.sleep(pause.uniform(0.3, 1.5))
+        fleet.kill("server", 9)
+        assert fleet.processes["box"].poll() is None, f"the agent died at kill {kill}\n{_processes(fleet)}"
+        fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
+        wait_for(lambda started=started: fleet.log("server").count("listening on") > started, 60,
+                 "the server to restart")
+    _expect_exactly_once(fleet, [job], 10000)
+    assert fleet.processes["box"].poll() is None and "unexpected" not in fleet.log("box"), _processes(fleet)
 
 
-def test_load_twenty_agents(tmp_path):
-    fleet = Fleet(tmp_path)
-    try:
-        address = f"127.0.0.1:{free_port()}"
-        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
-        names = [f"load{i:02d}" for i in range(20)]
-        for name in names:
-            fleet.start_agent(name, address)
-        wait_for(lambda: (r := fleet.client("machines", "--json", server=address)).returncode == 0 and
-                 sum(m["connected"] for m in json.loads(r.stdout)) == 20, 180, "20 agents to connect")
-        result = fleet.client("submit", "--machines", ",".join(names), "-r", "60", "-e", "page-faults", "--",
-                              "/bin/true", server=address)
-        assert result.returncode == 0, result.stderr
-        jobs = [line.split()[1] for line in result.stdout.splitlines()]
-        _expect_exactly_once(fleet, jobs, 60, timeout=300)
-    finally:
-        fleet.stop_all()
+def test_load_twenty_agents(fleet, tmp_path):
+    address = f"127.0.0.1:{free_port()}"
+    fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+    names = [f"load{i:02d}" for i in range(20)]
+    for name in names:
+        fleet.start_agent(name, address)
+    wait_for(lambda: (r := fleet.client("machines", "--json", server=address)).returncode == 0 and
+             sum(m["connected"] for m in json.loads(r.stdout)) == 20, 180, "20 agents to connect")
+    result = fleet.client("submit", "--machines", ",".join(names), "-r", "60", "-e", "page-faults", "--",
+                          "/bin/true", server=address)
+    assert result.returncode == 0, result.stderr
+    jobs = [line.split()[1] for line in result.stdout.splitlines()]
+    _expect_exactly_once(fleet, jobs, 60, timeout=300)

@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
-from conftest import stored_long_ago
-from fleet import Fleet, free_port, perfctl_command, wait_for
+from conftest import sample_of, stored_long_ago
+from fleet import free_port, perfctl_command, wait_for
 
 from perfctl import state
 from perfctl.server.storage import Storage, database_url
@@ -105,9 +105,8 @@ def test_prune_says_what_it_deletes_and_refuses_bad_input(tmp_path):
                                   "--", "/bin/true"], capture_output=True, text=True, timeout=60)
         assert samples.returncode == 0, samples.stderr
         from perfctl import wire
-        from perfctl.model import Sample
 
-        runs = [wire.sample_to_proto(Sample.from_dict(json.loads(line))) for line in samples.stdout.splitlines()
+        runs = [wire.sample_to_proto(sample_of(json.loads(line))) for line in samples.stdout.splitlines()
                 if json.loads(line).get("type") == "sample"]
         for age_days, run in zip((200, 200, 1, 1), runs):
             run.start_time_ns = time.time_ns() - int(age_days * 86400e9)
@@ -188,51 +187,41 @@ def test_prune_never_makes_the_database_it_was_to_prune(tmp_path):
     assert not (tmp_path / "nostate").exists() and not (tmp_path / "typo").exists()
 
 
-def test_a_client_passes_over_a_refusing_replica_at_once(tmp_path):
+def test_a_client_passes_over_a_refusing_replica_at_once(fleet, tmp_path):
     """--server a,b with a down: a refuses the connection, and b is asked without waiting out the 5 s."""
-    from fleet import Fleet, free_port
-
-    fleet = Fleet(tmp_path)
     up, down = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    try:
-        fleet.start_server(up, ["--data-dir", str(tmp_path / "data")])
-        wait_for(lambda: fleet.client("machines", server=up).returncode == 0, 60, "the server")
-        start = time.monotonic()
-        listed = fleet.client("machines", "--json", server=f"{down},{up}")
-        elapsed = time.monotonic() - start
-        assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
-        assert elapsed < 4, elapsed
-        none = fleet.client("machines", server=f"{down},{down}")
-        assert none.returncode == 2 and "none of the servers" in none.stderr, none.stderr
-    finally:
-        fleet.stop_all()
+    fleet.start_server(up, ["--data-dir", str(tmp_path / "data")])
+    wait_for(lambda: fleet.client("machines", server=up).returncode == 0, 60, "the server")
+    start = time.monotonic()
+    listed = fleet.client("machines", "--json", server=f"{down},{up}")
+    elapsed = time.monotonic() - start
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    assert elapsed < 4, elapsed
+    none = fleet.client("machines", server=f"{down},{down}")
+    assert none.returncode == 2 and "none of the servers" in none.stderr, none.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0 (the agent opens counters and runs as nobody)")
-def test_a_job_whose_runs_fail_fails_the_wait_and_says_how(tmp_path):
+def test_a_job_whose_runs_fail_fails_the_wait_and_says_how(fleet, tmp_path):
     """`submit --wait -- /bin/false` exited 0 after "done 5/5 runs": every run had failed, and nothing said so.
     Now the server counts the job's failed runs when it ends, the wait exits 1 as `perfctl stat` does, and the
     agent's message says how the first failed. A job whose runs all end ok still exits 0."""
-    fleet = Fleet(tmp_path)
-    try:
-        address = f"127.0.0.1:{free_port()}"
-        fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
-        fleet.start_agent("box", address)
-        wait_for(lambda: "agent box registered" in fleet.log("server"), 60, "the agent")
-        failing = fleet.client("submit", "--machines", "box", "-r", "4", "--warmup", "1", "--wait", "--",
-                               "/bin/sh", "-c", "echo cannot open input >&2; exit 3", server=address, timeout=120)
-        assert failing.returncode == 1, failing.stderr
-        (job_id,) = [line.split("\t")[1] for line in failing.stdout.splitlines()]
-        assert f"box\t{job_id}\tdone\t5/5 runs (4 failed)\t" in failing.stderr, failing.stderr
-        assert re.search(r"a measured run that failed: run \d+ exited with status 3: cannot open input",
-                         failing.stderr), failing.stderr
-        assert "perfctl submit: 1 of 1 job done; box done, 4 measured runs failed (" in failing.stderr
-        fine = fleet.client("submit", "--machines", "box", "-r", "4", "--wait", "--", "/bin/true", server=address,
-                            timeout=120)
-        assert fine.returncode == 0 and "4/4 runs\t4 runs\n" in fine.stderr, fine.stderr
-        listed = json.loads(fleet.client("jobs", "--json", server=address).stdout)
-        assert [job["failed_runs"] for job in listed] == [4, 0]
-        quiet = fleet.client("jobs", "-q", server=address)
-        assert job_id[:8] in quiet.stdout and len([line for line in quiet.stdout.splitlines() if "│ box" in line]) == 1
-    finally:
-        fleet.stop_all()
+    address = f"127.0.0.1:{free_port()}"
+    fleet.start_server(address, ["--data-dir", str(tmp_path / "data")])
+    fleet.start_agent("box", address)
+    wait_for(lambda: "agent box registered" in fleet.log("server"), 60, "the agent")
+    failing = fleet.client("submit", "--machines", "box", "-r", "4", "--warmup", "1", "--wait", "--",
+                           "/bin/sh", "-c", "echo cannot open input >&2; exit 3", server=address, timeout=120)
+    assert failing.returncode == 1, failing.stderr
+    (job_id,) = [line.split("\t")[1] for line in failing.stdout.splitlines()]
+    assert f"box\t{job_id}\tdone\t5/5 runs (4 failed)\t" in failing.stderr, failing.stderr
+    assert re.search(r"a measured run that failed: run \d+ exited with status 3: cannot open input",
+                     failing.stderr), failing.stderr
+    assert "perfctl submit: 1 of 1 job done; box done, 4 measured runs failed (" in failing.stderr
+    fine = fleet.client("submit", "--machines", "box", "-r", "4", "--wait", "--", "/bin/true", server=address,
+                        timeout=120)
+    assert fine.returncode == 0 and "4/4 runs\t4 runs\n" in fine.stderr, fine.stderr
+    listed = json.loads(fleet.client("jobs", "--json", server=address).stdout)
+    assert [job["failed_runs"] for job in listed] == [4, 0]
+    quiet = fleet.client("jobs", "-q", server=address)
+    assert job_id[:8] in quiet.stdout and len([line for line in quiet.stdout.splitlines() if "│ box" in line]) == 1

@@ -153,7 +153,7 @@ def test_multiplexed_counts_keep_raw_and_flag_the_scaled_estimate():
 def test_a_reading_made_from_its_events_fields_is_the_reading_its_constructor_makes():
     """The hot path's readings (model.counted_reading, no __init__) equal, hash, print and serialize as the
     constructor's; the other statuses still come from the constructor."""
-    from perfctl.formats.jsonl import sample_line
+    from perfctl.formats.jsonl_writer import JsonlWriter
     from perfctl.model import ok_fields
 
     opener = Opener(parse_event("irq:irq_handler_entry"), source="irq:irq_handler_entry")
@@ -163,8 +163,8 @@ def test_a_reading_made_from_its_events_fields_is_the_reading_its_constructor_ma
     slow = reading_from_counts(opener, "perf_event", 7, 10, 10)
     assert (fast, hash(fast), repr(fast), list(vars(fast))) == (slow, hash(slow), repr(slow), list(vars(slow)))
     sample = measure(["/bin/true"], ["page-faults"])[0]
-    lines = [sample_line(dataclasses.replace(sample, readings=(r,))) for r in (fast, slow)]
-    assert lines[0] == lines[1] and '"value":7' in lines[0]
+    lines = [JsonlWriter().sample_line(dataclasses.replace(sample, readings=(r,))) for r in (fast, slow)]
+    assert lines[0] == lines[1] and b'"value":7' in lines[0]
     assert reading_from_counts(opener, "perf_event", 7, 10, 5, fields).status == "multiplexed"
     assert fields["value"] is None  # the event's fields are copied, never changed
 

@@ -9,6 +9,7 @@ import re
 import time
 
 import pytest
+from conftest import fleet_in
 from fleet import Fleet, NetworkLab, free_port, make_certs, netns_reason, wait_for
 
 from perfctl.server.storage import Storage
@@ -56,20 +57,19 @@ def _submit(fleet: Fleet, server: str, machines: list[str], runs: int, extra=(),
 def replicas(tmp_path, postgres):
     """Two replicas A and B on one new PostgreSQL database, TLS, in the server namespace; two agent hosts."""
     network = NetworkLab(hosts=2)
-    fleet = Fleet(tmp_path)
-    certs = make_certs(tmp_path, [NetworkLab.SERVER_IP, NetworkLab.SECOND_SERVER_IP])
-    url = postgres.new_database()
-    tls = ["--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"], "--grace", "5"]
+    with fleet_in(tmp_path) as fleet:  # stopped before its network goes
+        certs = make_certs(tmp_path, [NetworkLab.SERVER_IP, NetworkLab.SECOND_SERVER_IP])
+        url = postgres.new_database()
+        tls = ["--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"], "--grace", "5"]
 
-    def start(key: str) -> None:
-        started = fleet.log(key).count("listening on")
-        fleet.start_server(A if key == "server-a" else B, ["--db", url], tls, netns=network.server_ns, key=key)
-        wait_for(lambda: fleet.log(key).count("listening on") > started, 60, f"{key} to listen")
+        def start(key: str) -> None:
+            started = fleet.log(key).count("listening on")
+            fleet.start_server(A if key == "server-a" else B, ["--db", url], tls, netns=network.server_ns, key=key)
+            wait_for(lambda: fleet.log(key).count("listening on") > started, 60, f"{key} to listen")
 
-    start("server-a")  # one at a time: the first migrates the new database
-    start("server-b")
-    yield network, fleet, certs, url, start
-    fleet.stop_all()
+        start("server-a")  # one at a time: the first migrates the new database
+        start("server-b")
+        yield network, fleet, certs, url, start
     network.close()
 
 
@@ -120,8 +120,7 @@ def test_the_replica_an_agent_streams_to_is_killed_mid_job(replicas):
     assert failover < 30
 
 
-def test_twenty_agents_over_two_replicas_one_killed_and_restarted_twice(tmp_path, postgres):
-    fleet = Fleet(tmp_path)
+def test_twenty_agents_over_two_replicas_one_killed_and_restarted_twice(fleet, postgres):
     url = postgres.new_database()
     a, b = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
 
@@ -130,56 +129,49 @@ def test_twenty_agents_over_two_replicas_one_killed_and_restarted_twice(tmp_path
         fleet.start_server(address, ["--db", url], ["--grace", "5"], key=key)
         wait_for(lambda: fleet.log(key).count("listening on") > started, 60, f"{key} to listen")
 
-    try:
+    start("server-a", a)
+    start("server-b", b)
+    names = [f"load{i:02d}" for i in range(20)]
+    for index, name in enumerate(names):  # half prefer a, half b
+        fleet.start_agent(name, f"{a},{b}" if index % 2 == 0 else f"{b},{a}")
+    wait_for(lambda: (r := fleet.client("machines", "--json", server=b)).returncode == 0 and
+             sum(m["connected"] for m in json.loads(r.stdout)) == 20, 180, "20 agents to connect")
+    jobs = _submit(fleet, f"{a},{b}", names, 80)
+    for kill in range(2):
+        wait_for(lambda kill=kill: len(_stored(url)) >= 200 * (kill + 1), 120, "streaming")
+        fleet.kill("server-a", 9)
+        time.sleep(2)
         start("server-a", a)
-        start("server-b", b)
-        names = [f"load{i:02d}" for i in range(20)]
-        for index, name in enumerate(names):  # half prefer a, half b
-            fleet.start_agent(name, f"{a},{b}" if index % 2 == 0 else f"{b},{a}")
-        wait_for(lambda: (r := fleet.client("machines", "--json", server=b)).returncode == 0 and
-                 sum(m["connected"] for m in json.loads(r.stdout)) == 20, 180, "20 agents to connect")
-        jobs = _submit(fleet, f"{a},{b}", names, 80)
-        for kill in range(2):
-            wait_for(lambda kill=kill: len(_stored(url)) >= 200 * (kill + 1), 120, "streaming")
-            fleet.kill("server-a", 9)
-            time.sleep(2)
-            start("server-a", a)
-        _expect_exactly_once(url, fleet, jobs, 80, timeout=300)
-        states = _jobs(fleet, f"{b},{a}")
-        assert {states[job]["state"] for job in jobs} == {"done"}, states
-        for name, job in zip(names, jobs):  # each job reached its agent once: never run twice
-            assert len(re.findall(rf"job {job}: 1 commands", fleet.log(name))) == 1, fleet.log(name)[-2000:]
-    finally:
-        fleet.stop_all()
+    _expect_exactly_once(url, fleet, jobs, 80, timeout=300)
+    states = _jobs(fleet, f"{b},{a}")
+    assert {states[job]["state"] for job in jobs} == {"done"}, states
+    for name, job in zip(names, jobs):  # each job reached its agent once: never run twice
+        assert len(re.findall(rf"job {job}: 1 commands", fleet.log(name))) == 1, fleet.log(name)[-2000:]
 
 
-def test_a_lost_job_is_retried_without_measuring_its_stored_runs_again(tmp_path):
+def test_a_lost_job_is_retried_without_measuring_its_stored_runs_again(fleet, tmp_path):
     """The agent vanishes mid-job (kill -9, and its spool is gone with its disk): within the lease the job is
     lost, with the reason; `jobs --retry` queues it again and a new agent of that name measures only the runs
     the server does not have."""
-    fleet = Fleet(tmp_path)
     address = f"127.0.0.1:{free_port()}"
     data = str(tmp_path / "data")
-    try:
-        fleet.start_server(address, ["--data-dir", data], ["--job-lease", "3s"])
-        fleet.start_agent("box", address)
-        wait_for(lambda: (r := fleet.client("machines", "--json", server=address)).returncode == 0 and
-                 json.loads(r.stdout), 60, "the agent")
-        (job,) = _submit(fleet, address, ["box"], 300)
-        url = f"sqlite:///{data}/perfctl.db"
-        wait_for(lambda: len(_stored(url)) >= 60, 60, "streaming to start")
-        fleet.kill("box", 9)
-        lost = wait_for(lambda: (j := _jobs(fleet, address)[job])["state"] == "lost" and j, 20, "the job lost")
-        assert "no heartbeat from its agent for 3 s" in lost["message"], lost
-        before = len(_stored(url))
-        result = fleet.client("jobs", "--retry", job[:8], server=address)
-        assert result.returncode == 0 and "queued" in result.stdout, result.stdout + result.stderr
-        again = fleet.client("jobs", "--retry", job, server=address)  # queued now, not lost
-        assert again.returncode == 2 and "only a lost job can be retried" in again.stderr, again.stderr
-        (tmp_path / "spool-box").rename(tmp_path / "spool-box-gone")
-        fleet.start_agent("box", address)
-        _expect_exactly_once(url, fleet, [job], 300)
-        done = wait_for(lambda: (j := _jobs(fleet, address)[job])["state"] == "done" and j, 60, "the job done")
-        assert f"{300 - before} runs ({before} stored before the retry)" in done["message"], done
-    finally:
-        fleet.stop_all()
+    fleet.start_server(address, ["--data-dir", data], ["--job-lease", "3s"])
+    fleet.start_agent("box", address)
+    wait_for(lambda: (r := fleet.client("machines", "--json", server=address)).returncode == 0 and
+             json.loads(r.stdout), 60, "the agent")
+    (job,) = _submit(fleet, address, ["box"], 300)
+    url = f"sqlite:///{data}/perfctl.db"
+    wait_for(lambda: len(_stored(url)) >= 60, 60, "streaming to start")
+    fleet.kill("box", 9)
+    lost = wait_for(lambda: (j := _jobs(fleet, address)[job])["state"] == "lost" and j, 20, "the job lost")
+    assert "no heartbeat from its agent for 3 s" in lost["message"], lost
+    before = len(_stored(url))
+    result = fleet.client("jobs", "--retry", job[:8], server=address)
+    assert result.returncode == 0 and "queued" in result.stdout, result.stdout + result.stderr
+    again = fleet.client("jobs", "--retry", job, server=address)  # queued now, not lost
+    assert again.returncode == 2 and "only a lost job can be retried" in again.stderr, again.stderr
+    (tmp_path / "spool-box").rename(tmp_path / "spool-box-gone")
+    fleet.start_agent("box", address)
+    _expect_exactly_once(url, fleet, [job], 300)
+    done = wait_for(lambda: (j := _jobs(fleet, address)[job])["state"] == "done" and j, 60, "the job done")
+    assert f"{300 - before} runs ({before} stored before the retry)" in done["message"], done

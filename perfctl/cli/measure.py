@@ -21,7 +21,7 @@ from perfctl.cli.options import (
     seconds,
 )
 from perfctl.output import OUTPUT_ERRNOS, UsageError, quiet_stdout, say, stdout_closed
-from perfctl.output_files import REPORT, SAMPLES, Output, SampleFile, check
+from perfctl.output_files import REPORT, SAMPLES, Output, OutputError, SampleFile, check
 
 # Linux never has more tasks than PID_MAX_LIMIT (2^22, include/linux/threads.h): a bigger map of tracked tasks
 # follows nothing more and only asks the kernel for memory it may refuse.
@@ -108,14 +108,6 @@ def open_backend(args, specs, inventory, command: str, outputs: SampleOutputs):
     return backend
 
 
-class OutputError(Exception):
-    """A sample could not be written to ``where`` (a full disk, /dev/full, a closed pipe)."""
-
-    def __init__(self, where: str, error: OSError):
-        super().__init__(f"{where}: {error}")
-        self.where, self.error = where, error
-
-
 class SampleOutputs:
     """Where each sample is written as its run ends: -o FILE (appended, output_files.SampleFile), JSON Lines
     or CSV on stdout. The machine's inventory line goes first, with the first sample and not before: a run
@@ -124,22 +116,25 @@ class SampleOutputs:
 
     def __init__(self, command: str, path: str | None, stdout: str | None = None):
         from perfctl.formats.csv import CsvWriter
-        from perfctl.formats.jsonl import JsonlWriter
+        from perfctl.formats.jsonl_writer import JsonlWriter
 
         self.command, self.path, self.written = command, path, 0
         if stdout and stdout_closed():  # started with stdout closed (>&-): nothing could take the samples
             raise UsageError(f"{command}: stdout is closed; --{stdout} writes the samples there (use -o FILE)")
         self._writers = []  # (where it writes, writer): an output that fails is named in the message
         self._file = None
+        jsonl = []  # one writer serializes each sample once for all of them; it names the one that fails
         if path:
             try:
                 self._file = SampleFile(path, command)  # checked again on the file opened (output_files.py)
             except OSError as err:
                 raise UsageError(f"{command}: cannot write {path}: {err.strerror}") from None
-            self._writers.append((path, JsonlWriter(self._file)))
+            jsonl.append((path, self._file))
         if stdout == "json":
-            self._writers.append(("stdout", JsonlWriter(sys.stdout)))
-        elif stdout == "csv":
+            jsonl.append(("stdout", sys.stdout))
+        if jsonl:
+            self._writers.append(("samples", JsonlWriter(jsonl)))
+        if stdout == "csv":
             try:
                 self._writers.append(("stdout", CsvWriter(sys.stdout)))  # it writes the header line
             except OSError as err:

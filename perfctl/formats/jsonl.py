@@ -1,18 +1,14 @@
-"""perfctl JSON Lines: one JSON object per line, ``"type": "machine"`` (the inventory) then ``"sample"``.
+"""perfctl JSON Lines, read: one JSON object per line, ``"type": "machine"`` (the inventory) then ``"sample"``.
 
-Each line is written and flushed as its run ends, so an interrupted measurement keeps every finished run;
-a torn last line (the writer was killed mid-write) is reported by the reader with its line number.
-Schema: docs/samples.md.
+Each line is written and flushed as its run ends (perfctl/formats/jsonl_writer.py), so an interrupted
+measurement keeps every finished run; a torn last line (the writer was killed mid-write) is reported by the
+reader with its line number. Schema: docs/samples.md.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import operator
 from array import array
-from collections.abc import Iterator
-from typing import IO
 
 import orjson
 
@@ -33,112 +29,8 @@ from perfctl.model import (
     READING_STATUSES,
     SCHEMA_VERSION,
     InterferencePolicy,
-    Sample,
     counter_labels,
 )
-
-
-class SampleFileError(ValueError):
-    """A file that is not valid perfctl JSON Lines; the message names the file and line."""
-
-
-class JsonlWriter:
-    def __init__(self, stream: IO[str]):
-        self._stream = stream
-
-    def write_machine(self, inventory: dict) -> None:
-        self._write(json.dumps(inventory, separators=(",", ":")))
-
-    def write_sample(self, sample: Sample) -> None:
-        self._write(sample_line(sample))
-
-    def _write(self, line: str) -> None:
-        self._stream.write(line + "\n")
-        self._stream.flush()
-
-
-def sample_line(sample: Sample) -> str:
-    """The sample's JSON line: what ``json.dumps(sample.to_dict())`` makes, read back the same, in ASCII
-    whatever the text holds (so any stdout encoding takes it). orjson writes it in a tenth of the time,
-    which was a third of perfctl's own work per run of /bin/true (bench/stat_rate.py); json writes what
-    orjson would write otherwise (non-ASCII text, a lone surrogate from argv bytes, an int beyond 64
-    bits) or differently (NaN and infinities, which orjson makes null)."""
-    if _all_finite(sample):
-        try:
-            line = orjson.dumps(sample.to_dict(_fragment))
-        except orjson.JSONEncodeError:
-            pass
-        else:
-            if line.isascii():
-                return line.decode("ascii")
-    return json.dumps(sample.to_dict(), separators=(",", ":"))
-
-
-# id -> (object, orjson's bytes of its dict): the benchmark, environment and unsupported readings recur, the
-# same objects, in every sample of a session; their JSON is made once (~10 us of a sample's ~25 us)
-_FRAGMENTS: dict[int, tuple[object, orjson.Fragment]] = {}
-_MAX_FRAGMENTS = 256
-
-
-def _fragment(obj, make) -> orjson.Fragment:
-    """Sample.to_dict's ``recurring``: orjson's bytes of ``make(obj)``, kept with ``obj`` itself (so its id
-    names nothing else while it is kept)."""
-    kept = _FRAGMENTS.get(id(obj))
-    if kept is not None and kept[0] is obj:
-        return kept[1]
-    if len(_FRAGMENTS) >= _MAX_FRAGMENTS:
-        _FRAGMENTS.clear()
-    fragment = orjson.Fragment(orjson.dumps(make(obj)))
-    _FRAGMENTS[id(obj)] = (obj, fragment)
-    return fragment
-
-
-# A reading's fields that hold numbers (Reading's types): the others hold text or None. Fetched in one C call
-# per reading; going through all 14 fields of every reading was a tenth of perfctl's own work per run.
-_NUMBERS = operator.attrgetter("value", "time_enabled", "time_running", "scaled", "corrected")
-
-
-def _all_finite(sample: Sample) -> bool:
-    for reading in sample.readings:
-        for value in _NUMBERS(reading):
-            if value.__class__ is float and not math.isfinite(value):
-                return False
-    return _finite(sample.extra)
-
-
-def _finite(value) -> bool:
-    if value.__class__ is float:
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return all(_finite(v) for v in value)
-    return True
-
-
-def read(path: str) -> Iterator[dict | Sample]:
-    """Yield machine records (dicts) and Samples in file order: the writer's round trip (what sample_line
-    wrote, read back as written, repeats and values beyond a count's range included). Measurements are
-    read by read_dataset, whose checks (_checked) and run identity (RunIdentity) decide what is a run."""
-    try:
-        stream = open(path, encoding="utf-8")
-    except OSError as err:
-        raise SampleFileError(f"{path}: {err.strerror}") from None
-    with stream:
-        for number, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                kind = obj.get("type") if isinstance(obj, dict) else None
-                if kind == "machine":
-                    yield obj
-                elif kind == "sample":
-                    yield Sample.from_dict(obj)
-                else:
-                    raise ValueError(f"unknown record type {kind!r}")
-            except (ValueError, TypeError, KeyError) as err:
-                raise SampleFileError(f"{path}:{number}: not a perfctl sample line: {err}") from None
 
 
 class DatasetBuilder:
@@ -296,7 +188,7 @@ class DatasetBuilder:
         bench.started(start, machine_id)
         return True
 
-    def _targets_of(self, name: str, variant: tuple, labels: list[str], layout: tuple) -> tuple:
+    def _targets_of(self, name: str, variant: tuple, labels: tuple[str, ...], layout: tuple) -> tuple:
         """A benchmark, for a run of this layout the list each value goes to (wall time first; None for a
         reading without a value) and the list of run keys beside each, with the units, backends and notes
         that _add_reading would set, and the count of such runs of this variant."""
@@ -373,8 +265,8 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
     carry every one of them (the others are not read further); ``exclude``: runs left out as the other
     side's (RunIdentity).
 
-    Reads the JSON objects directly (orjson) rather than through Sample.from_dict: building 100,000 frozen
-    dataclasses took longer than the whole comparison (bench/compare_speed.py). Malformed lines are
+    Reads the JSON objects directly (orjson) rather than as Samples: building 100,000 frozen dataclasses took
+    longer than the whole comparison (bench/compare_speed.py). Malformed lines are
     reported with the file and line.
     """
     builder = DatasetBuilder(path, interference=interference, exclude=exclude)
@@ -392,7 +284,7 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as err:
                 # what json writes and orjson refuses: a lone surrogate escaped (argv bytes that are not
-                # UTF-8, as sample_line writes them), NaN and Infinity
+                # UTF-8, as jsonl_writer writes them), NaN and Infinity
                 try:
                     record = json.loads(line)
                 except (ValueError, RecursionError):  # RecursionError: nested deeper than json's stack allows
@@ -444,7 +336,7 @@ def _labelled(record: dict, labels: dict) -> bool:
     return isinstance(carried, dict) and all(carried.get(key) == value for key, value in labels.items())
 
 
-def _layout_shape(layout: tuple) -> tuple[list[str], int | None] | None:
+def _layout_shape(layout: tuple) -> tuple[tuple[str, ...], int | None] | None:
     """For a run's readings as (event, scope, backend, status, unit, reason): their labels and the index of
     the reading an InterferencePolicy looks at (None without one), or None when a field is not plainly right,
     a counter repeats (_plain_reading, _plain) or the run's interference is unknown (model.interference_share)."""
@@ -681,9 +573,9 @@ def _start_time(record: dict) -> int | None:
     return int(record["start_time_ns"])
 
 
-def _labels(readings: list[dict]) -> list[str]:
+def _labels(readings: list[dict]) -> tuple[str, ...]:
     """Each reading's label: its event with the scope's suffix, told apart by backend when one event was
-    counted by several."""
+    counted by several (model.counter_labels)."""
     return counter_labels(tuple((r["event"], r.get("scope"), r.get("backend")) for r in readings))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import operator
 import signal
 from collections import Counter
 from dataclasses import dataclass, field
@@ -14,14 +13,13 @@ from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
 from perfctl.formats.dataset import RunIdentity
-from perfctl.model import InterferencePolicy, Sample, distinct_labels
+from perfctl.model import LABELLED, InterferencePolicy, Sample, counter_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report
 from perfctl.text import cell, visible
 from perfctl.units import quantity
 
 WALL_TIME = "wall-time"
-_LABELLED = operator.attrgetter("event", "scope", "backend")  # what a reading's distinct name is made of
 
 
 @dataclass
@@ -55,8 +53,6 @@ class StatSummary:
     # labels of the hardware events asked for on a machine without a PMU: their unsupported lines (and the
     # correction note, which then says the same) fold into one
     no_pmu_events: frozenset[str] = frozenset()
-    # the readings' distinct names by what decides them (_LABELLED): the same for nearly every run
-    _names: dict = field(default_factory=dict, repr=False, compare=False)
     _identity: RunIdentity = field(default_factory=RunIdentity, repr=False, compare=False)  # the runs added
 
     def add(self, sample: Sample) -> None:
@@ -87,11 +83,7 @@ class StatSummary:
         # the rest of add (bench/stat_rate.py)
         wall = self.events.get(WALL_TIME) or self.events.setdefault(WALL_TIME, EventSummary(WALL_TIME, "ns", "perfctl"))
         wall.values.append(sample.wall_ns)
-        key = tuple(map(_LABELLED, sample.readings))
-        labels = self._names.get(key)
-        if labels is None:
-            labels = self._names[key] = distinct_labels([(r.label, r.backend) for r in sample.readings])
-        for reading, name in zip(sample.readings, labels):
+        for reading, name in zip(sample.readings, counter_labels(tuple(map(LABELLED, sample.readings)))):
             entry = self.events.get(name)
             if entry is None:
                 entry = self.events[name] = EventSummary(name, reading.unit, reading.backend, reading.source)
