@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from perfctl.analysis.compare import Parameters, compare
+from perfctl.cli.compare import split_tests
 from perfctl.formats import read_dataset
 from perfctl.pairing import pair
 from perfctl.parallel import Forked
@@ -87,7 +88,7 @@ def main() -> None:
         reading = time.perf_counter() - start
         paired = pair(dataset_a, dataset_b)
         start = time.perf_counter()
-        comparison = compare(paired.a, paired.b, Parameters(), paired.notes, split=True)
+        comparison = compare(paired.a, paired.b, Parameters(), paired.notes, workers=split_tests)
         analysis = time.perf_counter() - start
     whole, startup = statistics.median(wholes), statistics.median(startups)
     verdicts = {}

@@ -127,7 +127,8 @@ def test_compare_split_over_two_processes_gives_the_same_floats(parameters, tmp_
         import os
         import numpy as np
         import perfctl.analysis.compare as analysis
-        from perfctl.analysis.compare import SPLIT_MIN, Parameters, compare
+        from perfctl.analysis.compare import Parameters, compare
+        from perfctl.cli.compare import SPLIT_MIN, split_tests
 
         rng = np.random.default_rng(16)
         a, b = {{}}, {{}}
@@ -149,14 +150,14 @@ def test_compare_split_over_two_processes_gives_the_same_floats(parameters, tmp_
             return examined(*args)
 
         analysis._examined = recorded
-        split = compare(a, b, parameters, split=True)
+        split = compare(a, b, parameters, workers=split_tests)
         assert repr(split) == repr(together)
         assert any(row.cannot_conclude for row in split.benchmarks)
         assert len({{row.sparc.relevance for row in split.benchmarks if row.sparc}}) > 1
         pids = open(log).read().split()
         print(len(pids), len(set(pids)), str(os.getpid()) in pids)
     """)
-    assert out == "2 2 True\n"  # two halves, in this process and in another
+    assert out == f"{compare_cli.SPLIT_MIN + 11} 2 True\n"  # each benchmark once, in this process or in another
 
 
 def test_a_pipe_is_read_here_so_its_copy_is_never_left_behind(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from perfctl.analysis.verdicts import FAIL_ON, FAMILIES
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     connection_options,
@@ -19,7 +20,7 @@ from perfctl.cli.options import (
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
 from perfctl.output import UsageError, console
-from perfctl.report import FAIL_ON, write
+from perfctl.report import write
 from perfctl.report.html import write_report
 
 
@@ -42,7 +43,12 @@ def add_parser(sub) -> None:
 def inputs(command, inputs_required: bool = True) -> None:
     """What compare and report share: the two inputs (files or machines), the metric, the statistics'
     parameters, interference, and the server holding the machines' runs."""
+    from perfctl.analysis.compare import Parameters
+    from perfctl.analysis.multiple import METHODS
     from perfctl.formats import FORMATS
+    from perfctl.model import DEFAULT_METRICS
+
+    DEFAULTS = Parameters()  # noqa: N806 - the statistics' defaults, owned by analysis/compare.py
 
     command.add_argument("a", metavar="A", nargs=None if inputs_required else "?",
                          help="baseline samples (perfctl JSONL, hyperfine/pyperf/Google Benchmark/pytest-benchmark "
@@ -52,28 +58,32 @@ def inputs(command, inputs_required: bool = True) -> None:
     command.add_argument("--input-format", choices=FORMATS,
                          help="skip format detection")
     command.add_argument("--metric", action="append", metavar="METRIC",
-                         help="metric(s) to compare "
-                              "(default: instructions, else cycles, else task-clock, else wall-time)")
-    command.add_argument("--alpha", type=probability, default=0.05, help="family-wise risk (default 0.05)")
-    command.add_argument("--confidence", type=probability, default=0.95, help="confidence of intervals (0.95)")
-    command.add_argument("--proportion", type=probability, default=0.5,
-                         help="SPA: the value that a proportion F of runs stay at or under (default 0.5)")
-    command.add_argument("--margin", type=probability, default=0.05,
-                         help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent (0.05)")
+                         help=f"metric(s) to compare (default: {', else '.join(DEFAULT_METRICS)})")
+    command.add_argument("--alpha", type=probability, default=DEFAULTS.alpha,
+                         help=f"family-wise risk (default {DEFAULTS.alpha})")
+    command.add_argument("--confidence", type=probability, default=DEFAULTS.confidence,
+                         help=f"confidence of intervals ({DEFAULTS.confidence})")
+    command.add_argument("--proportion", type=probability, default=DEFAULTS.proportion,
+                         help="SPA: the value that a proportion F of runs stay at or under "
+                              f"(default {DEFAULTS.proportion})")
+    command.add_argument("--margin", type=probability, default=DEFAULTS.margin,
+                         help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent "
+                              f"({DEFAULTS.margin})")
     command.add_argument("--paired", action="store_true", help="runs were taken in rounds: pair them by index")
-    command.add_argument("--family", choices=("simultaneous", "sparc"), default="simultaneous",
-                         help="simultaneous (default): every verdict reads off its A/B interval, all intervals "
+    command.add_argument("--family", choices=FAMILIES, default=DEFAULTS.family,
+                         help=f"{DEFAULTS.family} (default): every verdict reads off its A/B interval, all intervals "
                               "Bonferroni-adjusted together; sparc: the paper's family of tests, intervals not "
                               "adjusted (docs/statistics.md)")
-    command.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm",
+    command.add_argument("--correction", choices=METHODS, default=DEFAULTS.correction,
                          help="the correction of the Speedup-Test protocols over the benchmarks, and with --family "
-                              "sparc of its tests (default holm; the default family's intervals are Bonferroni)")
-    command.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
-                         help="which slowdown of B exits 3: relevant (default: a difference shown and equivalence "
-                              "not) or beyond (the interval lies entirely beyond the margin)")
-    command.add_argument("--precision", type=probability, default=0.05,
-                         help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
-    command.add_argument("--seed", type=non_negative_int, default=0, help="seed of the SPA speedup pairing")
+                              f"sparc of its tests (default {DEFAULTS.correction}; the default family's intervals "
+                              "are Bonferroni)")
+    command.add_argument("--fail-on", choices=FAIL_ON, default=FAIL_ON[0],
+                         help=f"which slowdown of B exits 3: {FAIL_ON[0]} (default: a difference shown and "
+                              f"equivalence not) or {FAIL_ON[1]} (the interval lies entirely beyond the margin)")
+    command.add_argument("--precision", type=probability, default=DEFAULTS.precision,
+                         help=f"half-width wanted for the proportion of accelerated benchmarks ({DEFAULTS.precision})")
+    command.add_argument("--seed", type=non_negative_int, default=DEFAULTS.seed, help="seed of the SPA speedup pairing")
     interference_options(command)
     command.add_argument("--pool", action="store_true",
                          help="pool runs of different executables, inputs or kernels under one benchmark name (by "
@@ -249,8 +259,8 @@ def comparison(args, command: str):
             labels = (args.a, args.b)
             if args.benchmark:
                 select(args.benchmark, a, b)
-        # the command line runs no other thread: the benchmarks' tests may be split over two processes
-        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on, split=True)
+        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on,
+                              workers=split_tests)
     except (DatasetError, PairingError) as err:
         raise UsageError(f"{command}: {err}") from None
 
@@ -307,6 +317,17 @@ def _fetched(args, command: str):
 
 # Below this much to read (~6,000 runs), a second process saves less than it costs to start.
 PARALLEL_READ_BYTES = 4 << 20
+# Fewer benchmarks than this are compared in one process: a fork and the pickled results cost more than
+# half of their tests (~1 ms each at 50 runs a side).
+SPLIT_MIN = 64
+
+
+def split_tests(function, keys) -> list:
+    """The map-like ``workers`` of analysis/compare.py for the command line, which runs no other thread (a
+    server's gRPC threads a fork would not copy): half of the benchmarks' tests in a forked child."""
+    from perfctl.parallel import halves
+
+    return halves(function, keys, at_least=SPLIT_MIN)
 
 
 def _worth_two(path_a: str, path_b: str) -> bool:

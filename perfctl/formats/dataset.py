@@ -13,7 +13,8 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
-WALL_TIME = "wall-time"
+from perfctl.model import WALL_TIME  # noqa: F401 - re-exported: the readers' name for every run's wall time
+
 # Editors on some systems start UTF-8 files with a byte order mark: readers skip it (encoding utf-8-sig).
 BOM = "\ufeff"
 

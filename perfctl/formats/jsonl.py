@@ -32,6 +32,7 @@ from perfctl.model import (
     OUTCOMES,
     READING_STATUSES,
     SCHEMA_VERSION,
+    SCOPE_SUFFIX,
     InterferencePolicy,
     Sample,
     distinct_labels,
@@ -444,9 +445,6 @@ def _labelled(record: dict, labels: dict) -> bool:
     return isinstance(carried, dict) and all(carried.get(key) == value for key, value in labels.items())
 
 
-_SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
-
-
 def _layout_shape(layout: tuple) -> tuple[list[str], int | None] | None:
     """For a run's readings as (event, scope, backend, status, unit, reason): their labels and the index of
     the reading an InterferencePolicy looks at (None without one), or None when a field is not plainly right,
@@ -700,7 +698,7 @@ def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> 
     """_labels for one run's (event, scope, backend)s: every run of a file counts the same few, so their
     labels are worked out once. Callers only read the list. The server labels the readings it stores for
     compare with it too (server/decode.py), so stored runs and files are labelled alike."""
-    return distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
+    return distinct_labels([(event + SCOPE_SUFFIX.get(scope, ""), backend) for event, scope, backend in counters])
 
 
 def _add_reading(bench, label: str, reading: dict, key=None) -> None:

@@ -18,7 +18,7 @@ from perfctl.analysis.compare import Comparison
 from perfctl.analysis.verdicts import beyond, read_off
 from perfctl.exit_codes import EXIT_NO_VERDICT, outcome_exit
 from perfctl.pairing import CompareContext, Compared, compared
-from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text, markdown_text
+from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, markdown_text
 from perfctl.text import cell, visible
 
 ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
@@ -250,10 +250,6 @@ def _fixed(value, spec: str = ".4f") -> str:
     return f"{value:{spec}}" if value is not None and math.isfinite(value) else "-"
 
 
-def to_json(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
-    return json_text(document(comparison, context, notes))
-
-
 def document(comparison: Comparison, context: CompareContext, notes: list[str] = (),
              fail_on: str = "relevant") -> dict:
     """The JSON document: the per-benchmark rows, the overall summaries, every parameter, raw numbers."""
@@ -432,9 +428,9 @@ def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str
 
 
 def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL,
-                   fail_on: str = "relevant", split: bool = False) -> CompareReport:
-    """Pair two Datasets and compare them (``split``: see analysis/compare.py). Raises PairingError."""
-    result = compared(a, b, metrics, parameters, labels, split)
+                   fail_on: str = "relevant", workers=map) -> CompareReport:
+    """Pair two Datasets and compare them (``workers``: see analysis/compare.py). Raises PairingError."""
+    result = compared(a, b, metrics, parameters, labels, workers)
     return CompareReport(result.comparison, result.context, result.notes, datasets=(a, b), verbosity=verbosity,
                          fail_on=fail_on)
 

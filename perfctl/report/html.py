@@ -405,10 +405,10 @@ def series_of(bench, metric: str, name: str, limit: int = svg.MARK_LIMIT) -> svg
 
 def _label(dataset, benchmark: str, metric: str) -> str:
     """The reading label of ``metric`` in this dataset (``instructions`` may be read as ``instructions:u``)."""
+    from perfctl.model import metric_label
+
     bench = dataset.benchmarks.get(benchmark)
-    if bench is None:
-        return metric
-    return next((label for label in (metric, f"{metric}:u") if label in bench.metrics), metric)
+    return (metric_label(metric, bench.metrics) if bench is not None else None) or metric
 
 
 def _benchmark_plots(row: dict, result, unit: str | None, datasets, limit: int) -> str:

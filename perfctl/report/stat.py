@@ -14,13 +14,12 @@ from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
 from perfctl.formats.dataset import RunIdentity
-from perfctl.model import InterferencePolicy, Sample, distinct_labels
+from perfctl.model import WALL_TIME, InterferencePolicy, Sample, distinct_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report
 from perfctl.text import cell, visible
 from perfctl.units import quantity
 
-WALL_TIME = "wall-time"
 _LABELLED = operator.attrgetter("event", "scope", "backend")  # what a reading's distinct name is made of
 
 
