@@ -386,7 +386,7 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
         ("P[A>B]", "-" if row["p_a_greater_b"] is None else f"{row['p_a_greater_b']:.3f}"),
     ]
     if row["warnings"]:
-        facts.append(("warnings", row["warnings"]))
+        facts.append(("warnings", "; ".join(row["warnings"])))
     parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
              _table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
     if datasets is not None:
