@@ -53,7 +53,11 @@ from perfctl.analysis.speedup_test import (
 )
 from perfctl.analysis.verdicts import FAIL_ON, FAMILIES, Relevance
 
-FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"
+# A protocol run both ways says B faster, B slower, or the Speedup-Test's own words; a benchmark's verdict
+# is SPARC's relevance (verdicts.Relevance), or disturbed, or the Speedup-Test's "cannot conclude". Words,
+# not new enums: they travel on the wire as the strings they are (perfctl/results.py).
+FASTER, SLOWER = "B faster", "B slower"
+NOT_SIGNIFICANT, CANNOT_CONCLUDE = Verdict.NOT_SIGNIFICANT.value, Verdict.CANNOT_CONCLUDE.value
 DISTURBED = "disturbed"
 # Below this many judged benchmarks the proportion of accelerated ones and the benchmarks needed for a
 # precision are planning figures, not findings (Clopper-Pearson at 95% over 9 benchmarks is >= 0.6 wide).
