@@ -59,7 +59,7 @@ def inputs(command, inputs_required: bool = True) -> None:
     from perfctl.formats import FORMATS
     from perfctl.model import DEFAULT_METRICS
 
-    DEFAULTS = Parameters()  # noqa: N806 - the statistics' defaults, owned by analysis/compare.py
+    defaults = Parameters()  # the statistics' defaults, owned by analysis/compare.py
 
     command.add_argument("a", metavar="A", nargs=None if inputs_required else "?",
                          help="baseline samples (perfctl JSONL, hyperfine/pyperf/Google Benchmark/pytest-benchmark "
@@ -70,31 +70,31 @@ def inputs(command, inputs_required: bool = True) -> None:
                          help="skip format detection")
     command.add_argument("--metric", action="append", metavar="METRIC",
                          help=f"metric(s) to compare (default: {', else '.join(DEFAULT_METRICS)})")
-    command.add_argument("--alpha", type=probability, default=DEFAULTS.alpha,
-                         help=f"family-wise risk (default {DEFAULTS.alpha})")
-    command.add_argument("--confidence", type=probability, default=DEFAULTS.confidence,
-                         help=f"confidence of intervals ({DEFAULTS.confidence})")
-    command.add_argument("--proportion", type=probability, default=DEFAULTS.proportion,
+    command.add_argument("--alpha", type=probability, default=defaults.alpha,
+                         help=f"family-wise risk (default {defaults.alpha})")
+    command.add_argument("--confidence", type=probability, default=defaults.confidence,
+                         help=f"confidence of intervals ({defaults.confidence})")
+    command.add_argument("--proportion", type=probability, default=defaults.proportion,
                          help="SPA: the value that a proportion F of runs stay at or under "
-                              f"(default {DEFAULTS.proportion})")
-    command.add_argument("--margin", type=probability, default=DEFAULTS.margin,
+                              f"(default {defaults.proportion})")
+    command.add_argument("--margin", type=probability, default=defaults.margin,
                          help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent "
-                              f"({DEFAULTS.margin})")
+                              f"({defaults.margin})")
     command.add_argument("--paired", action="store_true", help="runs were taken in rounds: pair them by index")
-    command.add_argument("--family", choices=FAMILIES, default=DEFAULTS.family,
-                         help=f"{DEFAULTS.family} (default): every verdict reads off its A/B interval, all intervals "
+    command.add_argument("--family", choices=FAMILIES, default=defaults.family,
+                         help=f"{defaults.family} (default): every verdict reads off its A/B interval, all intervals "
                               "Bonferroni-adjusted together; sparc: the paper's family of tests, intervals not "
                               "adjusted (docs/statistics.md)")
-    command.add_argument("--correction", choices=METHODS, default=DEFAULTS.correction,
+    command.add_argument("--correction", choices=METHODS, default=defaults.correction,
                          help="the correction of the Speedup-Test protocols over the benchmarks, and with --family "
-                              f"sparc of its tests (default {DEFAULTS.correction}; the default family's intervals "
+                              f"sparc of its tests (default {defaults.correction}; the default family's intervals "
                               "are Bonferroni)")
     command.add_argument("--fail-on", choices=FAIL_ON, default=FAIL_ON[0],
                          help=f"which slowdown of B exits 3: {FAIL_ON[0]} (default: a difference shown and "
                               f"equivalence not) or {FAIL_ON[1]} (the interval lies entirely beyond the margin)")
-    command.add_argument("--precision", type=probability, default=DEFAULTS.precision,
-                         help=f"half-width wanted for the proportion of accelerated benchmarks ({DEFAULTS.precision})")
-    command.add_argument("--seed", type=non_negative_int, default=DEFAULTS.seed, help="seed of the SPA speedup pairing")
+    command.add_argument("--precision", type=probability, default=defaults.precision,
+                         help=f"half-width wanted for the proportion of accelerated benchmarks ({defaults.precision})")
+    command.add_argument("--seed", type=non_negative_int, default=defaults.seed, help="seed of the SPA speedup pairing")
     interference_options(command)
     command.add_argument("--pool", action="store_true",
                          help="pool runs of different executables, inputs or kernels under one benchmark name (by "
