@@ -272,7 +272,8 @@ def default_metric(counted) -> str:
 
 def reading_label(reading: Reading) -> str:
     """How a reading is named in tables and lookups: event plus :u/:k for scoped events."""
-    return reading.event + SCOPE_SUFFIX.get(reading.scope, "")
+    scope = reading.scope
+    return reading.event + SCOPE_SUFFIX[scope] if scope == "user" or scope == "kernel" else reading.event
 
 
 def distinct_labels(labelled: list[tuple[str, str]]) -> list[str]:
