@@ -254,8 +254,6 @@ def file_side(text: str, command: str) -> tuple[str, dict[str, str]]:
     return text, {}
 
 
-
-
 def request(args, command: str, option: str, path: str | None) -> CompareRequest:
     """The command line of compare or report (its output ``option`` naming ``path``) read once, in the order
     its refusals are said: each side's file and selectors, the output (``check_output``), the statistics'
