@@ -171,3 +171,24 @@ def test_a_pipe_is_read_here_so_its_copy_is_never_left_behind(tmp_path, monkeypa
     assert compare_cli._worth_two(str(a), str(a))
     assert not compare_cli._worth_two(str(a), str(fifo))
     assert not compare_cli._worth_two(str(tmp_path / "missing"), str(a))
+
+
+def test_analysis_is_pure_and_the_caller_splits_the_work():
+    """analysis/ starts no process and reads nothing (criterion.rs: analysis apart from reporting): of
+    perfctl it imports only itself, and nothing that forks or does I/O. The command line hands compare() a
+    map-like ``workers`` (cli/compare.py split_tests, perfctl/parallel.py halves) to split the work."""
+    import ast
+    from pathlib import Path
+
+    refused = {"os", "subprocess", "multiprocessing", "concurrent.futures", "threading", "socket"}
+    for path in (Path(__file__).resolve().parents[1] / "analysis").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                assert name.startswith("perfctl.analysis") or not name.startswith("perfctl"), (path.name, name)
+                assert name not in refused, (path.name, name)
