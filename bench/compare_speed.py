@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 import numpy as np
 
@@ -37,7 +38,7 @@ def write(path: str, rng: np.random.Generator, benchmarks: int, runs: int, facto
         for b in range(benchmarks):
             base = 1e6 * (1 + b % 17)
             for run, value in enumerate(base * factors[b] * rng.lognormal(0, 0.02, runs)):
-                sample = {"type": "sample", "schema_version": 1, "uuid": f"{b}-{run}-{path[-7]}",
+                sample = {"type": "sample", "schema_version": 1, "uuid": str(uuid.UUID(int=(b << 32 | run) << 8 | ord(path[-7]))),
                           "machine_id": "bench",
                           "benchmark": {"name": f"bench{b:04d}", "argv": ["x"], "executable": "/x",
                                         "executable_sha256": "0" * 64, "input_digest": "0" * 64},
