@@ -144,10 +144,10 @@ def test_compare_split_over_two_processes_gives_the_same_floats(parameters, tmp_
         together = compare(a, b, parameters)
         examined, log = analysis._examined, {str(tmp_path / "pids")!r}
 
-        def recorded(*args):  # which processes tested benchmarks
+        def recorded(*args, **kwargs):  # which processes tested benchmarks
             with open(log, "a") as f:
                 f.write(f"{{os.getpid()}}\\n")
-            return examined(*args)
+            return examined(*args, **kwargs)
 
         analysis._examined = recorded
         split = compare(a, b, parameters, workers=split_tests)
