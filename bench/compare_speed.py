@@ -38,8 +38,8 @@ def write(path: str, rng: np.random.Generator, benchmarks: int, runs: int, facto
         for b in range(benchmarks):
             base = 1e6 * (1 + b % 17)
             for run, value in enumerate(base * factors[b] * rng.lognormal(0, 0.02, runs)):
-                sample = {"type": "sample", "schema_version": 1, "uuid": str(uuid.UUID(int=(b << 32 | run) << 8 | ord(path[-7]))),
-                          "machine_id": "bench",
+                identity = str(uuid.UUID(int=(b << 32 | run) << 8 | ord(path[-7])))  # a run's own uuid
+                sample = {"type": "sample", "schema_version": 1, "uuid": identity, "machine_id": "bench",
                           "benchmark": {"name": f"bench{b:04d}", "argv": ["x"], "executable": "/x",
                                         "executable_sha256": "0" * 64, "input_digest": "0" * 64},
                           "run_index": run, "warmup": False, "start_time_ns": 0, "wall_ns": int(value),
