@@ -25,6 +25,7 @@ from perfctl.agent import calibration, errata, inventory, session
 from perfctl.agent.events import parse_events, uncorrectable
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import Runner, make_control
+from perfctl.analysis.audits import AUDIT_MAX_AGE_NS
 from perfctl.analysis.correction import EXCESS_TOLERANCE, MODEL_VERSION, ArtifactFit, Correction, correct, fit_artifacts
 from perfctl.analysis.summary import describe
 from perfctl.text import visible
@@ -301,8 +302,6 @@ def run_audit(runs: int = 5) -> AuditResult:
 
 # --- the latest audit, kept on disk for corrections ---
 
-AUDIT_MAX_AGE_NS = 7 * 24 * 3600 * 10**9
-
 
 def latest_path() -> str:
     """The last complete audit: what corrections use."""
@@ -383,7 +382,7 @@ def correction_for(report: AuditResult | None, inv: Inventory,
     if report.complete is False:
         return None, "the latest audit was interrupted: run perfctl audit again"
     if now_ns - report.time_ns > AUDIT_MAX_AGE_NS:
-        return None, "the latest audit is older than 7 days: run perfctl audit"
+        return None, f"the latest audit is older than {AUDIT_MAX_AGE_NS // (86400 * 10**9)} days: run perfctl audit"
     if report.verdict not in ("trusted", "degraded") or not report.fit:
         verdict = visible(str(report.verdict)[:40])
         return None, f"the latest audit ({verdict}) has no artifact fit to correct with"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from perfctl.agent import runacct
 from perfctl.agent.runner import Exit, RunControl, Runner
-from perfctl.model import Reading
+from perfctl.model import SCOPE_SUFFIX, Reading
 
 BACKEND = "ebpf"
 
@@ -55,7 +55,7 @@ MEASURES = (
 
 
 def _label(measure: Measure) -> str:
-    return measure.event + {"user": ":u", "kernel": ":k"}.get(measure.scope, "")
+    return measure.event + SCOPE_SUFFIX[measure.scope]
 
 
 class EbpfBackend:

@@ -12,15 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from perfctl.model import SCOPE_SUFFIX
+
 # perf_event_attr.type values (linux/perf_event.h)
 TYPE_HARDWARE = 0
 TYPE_SOFTWARE = 1
 TYPE_TRACEPOINT = 2
 TYPE_RAW = 4
 
-SCOPES = ("user", "kernel", "all")
 _MODIFIER_SCOPE = {"u": "user", "k": "kernel", "uk": "all", "ku": "all"}
-SCOPE_SUFFIX = {"user": ":u", "kernel": ":k", "all": ""}
 
 
 class UnknownEvent(ValueError):

@@ -17,11 +17,11 @@ import shutil
 import signal
 import tempfile
 
-from perfctl.agent.events import SCOPE_SUFFIX, EventSpec
+from perfctl.agent.events import EventSpec
 from perfctl.agent.machine import Inventory
 from perfctl.agent.perf_event import Opener, PerfEventBackend, reading_from_counts
 from perfctl.agent.runner import Exit, RunControl, RunError, Runner
-from perfctl.model import Reading
+from perfctl.model import SCOPE_SUFFIX, Reading
 
 BACKEND = "perf-stat"
 _MSEC_UNITS = {"msec": 1_000_000}

@@ -1,6 +1,8 @@
 """Across audits: drift of one machine over its history, and the fleet-wide spread per kernel (the
 coefficient of variation of a kernel's instruction count across machines, Weaver & McKee's Figure 1).
-Pure functions over audit reports (agent/audit.py run_audit's dicts)."""
+Pure functions over audit reports: the JSON documents of agent/audit.py ``AuditResult.to_dict`` as the
+server stores them, or their digests (server/listings.py audit_digest), each checked by ``audit_problem``
+first; and how long an audit vouches for a machine (``AUDIT_MAX_AGE_NS``, ``audit_warning``)."""
 
 from __future__ import annotations
 
@@ -99,7 +101,9 @@ def fleet_spread(latest: dict[str, dict]) -> list[dict]:
     return rows
 
 
-AUDIT_STALE_NS = 7 * 24 * 3600 * 10**9
+# An audit vouches for a machine's counters this long: after it, compare warns (audit_warning) and
+# `perfctl stat` no longer corrects with it (agent/audit.py correction_for).
+AUDIT_MAX_AGE_NS = 7 * 24 * 3600 * 10**9
 
 
 def audit_warning(machine: str, latest: dict | None, now_ns: int) -> str | None:
@@ -109,7 +113,7 @@ def audit_warning(machine: str, latest: dict | None, now_ns: int) -> str | None:
         return f"machine {machine} has never been audited (perfctl audit)"
     if latest["verdict"] in ("untrusted", "degraded"):
         return f"machine {machine}'s latest audit is {latest['verdict']}"
-    if now_ns - latest["time_ns"] > AUDIT_STALE_NS:
+    if now_ns - latest["time_ns"] > AUDIT_MAX_AGE_NS:
         return f"machine {machine}'s latest audit is {(now_ns - latest['time_ns']) / 86400e9:.0f} days old"
     return None
 

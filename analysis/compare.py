@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from perfctl.analysis import spa
 from perfctl.analysis.disturbance import disturbed as disturbance
-from perfctl.analysis.multiple import adjust
+from perfctl.analysis.multiple import METHODS, adjust
 from perfctl.analysis.rank_tests import _sorted_median
 from perfctl.analysis.ratio_edges import exact_samples
 from perfctl.analysis.sparc import (
-    FAMILIES,
     OverallTest,
     SparcDecision,
     _sparc_tests,
@@ -52,12 +51,14 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
-from perfctl.analysis.verdicts import Relevance
-from perfctl.parallel import Forked
+from perfctl.analysis.verdicts import FAIL_ON, FAMILIES, Relevance
 
-FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE = "B faster", "B slower", "not significant", "cannot conclude"
+# A protocol run both ways says B faster, B slower, or the Speedup-Test's own words; a benchmark's verdict
+# is SPARC's relevance (verdicts.Relevance), or disturbed, or the Speedup-Test's "cannot conclude". Words,
+# not new enums: they travel on the wire as the strings they are (perfctl/results.py).
+FASTER, SLOWER = "B faster", "B slower"
+NOT_SIGNIFICANT, CANNOT_CONCLUDE = Verdict.NOT_SIGNIFICANT.value, Verdict.CANNOT_CONCLUDE.value
 DISTURBED = "disturbed"
-FAIL_ON = ("relevant", "beyond")
 # Below this many judged benchmarks the proportion of accelerated ones and the benchmarks needed for a
 # precision are planning figures, not findings (Clopper-Pearson at 95% over 9 benchmarks is >= 0.6 wide).
 FEW_BENCHMARKS = 10
@@ -73,6 +74,9 @@ MAX_LOG_RATIO = MAX_LOG_RATIO_DECADES * math.log(10)
 
 @dataclass(frozen=True)
 class Parameters:
+    """The statistics' parameters of one comparison, and their defaults: the one owner of both (the
+    command line's options and the server's Compare take them from here)."""
+
     alpha: float = 0.05
     confidence: float = 0.95
     proportion: float = 0.5
@@ -82,6 +86,12 @@ class Parameters:
     precision: float = 0.05
     seed: int = 0
     family: str = "simultaneous"
+
+    @classmethod
+    def given(cls, **values) -> Parameters:
+        """Parameters of the ``values`` given, every other at its default; a value that is None, 0, empty or
+        False is not given (as a proto3 field left unset reads)."""
+        return cls(**{name: value for name, value in values.items() if value})
 
     def validate(self) -> None:
         for name in ("alpha", "confidence", "proportion", "margin", "precision"):
@@ -109,10 +119,10 @@ class Parameters:
         # 1e-6 an edge and 1 are within a few ulps of each other, closer than an end can be told apart
         if self.margin < MIN_PRECISION:
             raise ValueError(f"margin: must be between {MIN_PRECISION:g} and 1, got {self.margin}")
-        if self.correction not in ("holm", "bonferroni", "bh"):
-            raise ValueError(f"correction: holm, bonferroni or bh, got {self.correction!r}")
+        if self.correction not in METHODS:
+            raise ValueError(f"correction: {', '.join(METHODS[:-1])} or {METHODS[-1]}, got {self.correction!r}")
         if self.family not in FAMILIES:
-            raise ValueError(f"family: simultaneous or sparc, got {self.family!r}")
+            raise ValueError(f"family: {' or '.join(FAMILIES)}, got {self.family!r}")
 
 
 @dataclass(frozen=True)
@@ -213,7 +223,7 @@ class Comparison:
             return self.relevant_slowdowns
         if fail_on == "beyond":
             return tuple(b for b in self.benchmarks if b.beyond_slowdown)
-        raise ValueError(f"fail_on: relevant or beyond, got {fail_on!r}")
+        raise ValueError(f"fail_on: {' or '.join(FAIL_ON)}, got {fail_on!r}")
 
 
 def _both_ways(test, alpha: float):
@@ -265,13 +275,17 @@ def _precheck(x: np.ndarray, y: np.ndarray, paired: bool) -> str | None:
 
 def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, str], Sequence[float]],
             parameters: Parameters = Parameters(), notes: Mapping[tuple[str, str], Sequence[str]] | None = None,
-            only_a: Sequence[str] = (), only_b: Sequence[str] = (), split: bool = False) -> Comparison:
+            only_a: Sequence[str] = (), only_b: Sequence[str] = (),
+            workers: Callable[[Callable, Sequence], Iterable] = map) -> Comparison:
     """Compare samples keyed by (benchmark, metric); both mappings must have the same keys.
 
     ``notes`` carries the data's own warnings per key (multiplexed counters, mixed backends...) into the
-    result. Benchmarks present on one side only are passed as ``only_a``/``only_b`` and listed. ``split``:
-    half of the benchmarks' own tests are computed in a forked child (perfctl/parallel.py), for a process
-    that runs no other threads (the command line; never a server, whose gRPC threads a fork would not copy).
+    result. Benchmarks present on one side only are passed as ``only_a``/``only_b`` and listed.
+    ``workers`` is a map-like callable, as scipy's: ``workers(function, keys)`` gives ``function(key)`` for
+    each key, in order; it runs each benchmark's own tests (the family's decisions and the summaries, which
+    take all of them, follow here). By default the built-in ``map``: here, in order. The command line
+    passes one that computes half of them in another process (perfctl/parallel.py ``halves``); this module
+    starts none.
     """
     parameters.validate()
     notes = notes or {}
@@ -279,8 +293,8 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
         raise ValueError("a, b: the same (benchmark, metric) keys on both sides")
     keys = sorted(a)
     p = parameters
-    # each benchmark's own tests, half of them in a forked child when asked (perfctl/parallel.py); then
-    # what takes all of them: the family's decisions, the adjusted p-values, the summaries
+    # each benchmark's own tests (``workers``); then what takes all of them: the family's decisions, the
+    # adjusted p-values, the summaries
     samples = {key: (np.asarray(a[key], dtype=float), np.asarray(b[key], dtype=float)) for key in keys}
     # the values themselves where a float cannot hold them (counts past 2^53), for the verdict's exact edges
     exact = {key: exact_samples(a[key], b[key], samples[key]) for key in keys}
@@ -290,9 +304,9 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     # is known from the prechecks
     level = family_level(sum(reason is None for reason in reasons.values()), p.alpha) \
         if p.family == "simultaneous" else None
-    half = len(keys) // 2 if split and len(keys) >= SPLIT_MIN else 0
-    with Forked(_examined, keys[half:], samples, reasons, notes, p, level, exact, worth=half > 0) as rest:
-        prepared = _examined(keys[:half], samples, reasons, notes, p, level, exact) + rest.result()
+    examine = functools.partial(_examined, samples=samples, reasons=reasons, notes=notes, p=p, level=level,
+                                exact=exact)
+    prepared = list(workers(examine, keys))
     judged = [item for item in prepared if isinstance(item, dict)]
     tests = [item["sparc"] for item in judged]
     groups = [item["metric"] for item in judged]
@@ -317,42 +331,34 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
                       interval_level=suite.interval_level, family_size=suite.family_size)
 
 
-# Fewer benchmarks than this are compared in one process: a fork and the pickled results cost more than
-# half of their tests (~1 ms each at 50 runs a side).
-SPLIT_MIN = 64
-
-
-def _examined(keys, samples, reasons, notes, p: Parameters, level: float | None,
-              exact=None) -> list[BenchmarkComparison | dict]:
-    """What each benchmark's runs say on their own: SPARC's tests (their interval at the simultaneous
+def _examined(key: tuple[str, str], samples, reasons, notes, p: Parameters, level: float | None,
+              exact=None) -> BenchmarkComparison | dict:
+    """What one benchmark's runs say on their own: SPARC's tests (their interval at the simultaneous
     family's ``level``, else at the confidence asked), the disturbance check, both protocols both ways,
     SPA's intervals and the pairing; a BenchmarkComparison for a benchmark that cannot be judged
     (``reasons``: _precheck's)."""
-    examined = []
-    for name, metric in keys:
-        x, y = samples[name, metric]
-        key_notes = list(notes.get((name, metric), ()))
-        reason = reasons[name, metric]
-        if reason is not None:
-            examined.append(_cannot(name, metric, x, y, reason, key_notes))
-            continue
-        # validated (_precheck) and sorted once for every test of the benchmark; the tests whose sums run
-        # in the runs' order (means, variances, Levene's deviations, the random pairing) get them as given
-        x_sorted, y_sorted = np.sort(x), np.sort(y)
-        ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
-        sparc = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, level or p.confidence,
-                             (exact or {}).get((name, metric)))
-        examined.append({
-            "name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted, "y_sorted": y_sorted,
-            "notes": key_notes, "disturbed": disturbance(x, y, p.alpha),
-            "sparc": sparc,
-            "mean": _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha),
-            "median": _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha),
-            "spa_a": spa._value_interval_sorted(x_sorted, p.proportion, p.confidence),
-            "spa_b": spa._value_interval_sorted(y_sorted, p.proportion, p.confidence),
-            "speedup_spa": spa.value_interval(ratios, p.proportion, p.confidence), "pairing": pairing,
-            "speedups": _observed_speedups(x, y, x_sorted, y_sorted)})
-    return examined
+    name, metric = key
+    x, y = samples[key]
+    key_notes = list(notes.get(key, ()))
+    reason = reasons[key]
+    if reason is not None:
+        return _cannot(name, metric, x, y, reason, key_notes)
+    # validated (_precheck) and sorted once for every test of the benchmark; the tests whose sums run in the
+    # runs' order (means, variances, Levene's deviations, the random pairing) get them as given
+    x_sorted, y_sorted = np.sort(x), np.sort(y)
+    ratios, pairing = spa.pair_runs(x, y, seed=p.seed, by_index=p.paired)
+    sparc = _sparc_tests(x, y, x_sorted, y_sorted, p.margin, p.paired, level or p.confidence,
+                         (exact or {}).get(key))
+    return {
+        "name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted, "y_sorted": y_sorted,
+        "notes": key_notes, "disturbed": disturbance(x, y, p.alpha),
+        "sparc": sparc,
+        "mean": _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha),
+        "median": _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha),
+        "spa_a": spa._value_interval_sorted(x_sorted, p.proportion, p.confidence),
+        "spa_b": spa._value_interval_sorted(y_sorted, p.proportion, p.confidence),
+        "speedup_spa": spa.value_interval(ratios, p.proportion, p.confidence), "pairing": pairing,
+        "speedups": _observed_speedups(x, y, x_sorted, y_sorted)}
 
 
 def _adjust_present(raw: list[float | None], method: str) -> list[float | None]:
@@ -417,7 +423,3 @@ def _summarize(metric: str, rows: list[BenchmarkComparison], samples: Mapping[tu
     return MetricSummary(metric, len(rows), speedup_mean, speedup_median, wilson, exact, needed, overall,
                          "; ".join(notes) or None)
 
-
-def finite_or_none(value: float | None) -> float | None:
-    """JSON has no NaN: renderers use this for every float they emit."""
-    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value

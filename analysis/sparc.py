@@ -11,7 +11,7 @@ paper. Unpaired runs (the usual case across machines): the Mann-Whitney family t
 alternative, i.e. the rank-sum test of X against c·Y (a scale shift: X/Y = c), with the Hodges-Lehmann ratio
 median(x_i / y_j) and its rank-inversion interval as the effect size.
 
-Two families decide the verdicts (``FAMILIES``):
+Two families decide the verdicts (``FAMILIES``, analysis/verdicts.py):
 
 - ``"simultaneous"`` (perfctl's default, ``simultaneous_suite``): every judged (benchmark, metric) gets the
   Hodges-Lehmann ratio interval at level 1 - alpha/m, m the number of judged pairs of the comparison. By
@@ -51,8 +51,6 @@ from perfctl.analysis.rank_tests import (
 )
 from perfctl.analysis.ratio_edges import difference_test, equivalence_tests, exact_samples, settle_ends
 from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
-
-FAMILIES = ("simultaneous", "sparc")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,13 @@ import functools
 import math
 from fractions import Fraction
 
+# Which slowdown of B fails a comparison (compare's, ab's and submit's --fail-on; exit 3): a relevant
+# difference with B slower, or one whose interval lies beyond the margin (``beyond``).
+FAIL_ON = ("relevant", "beyond")
+# The two families a comparison's verdicts come from (analysis/sparc.py says what each is): off intervals
+# adjusted together, or off the paper's tests.
+FAMILIES = ("simultaneous", "sparc")
+
 
 class Relevance(enum.Enum):
     RELEVANT = "relevant difference"

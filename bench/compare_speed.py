@@ -21,10 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 import numpy as np
 
 from perfctl.analysis.compare import Parameters, compare
+from perfctl.cli.compare import split_tests
 from perfctl.formats import read_dataset
 from perfctl.pairing import pair
 from perfctl.parallel import Forked
@@ -36,8 +38,8 @@ def write(path: str, rng: np.random.Generator, benchmarks: int, runs: int, facto
         for b in range(benchmarks):
             base = 1e6 * (1 + b % 17)
             for run, value in enumerate(base * factors[b] * rng.lognormal(0, 0.02, runs)):
-                sample = {"type": "sample", "schema_version": 1, "uuid": f"{b}-{run}-{path[-7]}",
-                          "machine_id": "bench",
+                identity = str(uuid.UUID(int=(b << 32 | run) << 8 | ord(path[-7])))  # a run's own uuid
+                sample = {"type": "sample", "schema_version": 1, "uuid": identity, "machine_id": "bench",
                           "benchmark": {"name": f"bench{b:04d}", "argv": ["x"], "executable": "/x",
                                         "executable_sha256": "0" * 64, "input_digest": "0" * 64},
                           "run_index": run, "warmup": False, "start_time_ns": 0, "wall_ns": int(value),
@@ -87,7 +89,7 @@ def main() -> None:
         reading = time.perf_counter() - start
         paired = pair(dataset_a, dataset_b)
         start = time.perf_counter()
-        comparison = compare(paired.a, paired.b, Parameters(), paired.notes, split=True)
+        comparison = compare(paired.a, paired.b, Parameters(), paired.notes, workers=split_tests)
         analysis = time.perf_counter() - start
     whole, startup = statistics.median(wholes), statistics.median(startups)
     verdicts = {}

@@ -13,8 +13,6 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
-WALL_TIME = "wall-time"
-
 
 class DatasetError(ValueError):
     """A file that cannot be read as samples; the message is one line naming the file."""

@@ -18,6 +18,14 @@ SCHEMA_VERSION = 1
 READING_STATUSES = ("ok", "unsupported", "multiplexed", "error")
 OUTCOMES = ("ok", "failed", "signal", "timeout")
 BACKENDS = ("perf_event", "perf-stat", "dbi", "ebpf")
+# A reading's privilege scope, and the suffix its label carries (perf's ``instructions:u``): the one owner
+# of both, for the event parser (agent/events.py), every backend, the readers and the server's validation.
+SCOPES = ("user", "kernel", "all")
+SCOPE_SUFFIX = {"user": ":u", "kernel": ":k", "all": ""}
+# Every run's own metric: its wall time in ns, measured by perfctl whatever the backend.
+WALL_TIME = "wall-time"
+# What compare and ab measure when no --metric is given: the first of these counted on both sides.
+DEFAULT_METRICS = ("instructions", "cycles", "task-clock", WALL_TIME)
 
 
 def parse_backends(text: str) -> tuple[str, ...]:
@@ -197,7 +205,7 @@ class Sample:
     def metric_value(self, metric: str) -> float | None:
         """The run's value of ``metric`` (a reading's label, or wall-time), or None when the run did not
         count it (not ok, unsupported, an error)."""
-        if metric == "wall-time":
+        if metric == WALL_TIME:
             return float(self.wall_ns)
         reading = self.reading(metric)
         return float(reading.value) if reading is not None and reading.status == "ok" else None
@@ -207,30 +215,24 @@ def metric_label(metric: str, counted) -> str | None:
     """The label under which ``metric`` is counted among the labels ``counted``: the name itself, or with
     perf's ``:u`` suffix (``instructions`` is ``instructions:u``), as compare matches them; None if neither.
     wall-time is every run's."""
-    if metric == "wall-time":
+    if metric == WALL_TIME:
         return metric
-    for label in (metric, f"{metric}:u"):
+    for label in (metric, metric + SCOPE_SUFFIX["user"]):
         if label in counted:
             return label
     return None
 
 
 def default_metric(counted) -> str:
-    """The first of instructions, cycles, task-clock that is counted (labels ``counted``), else wall-time:
-    compare's default order (perfctl/pairing.py DEFAULT_METRICS)."""
-    for metric in ("instructions", "cycles", "task-clock"):
-        label = metric_label(metric, counted)
-        if label is not None:
-            return label
-    return "wall-time"
+    """The first of DEFAULT_METRICS that is counted (labels ``counted``): instructions, cycles, task-clock,
+    else wall-time, which every run has."""
+    return next(label for label in (metric_label(metric, counted) for metric in DEFAULT_METRICS) if label)
 
 
 def reading_label(reading: Reading) -> str:
     """How a reading is named in tables and lookups: event plus :u/:k for scoped events."""
-    return reading.event + _SCOPE_SUFFIX.get(reading.scope, "")
-
-
-_SCOPE_SUFFIX = {"user": ":u", "kernel": ":k"}
+    scope = reading.scope
+    return reading.event + SCOPE_SUFFIX[scope] if scope == "user" or scope == "kernel" else reading.event
 
 
 def distinct_labels(labelled: list[tuple[str, str]]) -> list[str]:
@@ -250,7 +252,7 @@ def counter_labels(counters: tuple[tuple[str, str | None, str | None], ...]) -> 
     the one place a reading's name is worked out, for a run measured (Sample.reading, report/stat.py), read
     from a file (formats/jsonl.py) or stored by the server (server/decode.py), so all are named alike. Every
     run of a measurement counts the same few, so their names are worked out once."""
-    return tuple(distinct_labels([(event + _SCOPE_SUFFIX.get(scope, ""), backend)
+    return tuple(distinct_labels([(event + SCOPE_SUFFIX.get(scope, ""), backend)
                                   for event, scope, backend in counters]))
 
 

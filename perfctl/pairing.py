@@ -17,9 +17,7 @@ import numpy as np
 
 from perfctl.analysis.compare import Comparison, Parameters, compare
 from perfctl.dataset import BenchmarkData, Block, Dataset
-from perfctl.model import metric_label
-
-DEFAULT_METRICS = ("instructions", "cycles", "task-clock", "wall-time")
+from perfctl.model import DEFAULT_METRICS, SCOPE_SUFFIX, metric_label
 
 
 class PairingError(ValueError):
@@ -70,10 +68,10 @@ class Compared:
 
 
 def compared(a: Dataset, b: Dataset, metrics: list[str] | None, parameters: Parameters,
-             labels: tuple[str, str], split: bool = False) -> Compared:
-    """Pair two Datasets and compare them (``split``: see analysis/compare.py). Raises PairingError."""
+             labels: tuple[str, str], workers=map) -> Compared:
+    """Pair two Datasets and compare them (``workers``: see analysis/compare.py). Raises PairingError."""
     paired = pair(a, b, metrics, by_run=parameters.paired)
-    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b, split=split)
+    result = compare(paired.a, paired.b, parameters, paired.notes, paired.only_a, paired.only_b, workers)
     renames = {name_a: name_b for name_a, name_b in paired.mapping.items() if name_a != name_b}
     pairing = pairing_words(note for notes in paired.notes.values() for note in notes) if parameters.paired else ""
     context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
@@ -132,7 +130,7 @@ def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None, by_run: bool 
                 key_notes.append(how)
             for side, dataset, name, label in (("A", a, name_a, label_a), ("B", b, name_b, label_b)):
                 bench = dataset.benchmarks[name]
-                for note in bench.notes.get(label or metric, []) + bench.notes.get(f"{metric}:u", []):
+                for note in bench.notes.get(label or metric, []) + bench.notes.get(metric + SCOPE_SUFFIX["user"], []):
                     key_notes.append(f"{side}: {note}")
                 if label:
                     units[metric] = bench.units.get(label, units.get(metric, ""))
@@ -452,5 +450,5 @@ def _choose_metrics(a: Dataset, b: Dataset, mapping: dict[str, str], metrics: li
             why = f"; {', '.join(skipped)} not measured on both sides" if skipped else ""
             return [metric], f"default metric {metric}{why}"
         skipped.append(metric)
-    raise PairingError("none of instructions, cycles, task-clock, wall-time is measured for every common "
-                       "benchmark on both sides; name one with --metric")
+    raise PairingError(f"none of {', '.join(DEFAULT_METRICS)} is measured for every common benchmark on both "
+                       "sides; name one with --metric")

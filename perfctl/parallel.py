@@ -1,7 +1,8 @@
 """One piece of work done in a forked child on another core while this process does the rest.
 
 `perfctl compare` of two files reads one file in a child while it reads the other, and compares half of the
-benchmarks in a child while it compares the other half: on two cores the command takes about half as long
+benchmarks in a child while it compares the other half (``halves``, the map-like ``workers`` it hands to
+analysis/compare.py, which starts no process itself): on two cores the command takes about half as long
 (bench/compare_speed.py). A fork, not a pool of spawned workers: the child starts in a millisecond with
 every module and the data already there, and gives back only its result (pickled through a pipe).
 
@@ -79,6 +80,20 @@ class Forked:
 
     def __exit__(self, *exc) -> None:
         self.cancel()
+
+
+def halves(function, items, at_least: int = 2) -> list:
+    """``list(map(function, items))``, the second half of the items computed in a forked child (``Forked``)
+    while this process computes the first; all of them here when there are fewer than ``at_least`` (too
+    little work to gain from a fork). A map-like ``workers``, as scipy's, for analysis/compare.py."""
+    items = list(items)
+    half = len(items) // 2 if len(items) >= at_least else 0
+    with Forked(_mapped, function, items[half:], worth=half > 0) as rest:
+        return _mapped(function, items[:half]) + rest.result()
+
+
+def _mapped(function, items) -> list:
+    return [function(item) for item in items]
 
 
 def _run(function, args) -> tuple[bool, object]:

@@ -24,7 +24,6 @@ import numpy as np
 
 from perfctl.analysis.ratio_edges import EXACT_IN_FLOAT
 from perfctl.dataset import (
-    WALL_TIME,
     Block,
     Dataset,
     DatasetError,
@@ -33,7 +32,7 @@ from perfctl.dataset import (
     shared_note,
     unmix,
 )
-from perfctl.model import INTERFERENCE_EVENT, InterferencePolicy
+from perfctl.model import INTERFERENCE_EVENT, WALL_TIME, InterferencePolicy
 from perfctl.pairing import PairingError
 from perfctl.units import clock_offset
 from perfctl.v1 import fleet_pb2 as pb

@@ -289,11 +289,10 @@ class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
     def _compare(self, request) -> pb.CompareResponse:
         """Select both sides' runs (server/selection.py), compare them (perfctl/pairing.py) and return the
         comparison as data (perfctl/results.py): the client renders it."""
-        parameters = Parameters(alpha=request.alpha or 0.05, confidence=request.confidence or 0.95,
-                                proportion=request.proportion or 0.5, margin=request.margin or 0.05,
-                                paired=request.paired, correction=request.correction or "holm",
-                                precision=request.precision or 0.05, seed=request.seed,
-                                family=request.family or "simultaneous")
+        parameters = Parameters.given(alpha=request.alpha, confidence=request.confidence,
+                                      proportion=request.proportion, margin=request.margin, paired=request.paired,
+                                      correction=request.correction, precision=request.precision,
+                                      seed=request.seed, family=request.family)
         parameters.validate()
         limit = request.interference_limit or DEFAULT_INTERFERENCE_LIMIT
         if not (0 < limit < 1e6 and math.isfinite(limit)):

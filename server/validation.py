@@ -10,7 +10,8 @@ import json
 import math
 import re
 
-from perfctl.model import OUTCOMES, READING_STATUSES, labels_problem, parse_backends
+from perfctl.analysis.verdicts import FAMILIES
+from perfctl.model import OUTCOMES, READING_STATUSES, SCOPES, labels_problem, parse_backends
 from perfctl.wire import MAX_HELD_JOBS
 
 MAX_MESSAGE_BYTES = 16 << 20
@@ -30,7 +31,6 @@ MAX_RUN_INDEX = 10**9
 MAX_TASKS = 1 << 22  # PID_MAX_LIMIT: no machine has more processes to leave behind
 MAX_INVENTORY_BYTES = 64 << 10
 MAX_EVENTS = 256
-SCOPES = ("user", "kernel", "all")
 HEARTBEAT_STATES = ("", "idle", "running")
 # \Z, not $: "$" also matches before a final newline, so "cycles\n" would pass as an event name.
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
@@ -544,7 +544,7 @@ def validate_audit(request) -> tuple[str | None, dict | None, str | None]:
     return None, report, json.dumps(report) if replaced else request.report_json
 
 
-COMPARE_FAMILIES = ("", "simultaneous", "sparc")  # perfctl compare --family; empty: simultaneous
+COMPARE_FAMILIES = ("", *FAMILIES)  # perfctl compare --family; empty: the default (analysis/compare.py)
 
 
 def validate_selection(selection, field: str) -> str | None:

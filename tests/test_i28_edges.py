@@ -25,7 +25,7 @@ from perfctl.analysis.verdicts import Relevance, band, beyond, read_off
 from perfctl.pairing import CompareContext
 from perfctl.report import svg
 from perfctl.report.ab import _sequence, live_line
-from perfctl.report.compare import CompareReport, to_markdown
+from perfctl.report.compare import CompareReport
 
 
 def _write(path, stat_lines, faults, machine_text=None, first_sample_before_machine=False):
@@ -262,7 +262,7 @@ def test_printed_intervals_read_as_their_verdicts():
         out = io.StringIO()
         CompareReport(comparison, context).table(Console(file=out, width=250))
         assert f"±{margin_text}" in out.getvalue()
-        for pattern, text in ((ROW, out.getvalue()), (MARKDOWN_ROW, to_markdown(comparison, context))):
+        for pattern, text in ((ROW, out.getvalue()), (MARKDOWN_ROW, CompareReport(comparison, context).markdown())):
             for line in text.splitlines():
                 match = pattern.match(line)
                 if match is None or "…" in match.group(2, 3):

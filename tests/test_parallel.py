@@ -127,7 +127,8 @@ def test_compare_split_over_two_processes_gives_the_same_floats(parameters, tmp_
         import os
         import numpy as np
         import perfctl.analysis.compare as analysis
-        from perfctl.analysis.compare import SPLIT_MIN, Parameters, compare
+        from perfctl.analysis.compare import Parameters, compare
+        from perfctl.cli.compare import SPLIT_MIN, split_tests
 
         rng = np.random.default_rng(16)
         a, b = {{}}, {{}}
@@ -143,20 +144,20 @@ def test_compare_split_over_two_processes_gives_the_same_floats(parameters, tmp_
         together = compare(a, b, parameters)
         examined, log = analysis._examined, {str(tmp_path / "pids")!r}
 
-        def recorded(*args):  # which processes tested benchmarks
+        def recorded(*args, **kwargs):  # which processes tested benchmarks
             with open(log, "a") as f:
                 f.write(f"{{os.getpid()}}\\n")
-            return examined(*args)
+            return examined(*args, **kwargs)
 
         analysis._examined = recorded
-        split = compare(a, b, parameters, split=True)
+        split = compare(a, b, parameters, workers=split_tests)
         assert repr(split) == repr(together)
         assert any(row.cannot_conclude for row in split.benchmarks)
         assert len({{row.sparc.relevance for row in split.benchmarks if row.sparc}}) > 1
         pids = open(log).read().split()
         print(len(pids), len(set(pids)), str(os.getpid()) in pids)
     """)
-    assert out == "2 2 True\n"  # two halves, in this process and in another
+    assert out == f"{compare_cli.SPLIT_MIN + 11} 2 True\n"  # each benchmark once, in this process or in another
 
 
 def test_a_pipe_is_read_here_so_its_copy_is_never_left_behind(tmp_path, monkeypatch):
@@ -170,3 +171,24 @@ def test_a_pipe_is_read_here_so_its_copy_is_never_left_behind(tmp_path, monkeypa
     assert compare_cli._worth_two(str(a), str(a))
     assert not compare_cli._worth_two(str(a), str(fifo))
     assert not compare_cli._worth_two(str(tmp_path / "missing"), str(a))
+
+
+def test_analysis_is_pure_and_the_caller_splits_the_work():
+    """analysis/ starts no process and reads nothing (criterion.rs: analysis apart from reporting): of
+    perfctl it imports only itself, and nothing that forks or does I/O. The command line hands compare() a
+    map-like ``workers`` (cli/compare.py split_tests, perfctl/parallel.py halves) to split the work."""
+    import ast
+    from pathlib import Path
+
+    refused = {"os", "subprocess", "multiprocessing", "concurrent.futures", "threading", "socket"}
+    for path in (Path(__file__).resolve().parents[1] / "analysis").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                assert name.startswith("perfctl.analysis") or not name.startswith("perfctl"), (path.name, name)
+                assert name not in refused, (path.name, name)

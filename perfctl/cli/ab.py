@@ -8,6 +8,7 @@ import os
 import random
 import time
 
+from perfctl.analysis.verdicts import FAIL_ON
 from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
@@ -32,9 +33,8 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
-from perfctl.model import default_metric, metric_label
+from perfctl.model import DEFAULT_METRICS, WALL_TIME, default_metric, metric_label
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
-from perfctl.report import FAIL_ON
 
 SEPARATOR = ":::"
 SIDE_LABEL = "ab"  # the label key that tells the commands' samples apart in one file
@@ -73,7 +73,7 @@ def add_parser(sub) -> None:
     ab.add_argument("--confidence", type=confidence, default=0.95,
                     help="that every verdict of the run is right, together (0.95; 0.5 to 0.999999999)")
     ab.add_argument("--metric", metavar="METRIC",
-                    help="what is compared (default: instructions, else cycles, else task-clock, else wall-time)")
+                    help=f"what is compared (default: {', else '.join(DEFAULT_METRICS)})")
     ab.add_argument("--max-runs", type=positive_int, default=DEFAULT_MAX_RUNS, metavar="N",
                     help=f"at most N measured runs of each command (default {DEFAULT_MAX_RUNS})")
     ab.add_argument("--max-time", type=duration, metavar="DURATION", help="stop after this long (90s, 15m, 2h)")
@@ -272,7 +272,7 @@ def _counted_metric(asked: str | None, support: dict[str, str | None]) -> str:
     counted = {label for label, reason in support.items() if reason is None}
     if asked is None:
         return default_metric(counted)
-    if asked != "wall-time" and asked not in counted:
+    if asked != WALL_TIME and asked not in counted:
         raise UsageError(f"perfctl ab: --metric {asked}: {support.get(asked) or 'not counted here'}; choose "
                          "another --metric")
     return asked

@@ -1,10 +1,17 @@
 """`perfctl compare`: is B faster, slower or equivalent to A? Two sample files read here, or two machines'
-samples compared by the fleet server (docs/statistics.md)."""
+samples compared by the fleet server (docs/statistics.md).
+
+One run goes forward once: the command line is read into a CompareRequest (``request``: every option
+checked, each side a file or a machine) before anything is read or asked of a server; then both sides'
+runs are got one way (``datasets``) and compared, or the server's comparison is asked for; then written."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from perfctl.analysis.verdicts import FAIL_ON, FAMILIES
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     connection_options,
@@ -19,8 +26,13 @@ from perfctl.cli.options import (
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
 from perfctl.output import UsageError, console
-from perfctl.report import FAIL_ON, write
+from perfctl.report import NORMAL, write
 from perfctl.report.html import write_report
+
+if TYPE_CHECKING:
+    from perfctl.analysis.compare import Parameters
+    from perfctl.model import InterferencePolicy
+    from perfctl.output_files import Output
 
 
 def add_parser(sub) -> None:
@@ -42,7 +54,12 @@ def add_parser(sub) -> None:
 def inputs(command, inputs_required: bool = True) -> None:
     """What compare and report share: the two inputs (files or machines), the metric, the statistics'
     parameters, interference, and the server holding the machines' runs."""
+    from perfctl.analysis.compare import Parameters
+    from perfctl.analysis.multiple import METHODS
     from perfctl.formats import FORMATS
+    from perfctl.model import DEFAULT_METRICS
+
+    defaults = Parameters()  # the statistics' defaults, owned by analysis/compare.py
 
     command.add_argument("a", metavar="A", nargs=None if inputs_required else "?",
                          help="baseline samples (perfctl JSONL, hyperfine/pyperf/Google Benchmark/pytest-benchmark "
@@ -52,28 +69,32 @@ def inputs(command, inputs_required: bool = True) -> None:
     command.add_argument("--input-format", choices=FORMATS,
                          help="skip format detection")
     command.add_argument("--metric", action="append", metavar="METRIC",
-                         help="metric(s) to compare "
-                              "(default: instructions, else cycles, else task-clock, else wall-time)")
-    command.add_argument("--alpha", type=probability, default=0.05, help="family-wise risk (default 0.05)")
-    command.add_argument("--confidence", type=probability, default=0.95, help="confidence of intervals (0.95)")
-    command.add_argument("--proportion", type=probability, default=0.5,
-                         help="SPA: the value that a proportion F of runs stay at or under (default 0.5)")
-    command.add_argument("--margin", type=probability, default=0.05,
-                         help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent (0.05)")
+                         help=f"metric(s) to compare (default: {', else '.join(DEFAULT_METRICS)})")
+    command.add_argument("--alpha", type=probability, default=defaults.alpha,
+                         help=f"family-wise risk (default {defaults.alpha})")
+    command.add_argument("--confidence", type=probability, default=defaults.confidence,
+                         help=f"confidence of intervals ({defaults.confidence})")
+    command.add_argument("--proportion", type=probability, default=defaults.proportion,
+                         help="SPA: the value that a proportion F of runs stay at or under "
+                              f"(default {defaults.proportion})")
+    command.add_argument("--margin", type=probability, default=defaults.margin,
+                         help="equivalence margin delta: ratios in [1-delta, 1+delta] are equivalent "
+                              f"({defaults.margin})")
     command.add_argument("--paired", action="store_true", help="runs were taken in rounds: pair them by index")
-    command.add_argument("--family", choices=("simultaneous", "sparc"), default="simultaneous",
-                         help="simultaneous (default): every verdict reads off its A/B interval, all intervals "
+    command.add_argument("--family", choices=FAMILIES, default=defaults.family,
+                         help=f"{defaults.family} (default): every verdict reads off its A/B interval, all intervals "
                               "Bonferroni-adjusted together; sparc: the paper's family of tests, intervals not "
                               "adjusted (docs/statistics.md)")
-    command.add_argument("--correction", choices=("holm", "bonferroni", "bh"), default="holm",
+    command.add_argument("--correction", choices=METHODS, default=defaults.correction,
                          help="the correction of the Speedup-Test protocols over the benchmarks, and with --family "
-                              "sparc of its tests (default holm; the default family's intervals are Bonferroni)")
-    command.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
-                         help="which slowdown of B exits 3: relevant (default: a difference shown and equivalence "
-                              "not) or beyond (the interval lies entirely beyond the margin)")
-    command.add_argument("--precision", type=probability, default=0.05,
-                         help="half-width wanted for the proportion of accelerated benchmarks (0.05)")
-    command.add_argument("--seed", type=non_negative_int, default=0, help="seed of the SPA speedup pairing")
+                              f"sparc of its tests (default {defaults.correction}; the default family's intervals "
+                              "are Bonferroni)")
+    command.add_argument("--fail-on", choices=FAIL_ON, default=FAIL_ON[0],
+                         help=f"which slowdown of B exits 3: {FAIL_ON[0]} (default: a difference shown and "
+                              f"equivalence not) or {FAIL_ON[1]} (the interval lies entirely beyond the margin)")
+    command.add_argument("--precision", type=probability, default=defaults.precision,
+                         help=f"half-width wanted for the proportion of accelerated benchmarks ({defaults.precision})")
+    command.add_argument("--seed", type=non_negative_int, default=defaults.seed, help="seed of the SPA speedup pairing")
     interference_options(command)
     command.add_argument("--pool", action="store_true",
                          help="pool runs of different executables, inputs or kernels under one benchmark name (by "
@@ -124,9 +145,74 @@ def _in_range(text: str, ns: float) -> int:
     return int(ns)
 
 
-def selection(text: str, args, command: str):
+@dataclass(frozen=True)
+class Connection:
+    """The server options of one command, read once: what perfctl/client.py and cli/remote.py take (the
+    same attribute names as the options; ``command``, the command's name after perfctl, in their
+    messages)."""
+
+    command: str
+    server: str | None = None
+    token_file: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    insecure: bool = False
+
+    @classmethod
+    def of(cls, args) -> Connection:
+        return cls(args.command, args.server, args.token_file, args.tls_ca, args.tls_cert, args.tls_key,
+                   args.insecure)
+
+
+@dataclass(frozen=True)
+class FileSide:
+    """A side naming a file: ``text`` as the user wrote it, the ``path`` it names, and the labels its runs
+    must carry (FILE@KEY=VALUE, ``file_side``)."""
+
+    text: str
+    path: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class MachineSide:
+    """A side naming a machine: ``text`` as the user wrote it, and the Selection of its stored runs the
+    server takes (``selection``)."""
+
+    text: str
+    selection: object
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """One comparison as the command line asked for it, every option checked (``request``): the two sides
+    (both files or both machines), the statistics' parameters and what the report is written with. The
+    rest of the command reads this, never the argparse namespace."""
+
+    command: str
+    a: FileSide | MachineSide
+    b: FileSide | MachineSide
+    parameters: Parameters
+    metrics: list[str] | None
+    interference: InterferencePolicy
+    input_format: str | None
+    pool: bool
+    benchmarks: tuple[str, ...]
+    fail_on: str
+    verbosity: int
+    connection: Connection
+    output: Output
+
+    @property
+    def machines(self) -> bool:
+        return isinstance(self.a, MachineSide)
+
+
+def selection(text: str, window, command: str):
     """One side naming a machine: MACHINE[@job=ID | @KEY=VALUE[,KEY=VALUE...]] with the time range and
-    --all-history, as the Selection the server takes (protos/perfctl/v1/fleet.proto)."""
+    --all-history (``window``'s since, until and all_history), as the Selection the server takes
+    (protos/perfctl/v1/fleet.proto)."""
     from perfctl.v1 import fleet_pb2 as pb
 
     machine, at, spec = text.partition("@")
@@ -134,10 +220,10 @@ def selection(text: str, args, command: str):
         raise UsageError(f"{command}: {text!r}: expected MACHINE, MACHINE@job=ID or MACHINE@KEY=VALUE[,KEY=VALUE]")
     labels = _selected_labels(spec, machine, command)
     job_id = labels.pop("job", "")
-    if args.since and args.until and args.since >= args.until:
+    if window.since and window.until and window.since >= window.until:
         raise UsageError(f"{command}: --since must be before --until")
-    return pb.Selection(machine=machine, job_id=job_id, labels=labels, since_ns=args.since or 0,
-                        until_ns=args.until or 0, all_history=args.all_history)
+    return pb.Selection(machine=machine, job_id=job_id, labels=labels, since_ns=window.since or 0,
+                        until_ns=window.until or 0, all_history=window.all_history)
 
 
 def _selected_labels(spec: str, where: str, command: str) -> dict[str, str]:
@@ -168,9 +254,16 @@ def file_side(text: str, command: str) -> tuple[str, dict[str, str]]:
     return text, {}
 
 
-def _parameters(args, command: str):
+def request(args, command: str, option: str, path: str | None) -> CompareRequest:
+    """The command line of compare or report (its output ``option`` naming ``path``) read once, in the order
+    its refusals are said: each side's file and selectors, the output (``check_output``), the statistics'
+    parameters, then each machine's selection. UsageError in one line; nothing is read or asked of a server
+    before all of it holds."""
     from perfctl.analysis.compare import Parameters
 
+    connection = Connection.of(args)
+    files = [FileSide(text, *file_side(text, command)) for text in (args.a, args.b)]
+    output = check_output(option, path, args.force, files, connection, command)
     parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
                             margin=args.margin, paired=args.paired, correction=args.correction,
                             precision=args.precision, seed=args.seed, family=args.family)
@@ -178,20 +271,18 @@ def _parameters(args, command: str):
         parameters.validate()
     except ValueError as err:  # before any file is read or server called: one line, exit 2
         raise UsageError(f"{command}: {err}") from None
-    return parameters
+    # A and B name machines when a server is given and neither is a file
+    if (args.server or os.environ.get("PERFCTL_SERVER")) and not any(map(os.path.exists, (args.a, args.b))):
+        sides = [MachineSide(text, selection(text, args, command)) for text in (args.a, args.b)]
+    else:
+        sides = files
+    metrics = [m.strip() for text in (args.metric or []) for m in text.split(",") if m.strip()] or None
+    return CompareRequest(command, *sides, parameters, metrics, interference(args), args.input_format, args.pool,
+                          tuple(args.benchmark or ()), args.fail_on, verbosity(args), connection, output)
 
 
-def _metrics(args) -> list[str] | None:
-    return [m.strip() for text in (args.metric or []) for m in text.split(",") if m.strip()] or None
-
-
-def _machines(args) -> bool:
-    """A and B name machines (a server is given and neither is a file)."""
-    server_given = args.server or os.environ.get("PERFCTL_SERVER")
-    return bool(server_given) and not os.path.exists(args.a) and not os.path.exists(args.b)
-
-
-def check_output(args, option: str, path: str | None, command: str):
+def check_output(option: str, path: str | None, force: bool, files: list[FileSide], connection: Connection,
+                 command: str):
     """The report's FILE as an output_files.Output, to write it with. Refused before anything is read or
     asked of a server when it must not be written (perfctl/output_files.py): one of the inputs, found as the
     file each side names once its ``@selectors`` are taken off (`compare F@ab=A F@ab=B --html F` names F
@@ -200,78 +291,89 @@ def check_output(args, option: str, path: str | None, command: str):
     from perfctl.client import files_read
     from perfctl.output_files import REPORT, Output, check
 
-    sides = [text for text in (args.a, args.b) if text]
-    output = Output(option, path, REPORT, force=args.force)
-    check(command, [output], inputs=[(text, file_side(text, command)[0]) for text in sides] + files_read(args))
+    output = Output(option, path, REPORT, force=force)
+    check(command, [output], inputs=[(side.text, side.path) for side in files] + files_read(connection))
     return output
 
 
 def run(args) -> int:
-    html = check_output(args, "--html", args.html, "perfctl compare")
-    if _machines(args) and not args.html:  # the server compares its stored runs itself
-        report = _compare_machines(args, _metrics(args), _parameters(args, "perfctl compare"))
-        return write(report, args.format, console())
-    report = comparison(args, "perfctl compare")
+    asked = request(args, "perfctl compare", "--html", args.html)
+    if asked.machines and not args.html:  # the server compares its stored runs itself
+        return write(_compared_by_server(asked), args.format, console())
+    report = comparison(asked)
     code = write(report, args.format, console())
     if args.html:
-        write_report(report, html, "perfctl compare", quiet=args.quiet)
+        write_report(report, asked.output, asked.command, quiet=asked.verbosity < NORMAL)
     return code
 
 
-def comparison(args, command: str):
-    """The CompareReport of A and B: files read here, or two machines' runs fetched from the server and
-    compared here (the HTML report draws every run, which the server's answer does not carry)."""
-    from perfctl.formats import DatasetError, read_dataset
-    from perfctl.formats.dataset import unmix
-    from perfctl.pairing import PairingError, select
-    from perfctl.parallel import Forked
+def comparison(asked: CompareRequest):
+    """The CompareReport of A and B, compared here: each side's runs as a Dataset (``datasets``), paired
+    and compared (the HTML report draws every run, which the server's answer does not carry)."""
+    from perfctl.formats import DatasetError
+    from perfctl.pairing import PairingError
     from perfctl.report.compare import compare_report
 
-    parameters = _parameters(args, command)
     try:
-        if _machines(args):
-            a, b = (unmix(dataset, args.pool) for dataset in _fetched(args, command))
-            labels = (f"machine {args.a}", f"machine {args.b}")
-        else:
-            (path_a, labels_a), (path_b, labels_b) = file_side(args.a, command), file_side(args.b, command)
-            if path_a == path_b and not os.path.isfile(path_a):
-                # a pipe gives its content once: the second side would wait for a writer that never comes
-                raise UsageError(f"{command}: {path_a} is not a regular file and can be read only once; copy it to "
-                                 "a file to compare two selections of it")
-            _same_file_refused((path_a, labels_a), (path_b, labels_b), args, command)
-            # B read in a child on another core while A is read here (perfctl/parallel.py)
-            with Forked(read_dataset, path_b, args.input_format, interference(args), labels_b,
-                        worth=_worth_two(path_a, path_b)) as reading_b:
-                a = read_dataset(path_a, args.input_format, interference(args), labels_a)
-                b = reading_b.result()
-            a, b = _apart(a, b, (path_a, labels_a), (path_b, labels_b), args, command)
-            a, b = unmix(a, args.pool), unmix(b, args.pool)
-            labels = (args.a, args.b)
-            if args.benchmark:
-                select(args.benchmark, a, b)
-        # the command line runs no other thread: the benchmarks' tests may be split over two processes
-        return compare_report(a, b, _metrics(args), parameters, labels, verbosity(args), args.fail_on, split=True)
+        a, b = datasets(asked)
+        labels = tuple(f"machine {side.text}" if asked.machines else side.text for side in (asked.a, asked.b))
+        return compare_report(a, b, asked.metrics, asked.parameters, labels, asked.verbosity, asked.fail_on,
+                              workers=split_tests)
     except (DatasetError, PairingError) as err:
-        raise UsageError(f"{command}: {err}") from None
+        raise UsageError(f"{asked.command}: {err}") from None
 
 
-def _same_file_refused(side_a: tuple, side_b: tuple, args, command: str) -> None:
+def datasets(asked: CompareRequest) -> tuple:
+    """The one way to a side's runs: both sides as Datasets ready to pair, files read here or two
+    machines' selected runs fetched from the server; benchmarks whose runs mix builds left out (--pool:
+    kept), and only the --benchmark ones. DatasetError, PairingError, UsageError."""
+    from perfctl.formats.dataset import unmix
+    from perfctl.pairing import select
+
+    a, b = _fetched(asked) if asked.machines else _read(asked)
+    a, b = unmix(a, asked.pool), unmix(b, asked.pool)
+    if asked.benchmarks and not asked.machines:  # the server sends only the benchmarks asked for
+        select(list(asked.benchmarks), a, b)
+    return a, b
+
+
+def _read(asked: CompareRequest) -> list:
+    """Both files' runs, each side's selection of them, and no run on both sides."""
+    from perfctl.formats import read_dataset
+    from perfctl.parallel import Forked
+
+    side_a, side_b = asked.a, asked.b
+    if side_a.path == side_b.path and not os.path.isfile(side_a.path):
+        # a pipe gives its content once: the second side would wait for a writer that never comes
+        raise UsageError(f"{asked.command}: {side_a.path} is not a regular file and can be read only once; copy "
+                         "it to a file to compare two selections of it")
+    _same_file_refused(asked)
+    # B read in a child on another core while A is read here (perfctl/parallel.py)
+    with Forked(read_dataset, side_b.path, asked.input_format, asked.interference, side_b.labels,
+                worth=_worth_two(side_a.path, side_b.path)) as reading_b:
+        a = read_dataset(side_a.path, asked.input_format, asked.interference, side_a.labels)
+        b = reading_b.result()
+    return _apart(a, b, asked)
+
+
+def _same_file_refused(asked: CompareRequest) -> None:
     """Refuse one file (its device and inode: a symlink, a hard link or ./x are the file) read whole, or with
     the same selection, on both sides, in any format: its runs compared with themselves say nothing
     (hyperfine, Google Benchmark, perf stat, pyperf and pytest-benchmark files gave equivalence, exit 0).
     The first half of the one rule "a run is A's or B's, not both"; the second, run by run for files whose
     runs carry a uuid, is ``_apart``. Two selections of one file (F@ab=A F@ab=B) are two sets of runs."""
-    (path_a, labels_a), (path_b, labels_b) = side_a, side_b
+    side_a, side_b = asked.a, asked.b
     try:
-        same = os.path.samefile(path_a, path_b)
+        same = os.path.samefile(side_a.path, side_b.path)
     except OSError:  # a side that cannot be read is said by its reader, in its words
         return
-    if same and labels_a == labels_b:
-        raise UsageError(f"{command}: A and B are the same file ({args.a} and {args.b}): a run compared with "
-                         "itself says nothing; name two files, or two selections of one (FILE@KEY=VALUE)")
+    if same and side_a.labels == side_b.labels:
+        raise UsageError(f"{asked.command}: A and B are the same file ({side_a.text} and {side_b.text}): a run "
+                         "compared with itself says nothing; name two files, or two selections of one "
+                         "(FILE@KEY=VALUE)")
 
 
-def _apart(a, b, side_a: tuple, side_b: tuple, args, command: str):
+def _apart(a, b, asked: CompareRequest) -> list:
     """A and B without a run on both sides (RunIdentity.shared decides which side loses it; that side is
     read again without it, and its note says how many were left out). A run compared with itself would
     count as two sides: `compare F@ab=A F@ab=A` gave equivalence [1.000, 1.000], and a file holding A's runs
@@ -281,32 +383,44 @@ def _apart(a, b, side_a: tuple, side_b: tuple, args, command: str):
 
     left_out = RunIdentity.shared(a.runs, b.runs)
     if left_out is None:
-        raise UsageError(f"{command}: A and B are the same {len(a.runs)} runs (every sample of {args.a} has its uuid "
-                         f"in {args.b} and the other way round): a run compared with itself says nothing")
+        raise UsageError(f"{asked.command}: A and B are the same {len(a.runs)} runs (every sample of {asked.a.text} "
+                         f"has its uuid in {asked.b.text} and the other way round): a run compared with itself "
+                         "says nothing")
     read_again = []
-    for dataset, (path, labels), out in ((a, side_a, left_out[0]), (b, side_b, left_out[1])):
-        if out and not os.path.isfile(path):
-            raise UsageError(f"{command}: {len(out)} runs of {path} are also the other side's (same uuid), and it "
-                             "can be read only once to leave them out; copy it to a file")
-        read_again.append(read_dataset(path, args.input_format, interference(args), labels, frozenset(out))
-                          if out else dataset)
+    for dataset, side, out in ((a, asked.a, left_out[0]), (b, asked.b, left_out[1])):
+        if out and not os.path.isfile(side.path):
+            raise UsageError(f"{asked.command}: {len(out)} runs of {side.path} are also the other side's (same "
+                             "uuid), and it can be read only once to leave them out; copy it to a file")
+        read_again.append(read_dataset(side.path, asked.input_format, asked.interference, side.labels,
+                                       frozenset(out)) if out else dataset)
     return read_again
 
 
-def _fetched(args, command: str):
+def _fetched(asked: CompareRequest) -> list:
     """The two machines' selected runs, fetched from the server as datasets (the client, and gRPC with it,
     is imported here: a comparison of files never pays for it)."""
     from perfctl import client, security
 
-    sides = (selection(args.a, args, command), selection(args.b, args, command))
     try:
-        return client.machine_datasets(args, sides, args.benchmark or [], interference(args))
+        return client.machine_datasets(asked.connection, (asked.a.selection, asked.b.selection),
+                                       list(asked.benchmarks), asked.interference)
     except (client.ClientError, security.SecurityError) as err:
-        raise UsageError(f"{command}: {err}") from None
+        raise UsageError(f"{asked.command}: {err}") from None
 
 
 # Below this much to read (~6,000 runs), a second process saves less than it costs to start.
 PARALLEL_READ_BYTES = 4 << 20
+# Fewer benchmarks than this are compared in one process: a fork and the pickled results cost more than
+# half of their tests (~1 ms each at 50 runs a side).
+SPLIT_MIN = 64
+
+
+def split_tests(function, keys) -> list:
+    """The map-like ``workers`` of analysis/compare.py for the command line, which runs no other thread (a
+    server's gRPC threads a fork would not copy): half of the benchmarks' tests in a forked child."""
+    from perfctl.parallel import halves
+
+    return halves(function, keys, at_least=SPLIT_MIN)
 
 
 def _worth_two(path_a: str, path_b: str) -> bool:
@@ -319,7 +433,7 @@ def _worth_two(path_a: str, path_b: str) -> bool:
     return None not in sizes and sum(sizes) > PARALLEL_READ_BYTES
 
 
-def _compare_machines(args, metrics, parameters):
+def _compared_by_server(asked: CompareRequest):
     """The server's comparison of two machines' stored runs, returned as data and rendered here."""
     from perfctl import results
     from perfctl.analysis.ab import Replay
@@ -328,18 +442,17 @@ def _compare_machines(args, metrics, parameters):
     from perfctl.report.compare import from_compared
     from perfctl.v1 import fleet_pb2 as pb
 
-    command = "perfctl compare"
-    request = pb.CompareRequest(a=selection(args.a, args, command), b=selection(args.b, args, command),
-                                benchmarks=args.benchmark or [], metrics=metrics or [], alpha=parameters.alpha,
-                                confidence=parameters.confidence, proportion=parameters.proportion,
-                                margin=parameters.margin, paired=parameters.paired, correction=parameters.correction,
-                                precision=parameters.precision, seed=parameters.seed, family=parameters.family,
-                                pool=args.pool, interference_limit=args.interference_limit,
-                                exclude_interfered=args.exclude_interfered)
-    response = call(args, "Compare", request)
+    p = asked.parameters
+    wanted = pb.CompareRequest(a=asked.a.selection, b=asked.b.selection, benchmarks=asked.benchmarks,
+                               metrics=asked.metrics or [], alpha=p.alpha, confidence=p.confidence,
+                               proportion=p.proportion, margin=p.margin, paired=p.paired, correction=p.correction,
+                               precision=p.precision, seed=p.seed, family=p.family, pool=asked.pool,
+                               interference_limit=asked.interference.limit,
+                               exclude_interfered=asked.interference.exclude)
+    response = call(asked.connection, "Compare", wanted)
     try:
         result = results.loads(response.comparison_json, Compared)
         sequential = results.loads(response.sequential_json, Replay) if response.sequential_json else None
     except results.ResultError as err:
-        raise UsageError(f"{command}: the server's answer is not a comparison: {err}") from None
-    return from_compared(result, verbosity(args), args.fail_on, sequential)
+        raise UsageError(f"{asked.command}: the server's answer is not a comparison: {err}") from None
+    return from_compared(result, asked.verbosity, asked.fail_on, sequential)

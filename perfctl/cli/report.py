@@ -3,7 +3,7 @@ whose runs the server holds), or of the fleet's audits (--machines). docs/report
 
 from __future__ import annotations
 
-from perfctl.cli.compare import check_output, comparison, inputs
+from perfctl.cli.compare import Connection, check_output, comparison, inputs, request
 from perfctl.cli.options import SIGNAL_EXIT, exit_status, force_option, loudness
 from perfctl.output import UsageError
 from perfctl.report.html import write_report
@@ -33,12 +33,13 @@ def run(args) -> int:
         raise UsageError(f"{COMMAND}: --machines reports the whole fleet: give no A and B")
     if not args.machines and not (args.a and args.b):
         raise UsageError(f"{COMMAND}: give A and B (files or machines), or --machines")
-    output = check_output(args, "-o", args.output, COMMAND)
     if args.machines:
         from perfctl.cli.audit import audit_history
 
+        output = check_output("-o", args.output, args.force, [], Connection.of(args), COMMAND)
         result = audit_history(args)
     else:
-        result = comparison(args, COMMAND)
+        asked = request(args, COMMAND, "-o", args.output)
+        output, result = asked.output, comparison(asked)
     write_report(result, output, COMMAND, quiet=args.quiet)
     return result.exit_code()

@@ -8,6 +8,7 @@ import os
 import sys
 import uuid
 
+from perfctl.analysis.verdicts import FAIL_ON
 from perfctl.cli.ab import DEFAULT_MIN_RUNS, confidence
 from perfctl.cli.options import (
     SIGNAL_EXIT,
@@ -24,8 +25,9 @@ from perfctl.cli.options import (
     seconds,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
+from perfctl.model import DEFAULT_METRICS
 from perfctl.output import UsageError, console
-from perfctl.report import FAIL_ON, write
+from perfctl.report import write
 
 
 def add_parser(sub) -> None:
@@ -58,8 +60,8 @@ def add_parser(sub) -> None:
     sequential.add_argument("--margin", type=probability, default=0.05, help="equivalence margin (0.05)")
     sequential.add_argument("--confidence", type=confidence, default=0.95,
                             help="that every verdict of the job is right, together (0.95; 0.5 to 0.999999999)")
-    sequential.add_argument("--metric", metavar="METRIC", help="what is compared (default: instructions, else "
-                                                               "cycles, else task-clock, else wall-time)")
+    sequential.add_argument("--metric", metavar="METRIC",
+                            help=f"what is compared (default: {', else '.join(DEFAULT_METRICS)})")
     sequential.add_argument("--min-runs", type=positive_int, metavar="K",
                             help="no verdict is settled before K rounds (default 5, at most the most rounds)")
     sequential.add_argument("--fail-on", choices=FAIL_ON, default="relevant",

@@ -12,7 +12,6 @@ import re
 import sys
 
 from perfctl.dataset import (  # noqa: F401 - the model the readers fill, imported from here by them
-    WALL_TIME,
     BenchmarkData,
     Block,
     Dataset,
@@ -23,6 +22,7 @@ from perfctl.dataset import (  # noqa: F401 - the model the readers fill, import
     shared_note,
     unmix,
 )
+from perfctl.model import WALL_TIME  # noqa: F401 - re-exported: the readers' name for every run's wall time
 
 # Editors on some systems start UTF-8 files with a byte order mark: readers skip it (encoding utf-8-sig).
 BOM = "\ufeff"

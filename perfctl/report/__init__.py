@@ -23,9 +23,6 @@ from perfctl.text import visible
 
 QUIET, NORMAL, VERBOSE = -1, 0, 1
 FORMATS = ("table", "json", "csv", "markdown", "html")
-# which slowdown of B fails a comparison (exit 3): a relevant difference, or one shown beyond the margin
-# (compare's and ab's --fail-on)
-FAIL_ON = ("relevant", "beyond")
 _FORMAT_NAMES = {"json": "JSON", "csv": "CSV", "markdown": "Markdown", "html": "HTML"}
 
 

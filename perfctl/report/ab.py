@@ -11,10 +11,10 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.ab import Settlement
-from perfctl.analysis.verdicts import Relevance
+from perfctl.analysis.verdicts import FAIL_ON, Relevance
 from perfctl.exit_codes import outcome_exit
 from perfctl.output import Interrupted
-from perfctl.report import FAIL_ON, NORMAL, QUIET, Report, finite
+from perfctl.report import NORMAL, QUIET, Report, finite
 from perfctl.text import cell, visible
 
 STOPS = {

@@ -1,12 +1,15 @@
 """The report of a comparison: table (rich), JSON, CSV, Markdown. It computes nothing (analysis/ does).
 
-``rows()`` is the one flat view of the per-benchmark results; csv, markdown and the table are that view
-in three shapes, json adds the overall summaries and every parameter. ``CompareReport`` keeps the two
+``rows()`` is the one flat view of the per-benchmark results, computed once per report
+(``CompareReport.rows``; a row's warnings a tuple, joined into one text only where a format holds text:
+``flat``); csv, markdown, the table and the page are that view in four shapes, json adds the overall
+summaries and every parameter. ``CompareReport`` keeps the two
 Datasets (None for a comparison the server renders) and the context, for a report drawn from the runs.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 from rich import box
@@ -18,7 +21,7 @@ from perfctl.analysis.compare import Comparison
 from perfctl.analysis.verdicts import beyond, read_off
 from perfctl.exit_codes import EXIT_NO_VERDICT, outcome_exit
 from perfctl.pairing import CompareContext, Compared, compared
-from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, json_text, markdown_text
+from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, markdown_text
 from perfctl.text import cell, visible
 
 ROW_FIELDS = ("benchmark", "metric", "n_a", "n_b", "median_a", "median_b", "ratio_a_over_b", "ratio_low",
@@ -55,6 +58,8 @@ def margin_relation(low: float | None, high: float | None, margin: float) -> str
 
 
 def rows(comparison: Comparison) -> list[dict]:
+    """A dict per benchmark and metric, of ROW_FIELDS in their order: raw numbers, the verdicts as words and
+    ``warnings`` a tuple (cannot conclude and disturbed first, then the benchmark's own)."""
     out = []
     margin = comparison.parameters.margin
     for r in comparison.benchmarks:
@@ -78,10 +83,15 @@ def rows(comparison: Comparison) -> list[dict]:
             "spa_b_low": r.spa_b.low if r.spa_b else None, "spa_b_high": r.spa_b.high if r.spa_b else None,
             "speedup_spa_low": r.speedup_spa.low if r.speedup_spa else None,
             "speedup_spa_high": r.speedup_spa.high if r.speedup_spa else None,
-            "warnings": "; ".join(([f"cannot conclude: {r.cannot_conclude}"] if r.cannot_conclude else [])
-                                  + ([f"disturbed: {r.disturbed}"] if r.disturbed else []) + list(r.warnings)),
+            "warnings": ((f"cannot conclude: {r.cannot_conclude}",) if r.cannot_conclude else ())
+                        + ((f"disturbed: {r.disturbed}",) if r.disturbed else ()) + tuple(r.warnings),
         })
     return out
+
+
+def flat(rows: list[dict]) -> list[dict]:
+    """The rows as JSON and CSV hold them: each row's warnings one text, "; " between them."""
+    return [{**row, "warnings": "; ".join(row["warnings"])} for row in rows]
 
 
 def statement(comparison: Comparison, context: CompareContext, quote=str) -> list[str]:
@@ -157,7 +167,8 @@ def _table(columns: tuple[str, ...], right: tuple[str, ...]) -> Table:
     return table
 
 
-def render_table(comparison: Comparison, context: CompareContext, console: Console, verbose: bool = False) -> None:
+def render_table(comparison: Comparison, context: CompareContext, table_rows: list[dict], console: Console,
+                 verbose: bool = False) -> None:
     """The verdict table (per benchmark: runs, medians in their unit, the A/B ratio with the interval its
     verdict reads from, SPARC's verdict, where the interval lies against the margin band), what the verdicts
     mean, then the details table (the Speedup-Test's median protocol, and its mean protocol under
@@ -179,7 +190,7 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
     details.title = ("details: the Speedup-Test's " + ("mean and median protocols" if verbose else "median protocol")
                      + f", P[A>B], SPA's {percent(p.confidence)} intervals")
     details.title_justify = "left"
-    for row in rows(comparison):
+    for row in table_rows:
         unit = metric_units.get(row["metric"])
         metric = (cell(row["metric"]),) if several else ()
         table.add_row(cell(row["benchmark"]), *metric, f"{row['n_a']}/{row['n_b']}",
@@ -196,9 +207,9 @@ def render_table(comparison: Comparison, context: CompareContext, console: Conso
     console.print()
     console.print(details)
     console.print()
-    for row in rows(comparison):
+    for row in table_rows:
         # the mean protocol's own warnings go with its column, under --verbose
-        said = [w for w in row["warnings"].split("; ") if w and (verbose or not w.startswith("mean protocol:"))]
+        said = [w for w in row["warnings"] if w and (verbose or not w.startswith("mean protocol:"))]
         if said:
             console.print(visible(f"  {row['benchmark']} ({row['metric']}): {'; '.join(said)}"), markup=False,
                           highlight=False)
@@ -250,11 +261,7 @@ def _fixed(value, spec: str = ".4f") -> str:
     return f"{value:{spec}}" if value is not None and math.isfinite(value) else "-"
 
 
-def to_json(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
-    return json_text(document(comparison, context, notes))
-
-
-def document(comparison: Comparison, context: CompareContext, notes: list[str] = (),
+def document(comparison: Comparison, context: CompareContext, table_rows: list[dict], notes: list[str] = (),
              fail_on: str = "relevant") -> dict:
     """The JSON document: the per-benchmark rows, the overall summaries, every parameter, raw numbers."""
     summaries = []
@@ -289,7 +296,7 @@ def document(comparison: Comparison, context: CompareContext, notes: list[str] =
         "interval_level": comparison.interval_level, "family_size": comparison.family_size,
         "verdicts": legend(comparison),
         "statement": statement(comparison, context),
-        "benchmarks": rows(comparison), "overall": summaries,
+        "benchmarks": flat(table_rows), "overall": summaries,
         "only_a": list(comparison.only_a), "only_b": list(comparison.only_b),
         "relevant_slowdowns": [r.benchmark for r in comparison.relevant_slowdowns],
         "failures": [r.benchmark for r in comparison.failures(fail_on)],
@@ -299,11 +306,11 @@ def document(comparison: Comparison, context: CompareContext, notes: list[str] =
     return finite(out)
 
 
-def to_csv(comparison: Comparison) -> str:
-    return csv_text(rows(comparison), ROW_FIELDS)
+def to_csv(table_rows: list[dict]) -> str:
+    return csv_text(flat(table_rows), ROW_FIELDS)
 
 
-def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str] = ()) -> str:
+def to_markdown(comparison: Comparison, context: CompareContext, table_rows: list[dict], notes: list[str] = ()) -> str:
     """The comparison as Markdown, for a CI comment: every text a user, a file, an agent or a server gave
     goes through the one escaping owner (perfctl/report's ``markdown_text``), so names and units render as
     the text they are; perfctl's own words and numbers are written as they are (plain text in Markdown:
@@ -316,7 +323,7 @@ def to_markdown(comparison: Comparison, context: CompareContext, notes: list[str
                                     "P[A&gt;B]")) + " |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     metric_units = context.units or {}
-    for row in rows(comparison):
+    for row in table_rows:
         unit = metric_units.get(row["metric"])
         # names and quantities (a unit comes from a file) escaped; the rest are perfctl's numbers and words
         lines.append("| " + " | ".join(map(str, (markdown_text(row['benchmark']), markdown_text(row['metric']),
@@ -361,12 +368,17 @@ class CompareReport(Report):
         self.datasets, self.verbosity, self.fail_on = datasets, verbosity, fail_on
         self.sequential = sequential
 
+    @functools.cached_property
+    def rows(self) -> list[dict]:
+        """The rows of every format, computed once (``rows``)."""
+        return rows(self.comparison)
+
     def table(self, console: Console) -> None:
         if self.verbosity <= QUIET:  # only what fails a CI job: the relevant slowdowns, or nothing judged
-            for line in failure_lines(self.comparison, self.fail_on):
+            for line in failure_lines(self.comparison, self.rows, self.fail_on):
                 console.print(visible(line), markup=False, highlight=False)
             return
-        render_table(self.comparison, self.context, console, verbose=self.verbosity >= VERBOSE)
+        render_table(self.comparison, self.context, self.rows, console, verbose=self.verbosity >= VERBOSE)
         if self.sequential is not None:
             from perfctl.report.ab import replay_line
 
@@ -375,7 +387,7 @@ class CompareReport(Report):
             console.print(visible(f"note: {note}"), markup=False, highlight=False)
 
     def document(self) -> dict:
-        out = document(self.comparison, self.context, self.notes, self.fail_on)
+        out = document(self.comparison, self.context, self.rows, self.notes, self.fail_on)
         if self.sequential is not None:
             from perfctl.report.ab import replay_document
 
@@ -383,10 +395,10 @@ class CompareReport(Report):
         return out
 
     def csv(self) -> str:
-        return to_csv(self.comparison)
+        return to_csv(self.rows)
 
     def markdown(self) -> str:
-        return to_markdown(self.comparison, self.context, self.notes)
+        return to_markdown(self.comparison, self.context, self.rows, self.notes)
 
     def html(self) -> str:
         from perfctl.report.html import compare_page
@@ -395,7 +407,7 @@ class CompareReport(Report):
         overall = {summary.metric: overall_lines(summary, p)[1:] for summary in self.comparison.summaries}
         said = (f"±{p.margin:g}: the interval lies beyond the margin band (the change is shown to exceed it), "
                 f"inside it, or crosses an edge. {legend(self.comparison)}.")
-        return compare_page(self.comparison, self.context, rows(self.comparison),
+        return compare_page(self.comparison, self.context, self.rows,
                             statement(self.comparison, self.context), self.notes, _as_compared(self.datasets,
                                                                                                 self.context),
                             overall=overall, legend=said)
@@ -418,12 +430,12 @@ def _as_compared(datasets, context: CompareContext):
     return a, replace(b, benchmarks=benchmarks)
 
 
-def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str]:
+def failure_lines(comparison: Comparison, table_rows: list[dict], fail_on: str = "relevant") -> list[str]:
     """What makes the exit code non-zero, one line each (the table under --quiet)."""
     slow = {(r.benchmark, r.metric) for r in comparison.failures(fail_on)}
     what = "relevant slowdown of B" if fail_on == "relevant" else "slowdown of B beyond the margin"
     lines = [f"{what}: {row['benchmark']} ({row['metric']}) A/B {_ratio(row, comparison.parameters.margin)}"
-             for row in rows(comparison) if (row["benchmark"], row["metric"]) in slow]
+             for row in table_rows if (row["benchmark"], row["metric"]) in slow]
     if not lines and exit_code(comparison, fail_on) == EXIT_NO_VERDICT:
         reasons = "; ".join(f"{r.benchmark}: {r.cannot_conclude or 'disturbed: ' + r.disturbed}"
                             for r in comparison.benchmarks[:3])
@@ -432,9 +444,9 @@ def failure_lines(comparison: Comparison, fail_on: str = "relevant") -> list[str
 
 
 def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL,
-                   fail_on: str = "relevant", split: bool = False) -> CompareReport:
-    """Pair two Datasets and compare them (``split``: see analysis/compare.py). Raises PairingError."""
-    result = compared(a, b, metrics, parameters, labels, split)
+                   fail_on: str = "relevant", workers=map) -> CompareReport:
+    """Pair two Datasets and compare them (``workers``: see analysis/compare.py). Raises PairingError."""
+    result = compared(a, b, metrics, parameters, labels, workers)
     return CompareReport(result.comparison, result.context, result.notes, datasets=(a, b), verbosity=verbosity,
                          fail_on=fail_on)
 

@@ -23,6 +23,7 @@ import reprlib
 from collections.abc import Sequence
 
 from perfctl import units
+from perfctl.analysis.verdicts import Relevance
 from perfctl.report import svg
 from perfctl.report.svg import esc
 
@@ -70,9 +71,9 @@ document.getElementById('filter').addEventListener('input', function (event) {
 def tone(verdict: str, ratio: float | None = None) -> str:
     """The colour class of a SPARC verdict (the words are always printed beside it): a relevant or trivial
     difference is B faster or B slower by the ratio's side of 1."""
-    if verdict == "equivalence":
+    if verdict == Relevance.EQUIVALENCE.value:
         return "equivalent"
-    if verdict in ("relevant difference", "trivial difference") and ratio is not None:
+    if verdict in (Relevance.RELEVANT.value, Relevance.TRIVIAL.value) and ratio is not None:
         return "faster" if ratio > 1 else "slower"
     return "other"
 
@@ -221,8 +222,9 @@ def priority(row: dict) -> tuple[int, float]:
     effect, |log A/B|, within each. A page that cannot draw every benchmark draws these first."""
     ratio = row["ratio_a_over_b"]
     known = ratio is not None and math.isfinite(ratio) and ratio > 0
-    relevant, slower = row["verdict"] == "relevant difference", known and ratio < 1
-    rank = 0 if relevant and slower else 1 if relevant else 2 if slower and row["verdict"] != "equivalence" else 3
+    relevant, slower = row["verdict"] == Relevance.RELEVANT.value, known and ratio < 1
+    equivalent = row["verdict"] == Relevance.EQUIVALENCE.value
+    rank = 0 if relevant and slower else 1 if relevant else 2 if slower and not equivalent else 3
     return rank, -abs(math.log(ratio)) if known else 0.0
 
 
@@ -386,7 +388,7 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
         ("P[A>B]", "-" if row["p_a_greater_b"] is None else f"{row['p_a_greater_b']:.3f}"),
     ]
     if row["warnings"]:
-        facts.append(("warnings", row["warnings"]))
+        facts.append(("warnings", "; ".join(row["warnings"])))
     parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
              _table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
     if datasets is not None:
@@ -405,10 +407,10 @@ def series_of(bench, metric: str, name: str, limit: int = svg.MARK_LIMIT) -> svg
 
 def _label(dataset, benchmark: str, metric: str) -> str:
     """The reading label of ``metric`` in this dataset (``instructions`` may be read as ``instructions:u``)."""
+    from perfctl.model import metric_label
+
     bench = dataset.benchmarks.get(benchmark)
-    if bench is None:
-        return metric
-    return next((label for label in (metric, f"{metric}:u") if label in bench.metrics), metric)
+    return (metric_label(metric, bench.metrics) if bench is not None else None) or metric
 
 
 def _benchmark_plots(row: dict, result, unit: str | None, datasets, limit: int) -> str:

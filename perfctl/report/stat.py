@@ -13,13 +13,11 @@ from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
 from perfctl.formats.dataset import RunIdentity
-from perfctl.model import LABELLED, InterferencePolicy, Sample, counter_labels
+from perfctl.model import LABELLED, WALL_TIME, InterferencePolicy, Sample, counter_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report
 from perfctl.text import cell, visible
 from perfctl.units import quantity
-
-WALL_TIME = "wall-time"
 
 
 @dataclass
