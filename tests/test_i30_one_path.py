@@ -51,7 +51,7 @@ class Starts:
                     continue  # it ended meanwhile
                 options = options[:options.index(b"--")] if b"--" in options else options
                 self.seen[pid] = "looped" if b"-L" in options and b"perfctl" not in options else "gated"
-            time.sleep(0.002)
+            time.sleep(0.01)
 
     def stop(self) -> set[str]:
         self._done.set()
