@@ -31,9 +31,9 @@ class UnknownEvent(ValueError):
 class EventSpec:
     """One event a user asked for, resolved to what a backend needs to open it.
 
-    ``kind`` is hardware, software, tracepoint, raw or store (retired stores, whose raw encoding
-    depends on the CPU model). ``tracepoints`` lists candidate tracepoints in order of preference:
-    the first that exists on the machine is used and recorded as the reading's source.
+    ``kind`` is hardware, software, tracepoint, raw, store (retired stores, whose raw encoding depends on
+    the CPU model) or dbi (counted only by the dbi backend). ``tracepoints`` lists candidate tracepoints in
+    order of preference: the first that exists on the machine is used and recorded as the reading's source.
     """
 
     name: str
@@ -54,7 +54,7 @@ class EventSpec:
         return self.kind != "tracepoint"
 
 
-# canonical name -> (kind, config, default scope, unit)
+# canonical name -> perf_event_attr.config of TYPE_HARDWARE (linux/perf_event.h perf_hw_id); scope user by default
 _HARDWARE = {
     "cycles": 0,
     "instructions": 1,
@@ -67,6 +67,7 @@ _HARDWARE = {
     "stalled-cycles-backend": 8,
     "ref-cycles": 9,
 }
+# canonical name -> (perf_event_attr.config of TYPE_SOFTWARE (perf_sw_ids), unit); scope all by default
 _SOFTWARE = {
     "cpu-clock": (0, "ns"),
     "task-clock": (1, "ns"),
@@ -192,6 +193,21 @@ def missing_tracepoints(specs: list[EventSpec], available) -> list[str]:
     perfctl's own interrupt events are not listed: they fall back, or are reported unsupported.
     """
     return [s.name for s in specs if s.kind == "tracepoint" and s.tracepoints == (s.name,) and not available(s.name)]
+
+
+def check_tracepoints(specs: list[EventSpec]) -> None:
+    """UnknownEvent for a tracepoint named literally that this kernel lacks (when tracefs can tell): a
+    misspelt tracepoint is a usage error, not an 'unsupported' row."""
+    import os
+
+    from perfctl.agent import tracefs
+
+    events, _ = tracefs.events_dir()
+    if events is None:
+        return
+    missing = missing_tracepoints(specs, lambda tp: os.path.isdir(os.path.join(events, *tp.split(":", 1))))
+    if missing:
+        raise UnknownEvent(f"unknown tracepoint {missing[0]} (not in {events})")
 
 
 def known_names() -> set[str]:

@@ -255,11 +255,11 @@ def measure_command(resolved, bench, control, sizes: list[int], cache_bytes: int
     metric = "cycles:u" if pmu else "task-clock"
     backend = session.make_backend("perf_event", parse_events(events), inventory)
     runner = Runner()
-    environment = session.environment_of(control)
+    context = session.RunContext.of(backend, runner, control, inventory.machine_id)
+    target = session.Command(resolved, bench)
 
     def measure_target():
-        sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=0,
-                                      warmup=False, sample_uuid="pirate", machine_id=inventory.machine_id)
+        sample = session.measure_once(context, target, run_index=0, warmup=False, sample_uuid="pirate")
         reading = sample.reading(metric)
         return reading.value if sample.outcome == "ok" and reading and reading.status == "ok" else None
 

@@ -47,7 +47,7 @@ class Runner:
         self._gate = gate_to_use or gate.find_gate()
         self._persona = Persona()
         self._on_start = None
-        self.loop_runs = False  # Runner.looped: the caller's choice (stat and ab make it)
+        self.loop_runs = False  # Runner.looped: the caller's choice (agent/measurement.py makes it)
         self.starts = 0  # runs started (start, looped): counters that saw none since need not read again
         self._loops: dict[tuple[str, ...], LoopedGate] = {}
         self._home_cpus: set[int] | None = None  # this thread's CPUs before the loops pinned it (Runner.looped)
@@ -119,7 +119,7 @@ class Runner:
     def looped(self, argv: list[str], control: RunControl) -> LoopedGate | None:
         """The loop that starts ``argv`` under ``control`` (started on first use; it clones the gate's image it
         started with for every run, and the gate's file is checked before every run all the same), or None
-        where runs are started one gate at a time: the caller did not set ``loop_runs`` (the agent does not),
+        where runs are started one gate at a time: the caller did not set ``loop_runs`` (agent/measurement.py does),
         no cgroup for the counting, not the static gate, or a second backend that follows each run from its
         pid (ebpf: watching). One loop per command; at most MAX_LOOPS, the oldest ended first. Starting a loop
         pins this thread to its CPU (below) until :meth:`close`."""
@@ -173,13 +173,18 @@ class Runner:
         for pid in list(live_gates):
             kill_tree(pid)
 
-    def close(self) -> None:
+    def close_loops(self) -> None:
+        """End every loop this runner keeps and give the calling thread back the CPUs the first loop pinned it
+        away from; the runner stays usable (how an agent ends a job's loops: agent/measurement.py)."""
         for loop in self._loops.values():
             loop.close()
         self._loops.clear()
         if self._home_cpus is not None:
             os.sched_setaffinity(0, self._home_cpus)
             self._home_cpus = None
+
+    def close(self) -> None:
+        self.close_loops()
         self._stderr.close()
         self._persona.restore()
         if self._cgroup is not None:

@@ -11,7 +11,7 @@ import hashlib
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -250,26 +250,53 @@ def environment_of(control: RunControl) -> Environment:
                        user=control.user_name, cwd=control.cwd)
 
 
-def measure_once(backend: Backend, runner: Runner, resolved: list[str], bench: Benchmark, control: RunControl,
-                 environment: Environment, *, run_index: int, warmup: bool, sample_uuid: str, machine_id: str,
-                 job_id: str | None = None, corrector=None, labels: dict[str, str] | None = None,
+@dataclass(frozen=True)
+class RunContext:
+    """What every run of one measurement shares: the backend that counts it, the runner that starts it, its
+    controls, and what each of its samples records of them (the environment, the machine, the job)."""
+
+    backend: Backend
+    runner: Runner
+    control: RunControl
+    environment: Environment
+    machine_id: str
+    job_id: str | None = None
+
+    @classmethod
+    def of(cls, backend: Backend, runner: Runner, control: RunControl, machine_id: str,
+           job_id: str | None = None) -> RunContext:
+        return cls(backend, runner, control, environment_of(control), machine_id, job_id)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command as it is measured: its argv as identify resolved it, its Benchmark, the labels every
+    sample of it carries (`perfctl stat --label`, a job's, ab's side; checked by the caller:
+    model.labels_problem) and its corrector (agent/audit.py make_corrector), which adds corrected
+    instruction counts beside the raw ones."""
+
+    resolved: list[str]
+    bench: Benchmark
+    labels: dict[str, str] = field(default_factory=dict)
+    corrector: Callable[[list[Reading]], list[Reading]] | None = None
+
+
+def measure_once(context: RunContext, command: Command, *, run_index: int, warmup: bool, sample_uuid: str,
                  extra: dict | None = None) -> Sample:
-    """One controlled run of a resolved command, as a Sample; ``corrector`` (agent/audit.py make_corrector)
-    adds corrected instruction counts beside the raw ones. ``labels`` (`perfctl stat --label`, a job's) are
-    copied into the sample, already checked by the caller (model.labels_problem); ``extra`` joins the
-    sample's extra (`perfctl ab`'s round, order and seed)."""
-    exit_, readings = backend.measure(runner, resolved, control)
-    if corrector is not None:
-        readings = corrector(readings)
+    """One controlled run of ``command``, as a Sample; ``extra`` joins the sample's extra (`perfctl ab`'s
+    round, order and seed)."""
+    exit_, readings = context.backend.measure(context.runner, command.resolved, context.control)
+    if command.corrector is not None:
+        readings = command.corrector(readings)
     return Sample(
-        uuid=sample_uuid, machine_id=machine_id, benchmark=bench, job_id=job_id, run_index=run_index,
-        warmup=warmup, start_time_ns=exit_.start_time_ns, wall_ns=exit_.wall_ns, outcome=exit_.outcome,
-        exit_status=exit_.exit_status, signal=exit_.signal, environment=environment, readings=tuple(readings),
-        backends=backend.names, stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None,
-        max_rss_kib=exit_.max_rss_kib,
+        uuid=sample_uuid, machine_id=context.machine_id, benchmark=command.bench, job_id=context.job_id,
+        run_index=run_index, warmup=warmup, start_time_ns=exit_.start_time_ns, wall_ns=exit_.wall_ns,
+        outcome=exit_.outcome, exit_status=exit_.exit_status, signal=exit_.signal, environment=context.environment,
+        readings=tuple(readings), backends=context.backend.names,
+        stderr_tail=exit_.stderr_tail if exit_.outcome != "ok" else None, max_rss_kib=exit_.max_rss_kib,
         # only when there were any: a run that cleaned up after itself carries nothing extra
         extra={**(extra or {}), **({"outlived": exit_.outlived} if exit_.outlived else {})},
-        labels=dict(labels or {}))
+        labels=dict(command.labels))
 
 
 def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector=None,
@@ -281,9 +308,9 @@ def run(plan: Plan, backend: Backend, runner: Runner, machine_id: str, corrector
     if plan.warmups < 0:
         raise RunError(f"the number of warmup runs cannot be negative, got {plan.warmups}")
     resolved, bench = identified or identify(plan.argv, plan.control, plan.name)
-    environment = environment_of(plan.control)
+    context = RunContext.of(backend, runner, plan.control, machine_id, plan.job_id)
+    command = Command(resolved, bench, plan.labels, corrector)
     sample_uuids = uuids()
     for index in range(plan.warmups + plan.runs):
-        yield measure_once(backend, runner, resolved, bench, plan.control, environment, run_index=index,
-                           warmup=index < plan.warmups, sample_uuid=next(sample_uuids), machine_id=machine_id,
-                           job_id=plan.job_id, corrector=corrector, labels=plan.labels)
+        yield measure_once(context, command, run_index=index, warmup=index < plan.warmups,
+                           sample_uuid=next(sample_uuids))

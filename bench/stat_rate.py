@@ -16,7 +16,11 @@ was mostly that registration), and >= 0.5x hyperfine -N. Also prints perfctl's p
 (ru_maxrss of the perfctl process) after its N runs. Where the ebpf backend loads, `perfctl stat --backend
 perf_event,ebpf` takes its turn too, and the per-run cost eBPF adds is printed beside the perf_event-only
 figure (issue 6). `perfctl ab` takes a turn with the same runs as rounds of /bin/true against itself (issue 16: its
-per-run rate within 10% of stat's).
+per-run rate within 10% of stat's). The agent's job path takes its turn too (issue 30: a fleet job of the same
+command within 10% of stat's per-run cost): an Agent in a process of its own receives a job of /bin/true with the
+default events and measures it as its worker does (Agent._run_job, each sample spooled). An agent starts once
+and runs many jobs, so its start-up (gRPC and the rest, ~0.1 s more than stat's) must not count against its
+runs: both are timed with N and with 2N runs in turns, and the per-run cost is the difference over N.
 
     python bench/stat_rate.py [--runs 1000] [--perf-runs 100] [--rounds 3]
 """
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 from perfctl.agent import inventory
 from perfctl.agent.events import DEFAULT_EVENTS, parse_events
@@ -109,7 +114,39 @@ def perf_events() -> list[str]:
     return [n for n in names if n]
 
 
+def agent_job(runs: int, spool_dir: str) -> None:
+    """The agent's job path, in this process (the bench starts it with --agent-job): an Agent with its spool in
+    ``spool_dir`` receives a job of ``runs`` runs of TARGET with the default events and measures it as its
+    worker does; exits non-zero unless every run was spooled."""
+    from perfctl.agent.daemon import Agent, AgentConfig
+    from perfctl.v1 import fleet_pb2 as pb
+
+    agent = Agent(AgentConfig(server="127.0.0.1:1", name="bench", spool_dir=spool_dir, token="t" * 20,
+                              allow=["/bin/*", "/usr/bin/*"], user=None, audit_every_hours=0))
+    job_id = str(uuid.uuid4())
+    try:
+        agent.spool.add_job(job_id, pb.Job(job_id=job_id, commands=[pb.Command(argv=[TARGET])],
+                                           repetitions=runs).SerializeToString())
+        agent._run_job(job_id)
+        _, _, state = agent.spool.job(job_id)
+        recorded = len(agent.spool.pending(0, runs + 1))
+    finally:
+        agent.spool.close()
+        agent._runner.close()
+    if state != "done" or recorded != runs:
+        sys.exit(f"bench: the agent's job ended {state} with {recorded} samples spooled, expected {runs}")
+
+
+def per_run_ms(times: dict[str, list[float]], tool: str, runs: int) -> list[float]:
+    """Each round's per-run cost of ``tool`` in ms: its time with 2N runs less its time with N, over N (the
+    start-up, paid once either way, cancels)."""
+    return [(two - one) / runs * 1e3 for one, two in zip(times[f"{tool} N"], times[f"{tool} 2N"])]
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--agent-job"]:
+        agent_job(int(sys.argv[2]), sys.argv[3])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--perf-runs", type=int, default=100,
@@ -137,6 +174,17 @@ def main() -> None:
         ab = [sys.executable, "-m", "perfctl", "ab", "--max-runs", str(args.runs // 2), "--min-runs",
               str(args.runs // 2), "--no-progress", "-o", samples, "--", TARGET, ":::", TARGET]
         ebpf = ebpf_reason()
+
+        def stat_of(runs: int) -> float:
+            return timed_perfctl([*perfctl[:5], str(runs), *perfctl[6:]], samples, runs)[0]
+
+        def agent_of(runs: int) -> float:
+            spool = tempfile.mkdtemp(dir=tmp)
+            try:
+                return timed([sys.executable, os.path.abspath(__file__), "--agent-job", str(runs), spool])[0]
+            finally:
+                shutil.rmtree(spool)
+
         with_ebpf = perfctl[:4] + ["--backend", "perf_event,ebpf"] + perfctl[4:]
 
         holder = ["perf", "stat", "-a", "-x,", "-o", os.devnull, *events]  # until SIGINT
@@ -147,6 +195,7 @@ def main() -> None:
         if ebpf is None:
             times[EBPF] = []
             runs[EBPF] = args.runs
+        per_run: dict[str, list[float]] = {f"{tool} {n}": [] for tool in ("stat", "agent") for n in ("N", "2N")}
         perfctl_rss = ebpf_rss = 0
         for round_ in range(args.rounds):
             elapsed, perfctl_rss = timed_perfctl(perfctl, samples, args.runs)
@@ -162,6 +211,11 @@ def main() -> None:
                          (WARM_PERF, lambda: timed(warm_perf)[0])]
                 for tool, measure in turns if round_ % 2 == 0 else reversed(turns):
                     times[tool].append(measure())
+            # the agent's job path and stat, N and 2N runs each, in turns (which goes first alternates)
+            turns = [(f"{tool} {n}", lambda tool=tool, n=n: (stat_of if tool == "stat" else agent_of)(
+                args.runs * (2 if n == "2N" else 1))) for n in ("N", "2N") for tool in ("stat", "agent")]
+            for key, measure in turns if round_ % 2 == 0 else reversed(turns):
+                per_run[key].append(measure())
 
     rates = {tool: statistics.median(runs[tool] / t for t in elapsed) for tool, elapsed in times.items()}
     print(f"events: {', '.join(perf_events())}")
@@ -186,6 +240,13 @@ def main() -> None:
     vs_stat = rates[AB] / rates["perfctl"]
     print(f"perfctl ab / perfctl stat    : {vs_stat:6.2f}x  (the same runs in rounds of two commands; target >= 0.9) "
           f"{'PASS' if vs_stat >= 0.9 else 'FAIL'} {paired(AB, 'perfctl')}")
+    stat_ms, agent_ms = per_run_ms(per_run, "stat", args.runs), per_run_ms(per_run, "agent", args.runs)
+    each = [a / s for a, s in zip(agent_ms, stat_ms)]
+    vs_agent = statistics.median(each)
+    print(f"per run (2N runs less N, over N): perfctl stat {statistics.median(stat_ms):.3f} ms, the agent's job "
+          f"{statistics.median(agent_ms):.3f} ms (medians of {args.rounds} rounds)")
+    print(f"agent job / perfctl stat     : {vs_agent:6.2f}x  (per-run cost; target <= 1.10) "
+          f"{'PASS' if vs_agent <= 1.10 else 'FAIL'} (per round {', '.join(f'{r:.2f}' for r in each)})")
     print(f"perfctl peak resident memory after {args.runs} runs: {perfctl_rss / 1024:.1f} MiB")
     if ebpf is not None:
         print(f"ebpf backend not measured: {ebpf}")

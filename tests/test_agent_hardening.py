@@ -22,7 +22,7 @@ from conftest import needs_root, one_line, perfctl
 from fleet import free_port, wait_for
 
 from perfctl.agent import session
-from perfctl.agent.daemon import allowed, glob_regex
+from perfctl.agent.allowlist import allowed, glob_regex
 from perfctl.agent.runner import RunError, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.v1 import fleet_pb2 as pb

@@ -11,7 +11,7 @@ import pytest
 from conftest import needs_root
 from fleet import free_port, wait_for
 
-from perfctl.agent.daemon import SequentialRule, _Rounds, job_order
+from perfctl.agent.measurement import SequentialRule, SettlingRounds, job_order
 from perfctl.agent.spool import Spool
 from perfctl.analysis.ab import SequentialSuite
 from perfctl.v1 import fleet_pb2 as pb
@@ -37,13 +37,13 @@ def test_an_agent_restarted_in_mid_job_decides_on_every_round(tmp_path):
     values = [1.5 if c == 0 else 1.0 for _, _, c in order]  # A takes 1.5 x B's time in every round
     spool = Spool(str(tmp_path / "spool"))
     spool.add_job("job", b"spec")
-    rounds = _Rounds(rule, order, 2, {})
+    rounds = SettlingRounds(rule, order, 2, {})
     settled_at = None
     for index in range(7):  # the agent is killed after run 6, in the middle of round 4
         spool.add_sample(f"u{index}", b"x", "job", index + 1, values[index])
         settled_at = settled_at or (index if rounds.measured(index, values[index]) else None)
     assert settled_at is None  # not yet: the median's sequence has two ends from 6 rounds
-    restarted = _Rounds(rule, order, 2, spool.round_values("job"))
+    restarted = SettlingRounds(rule, order, 2, spool.round_values("job"))
     assert restarted.replay(7) is None and restarted.rounds == 3
     message = None
     for index in range(7, len(order)):

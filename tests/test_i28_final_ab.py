@@ -229,7 +229,7 @@ def test_a_fleet_job_whose_rounds_are_not_alike_ends_and_says_so():
     """Before: the agent ended a job only when every comparison settled, so rounds seen not alike ran to the
     job's end (200 runs here) and the job said "not settled ...: B: indeterminate"; the server's replay under
     `compare` said "indeterminate, not settled". Now the job ends at the round they are seen not alike."""
-    from perfctl.agent.daemon import SequentialRule, _Rounds, job_order
+    from perfctl.agent.measurement import SequentialRule, SettlingRounds, job_order
     from perfctl.analysis.ab import replay
     from perfctl.report.ab import replay_line
 
@@ -237,7 +237,7 @@ def test_a_fleet_job_whose_rounds_are_not_alike_ends_and_says_so():
     order = job_order("job", 0, 100, 2, shuffled=True)
     # A 1000 page faults; B 1168 for 10 rounds (A/B 0.856), then 1368 (0.731): the review's step
     values = [1000.0 if c == 0 else (1168.0 if run_index < 10 else 1368.0) for _, run_index, c in order]
-    rounds = _Rounds(rule, order, 2, {})
+    rounds = SettlingRounds(rule, order, 2, {})
     message = ended_at = None
     for index, value in enumerate(values):
         message = rounds.measured(index, value)

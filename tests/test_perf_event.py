@@ -249,7 +249,6 @@ def _measure_both(argv, events, runs=5, delay_release_s=0.0):
     inv = inventory.collect()
     control = make_control()
     resolved, bench = session.identify([str(a) for a in argv], control)
-    environment = session.environment_of(control)
     ways = {"cgroup": (PerfEventBackend(parse_events(events), inv), Runner()),
             "per run": (PerfEventBackend(parse_events(events), inv, cgroup_counting=False), Runner())}
     result: dict[str, list] = {way: [] for way in ways}
@@ -260,8 +259,8 @@ def _measure_both(argv, events, runs=5, delay_release_s=0.0):
             for way, (backend, runner) in ways.items():
                 with runner.watching(lambda pid: time.sleep(delay_release_s)):
                     result[way].append(session.measure_once(
-                        backend, runner, resolved, bench, control, environment, run_index=index, warmup=False,
-                        sample_uuid=f"{way}-{index}", machine_id="test"))
+                        session.RunContext.of(backend, runner, control, "test"), session.Command(resolved, bench),
+                        run_index=index, warmup=False, sample_uuid=f"{way}-{index}"))
     finally:
         for backend, runner in ways.values():
             backend.close()
@@ -347,16 +346,16 @@ def test_one_set_of_counters_serves_commands_measured_alternately(programs):
     backend = session.make_backend("perf_event", parse_events(["page-faults", "task-clock"]), inventory.collect())
     runner = Runner()
     control = make_control()
-    commands = {n: session.identify([str(programs / "pagetouch"), str(n)], control) for n in (100, 2100)}
-    environment = session.environment_of(control)
+    commands = {n: session.Command(*session.identify([str(programs / "pagetouch"), str(n)], control))
+                for n in (100, 2100)}
+    context = session.RunContext.of(backend, runner, control, "test")
     faults: dict[int, set[int]] = {100: set(), 2100: set()}
     try:
         assert backend.counting(runner) == "cgroup"
         descriptors = None
         for index, n in enumerate([100, 2100, 2100, 100, 100, 2100, 2100, 100]):
-            resolved, bench = commands[n]
-            sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=index,
-                                          warmup=False, sample_uuid=f"u{index}", machine_id="test")
+            sample = session.measure_once(context, commands[n], run_index=index, warmup=False,
+                                          sample_uuid=f"u{index}")
             faults[n].add(value(sample, "page-faults"))
             if descriptors is None:  # the counters opened with the first run
                 descriptors = len(os.listdir("/proc/self/fd"))
@@ -380,8 +379,8 @@ def test_a_run_started_in_the_cgroup_between_two_measured_runs_is_not_counted_in
     runner = Runner()
     runner.loop_runs = True
     control = make_control()
-    resolved, bench = session.identify([str(programs / "pagetouch"), "100"], control)
-    environment = session.environment_of(control)
+    command = session.Command(*session.identify([str(programs / "pagetouch"), "100"], control))
+    context = session.RunContext.of(backend, runner, control, "test")
     faults = []
     try:
         for index in range(4):
@@ -391,8 +390,7 @@ def test_a_run_started_in_the_cgroup_between_two_measured_runs_is_not_counted_in
                     assert other.release_and_wait().exit_status == 0
                 finally:
                     other.kill()
-            sample = session.measure_once(backend, runner, resolved, bench, control, environment, run_index=index,
-                                          warmup=False, sample_uuid=f"u{index}", machine_id="test")
+            sample = session.measure_once(context, command, run_index=index, warmup=False, sample_uuid=f"u{index}")
             faults.append(value(sample, "page-faults"))
     finally:
         backend.close()

@@ -492,17 +492,16 @@ def _looped_and_gated(argv, runs, events=("page-faults", "context-switches"), **
     plan_control = make_control(**control)
     # identified once, as stat and ab do: identify hashes the inputs on a thread of its own, which was still
     # ending on perfctl's CPU when a run was released
-    resolved, bench = session.identify(argv, plan_control)
-    environment = session.environment_of(plan_control)
+    command = session.Command(*session.identify(argv, plan_control))
+    context = session.RunContext.of(backend, runner, plan_control, inv.machine_id)
     samples = {True: [], False: []}
     try:
         assert backend.counting(runner) == "cgroup", backend.counting(runner)
         for index in range(runs):
             for looped in (True, False):
                 runner.loop_runs = looped
-                samples[looped].append(session.measure_once(
-                    backend, runner, resolved, bench, plan_control, environment, run_index=index, warmup=False,
-                    sample_uuid=f"u{index}", machine_id=inv.machine_id))
+                samples[looped].append(session.measure_once(context, command, run_index=index, warmup=False,
+                                                            sample_uuid=f"u{index}"))
         loops = [loop.pid for loop in runner._loops.values()]
     finally:
         runner.close()

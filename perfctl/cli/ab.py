@@ -15,7 +15,6 @@ from perfctl.cli.measure import (
     SampleOutputs,
     check_outputs,
     control_options,
-    corrector_for,
     open_backend,
     prepare,
     write_summary,
@@ -37,7 +36,6 @@ from perfctl.model import DEFAULT_METRICS, WALL_TIME, default_metric, metric_lab
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 SEPARATOR = ":::"
-SIDE_LABEL = "ab"  # the label key that tells the commands' samples apart in one file
 DEFAULT_MAX_RUNS = 1000
 DEFAULT_MIN_RUNS = 5
 MAX_COMMANDS = 26  # sides are lettered A to Z
@@ -110,8 +108,8 @@ def commands(words: list[str]) -> list[list[str]]:
 
 def run(args) -> int:
     from perfctl.agent import inventory, session
-    from perfctl.agent.runner import RunError, Runner
-    from perfctl.analysis.ab import SequentialSuite
+    from perfctl.agent.measurement import SIDE_LABEL, Measurement, Rounds, Sequential, SequentialRule, side_letter
+    from perfctl.agent.runner import RunError
     from perfctl.report.ab import AbReport, AbResult, Side
 
     groups = commands(command_of(args))
@@ -128,7 +126,7 @@ def run(args) -> int:
     if SIDE_LABEL in sample_labels:
         raise UsageError(f"perfctl ab: --label {SIDE_LABEL}=... is perfctl ab's own (it tells the commands apart)")
     metric = _metric(args.metric, specs)
-    sides = [Side(chr(ord("A") + i), argv) for i, argv in enumerate(groups)]
+    sides = [Side(side_letter(i), argv) for i, argv in enumerate(groups)]
     name = args.name or os.path.basename(groups[0][0])
     try:
         identified = [session.identify(side.argv, control, name) for side in sides]
@@ -136,8 +134,6 @@ def run(args) -> int:
         raise UsageError(f"perfctl ab: {err}") from None
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    # the suite owns --min-runs: a comparison is never settled before it, however the rounds end (docs/ab.md)
-    suite = SequentialSuite(len(sides), args.margin, args.confidence, args.min_runs)
     result = AbResult(sides, {}, metric or "", args.margin, args.confidence, seed, "max-runs", output=args.output)
     if not args.json and stdout_closed():  # the summary goes there: it would be lost without a word
         raise UsageError("perfctl ab: stdout is closed; the summary is written there (-o FILE keeps the samples)")
@@ -153,29 +149,24 @@ def run(args) -> int:
         backend.close()
         raise
     result.metric = metric
-    runner = Runner()
-    runner.loop_runs = True  # runs started by the gate's loop where they can be (runner.LoopedGate)
+    # the rule owns --min-runs: a comparison is never settled before it, however the rounds end (docs/ab.md)
+    sequential = Sequential(SequentialRule(metric, args.margin, args.confidence, args.min_runs), len(sides))
+    suite = sequential.suite
+    measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv))
+    rounds = Rounds(len(sides), args.warmup, seed)
     policy = interference(args)
     live = _live(args)
     stopped_by: Interrupted | None = None
     closing = None
     try:
         try:
-            correctors = [None] * len(sides)
-            if backend.name == "perf_event":
-                correctors = [corrector_for(inv, ident, control, runner, specs, ebpf="ebpf" in backend.names)[0]
-                              for ident in identified]
-            environment = session.environment_of(control)
-            side_labels = [{**sample_labels, SIDE_LABEL: side.label} for side in sides]
-            uuids = session.uuids()
+            for side, ident in zip(sides, identified):
+                corrector, _ = measurement.correct(inv, ident, specs)
+                measurement.add(ident, {**sample_labels, SIDE_LABEL: side.label}, corrector)
 
             def measure(i: int, index: int, warmup: bool, extra: dict):
                 raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
-                sample = session.measure_once(
-                    backend, runner, *identified[i], control, environment, run_index=index, warmup=warmup,
-                    sample_uuid=next(uuids), machine_id=inv.machine_id, corrector=correctors[i],
-                    labels=side_labels[i], extra={**extra, "seed": seed})
-                outputs.write(sample, inv)
+                sample = measurement.measure(i, run_index=index, warmup=warmup, extra={**extra, "seed": seed})
                 if warmup:
                     sides[i].warmups += 1
                 else:
@@ -184,31 +175,27 @@ def run(args) -> int:
                     raise _RunFailed(sides[i], sample)
                 return sample
 
-            for k in range(args.warmup):
-                for i in range(len(sides)):
-                    measure(i, k, True, {"warmup_round": k})
-            order_rng = random.Random(seed)
+            for k, i in rounds.warmup_runs():
+                measure(i, k, True, {"warmup_round": k})
             started = time.monotonic()
             active = list(range(1, len(sides)))
             with live:
                 for round_ in range(args.max_runs):
-                    members = [0, *active]
-                    order_rng.shuffle(members)
                     samples = {i: measure(i, args.warmup + round_, False, {"round": round_, "order": position})
-                               for position, i in enumerate(members)}
+                               for position, i in enumerate(rounds.next_round([0, *active]))}
                     result.rounds = round_ + 1
                     if any(policy.exclude and policy.flags(s.readings, s.wall_ns) for s in samples.values()):
                         result.excluded_rounds += 1
                     else:
-                        suite.add_round({i: _value(sample, metric, round_, sides[i].label)
-                                         for i, sample in samples.items()})
+                        sequential.add({i: _value(sample, metric, round_, sides[i].label)
+                                        for i, sample in samples.items()})
                     # a comparison whose rounds are not alike leaves at once (that is final); a settled one
                     # (settled only from --min-runs on) too
                     undecided = set(suite.undecided())
                     active = [i for i in active if i in undecided]
                     live.show(suite, sides, result, args, started)
                     if not active:
-                        result.stop = "settled" if not suite.unsettled() else "not-alike"
+                        result.stop = sequential.stop
                         break
                     if args.max_time is not None and time.monotonic() - started >= args.max_time:
                         result.stop = "max-time"
@@ -216,7 +203,7 @@ def run(args) -> int:
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
             closing = ClosingMeanwhile(backend)
-            runner.close()
+            measurement.close()
             outputs.close()
     except Interrupted as signalled:
         stopped_by, result.stop = signalled, "interrupted"
@@ -248,7 +235,7 @@ class _RunFailed(Exception):
         self.side, self.sample = side, sample
 
     def describe(self) -> str:
-        from perfctl.report.stat import rounds_stopped
+        from perfctl.failures import rounds_stopped
 
         return rounds_stopped(self.side.label, self.sample)
 

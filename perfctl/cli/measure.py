@@ -5,11 +5,10 @@ run as it ends (docs/stat.md)."""
 from __future__ import annotations
 
 import contextlib
-import os
+import functools
 import sys
 import threading
 
-from perfctl.agent.events import uncorrectable
 from perfctl.cli.options import (
     backends,
     int_at_least,
@@ -60,7 +59,7 @@ def control_options(command) -> None:
 def prepare(args, command: str):
     """(event specs, RunControl, labels) from the options, or a UsageError naming ``command``: nothing has
     run and no file has been opened yet."""
-    from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
+    from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, check_tracepoints, parse_events
     from perfctl.agent.runner import RunError, make_control
 
     sample_labels = labels(args)
@@ -69,7 +68,7 @@ def prepare(args, command: str):
                          "events: use --backend perf_event,ebpf")
     try:
         specs = parse_events(args.events or list(DEFAULT_EVENTS))
-        _check_tracepoints(specs)
+        check_tracepoints(specs)
         control = make_control(env_size=args.env_size, clean_env=args.clean_env, aslr_off=not args.keep_aslr,
                                pin_cpu=args.pin, user=args.user, timeout_s=args.timeout,
                                show_output=args.show_output)
@@ -140,6 +139,10 @@ class SampleOutputs:
             except OSError as err:
                 raise self.failed(OutputError("stdout", err), 0) from None
 
+    def recorder(self, inventory):
+        """:meth:`write` of every sample with the machine's ``inventory``: a Measurement's ``record``."""
+        return functools.partial(self.write, inventory=inventory)
+
     def write(self, sample, inventory) -> None:
         if self.written == 0:
             self._emit("write_machine", {**inventory.to_dict(), "audit": _audit_summary()})
@@ -181,19 +184,6 @@ def _audit_summary() -> dict:
     return {"verdict": latest.verdict, "audit_id": latest.audit_id, "time_ns": latest.time_ns}
 
 
-def _check_tracepoints(specs) -> None:
-    """A misspelt tracepoint is a usage error, not an 'unsupported' row (when tracefs can tell)."""
-    from perfctl.agent import tracefs
-    from perfctl.agent.events import UnknownEvent, missing_tracepoints
-
-    events, _ = tracefs.events_dir()
-    if events is None:
-        return
-    missing = missing_tracepoints(specs, lambda tp: os.path.isdir(os.path.join(events, *tp.split(":", 1))))
-    if missing:
-        raise UnknownEvent(f"unknown tracepoint {missing[0]} (not in {events})")
-
-
 def write_summary(report, fmt: str, console, command: str, stopped_by) -> int:
     """The summary after the runs, and the exit code; an output that cannot take it (a full disk, a closed
     terminal) is one line, unless a signal already stopped the command (its code wins)."""
@@ -206,18 +196,6 @@ def write_summary(report, fmt: str, console, command: str, stopped_by) -> int:
             raise
         quiet_stdout()
         raise UsageError(f"{command}: cannot write the summary: {err.strerror}") from None
-
-
-def corrector_for(inv, identified, control, runner, specs, ebpf: bool) -> tuple[object | None, str]:
-    """audit.make_corrector's corrector and sentence for a perf_event run of ``identified`` (resolved argv,
-    Benchmark). Where nothing can be corrected (events.uncorrectable) that is said without importing
-    agent/audit.py and what it imports, ~7 ms of every start."""
-    impossible = uncorrectable(specs, inv.pmu.present)
-    if impossible is not None:
-        return None, impossible
-    from perfctl.agent.audit import make_corrector
-
-    return make_corrector(inv, *identified, control, runner, specs, ebpf=ebpf)
 
 
 class ClosingMeanwhile:

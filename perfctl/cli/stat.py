@@ -12,7 +12,6 @@ from perfctl.cli.measure import (
     SampleOutputs,
     check_outputs,
     control_options,
-    corrector_for,
     html_output,
     open_backend,
     prepare,
@@ -58,18 +57,17 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from perfctl.agent import inventory, session
-    from perfctl.agent.runner import RunError, Runner
+    from perfctl.agent.measurement import Measurement, Rounds
+    from perfctl.agent.runner import RunError
     from perfctl.report.stat import StatReport, StatSummary
 
     cmd = command_of(args)
     if not cmd:
         raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
     specs, control, sample_labels = prepare(args, "perfctl stat")  # before anything runs or any file is opened
-    plan = session.Plan(argv=cmd, runs=args.repeat, warmups=args.warmup, control=control, name=args.name,
-                        labels=sample_labels)
     try:
         # bad commands fail here, before any file is touched; identified once (it hashes the executable and inputs)
-        identified = session.identify(plan.argv, control, plan.name)
+        identified = session.identify(cmd, control, args.name)
     except RunError as err:
         raise UsageError(f"perfctl stat: {err}") from None
 
@@ -82,8 +80,7 @@ def run(args) -> int:
 
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl stat", outputs)
-    runner = Runner()
-    runner.loop_runs = True  # runs started by the gate's loop where they can be (runner.LoopedGate)
+    measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv))
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
         () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
     total = args.warmup + args.repeat
@@ -93,23 +90,20 @@ def run(args) -> int:
     closing = None
     try:
         try:
-            corrector = None
-            if backend.name == "perf_event":
-                corrector, summary.correction_note = corrector_for(inv, identified, control, runner, specs,
-                                                                   ebpf="ebpf" in backend.names)
+            corrector, summary.correction_note = measurement.correct(inv, identified, specs)
+            measurement.add(identified, sample_labels, corrector)
             with progress or contextlib.nullcontext():
                 task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total) if progress else None
                 raise_received_stop()  # a stop whose Interrupted was lost on the way ends the runs here
-                for sample in session.run(plan, backend, runner, inv.machine_id, corrector, identified):
-                    outputs.write(sample, inv)
-                    summary.add(sample)
+                for warmup, run_index, which in Rounds(1, args.warmup).order(args.repeat):
+                    summary.add(measurement.measure(which, run_index=run_index, warmup=warmup))
                     if progress:
                         progress.advance(task)
                     raise_received_stop()
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
             closing = ClosingMeanwhile(backend)
-            runner.close()
+            measurement.close()
             outputs.close()
     except Interrupted as signalled:
         stopped_by = signalled

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import signal
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -12,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
+from perfctl.failures import describe_failure
 from perfctl.formats.dataset import RunIdentity
 from perfctl.model import LABELLED, WALL_TIME, InterferencePolicy, Sample, counter_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
@@ -103,37 +103,6 @@ class StatSummary:
     @property
     def all_ok(self) -> bool:
         return self.runs > 0 and self.outcomes["ok"] == self.runs
-
-
-_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}  # their default action stops
-
-
-def _signal_name(number: int | None) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "unknown signal"
-
-
-def describe_failure(sample: Sample) -> str:
-    """One line: which run failed and how."""
-    if sample.outcome == "timeout":
-        what = "timed out and was killed with its process tree"
-    elif sample.outcome == "signal" and sample.signal in _STOP_SIGNALS:
-        # a stop signal cannot kill: perfctl saw a stop that would never end and killed the tree itself
-        what = f"stopped by signal {sample.signal} ({_signal_name(sample.signal)})"
-    elif sample.outcome == "signal":
-        what = f"killed by signal {sample.signal} ({_signal_name(sample.signal)})"
-    else:
-        what = f"exited with status {sample.exit_status}"
-    tail = f": {sample.stderr_tail}" if sample.stderr_tail else ""
-    return f"run {sample.run_index} {what}{tail}"
-
-
-def rounds_stopped(label: str, sample: Sample) -> str:
-    """Why an A/B comparison's rounds stopped at a failed run, in one line naming the side: ab and an agent's
-    --until-settled job stop at the first run that fails (a round without it cannot be compared), alike."""
-    return f"{label}'s run {sample.run_index} failed, so the rounds stopped: {describe_failure(sample)}"
 
 
 __all__ = ["NORMAL", "QUIET", "VERBOSE", "EventSummary", "StatReport", "StatSummary", "unsupported_lines"]
