@@ -1,9 +1,9 @@
 """One measurement, however it is asked for: `perfctl stat` and `perfctl ab` parse their options and hand over
 (perfctl/cli/), an agent receives a job and hands over (agent/daemon.py). What they then share is owned here:
-the runner and how its runs start (the gate's loop wherever it can: runner.LoopedGate, for the fleet as for
-stat), each command's corrector, the context every sample records (session.RunContext), the order of the runs
-(warmups, then rounds in a seeded order), and a comparison's sequential stopping rule with its replay after an
-agent's restart. One run is session.measure_once; nothing else builds a Sample from a run.
+the runner and how its runs start (the gate's loop wherever it can: LoopedGate, agent/run/looped.py, for the
+fleet as for stat), each command's corrector, the context every sample records (session.RunContext), the
+order of the runs (warmups, then rounds in a seeded order), and a comparison's sequential stopping rule with its
+replay after an agent's restart. One run is session.measure_once; nothing else builds a Sample from a run.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def corrector_for(inventory: Inventory, identified: tuple[list[str], Benchmark],
 class Measurement:
     """Commands measured with one backend, one runner and one set of run controls, each run one Sample
     (session.measure_once). Every caller's runs start alike: the runner's ``loop_runs`` is set here, so a run
-    is started by the gate's loop wherever it can be (runner.LoopedGate), else by a gate of its own.
+    is started by the gate's loop wherever it can be (agent/run/looped.py), else by a gate of its own.
 
     ``runner``: one the caller keeps (the agent's, which its stop kills); :meth:`close` then ends only the
     loops this measurement started, else the runner made here. ``record``: called with every sample as its

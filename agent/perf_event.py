@@ -27,7 +27,7 @@ closing a counter per event (~80 and ~45 µs each on these VMs). See docs/stat.m
 
 Per-run counting (no cgroup of its own for the runs: not root, no cgroup v2, a kernel without cgroup.kill;
 the sh gate; cgroup counters refused): the benchmark is started blocked in the exec gate
-(agent/runner.py); one counter per event is attached to the gate's pid with ``inherit`` (children are
+(agent/run/reaping.py); one counter per event is attached to the gate's pid with ``inherit`` (children are
 counted) and ``enable_on_exec`` (counting starts at the benchmark's own exec, not in the gate); the gate
 is released; after the exit the counters are read with ``read_format`` TOTAL_TIME_ENABLED |
 TOTAL_TIME_RUNNING so multiplexing is visible. ``PerfEventBackend.counting`` says which is in use and why.
@@ -451,7 +451,7 @@ class PerfEventBackend:
             return self._measure_per_run(runner, argv, control)
         resting, counters.resting = counters.resting, None
         before = resting[1] if resting is not None and resting[0] == runner.starts else None
-        # from the gate's loop (runner.LoopedGate) where the caller chose it, else a gate of its own
+        # from the gate's loop (agent/run/looped.py LoopedGate) where the caller chose it, else a gate of its own
         with runner.started(argv, control, join_cgroup=True, loop=True) as run:
             if before is None:
                 counters.tasks()  # nothing should be pending; whatever is, is not this run's

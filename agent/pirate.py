@@ -231,7 +231,7 @@ def _close(counter: FetchCounter | None, pirate: Pirate) -> None:
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    """The benchmark leads its own session and process group (agent/runner.py): stop or continue all of it."""
+    """The benchmark leads its own session and process group (agent/run/reaping.py): stop or continue all of it."""
     try:
         os.killpg(pid, sig)
     except ProcessLookupError:

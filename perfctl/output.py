@@ -30,7 +30,7 @@ class UsageError(Exception):
 
 class Interrupted(KeyboardInterrupt):
     """SIGINT, SIGTERM or SIGHUP during a command. A KeyboardInterrupt, so it unwinds the way Ctrl-C does:
-    every ``finally`` runs, which kills a run's whole process tree (agent/runner.py), closes counters and
+    every ``finally`` runs, which kills a run's whole process tree (agent/run/reaping.py), closes counters and
     removes temporary files, and every finished run is already written. The command then exits 128 + the
     signal's number, as a shell or timeout(1) reports a process that a signal stopped: 130 SIGINT, 143
     SIGTERM, 129 SIGHUP. systemd, timeout(1) and CI cancellation send SIGTERM; a closed terminal SIGHUP."""
@@ -227,7 +227,7 @@ _held = _Held()
 def stops_held():
     """Within the block, a stop signal (stop_on_signals) is remembered rather than raised; Interrupted is
     raised as the block ends. For steps that must not be cut in two: a benchmark's gate is spawned and
-    handed to the code that kills it on every exit in one piece (agent/runner.py), since an Interrupted
+    handed to the code that kills it on every exit in one piece (agent/run/reaping.py), since an Interrupted
     raised between the spawn and the hand-over would leave the gate running with nobody to kill it."""
     _held.depth += 1
     try:

@@ -82,7 +82,7 @@ def make_control(*, env_size: int | None = None, clean_env: bool = False, aslr_o
 
 def locate_command(argv0: str, path: str | None) -> str:
     """Absolute path of the benchmark's executable as named (symlinks kept), without opening it: the agent
-    checks its allowlist on this before anything reads the file."""
+    resolves a command by it (resolve_command) before anything reads the file."""
     if "/" in argv0:
         candidate = os.path.abspath(argv0)
         if not os.path.lexists(candidate):

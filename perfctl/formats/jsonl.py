@@ -613,8 +613,8 @@ def stored_dataset(machine: str, records, benchmarks: list[str] | None = None,
     """The Dataset of one machine's stored samples: ``records`` yields each sample's record (a dict), or
     the reason it could not be decoded (a string). What cannot be used is skipped and said in a note (stored
     by an older server that validated less: never fatal); a machine without a measured run is a
-    DatasetError. Used by the server (server/service.py) and by the client that fetches the runs itself
-    for a report (perfctl/client.py). ``exclude``: runs left out as the other side's (RunIdentity)."""
+    DatasetError. Used by the client that fetches a machine's runs itself for a report (perfctl/client.py).
+    ``exclude``: runs left out as the other side's (RunIdentity)."""
     builder = DatasetBuilder(f"machine {machine}", interference=interference or InterferencePolicy(), exclude=exclude)
     skipped, first_reason = 0, None
     for record in records:
