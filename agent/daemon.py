@@ -38,20 +38,21 @@ from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.allowlist import NotAllowed, allowed_program
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
-from perfctl.agent.measurement import (
-    SIDE_LABEL,
-    Measurement,
-    SequentialRule,
-    SettlingRounds,
-    job_order,
-    side_letter,
-)
+from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import Spool, SpoolError, SpoolFull
 from perfctl.agent.spool_gauge import track_pending
 from perfctl.agent.uplink import SPOOL_RETRY_MAX, Uplink
 from perfctl.failures import describe_failure, rounds_stopped
-from perfctl.model import BACKENDS, default_metric, labels_problem, metric_label, parse_backends
+from perfctl.model import (
+    BACKENDS,
+    SIDE_LABEL,
+    default_metric,
+    labels_problem,
+    metric_label,
+    parse_backends,
+    side_letter,
+)
 from perfctl.output import STOP_SIGNALS
 from perfctl.supervise import Backoff, supervised, supervised_thread
 from perfctl.v1 import fleet_pb2 as pb

@@ -17,14 +17,7 @@ from perfctl.agent.events import EventSpec, uncorrectable
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import RunControl, Runner
 from perfctl.agent.session import Backend, Command, RunContext, measure_once, uuids
-from perfctl.model import Benchmark, Sample
-
-SIDE_LABEL = "ab"  # the label that tells a comparison's commands apart in its samples: ab=A, ab=B, ...
-
-
-def side_letter(index: int) -> str:
-    """The letter of a comparison's command ``index``: A is the baseline."""
-    return chr(ord("A") + index)
+from perfctl.model import Benchmark, Sample, side_letter
 
 
 def corrector_for(inventory: Inventory, identified: tuple[list[str], Benchmark], control: RunControl,

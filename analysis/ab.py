@@ -67,7 +67,7 @@ from perfctl.analysis.alike import TIE_SEED, AlikeTest, StretchTest, change_poin
 from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.ratio_edges import RoundRatios, place_end, rank_side
 from perfctl.analysis.summary import linear_quantile
-from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
+from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, Relevance, beyond, read_off, relevance
 
 # The median's CS: Theorem 1 of Howard & Ramdas (a fixed quantile) with the two-sided beta-binomial mixture
 # boundary (analysis/sequential.py), tuned to be tightest at T_OPT rounds. Against Theorem 3's double
@@ -364,7 +364,8 @@ class SequentialSuite:
     --until-settled jobs and the server's replay of such a job share. ``min_rounds``: --min-runs, the job's
     min_rounds (no verdict settled before)."""
 
-    def __init__(self, commands: int, margin: float = 0.05, confidence: float = 0.95, min_rounds: int = 1,
+    def __init__(self, commands: int, margin: float = DEFAULT_MARGIN, confidence: float = DEFAULT_CONFIDENCE,
+                 min_rounds: int = 1,
                  **kwargs):
         if not (isinstance(commands, int) and commands >= 2):
             raise ValueError(f"a sequential comparison needs at least 2 commands, got {commands!r}")

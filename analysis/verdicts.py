@@ -20,6 +20,10 @@ FAIL_ON = ("relevant", "beyond")
 # The two families a comparison's verdicts come from (analysis/sparc.py says what each is): off intervals
 # adjusted together, or off the paper's tests.
 FAMILIES = ("simultaneous", "sparc")
+# A sequential comparison's defaults (`perfctl ab`, `perfctl submit --until-settled`, analysis/ab.py):
+# ratios within 5% are equivalent, and every verdict of a run is right together with 95% confidence.
+DEFAULT_MARGIN = 0.05
+DEFAULT_CONFIDENCE = 0.95
 
 
 class Relevance(enum.Enum):

@@ -26,6 +26,14 @@ SCOPE_SUFFIX = {"user": ":u", "kernel": ":k", "all": ""}
 WALL_TIME = "wall-time"
 # What compare and ab measure when no --metric is given: the first of these counted on both sides.
 DEFAULT_METRICS = ("instructions", "cycles", "task-clock", WALL_TIME)
+# the label that tells a comparison's commands apart in its samples (ab=A, ab=B, ...): `perfctl ab`'s file, an
+# agent's --until-settled job, the server's replay of that job
+SIDE_LABEL = "ab"
+
+
+def side_letter(index: int) -> str:
+    """The letter of a comparison's command ``index``: A is the baseline."""
+    return chr(ord("A") + index)
 
 
 def parse_backends(text: str) -> tuple[str, ...]:

@@ -317,12 +317,12 @@ class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
         job's rounds replayed under its rule (analysis/ab.py replay): the agent's own decision. None for any
         other comparison, or when the rounds cannot be paired (a run failed or was left out on one side)."""
         from perfctl.analysis.ab import replay
-        from perfctl.model import default_metric, metric_label
+        from perfctl.model import SIDE_LABEL, default_metric, metric_label, side_letter
 
         a, b = request.a, request.b
-        side = b.labels.get("ab")
-        if not a.job_id or (a.job_id, a.machine) != (b.job_id, b.machine) or a.labels.get("ab") != "A" or \
-                side in (None, "A"):
+        baseline, side = side_letter(0), b.labels.get(SIDE_LABEL)
+        if not a.job_id or (a.job_id, a.machine) != (b.job_id, b.machine) or a.labels.get(SIDE_LABEL) != baseline \
+                or side in (None, baseline):
             return None
         spec = self.storage.job_spec(a.job_id, a.machine)
         names = set(datasets[0].benchmarks) & set(datasets[1].benchmarks)

@@ -11,7 +11,15 @@ import math
 import re
 
 from perfctl.analysis.verdicts import FAMILIES
-from perfctl.model import OUTCOMES, READING_STATUSES, SCOPES, labels_problem, parse_backends
+from perfctl.model import (
+    OUTCOMES,
+    READING_STATUSES,
+    SCOPES,
+    SIDE_LABEL,
+    WALL_TIME,
+    labels_problem,
+    parse_backends,
+)
 from perfctl.wire import MAX_HELD_JOBS
 
 MAX_MESSAGE_BYTES = 16 << 20
@@ -267,12 +275,12 @@ def _sequential_problem(job) -> str | None:
     problem = confidence_problem(spec.confidence)
     if problem:
         return f"sequential: {problem}"
-    if spec.metric and spec.metric != "wall-time" and not _EVENT.match(spec.metric):
-        return "sequential.metric: an event name or wall-time"
+    if spec.metric and spec.metric != WALL_TIME and not _EVENT.match(spec.metric):
+        return f"sequential.metric: an event name or {WALL_TIME}"
     if spec.min_rounds > job.repetitions:
         return "sequential.min_rounds: at most repetitions"
-    if "ab" in job.labels:
-        return "labels: ab is the sequential job's own label (ab=A, ab=B, ...)"
+    if SIDE_LABEL in job.labels:
+        return f"labels: {SIDE_LABEL} is the sequential job's own label ({SIDE_LABEL}=A, {SIDE_LABEL}=B, ...)"
     return None
 
 

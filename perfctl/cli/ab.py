@@ -8,7 +8,7 @@ import os
 import random
 import time
 
-from perfctl.analysis.verdicts import FAIL_ON
+from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, FAIL_ON
 from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
@@ -32,7 +32,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
-from perfctl.model import DEFAULT_METRICS, WALL_TIME, default_metric, metric_label
+from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, WALL_TIME, default_metric, metric_label, side_letter
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 SEPARATOR = ":::"
@@ -66,10 +66,10 @@ def add_parser(sub) -> None:
         epilog=exit_status(*map(meaning, (EXIT_OK, EXIT_SLOWDOWN, EXIT_NO_VERDICT, EXIT_RUN_FAILED)),
                            "2 bad usage or input, or an output that cannot or must not be written (docs/outputs.md)",
                            f"{SIGNAL_EXIT}: the run in progress is killed, finished runs are kept"))
-    ab.add_argument("--margin", type=probability, default=0.05,
-                    help="equivalence margin: ratios in [1-margin, 1+margin] are equivalent (0.05)")
-    ab.add_argument("--confidence", type=confidence, default=0.95,
-                    help="that every verdict of the run is right, together (0.95; 0.5 to 0.999999999)")
+    ab.add_argument("--margin", type=probability, default=DEFAULT_MARGIN,
+                    help=f"equivalence margin: ratios in [1-margin, 1+margin] are equivalent ({DEFAULT_MARGIN})")
+    ab.add_argument("--confidence", type=confidence, default=DEFAULT_CONFIDENCE,
+                    help=f"that every verdict of the run is right, together ({DEFAULT_CONFIDENCE}; 0.5 to 0.999999999)")
     ab.add_argument("--metric", metavar="METRIC",
                     help=f"what is compared (default: {', else '.join(DEFAULT_METRICS)})")
     ab.add_argument("--max-runs", type=positive_int, default=DEFAULT_MAX_RUNS, metavar="N",
@@ -108,7 +108,7 @@ def commands(words: list[str]) -> list[list[str]]:
 
 def run(args) -> int:
     from perfctl.agent import inventory, session
-    from perfctl.agent.measurement import SIDE_LABEL, Measurement, Rounds, Sequential, SequentialRule, side_letter
+    from perfctl.agent.measurement import Measurement, Rounds, Sequential, SequentialRule
     from perfctl.agent.runner import RunError
     from perfctl.report.ab import AbReport, AbResult, Side
 

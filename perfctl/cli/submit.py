@@ -8,7 +8,7 @@ import os
 import sys
 import uuid
 
-from perfctl.analysis.verdicts import FAIL_ON
+from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, FAIL_ON
 from perfctl.cli.ab import DEFAULT_MIN_RUNS, confidence
 from perfctl.cli.options import (
     SIGNAL_EXIT,
@@ -57,9 +57,11 @@ def add_parser(sub) -> None:
         "then the most rounds")
     sequential.add_argument("--until-settled", action="store_true", help="stop when the comparison is settled")
     sequential.add_argument("--max-runs", type=positive_int, metavar="N", help="the most rounds (overrides -r)")
-    sequential.add_argument("--margin", type=probability, default=0.05, help="equivalence margin (0.05)")
-    sequential.add_argument("--confidence", type=confidence, default=0.95,
-                            help="that every verdict of the job is right, together (0.95; 0.5 to 0.999999999)")
+    sequential.add_argument("--margin", type=probability, default=DEFAULT_MARGIN,
+                            help=f"equivalence margin ({DEFAULT_MARGIN})")
+    sequential.add_argument("--confidence", type=confidence, default=DEFAULT_CONFIDENCE,
+                            help=f"that every verdict of the job is right, together ({DEFAULT_CONFIDENCE}; "
+                                 "0.5 to 0.999999999)")
     sequential.add_argument("--metric", metavar="METRIC",
                             help=f"what is compared (default: {', else '.join(DEFAULT_METRICS)})")
     sequential.add_argument("--min-runs", type=positive_int, metavar="K",
