@@ -32,8 +32,7 @@ from perfctl.agent.run.started import StartedRun
 from perfctl.output import stops_held
 
 # The names the backends, the agent and the CLI import from here, where they were defined before agent/run/.
-__all__ = ["ENV_SIZE_STEP", "Exit", "GatedProcess", "LoopedGate", "RunControl", "RunError", "Runner", "StartedRun",
-           "make_control", "resolve_command"]
+__all__ = ["ENV_SIZE_STEP", "Exit", "RunControl", "RunError", "Runner", "make_control", "resolve_command"]
 
 MAX_LOOPS = 8  # LoopedGate processes a Runner keeps (perfctl ab: one per command)
 

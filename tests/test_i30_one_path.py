@@ -2,7 +2,7 @@
 path (agent/measurement.py): every run is started the same way and every sample carries the same fields.
 
 How a run started is observed, not asserted from the code: the benchmark's parent is the gate's loop (gate.c
--L: runner.LoopedGate) or the measuring process itself (one gate per run, the gate exec'ing the benchmark).
+-L: agent/run/looped.py LoopedGate) or the measuring process itself (one gate per run, the gate exec'ing the benchmark).
 A real `perfctl server` (SQLite) and agent on loopback; stat and ab as a user runs them, with the controls an
 agent's job runs under (a clean environment, --user nobody, in /)."""
 
