@@ -40,7 +40,7 @@ from perfctl.agent.allowlist import NotAllowed, allowed_program
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
 from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
-from perfctl.agent.spool import Spool, SpoolError, SpoolFull
+from perfctl.agent.spool import GroupCommit, Spool, SpooledRun, SpoolError, SpoolFull
 from perfctl.agent.spool_gauge import track_pending
 from perfctl.agent.uplink import SPOOL_RETRY_MAX, Uplink
 from perfctl.failures import describe_failure, rounds_stopped
@@ -117,6 +117,7 @@ class Agent:
         self._said: set[str] = set()
         self._backends_lock = threading.Lock()
         self._runner = Runner()
+        self._encoder = wire.SampleEncoder()  # the worker's alone
         self.current_job: str | None = None  # the job the worker measures now (the heartbeats name it)
         self._spool_full = False
         self._spool_full_lock = threading.Lock()
@@ -353,24 +354,48 @@ class Agent:
 
     def _measure(self, job_id: str, job: pb.Job, measurement: Measurement, rule: SequentialRule | None,
                  next_index: int) -> None:
-        """The job's runs from ``next_index`` on (a restarted agent resumes), each spooled as it ends with the
-        job's progress, until they are done or the stopping rule ends them."""
+        """The job's runs from ``next_index`` on (a restarted agent resumes), spooled with the job's progress a
+        few at a time (spool.GroupCommit), until they are done or the stopping rule ends them; then its end."""
+        held = GroupCommit()
+        try:
+            end = self._runs(job_id, job, measurement, rule, next_index, held)
+        except RunError:  # the job fails (_work says why); the runs measured before it are kept
+            self._commit(held)
+            raise
+        if self._commit(held) and end is not None:
+            self._spool_write(self.spool.set_job_state, job_id, *end)
+
+    def _commit(self, held: GroupCommit) -> bool:
+        """The samples ``held``, committed (and the sender told); False if the agent stopped meanwhile (on a
+        full disk): those runs are measured again when it restarts."""
+        runs = held.take()
+        if not runs:
+            return True
+        if not self._spool_write(self.spool.add_samples, runs):
+            return False
+        SPOOLED.inc(len(runs))
+        self._notify_sender()
+        return True
+
+    def _runs(self, job_id: str, job: pb.Job, measurement: Measurement, rule: SequentialRule | None,
+              next_index: int, held: GroupCommit) -> tuple[str, str] | None:
+        """Measure the job's runs into ``held``; the job's end (state, message), or None when the agent stops
+        (the job resumes at its first run not committed)."""
         order = job_order(job_id, job.warmups, job.repetitions, len(measurement.commands), shuffled=rule is not None)
         if not self._spool_write(self.spool.set_job_state, job_id, "running"):
-            return
+            return None
         self._notify_sender()
         rounds = None
         if rule is not None:
             rounds = SettlingRounds(rule, order, len(measurement.commands), self.spool.round_values(job_id))
             done = rounds.replay(next_index)
             if done:  # the agent stopped between the deciding run and the job's end
-                self._spool_write(self.spool.set_job_state, job_id, "done", done)
-                return
+                return "done", done
         stored = set(job.stored_runs)  # a retried job: these runs reached the server before it was lost
         failure = ""  # how a measured run failed: the first this agent saw (one before a restart may have, too)
         for index in range(next_index, len(order)):
             if self.stopping.is_set():
-                return
+                return None
             if index in stored:
                 continue
             warmup, run_index, which = order[index]
@@ -379,32 +404,26 @@ class Agent:
                 sample = measurement.measure(which, run_index=run_index, warmup=warmup, sample_uuid=sample_uuid)
             except RunError:
                 if self.stopping.is_set():  # the stop killed the gate's loop with the run: it runs again at restart
-                    return
+                    return None
                 raise
             if self.stopping.is_set():  # a run the stop cut short measures nothing: it runs again at restart
-                return
+                return None
             if sample.outcome != "ok" and not warmup and not failure:
                 failure = f"; a measured run that failed: {describe_failure(sample)}"
             value = rounds.value(sample) if rounds is not None and not warmup else None
-            # While the disk is full the measured run waits here; if the agent stops meanwhile, the run
-            # (whose index was not advanced) is measured again, under the same uuid.
-            if not self._spool_write(self.spool.add_sample, sample_uuid,
-                                     wire.sample_to_proto(sample).SerializeToString(), job_id, index + 1, value):
-                return
-            SPOOLED.inc()
-            self._notify_sender()
+            # While the disk is full the commit waits; if the agent stops meanwhile, the runs held (whose
+            # index was not advanced) are measured again, under the same uuids.
+            run = SpooledRun(sample_uuid, self._encoder.encode(sample), job_id, index + 1, value)
+            if held.add(run, sample.wall_ns) and not self._commit(held):
+                return None
             if rounds is not None and sample.outcome != "ok":  # the rounds stop at it, as ab's do (warmup or not)
-                stopped = rounds_stopped(side_letter(which), sample)
-                self._spool_write(self.spool.set_job_state, job_id, "failed", stopped)
-                return
+                return "failed", rounds_stopped(side_letter(which), sample)
             settled = rounds.measured(index, value) if rounds is not None else None
             if settled:
-                self._spool_write(self.spool.set_job_state, job_id, "done", settled)
-                return
-        self._spool_write(self.spool.set_job_state, job_id, "done",
-                          (rounds.summary(settled=False) if rounds is not None else
-                           f"{len(order) - len(stored)} runs" + (f" ({len(stored)} stored before the retry)"
-                                                                if stored else "")) + failure)
+                return "done", settled
+        return "done", ((rounds.summary(settled=False) if rounds is not None else
+                         f"{len(order) - len(stored)} runs" + (f" ({len(stored)} stored before the retry)"
+                                                              if stored else "")) + failure)
 
     # --- what the network side (agent/uplink.py) asks of the agent ---
 

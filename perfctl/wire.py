@@ -42,14 +42,27 @@ def sample_to_proto(sample: Sample) -> pb.Sample:
         uuid=sample.uuid, machine_id=sample.machine_id, run_index=sample.run_index, warmup=sample.warmup,
         start_time_ns=sample.start_time_ns, wall_ns=sample.wall_ns, outcome=sample.outcome,
         backends=list(sample.backends), schema_version=sample.schema_version,
-        benchmark=pb.Benchmark(name=sample.benchmark.name, argv=list(sample.benchmark.argv),
-                               executable=sample.benchmark.executable,
-                               executable_sha256=sample.benchmark.executable_sha256,
-                               input_digest=sample.benchmark.input_digest),
-        environment=pb.Environment(aslr_off=sample.environment.aslr_off, env_bytes=sample.environment.env_bytes,
-                                   user=sample.environment.user, cwd=sample.environment.cwd))
-    if sample.environment.pinned_cpu is not None:
-        message.environment.pinned_cpu = sample.environment.pinned_cpu
+        benchmark=_benchmark(sample.benchmark), environment=_environment(sample.environment))
+    _set_varying(message, sample)
+    return message
+
+
+def _benchmark(benchmark) -> pb.Benchmark:
+    return pb.Benchmark(name=benchmark.name, argv=list(benchmark.argv), executable=benchmark.executable,
+                        executable_sha256=benchmark.executable_sha256, input_digest=benchmark.input_digest)
+
+
+def _environment(environment) -> pb.Environment:
+    message = pb.Environment(aslr_off=environment.aslr_off, env_bytes=environment.env_bytes,
+                             user=environment.user, cwd=environment.cwd)
+    if environment.pinned_cpu is not None:
+        message.pinned_cpu = environment.pinned_cpu
+    return message
+
+
+def _set_varying(message: pb.Sample, sample: Sample) -> None:
+    """The optional fields, labels and readings of ``sample``, set on ``message`` (sample_to_proto's and
+    SampleEncoder's: one mapping of a reading to the wire)."""
     for name in ("job_id", "exit_status", "signal", "stderr_tail", "max_rss_kib"):
         value = getattr(sample, name)
         if value is not None:
@@ -64,7 +77,35 @@ def sample_to_proto(sample: Sample) -> pb.Sample:
             value = getattr(reading, name)
             if value is not None:
                 setattr(out, name, value)
-    return message
+
+
+class SampleEncoder:
+    """Samples to their wire bytes (what ``sample_to_proto(s).SerializeToString()`` parses back as), as an
+    agent spools them, run after run. A sample's benchmark and environment are the same objects in every run of
+    a command: their bytes are made once and joined to the rest's (a message's bytes concatenated with another's
+    parse as the two merged, and each field appears in one of them), a third of the encoding's time. Keyed by
+    ``id()`` holding the object, as formats/jsonl_writer.py's cache is."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, tuple[object, object, bytes]] = {}
+
+    def encode(self, sample: Sample) -> bytes:
+        message = pb.Sample(uuid=sample.uuid, machine_id=sample.machine_id, run_index=sample.run_index,
+                            warmup=sample.warmup, start_time_ns=sample.start_time_ns, wall_ns=sample.wall_ns,
+                            outcome=sample.outcome, backends=sample.backends,
+                            schema_version=sample.schema_version)
+        _set_varying(message, sample)
+        return self._recurring(sample) + message.SerializeToString()
+
+    def _recurring(self, sample: Sample) -> bytes:
+        bench, env = sample.benchmark, sample.environment
+        kept = self._made.get(id(bench))
+        if kept is None or kept[0] is not bench or kept[1] is not env:
+            if len(self._made) >= 256:  # a job has a command or a few; an agent's life, many jobs
+                self._made.clear()
+            kept = self._made[id(bench)] = (bench, env, pb.Sample(benchmark=_benchmark(bench),
+                                                                  environment=_environment(env)).SerializeToString())
+        return kept[2]
 
 
 def proto_to_dict(message: pb.Sample) -> dict:
