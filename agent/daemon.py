@@ -38,7 +38,7 @@ from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.allowlist import NotAllowed, allowed_program
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
-from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, job_order
+from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, compared_metric, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import GroupCommit, Spool, SpooledRun, SpoolError, SpoolFull
 from perfctl.agent.spool_gauge import track_pending
@@ -47,9 +47,7 @@ from perfctl.failures import describe_failure, rounds_stopped
 from perfctl.model import (
     BACKENDS,
     SIDE_LABEL,
-    default_metric,
     labels_problem,
-    metric_label,
     parse_backends,
     side_letter,
 )
@@ -98,9 +96,9 @@ def _sequential_rule(job, support: dict[str, str | None]) -> tuple[SequentialRul
         return None, f"--until-settled: {problem}"
     if SIDE_LABEL in job.labels:
         return None, f"the label {SIDE_LABEL} is the --until-settled job's own"
-    counted = {label for label, reason in support.items() if reason is None}
-    metric = metric_label(spec.metric, counted) if spec.metric else default_metric(counted)
-    if metric is None:
+    try:
+        metric = compared_metric(spec.metric or None, support)
+    except ValueError:
         return None, f"--until-settled: metric {spec.metric!r} is not counted by the job here"
     return SequentialRule(metric, spec.margin, spec.confidence, min(spec.min_rounds, job.repetitions)), None
 

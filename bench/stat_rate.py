@@ -22,7 +22,9 @@ default events and measures it as its worker does (Agent._run_job, each sample s
 and runs many jobs, so its start-up (gRPC and the rest, ~0.1 s more than stat's) must not count against its
 runs: both are timed with N and with 2N runs in turns, and the per-run cost is the difference over N.
 
-    python bench/stat_rate.py [--runs 1000] [--perf-runs 100] [--rounds 3]
+    python bench/stat_rate.py [--runs 1000] [--perf-runs 100] [--rounds 3] [--agent-only]
+
+--agent-only measures the agent's job and stat alone (the last comparison), in more rounds for the same time.
 """
 
 from __future__ import annotations
@@ -137,6 +139,49 @@ def agent_job(runs: int, spool_dir: str) -> None:
         sys.exit(f"bench: the agent's job ended {state} with {recorded} samples spooled, expected {runs}")
 
 
+def stat_argv(runs: int, samples: str) -> list[str]:
+    return [sys.executable, "-m", "perfctl", "stat", "-r", str(runs), "--no-progress", "-o", samples, "--", TARGET]
+
+
+def per_run_turns(runs: int, round_: int, tmp: str, per_run: dict[str, list[float]]) -> None:
+    """One round of the agent's job path and stat, N and 2N runs each, in turns (which goes first alternates
+    with ``round_``), each time added to ``per_run``."""
+    samples = os.path.join(tmp, "per-run.jsonl")
+
+    def stat_of(n: int) -> float:
+        return timed_perfctl(stat_argv(n, samples), samples, n)[0]
+
+    def agent_of(n: int) -> float:
+        spool = tempfile.mkdtemp(dir=tmp)
+        try:
+            return timed([sys.executable, os.path.abspath(__file__), "--agent-job", str(n), spool])[0]
+        finally:
+            shutil.rmtree(spool)
+
+    turns = [(f"{tool} {n}", lambda tool=tool, n=n: (stat_of if tool == "stat" else agent_of)(
+        runs * (2 if n == "2N" else 1))) for n in ("N", "2N") for tool in ("stat", "agent")]
+    for key, measure in turns if round_ % 2 == 0 else reversed(turns):
+        per_run.setdefault(key, []).append(measure())
+
+
+def print_per_run(per_run: dict[str, list[float]], runs: int, rounds: int) -> None:
+    stat_ms, agent_ms = per_run_ms(per_run, "stat", runs), per_run_ms(per_run, "agent", runs)
+    each = [a / s for a, s in zip(agent_ms, stat_ms)]
+    vs_agent = statistics.median(each)
+    print(f"per run (2N runs less N, over N): perfctl stat {statistics.median(stat_ms):.3f} ms, the agent's job "
+          f"{statistics.median(agent_ms):.3f} ms (medians of {rounds} rounds)")
+    print(f"agent job / perfctl stat     : {vs_agent:6.2f}x  (per-run cost; target <= 1.10) "
+          f"{'PASS' if vs_agent <= 1.10 else 'FAIL'} (per round {', '.join(f'{r:.2f}' for r in each)})")
+
+
+def agent_against_stat(runs: int, rounds: int) -> None:
+    per_run: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(rounds):
+            per_run_turns(runs, round_, tmp, per_run)
+    print_per_run(per_run, runs, rounds)
+
+
 def per_run_ms(times: dict[str, list[float]], tool: str, runs: int) -> list[float]:
     """Each round's per-run cost of ``tool`` in ms: its time with 2N runs less its time with N, over N (the
     start-up, paid once either way, cancels)."""
@@ -152,15 +197,18 @@ def main() -> None:
     parser.add_argument("--perf-runs", type=int, default=100,
                         help="cold perf stat's runs (~40 ms each): warm, it runs as many as perfctl")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--agent-only", action="store_true", help="only the agent's job against stat, per run")
     args = parser.parse_args()
+    if args.agent_only:
+        agent_against_stat(args.runs, args.rounds)
+        return
     for tool in ("perf", "hyperfine"):
         if shutil.which(tool) is None:
             sys.exit(f"bench: {tool} not found (deploy/setup.sh installs it)")
 
     with tempfile.TemporaryDirectory() as tmp:
         samples = os.path.join(tmp, "samples.jsonl")
-        perfctl = [sys.executable, "-m", "perfctl", "stat", "-r", str(args.runs), "--no-progress", "-o", samples,
-                   "--", TARGET]
+        perfctl = stat_argv(args.runs, samples)
         events = [arg for name in perf_events() for arg in ("-e", name)]
         perf = ["perf", "stat", "-r", str(args.perf_runs), "-x,", "-o", os.path.join(tmp, "perf.csv"), *events,
                 "--", TARGET]
@@ -175,16 +223,6 @@ def main() -> None:
               str(args.runs // 2), "--no-progress", "-o", samples, "--", TARGET, ":::", TARGET]
         ebpf = ebpf_reason()
 
-        def stat_of(runs: int) -> float:
-            return timed_perfctl([*perfctl[:5], str(runs), *perfctl[6:]], samples, runs)[0]
-
-        def agent_of(runs: int) -> float:
-            spool = tempfile.mkdtemp(dir=tmp)
-            try:
-                return timed([sys.executable, os.path.abspath(__file__), "--agent-job", str(runs), spool])[0]
-            finally:
-                shutil.rmtree(spool)
-
         with_ebpf = perfctl[:4] + ["--backend", "perf_event,ebpf"] + perfctl[4:]
 
         holder = ["perf", "stat", "-a", "-x,", "-o", os.devnull, *events]  # until SIGINT
@@ -195,7 +233,7 @@ def main() -> None:
         if ebpf is None:
             times[EBPF] = []
             runs[EBPF] = args.runs
-        per_run: dict[str, list[float]] = {f"{tool} {n}": [] for tool in ("stat", "agent") for n in ("N", "2N")}
+        per_run: dict[str, list[float]] = {}
         perfctl_rss = ebpf_rss = 0
         for round_ in range(args.rounds):
             elapsed, perfctl_rss = timed_perfctl(perfctl, samples, args.runs)
@@ -211,11 +249,7 @@ def main() -> None:
                          (WARM_PERF, lambda: timed(warm_perf)[0])]
                 for tool, measure in turns if round_ % 2 == 0 else reversed(turns):
                     times[tool].append(measure())
-            # the agent's job path and stat, N and 2N runs each, in turns (which goes first alternates)
-            turns = [(f"{tool} {n}", lambda tool=tool, n=n: (stat_of if tool == "stat" else agent_of)(
-                args.runs * (2 if n == "2N" else 1))) for n in ("N", "2N") for tool in ("stat", "agent")]
-            for key, measure in turns if round_ % 2 == 0 else reversed(turns):
-                per_run[key].append(measure())
+            per_run_turns(args.runs, round_, tmp, per_run)
 
     rates = {tool: statistics.median(runs[tool] / t for t in elapsed) for tool, elapsed in times.items()}
     print(f"events: {', '.join(perf_events())}")
@@ -240,13 +274,7 @@ def main() -> None:
     vs_stat = rates[AB] / rates["perfctl"]
     print(f"perfctl ab / perfctl stat    : {vs_stat:6.2f}x  (the same runs in rounds of two commands; target >= 0.9) "
           f"{'PASS' if vs_stat >= 0.9 else 'FAIL'} {paired(AB, 'perfctl')}")
-    stat_ms, agent_ms = per_run_ms(per_run, "stat", args.runs), per_run_ms(per_run, "agent", args.runs)
-    each = [a / s for a, s in zip(agent_ms, stat_ms)]
-    vs_agent = statistics.median(each)
-    print(f"per run (2N runs less N, over N): perfctl stat {statistics.median(stat_ms):.3f} ms, the agent's job "
-          f"{statistics.median(agent_ms):.3f} ms (medians of {args.rounds} rounds)")
-    print(f"agent job / perfctl stat     : {vs_agent:6.2f}x  (per-run cost; target <= 1.10) "
-          f"{'PASS' if vs_agent <= 1.10 else 'FAIL'} (per round {', '.join(f'{r:.2f}' for r in each)})")
+    print_per_run(per_run, args.runs, args.rounds)
     print(f"perfctl peak resident memory after {args.runs} runs: {perfctl_rss / 1024:.1f} MiB")
     if ebpf is not None:
         print(f"ebpf backend not measured: {ebpf}")

@@ -32,7 +32,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
-from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, WALL_TIME, default_metric, metric_label, side_letter
+from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, metric_label, side_letter
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 SEPARATOR = ":::"
@@ -108,7 +108,7 @@ def commands(words: list[str]) -> list[list[str]]:
 
 def run(args) -> int:
     from perfctl.agent import inventory, session
-    from perfctl.agent.measurement import Measurement, Rounds, Sequential, SequentialRule
+    from perfctl.agent.measurement import Measurement, Rounds, Sequential, SequentialRule, compared_metric
     from perfctl.agent.runner import RunError
     from perfctl.report.ab import AbReport, AbResult, Side
 
@@ -143,7 +143,11 @@ def run(args) -> int:
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl ab", outputs)
     try:
-        metric = _counted_metric(metric, backend.support())  # before any run: nothing is written
+        metric = compared_metric(metric, backend.support())  # before any run: nothing is written
+    except ValueError as err:
+        outputs.close()
+        backend.close()
+        raise UsageError(f"perfctl ab: --metric {metric}: {err}; choose another --metric") from None
     except UsageError:
         outputs.close()
         backend.close()
@@ -251,18 +255,6 @@ def _metric(asked: str | None, specs) -> str | None:
         raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: wall-time, "
                          f"{', '.join(sorted(measured))}; -e adds events)")
     return label
-
-
-def _counted_metric(asked: str | None, support: dict[str, str | None]) -> str:
-    """The metric, checked against what the backend can count here (an unsupported event is known before
-    any run); by default compare's order."""
-    counted = {label for label, reason in support.items() if reason is None}
-    if asked is None:
-        return default_metric(counted)
-    if asked != WALL_TIME and asked not in counted:
-        raise UsageError(f"perfctl ab: --metric {asked}: {support.get(asked) or 'not counted here'}; choose "
-                         "another --metric")
-    return asked
 
 
 class _Unusable(Exception):
