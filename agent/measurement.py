@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -178,6 +179,82 @@ class Sequential:
     def stop(self) -> str:
         """Why decided rounds stopped, in ab's words: "settled" or "not-alike"."""
         return "settled" if not self.suite.unsettled() else "not-alike"
+
+
+class RunFailed(Exception):
+    """A run of command ``which`` did not end "ok": a comparison's rounds stop at it (ab's and a job's)."""
+
+    def __init__(self, which: int, sample: Sample):
+        super().__init__(side_letter(which))
+        self.which, self.sample = which, sample
+
+
+class Unusable(Exception):
+    """A run's metric value no ratio can be taken of (0, or not counted in that run): ab's rounds stop, saying
+    why (the message)."""
+
+
+class ComparedRounds:
+    """`perfctl ab`'s rounds, handed over by the CLI: the warmups, then rounds of A and every command whose
+    comparison with A is undecided, in ``rounds``' seeded order, each run recorded with its round (or warmup
+    round), its position and the seed; each whole round's metric values go to the stopping rule, unless
+    ``excluded(samples)`` leaves the round out (--exclude-interfered). They stop once every comparison is
+    decided ("settled", "not-alike"), after ``max_rounds`` ("max-runs") or ``max_seconds`` ("max-time"); a run
+    that failed raises RunFailed, a metric value no ratio can be taken of Unusable. ``measured(which, sample)``
+    is told of every run; ``rounded()`` after every round (ab's counts and live display)."""
+
+    def __init__(self, measurement: Measurement, rounds: Rounds, sequential: Sequential, seed: int, *,
+                 max_rounds: int, max_seconds: float | None, excluded: Callable[[Iterable[Sample]], bool]):
+        self.measurement, self.plan, self.sequential, self.seed = measurement, rounds, sequential, seed
+        self.max_rounds, self.max_seconds, self.excluded = max_rounds, max_seconds, excluded
+        self.rounds = self.excluded_rounds = 0
+        self.started = time.monotonic()
+
+    def run(self, measured: Callable[[int, Sample], object], rounded: Callable[[], object]) -> str:
+        """Measure until the rounds stop; why they stopped."""
+        for k, which in self.plan.warmup_runs():
+            self._measure(which, k, True, {"warmup_round": k}, measured)
+        self.started = time.monotonic()
+        active = list(range(1, self.plan.commands))
+        for round_ in range(self.max_rounds):
+            samples = {which: self._measure(which, self.plan.warmups + round_, False,
+                                            {"round": round_, "order": position}, measured)
+                       for position, which in enumerate(self.plan.next_round([0, *active]))}
+            self.rounds = round_ + 1
+            if self.excluded(samples.values()):
+                self.excluded_rounds += 1
+            else:
+                self.sequential.add({which: self._value(which, sample, round_) for which, sample in samples.items()})
+            # a comparison whose rounds are not alike leaves at once (that is final); a settled one (settled
+            # only from min_rounds on) too
+            undecided = set(self.sequential.suite.undecided())
+            active = [which for which in active if which in undecided]
+            rounded()
+            if not active:
+                return self.sequential.stop
+            if self.max_seconds is not None and time.monotonic() - self.started >= self.max_seconds:
+                return "max-time"
+        return "max-runs"
+
+    def _measure(self, which: int, run_index: int, warmup: bool, extra: dict, measured) -> Sample:
+        sample = self.measurement.measure(which, run_index=run_index, warmup=warmup,
+                                          extra={**extra, "seed": self.seed})
+        measured(which, sample)
+        if sample.outcome != "ok":
+            raise RunFailed(which, sample)
+        return sample
+
+    def _value(self, which: int, sample: Sample, round_: int) -> float:
+        metric, label = self.sequential.rule.metric, side_letter(which)
+        value = sample.metric_value(metric)
+        if value is None:
+            reading = sample.reading(metric)
+            why = reading.reason if reading is not None and reading.reason else "not counted"
+            raise Unusable(f"{metric} of {label} in round {round_}: {why}; choose another --metric")
+        if not value > 0:
+            raise Unusable(f"{metric} of {label} is {value:g} in round {round_}: a ratio needs values above 0; "
+                           "choose another --metric")
+        return value
 
 
 class SettlingRounds(Sequential):

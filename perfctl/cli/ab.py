@@ -108,8 +108,18 @@ def commands(words: list[str]) -> list[list[str]]:
 
 def run(args) -> int:
     from perfctl.agent import inventory, session
-    from perfctl.agent.measurement import Measurement, Rounds, Sequential, SequentialRule, compared_metric
+    from perfctl.agent.measurement import (
+        ComparedRounds,
+        Measurement,
+        Rounds,
+        RunFailed,
+        Sequential,
+        SequentialRule,
+        Unusable,
+        compared_metric,
+    )
     from perfctl.agent.runner import RunError
+    from perfctl.failures import rounds_stopped
     from perfctl.report.ab import AbReport, AbResult, Side
 
     groups = commands(command_of(args))
@@ -157,53 +167,33 @@ def run(args) -> int:
     sequential = Sequential(SequentialRule(metric, args.margin, args.confidence, args.min_runs), len(sides))
     suite = sequential.suite
     measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv))
-    rounds = Rounds(len(sides), args.warmup, seed)
     policy = interference(args)
+    compared = ComparedRounds(measurement, Rounds(len(sides), args.warmup, seed), sequential, seed,
+                              max_rounds=args.max_runs, max_seconds=args.max_time,
+                              excluded=lambda samples: policy.exclude and any(
+                                  policy.flags(s.readings, s.wall_ns) for s in samples))
     live = _live(args)
     stopped_by: Interrupted | None = None
     closing = None
+
+    def measured(which: int, sample) -> None:
+        if sample.warmup:
+            sides[which].warmups += 1
+        else:
+            sides[which].runs += 1
+        raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
+
+    def rounded() -> None:
+        result.rounds, result.excluded_rounds = compared.rounds, compared.excluded_rounds
+        live.show(suite, sides, result, args, compared.started)
+
     try:
         try:
             for side, ident in zip(sides, identified):
                 corrector, _ = measurement.correct(inv, ident, specs)
                 measurement.add(ident, {**sample_labels, SIDE_LABEL: side.label}, corrector)
-
-            def measure(i: int, index: int, warmup: bool, extra: dict):
-                raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
-                sample = measurement.measure(i, run_index=index, warmup=warmup, extra={**extra, "seed": seed})
-                if warmup:
-                    sides[i].warmups += 1
-                else:
-                    sides[i].runs += 1
-                if sample.outcome != "ok":  # the rounds stop at it: the report's stop reason says so
-                    raise _RunFailed(sides[i], sample)
-                return sample
-
-            for k, i in rounds.warmup_runs():
-                measure(i, k, True, {"warmup_round": k})
-            started = time.monotonic()
-            active = list(range(1, len(sides)))
             with live:
-                for round_ in range(args.max_runs):
-                    samples = {i: measure(i, args.warmup + round_, False, {"round": round_, "order": position})
-                               for position, i in enumerate(rounds.next_round([0, *active]))}
-                    result.rounds = round_ + 1
-                    if any(policy.exclude and policy.flags(s.readings, s.wall_ns) for s in samples.values()):
-                        result.excluded_rounds += 1
-                    else:
-                        sequential.add({i: _value(sample, metric, round_, sides[i].label)
-                                        for i, sample in samples.items()})
-                    # a comparison whose rounds are not alike leaves at once (that is final); a settled one
-                    # (settled only from --min-runs on) too
-                    undecided = set(suite.undecided())
-                    active = [i for i in active if i in undecided]
-                    live.show(suite, sides, result, args, started)
-                    if not active:
-                        result.stop = sequential.stop
-                        break
-                    if args.max_time is not None and time.monotonic() - started >= args.max_time:
-                        result.stop = "max-time"
-                        break
+                result.stop = compared.run(measured, rounded)
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
             closing = ClosingMeanwhile(backend)
@@ -211,14 +201,15 @@ def run(args) -> int:
             outputs.close()
     except Interrupted as signalled:
         stopped_by, result.stop = signalled, "interrupted"
-    except _RunFailed as failed:
-        result.stop, result.failure = "failed", failed.describe()
-    except _Unusable as unusable:
-        result.stop, result.failure = "unusable", str(unusable)
+    except RunFailed as failed:
+        result.stop, result.failure = "failed", rounds_stopped(sides[failed.which].label, failed.sample)
+    except Unusable as unusable:
+        result.stop, result.failure = "unusable", f"perfctl ab: {unusable}"
     except RunError as err:
         raise UsageError(f"perfctl ab: {err}") from None
     except OutputError as err:
         raise outputs.failed(err, sum(side.runs for side in sides)) from None
+    result.rounds, result.excluded_rounds = compared.rounds, compared.excluded_rounds
 
     result.settlements = {sides[i].label: settlement for i, settlement in suite.settlements().items()}
     result.to_settle = {sides[i].label: suite.comparisons[i].rounds_to_settle() for i in suite.undecided()}
@@ -233,17 +224,6 @@ def run(args) -> int:
     return code
 
 
-class _RunFailed(Exception):
-    def __init__(self, side, sample):
-        super().__init__(side.label)
-        self.side, self.sample = side, sample
-
-    def describe(self) -> str:
-        from perfctl.failures import rounds_stopped
-
-        return rounds_stopped(self.side.label, self.sample)
-
-
 def _metric(asked: str | None, specs) -> str | None:
     """The --metric asked for, checked against the events measured (``instructions`` is ``instructions:u``,
     as in compare); None: the default, chosen once the backend says what it can count."""
@@ -255,22 +235,6 @@ def _metric(asked: str | None, specs) -> str | None:
         raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: wall-time, "
                          f"{', '.join(sorted(measured))}; -e adds events)")
     return label
-
-
-class _Unusable(Exception):
-    """A run's metric value no ratio can be taken of (0, or not counted in that run): the rounds stop."""
-
-
-def _value(sample, metric: str, round_: int, label: str) -> float:
-    value = sample.metric_value(metric)
-    if value is None:
-        reading = sample.reading(metric)
-        why = reading.reason if reading is not None and reading.reason else "not counted"
-        raise _Unusable(f"perfctl ab: {metric} of {label} in round {round_}: {why}; choose another --metric")
-    if not value > 0:
-        raise _Unusable(f"perfctl ab: {metric} of {label} is {value:g} in round {round_}: a ratio needs values "
-                        "above 0; choose another --metric")
-    return value
 
 
 def _live(args):
