@@ -38,7 +38,7 @@ from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.allowlist import NotAllowed, allowed_program
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
-from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, compared_metric, job_order
+from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import GroupCommit, Spool, SpooledRun, SpoolError, SpoolFull
 from perfctl.agent.spool_gauge import track_pending
@@ -47,6 +47,7 @@ from perfctl.failures import describe_failure, rounds_stopped
 from perfctl.model import (
     BACKENDS,
     SIDE_LABEL,
+    compared_metric,
     labels_problem,
     parse_backends,
     side_letter,
@@ -311,13 +312,11 @@ class Agent:
             if problem:
                 raise _JobEnds("refused", problem)
         measurement = Measurement(backend, control, self.inventory.machine_id, job_id=job_id, runner=self._runner)
-        corrector = None
-        if len(identified) == 1:
-            corrector, statement = measurement.correct(self.inventory, identified[0],
-                                                       parse_events(list(job.events) or list(DEFAULT_EVENTS)))
+        specs = parse_events(list(job.events) or list(DEFAULT_EVENTS))
+        for which, ident in enumerate(identified):  # each command its own corrector, as ab's sides have
+            corrector, statement = measurement.correct(self.inventory, ident, specs)
             if statement:
                 log.info("job %s: %s", job_id, statement)
-        for which, ident in enumerate(identified):
             labels = dict(job.labels) if rule is None else {**job.labels, SIDE_LABEL: side_letter(which)}
             measurement.add(ident, labels, corrector)
         return measurement, rule

@@ -18,7 +18,7 @@ from perfctl.agent.events import EventSpec, uncorrectable
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import RunControl, Runner
 from perfctl.agent.session import Backend, Command, RunContext, measure_once, uuids
-from perfctl.model import Benchmark, Sample, default_metric, metric_label, side_letter
+from perfctl.model import Benchmark, Sample, side_letter
 
 
 def corrector_for(inventory: Inventory, identified: tuple[list[str], Benchmark], control: RunControl,
@@ -139,20 +139,6 @@ class SequentialRule:
     margin: float
     confidence: float
     min_rounds: int
-
-
-def compared_metric(asked: str | None, support: dict[str, str | None]) -> str:
-    """The metric a comparison's rounds decide on (`perfctl ab --metric`, a job's --until-settled), among what
-    the backend counts here (``support``: label -> why not, None where counted): ``asked`` in compare's spelling
-    (``instructions`` is ``instructions:u``), by default the first of DEFAULT_METRICS counted (wall-time at
-    worst). ValueError, saying why, when ``asked`` is not counted here: known before any run."""
-    counted = {label for label, reason in support.items() if reason is None}
-    if asked is None:
-        return default_metric(counted)
-    label = metric_label(asked, counted)
-    if label is None:
-        raise ValueError(support.get(asked) or "not counted here")
-    return label
 
 
 class Sequential:

@@ -237,6 +237,20 @@ def default_metric(counted) -> str:
     return next(label for label in (metric_label(metric, counted) for metric in DEFAULT_METRICS) if label)
 
 
+def compared_metric(asked: str | None, support: dict[str, str | None]) -> str:
+    """The metric a comparison's rounds decide on (`perfctl ab --metric`, a job's --until-settled), among what
+    the backend counts here (``support``: label -> why not, None where counted): ``asked`` in compare's spelling
+    (``instructions`` is ``instructions:u``), by default the first of DEFAULT_METRICS counted (wall-time at
+    worst). ValueError, saying why, when ``asked`` is not counted here: known before any run."""
+    counted = {label for label, reason in support.items() if reason is None}
+    if asked is None:
+        return default_metric(counted)
+    label = metric_label(asked, counted)
+    if label is None:
+        raise ValueError(support.get(asked) or "not counted here")
+    return label
+
+
 def reading_label(reading: Reading) -> str:
     """How a reading is named in tables and lookups: event plus :u/:k for scoped events."""
     scope = reading.scope

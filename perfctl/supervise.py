@@ -6,7 +6,7 @@ for good, and nobody hears it: the fleet's jobs stay queued, leases never lapse,
 loop runs under ``supervised`` (a coroutine) or ``supervised_thread`` (a thread): any exception is logged
 with its traceback, counted in the process's ``perfctl_task_restarts_total{task=...}`` (the server's and the
 agent's own metrics endpoint export it), and the loop is started again after a backoff that doubles from
-``first_delay`` to ``most_delay``, and starts over once the loop ran ``healthy_after`` seconds without
+``Backoff.first`` to ``Backoff.most``, and starts over once the loop ran ``healthy_after`` seconds without
 failing. Cancellation (asyncio) or the stop event (threads) still ends it, and the exceptions the caller
 names as ``fatal`` are raised, not restarted (a damaged spool must stop the agent).
 

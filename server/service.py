@@ -317,7 +317,7 @@ class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
         job's rounds replayed under its rule (analysis/ab.py replay): the agent's own decision. None for any
         other comparison, or when the rounds cannot be paired (a run failed or was left out on one side)."""
         from perfctl.analysis.ab import replay
-        from perfctl.model import SIDE_LABEL, default_metric, metric_label, side_letter
+        from perfctl.model import SIDE_LABEL, compared_metric, side_letter
 
         a, b = request.a, request.b
         baseline, side = side_letter(0), b.labels.get(SIDE_LABEL)
@@ -332,7 +332,10 @@ class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
         metrics_a, metrics_b = datasets[0].benchmarks[name].metrics, datasets[1].benchmarks[name].metrics
         # the agent's choice among what both sides counted (model.py: instructions is instructions:u)
         counted = {m for m, values in metrics_a.items() if values} & {m for m, values in metrics_b.items() if values}
-        metric = metric_label(spec.sequential.metric, counted) if spec.sequential.metric else default_metric(counted)
+        try:
+            metric = compared_metric(spec.sequential.metric or None, dict.fromkeys(counted))
+        except ValueError:  # not counted on both sides: no verdict to replay
+            return None
         values_a, values_b = metrics_a.get(metric, []), metrics_b.get(metric, [])
         if not values_a or len(values_a) != len(values_b):
             return None

@@ -32,7 +32,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
-from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, metric_label, side_letter
+from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, compared_metric, metric_label, side_letter
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 SEPARATOR = ":::"
@@ -116,7 +116,6 @@ def run(args) -> int:
         Sequential,
         SequentialRule,
         Unusable,
-        compared_metric,
     )
     from perfctl.agent.runner import RunError
     from perfctl.failures import rounds_stopped
