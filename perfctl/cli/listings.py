@@ -19,6 +19,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_SLOWDOWN, EXIT_WAIT_TIMEOUT, meaning
+from perfctl.model import SIDE_LABEL, side_letter
 from perfctl.output import UsageError, console, interactive, say
 from perfctl.report import QUIET, write
 
@@ -266,10 +267,10 @@ def sequential_verdicts(args, jobs) -> dict:
         if job.state != "done" or went_wrong(job):
             continue
         for i in range(1, len(job.job.commands)):
-            label = chr(ord("A") + i)
+            label = side_letter(i)
             response = call(args, "Compare", pb.CompareRequest(
-                a=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": "A"}),
-                b=pb.Selection(machine=job.machine, job_id=job.job_id, labels={"ab": label}), paired=True))
+                a=pb.Selection(machine=job.machine, job_id=job.job_id, labels={SIDE_LABEL: side_letter(0)}),
+                b=pb.Selection(machine=job.machine, job_id=job.job_id, labels={SIDE_LABEL: label}), paired=True))
             try:
                 replay = results.loads(response.sequential_json, Replay) if response.sequential_json else None
             except results.ResultError:

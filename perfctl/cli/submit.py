@@ -9,7 +9,7 @@ import sys
 import uuid
 
 from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, FAIL_ON
-from perfctl.cli.ab import DEFAULT_MIN_RUNS, confidence
+from perfctl.cli.ab import DEFAULT_MIN_RUNS, SEPARATOR, commands, confidence
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     backends,
@@ -25,7 +25,7 @@ from perfctl.cli.options import (
     seconds,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_SLOWDOWN, meaning
-from perfctl.model import DEFAULT_METRICS
+from perfctl.model import DEFAULT_METRICS, SIDE_LABEL
 from perfctl.output import UsageError, console
 from perfctl.report import write
 
@@ -82,14 +82,7 @@ def run(args) -> int:
     from perfctl.report.fleet import SubmitReport
     from perfctl.v1 import fleet_pb2 as pb
 
-    groups, current = [], []
-    for word in command_of(args):
-        if word == ":::":
-            groups.append(current)
-            current = []
-        else:
-            current.append(word)
-    groups.append(current)
+    groups = commands(command_of(args))
     if not all(groups):
         raise UsageError("perfctl submit: no command given (usage: perfctl submit --machines A,B -- CMD ARGS)")
     if args.name and len(groups) > 1 and not args.until_settled:
@@ -125,9 +118,11 @@ def _until_settled(args, job, groups: list[list[str]]) -> None:
     from perfctl.v1 import fleet_pb2 as pb
 
     if len(groups) < 2:
-        raise UsageError("perfctl submit: --until-settled compares commands: give two or more, separated by :::")
-    if "ab" in job.labels:
-        raise UsageError("perfctl submit: --label ab=... is --until-settled's own (it tells the commands apart)")
+        raise UsageError(f"perfctl submit: --until-settled compares commands: give two or more, separated by "
+                         f"{SEPARATOR}")
+    if SIDE_LABEL in job.labels:
+        raise UsageError(f"perfctl submit: --label {SIDE_LABEL}=... is --until-settled's own (it tells the commands "
+                         "apart)")
     rounds = args.max_runs or args.repeat
     if args.min_runs is None:
         args.min_runs = min(DEFAULT_MIN_RUNS, rounds)
