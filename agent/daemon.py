@@ -181,7 +181,7 @@ class Agent:
             return
         self._spool_write(self.spool.add_audit, report.audit_id, json.dumps(report.to_dict()), meta)
         try:
-            from perfctl.agent.audit import save_latest
+            from perfctl.agent.audit_report import save_latest
 
             save_latest(report)
         except OSError as err:

@@ -217,7 +217,7 @@ def known_names() -> set[str]:
 def uncorrectable(specs: list[EventSpec], pmu_present: bool) -> str | None:
     """Why retired instructions cannot be corrected in runs of ``specs`` whatever else holds (the sentence
     the output shows; "" when instructions are not counted at all), or None when the correction may apply:
-    checked before agent/audit.py, and what it imports, is loaded (audit.make_corrector)."""
+    checked before agent/corrections.py, and what it imports, is loaded (corrections.make_corrector)."""
     if "instructions:u" not in {spec.label for spec in specs}:
         return ""
     if not pmu_present:

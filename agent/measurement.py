@@ -23,13 +23,13 @@ from perfctl.model import Benchmark, Sample, side_letter
 
 def corrector_for(inventory: Inventory, identified: tuple[list[str], Benchmark], control: RunControl,
                   runner: Runner, specs: list[EventSpec], ebpf: bool):
-    """audit.make_corrector's corrector and sentence for a perf_event run of ``identified`` (resolved argv,
+    """corrections.make_corrector's corrector and sentence for a perf_event run of ``identified`` (resolved argv,
     Benchmark). Where nothing can be corrected (events.uncorrectable) that is said without importing
-    agent/audit.py and what it imports, ~7 ms of every start."""
+    agent/corrections.py and what it imports, ~7 ms of every start."""
     impossible = uncorrectable(specs, inventory.pmu.present)
     if impossible is not None:
         return None, impossible
-    from perfctl.agent.audit import make_corrector
+    from perfctl.agent.corrections import make_corrector
 
     return make_corrector(inventory, *identified, control, runner, specs, ebpf=ebpf)
 

@@ -272,7 +272,7 @@ class RunContext:
 class Command:
     """One command as it is measured: its argv as identify resolved it, its Benchmark, the labels every
     sample of it carries (`perfctl stat --label`, a job's, ab's side; checked by the caller:
-    model.labels_problem) and its corrector (agent/audit.py make_corrector), which adds corrected
+    model.labels_problem) and its corrector (agent/corrections.py make_corrector), which adds corrected
     instruction counts beside the raw ones."""
 
     resolved: list[str]

@@ -1,6 +1,6 @@
 """Across audits: drift of one machine over its history, and the fleet-wide spread per kernel (the
 coefficient of variation of a kernel's instruction count across machines, Weaver & McKee's Figure 1).
-Pure functions over audit reports: the JSON documents of agent/audit.py ``AuditResult.to_dict`` as the
+Pure functions over audit reports: the JSON documents of agent/audit_report.py ``AuditResult.to_dict`` as the
 server stores them, or their digests (server/listings.py audit_digest), each checked by ``audit_problem``
 first; and how long an audit vouches for a machine (``AUDIT_MAX_AGE_NS``, ``audit_warning``)."""
 
@@ -102,7 +102,7 @@ def fleet_spread(latest: dict[str, dict]) -> list[dict]:
 
 
 # An audit vouches for a machine's counters this long: after it, compare warns (audit_warning) and
-# `perfctl stat` no longer corrects with it (agent/audit.py correction_for).
+# `perfctl stat` no longer corrects with it (agent/corrections.py correction_for).
 AUDIT_MAX_AGE_NS = 7 * 24 * 3600 * 10**9
 
 

@@ -34,7 +34,8 @@ from fleet import Fleet, bench_databases, free_port, server_database_args, wait_
 from perfctl import wire  # noqa: E402
 from perfctl.agent import inventory, session  # noqa: E402
 from perfctl.agent.events import DEFAULT_EVENTS, parse_events  # noqa: E402
-from perfctl.agent.runner import Runner, make_control  # noqa: E402
+from perfctl.agent.measurement import Measurement  # noqa: E402
+from perfctl.agent.runner import make_control  # noqa: E402
 from perfctl.server.decode import row_fields  # noqa: E402
 from perfctl.server.schema import SampleRecord, contexts, shapes  # noqa: E402
 from perfctl.server.storage import Storage  # noqa: E402
@@ -46,13 +47,13 @@ def template() -> pb.Sample:
     """One real sample of /bin/true with the default event set, as the agent would send it."""
     inv = inventory.collect()
     backend = session.make_backend("perf_event", parse_events(list(DEFAULT_EVENTS)), inv)
-    runner = Runner()
+    measurement = Measurement(backend, make_control(), inv.machine_id)
     try:
-        plan = session.Plan(["/bin/true"], 1, 0, make_control())
-        return wire.sample_to_proto(next(session.run(plan, backend, runner, inv.machine_id)))
+        which = measurement.add(session.identify(["/bin/true"], measurement.control, None))
+        return wire.sample_to_proto(measurement.measure(which, run_index=0, warmup=False))
     finally:
+        measurement.close()
         backend.close()
-        runner.close()
 
 
 def batches(base: pb.Sample, total: int, size: int) -> list[pb.SampleBatch]:

@@ -11,8 +11,10 @@ needs neither: json.dumps escapes control characters itself.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from rich.text import Text
+if TYPE_CHECKING:  # rich is loaded by what renders tables, not by the agent's use of visible()
+    from rich.text import Text
 
 
 def visible(text: str) -> str:
@@ -41,4 +43,6 @@ _LINE_BREAK = re.compile(r"(\r?\n)")
 
 def cell(text) -> Text:
     """A rich table cell that prints ``text`` literally: control characters made visible and no markup."""
+    from rich.text import Text
+
     return Text(visible(text))

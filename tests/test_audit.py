@@ -9,7 +9,8 @@ import pytest
 from conftest import audit_document, perfctl, pmu_as_if, pmu_reason, tracepoint_reason
 from doubles import SimulatedCounterSource
 
-from perfctl.agent.audit import KernelRuns, assess
+from perfctl.agent.audit import assess
+from perfctl.agent.audit_report import KernelRuns
 from perfctl.agent.inventory import Check
 
 KERNELS = [("loop N=1000000", 2_000_004, 0, 0.002), ("pagetouch P=1000", 4_013, 1000, 0.004),
@@ -116,7 +117,7 @@ def test_real_audit_of_this_machine():
 
 def _report(**overrides):
     from perfctl.agent import inventory
-    from perfctl.agent.audit import AuditResult
+    from perfctl.agent.audit_report import AuditResult
 
     inv = inventory.collect()
     return AuditResult.from_dict(audit_document(inv, **{"audit_id": "a" * 8, **overrides})), inv
@@ -125,7 +126,7 @@ def _report(**overrides):
 def test_an_audit_result_reads_back_from_its_json():
     """to_dict is what `perfctl audit --json` prints, audit-latest.json keeps and the server stores: the
     report's keys in their order, a kernel's by its backend; from_dict reads it back to the same result."""
-    from perfctl.agent.audit import AuditResult, KernelResult
+    from perfctl.agent.audit_report import AuditResult, KernelResult
 
     document = audit_document(__import__("perfctl.agent.inventory", fromlist=["x"]).collect(), kernels=[
         KernelResult("loop", "dbi", 10, 2, 0.0, exact=True).to_dict(),
@@ -139,7 +140,7 @@ def test_an_audit_result_reads_back_from_its_json():
 
 
 def test_a_correction_needs_a_current_passing_audit_of_this_machine():
-    from perfctl.agent.audit import correction_for
+    from perfctl.agent.corrections import correction_for
 
     report, inv = _report()
     correction, why = correction_for(report, inv)
@@ -153,7 +154,7 @@ def test_a_correction_needs_a_current_passing_audit_of_this_machine():
 
 
 def test_corrected_values_sit_beside_the_raw_ones():
-    from perfctl.agent.audit import apply_correction
+    from perfctl.agent.corrections import apply_correction
     from perfctl.analysis.correction import Correction
     from perfctl.model import Reading
 
@@ -169,7 +170,7 @@ def test_corrected_values_sit_beside_the_raw_ones():
 def test_correction_takes_user_mode_interrupts_from_ebpf():
     """With eBPF accounting the run, IRQ_user is the user-mode ticks scaled to all timer interrupts, not
     perf_event's count of every timer interrupt (half of them kernel-mode here)."""
-    from perfctl.agent.audit import apply_correction
+    from perfctl.agent.corrections import apply_correction
     from perfctl.analysis.correction import Correction
     from perfctl.model import Reading
 
@@ -195,7 +196,7 @@ def test_stat_says_why_instructions_are_not_corrected():
     else:
         # with a PMU the sentence follows from this machine's latest audit: say exactly that one
         from perfctl.agent import inventory
-        from perfctl.agent.audit import latest_correction
+        from perfctl.agent.corrections import latest_correction
 
         correction, why = latest_correction(inventory.collect())
         expected = f"instructions {why}" if correction else f"instructions not corrected: {why}"
@@ -205,26 +206,26 @@ def test_stat_says_why_instructions_are_not_corrected():
 def test_the_corrector_follows_the_latest_audit(tmp_path, monkeypatch):
     """make_corrector's decision on a machine with a PMU (the inventory says so; no counter is read): no
     audit, an audit of this machine, and the correction it then applies."""
-    from perfctl.agent import audit, inventory
+    from perfctl.agent import audit_report, corrections, inventory
     from perfctl.agent.events import parse_events
     from perfctl.model import Benchmark, Reading
 
-    monkeypatch.setattr(audit, "latest_path", lambda: str(tmp_path / "audit-latest.json"))
+    monkeypatch.setattr(audit_report, "latest_path", lambda: str(tmp_path / "audit-latest.json"))
     inv = pmu_as_if(inventory.collect())
     specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
     bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
-    corrector, said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    corrector, said = corrections.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert corrector is None and said == "instructions not corrected: no audit of this machine: run perfctl audit"
     document = audit_document(inv, audit_id="b" * 8)
-    audit.save_latest(audit.AuditResult.from_dict({**document, "fit": {**document["fit"], "b": 2.0}}))
-    corrector, said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    audit_report.save_latest(audit_report.AuditResult.from_dict({**document, "fit": {**document["fit"], "b": 2.0}}))
+    corrector, said = corrections.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert said == "instructions corrected with model wm2008-1, audit bbbbbbbb"
     readings = [Reading("instructions", "perf_event", "user", "ok", value=1000),
                 Reading("page-faults", "perf_event", "user", "ok", value=10),
                 Reading("timer-interrupts", "perf_event", "all", "ok", value=3)]
     assert corrector(readings)[0].corrected == 1000 - 10 - 2 * 3
     without_faults = parse_events(["instructions", "timer-interrupts"])
-    assert "needs page-faults:u" in audit.make_corrector(inv, ["/bin/true"], bench, None, None, without_faults)[1]
+    assert "needs page-faults:u" in corrections.make_corrector(inv, ["/bin/true"], bench, None, None, without_faults)[1]
 
 
 def test_an_interrupted_audit_keeps_its_partial_results_and_never_says_trusted():

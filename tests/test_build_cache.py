@@ -18,7 +18,7 @@ import time
 import pytest
 from conftest import ebpf_reason, measure, needs_ebpf, needs_root, perfctl
 
-from perfctl.agent import audit, build, calibration, gate, inventory, runacct
+from perfctl.agent import audit_report, build, calibration, gate, inventory, runacct
 from perfctl.agent.machine import Inventory
 
 
@@ -373,7 +373,7 @@ def test_a_fifo_in_place_of_the_gate_and_the_audit_is_refused_and_nothing_hangs(
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert lines[0]["exec_gate"] == check.value
     assert [line["outcome"] for line in lines if line["type"] == "sample"] == ["ok"]
-    report, unusable = audit.load_latest()
+    report, unusable = audit_report.load_latest()
     assert report is None and f"{cache}/audit-latest.json is not a regular file (a FIFO)" in unusable
 
 

@@ -30,7 +30,8 @@ def run(args) -> int:
     """Exit 0 trusted or no-PMU (what could not be checked is listed), 3 degraded, 4 untrusted."""
     if args.action == "report":
         return _history(args)
-    from perfctl.agent.audit import run_audit, save_latest
+    from perfctl.agent.audit import run_audit
+    from perfctl.agent.audit_report import save_latest
     from perfctl.agent.build import BuildError
     from perfctl.report.audit import AuditFailed, AuditReport
 

@@ -176,7 +176,7 @@ class SampleOutputs:
 def _audit_summary() -> dict:
     """The machine's latest complete audit, recorded beside its inventory in the samples' first line (the
     report shows its verdict and age beside the other side's): verdict, id and time, or why there is none."""
-    from perfctl.agent.audit import load_latest
+    from perfctl.agent.audit_report import load_latest
 
     latest, why = load_latest()
     if latest is None:

@@ -12,7 +12,7 @@ from rich.table import Table
 from perfctl.report import QUIET, VERBOSE, Report
 
 if TYPE_CHECKING:  # read only: the report does not import the audit's measurement (runner, kernels)
-    from perfctl.agent.audit import AuditResult
+    from perfctl.agent.audit_report import AuditResult
 
 # 0 trusted or no-PMU (what could not be checked is listed), 3 degraded, 4 untrusted
 AUDIT_EXIT = {"trusted": 0, "no-PMU": 0, "degraded": 3, "untrusted": 4}
