@@ -195,6 +195,27 @@ def module_fleet(tmp_path_factory):
         yield started
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A `perfctl server` (fleet.start_server, SQLite) shared by a module's tests that only make calls with grpc
+    stubs (fleet.Server); box-a and box-b registered."""
+    from fleet import start_server
+
+    with fleet_in(tmp_path_factory.mktemp("server")) as started:
+        running = start_server(started)
+        running.register("box-a")
+        running.register("box-b")
+        yield running
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """Real samples of /bin/true (page-faults, task-clock) as the wire carries them."""
+    from perfctl import wire
+
+    return [wire.sample_to_proto(s) for s in measure(["/bin/true"], ["page-faults", "task-clock"], runs=6)]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database_url(request, tmp_path):
     if request.param == "sqlite":

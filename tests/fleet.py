@@ -12,9 +12,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
+import grpc
+import pytest
+
 from perfctl.server.auth import add_token
+from perfctl.server.storage import database_url
+from perfctl.v1 import fleet_pb2 as pb
+from perfctl.v1 import fleet_pb2_grpc as rpc
 
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 
@@ -293,3 +300,73 @@ def fake_query_server(servicer, tmp_path: Path):
     token.write_text("not-checked")
     token.chmod(0o600)
     return server, ["--server", address, "--token-file", str(token)]
+
+
+class Server:
+    """A running `perfctl server` called directly with grpc stubs and the fleet's tokens (a client's, each
+    agent's): how a test makes the calls a hostile or broken peer would."""
+
+    def __init__(self, fleet: Fleet, address: str):
+        self.fleet, self.address = fleet, address
+        self.channel = grpc.insecure_channel(address)
+        self.query, self.agent = rpc.QueryServiceStub(self.channel), rpc.AgentServiceStub(self.channel)
+        self.client_md = self.metadata(fleet.client_token)
+
+    @staticmethod
+    def metadata(token_file: str) -> tuple:
+        return (("authorization", f"Bearer {open(token_file).read().strip()}"),)
+
+    def agent_md(self, name: str) -> tuple:
+        return self.metadata(self.fleet.agent_token(name))
+
+    def register(self, name: str) -> None:
+        self.agent.Register(pb.RegisterRequest(machine=pb.MachineInfo(name=name, machine_id="m" * 32,
+                                                                      inventory_json="{}")),
+                            metadata=self.agent_md(name))
+
+    def send(self, name: str, *samples: pb.Sample, sequence: int = 1) -> list[pb.Ack]:
+        return list(self.agent.StreamSamples(iter([pb.SampleBatch(sequence=sequence, samples=samples)]),
+                                             metadata=self.agent_md(name)))
+
+    def db(self) -> str:
+        return database_url(str(self.fleet.dir / "data"), None)
+
+
+def start_server(fleet: Fleet, extra: list[str] = ()) -> Server:
+    """A server (SQLite in the fleet's directory) on loopback that answers, with tokens for box-a..box-c."""
+    address = f"127.0.0.1:{free_port()}"
+    for name in ("box-a", "box-b", "box-c"):
+        fleet.agent_token(name)  # tokens before the server reads the file
+    fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")], list(extra))
+    server = Server(fleet, address)
+    wait_for(lambda: answered(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
+                                                                     metadata=server.client_md, timeout=5)),
+             60, "the server to answer")
+    return server
+
+
+def answered(call) -> bool:
+    """Whether a gRPC call returned (any RpcError is False)."""
+    try:
+        call()
+        return True
+    except grpc.RpcError:
+        return False
+
+
+def raised(call) -> grpc.RpcError:
+    """The RpcError a call must raise."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+MEGABYTE = "x" * (1 << 20)  # a text past every bound the server sets on a field
+
+
+def fresh(sample: pb.Sample) -> pb.Sample:
+    """A copy with a new uuid, so it is stored as a new run."""
+    copy = pb.Sample()
+    copy.CopyFrom(sample)
+    copy.uuid = str(uuid.uuid4())
+    return copy

@@ -9,9 +9,9 @@ import json
 
 import grpc
 import pytest
-from fleet import free_port, server_database_args, wait_for
+from fleet import free_port, fresh, server_database_args, wait_for
 from sqlalchemy import select
-from test_server_hardening import _fields, _parent, _repeated, _set, fresh, measured  # noqa: F401 -- fixture
+from test_server_ingest import _fields, _parent, _repeated, _set
 
 from perfctl.server.decode import Decoded, decode_batch
 from perfctl.server.schema import jobs

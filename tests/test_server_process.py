@@ -1,6 +1,5 @@
-"""The server as a process (split by subject from tests/test_server_hardening.py, issue 11's review): its listen
-address, its decode workers (they end with it, a dead one is replaced, their default number) and a client given a
-host that is not a name; each ends in one line."""
+"""The server as a process: its listen address, its decode workers (they end with it, a dead one is replaced, their
+default number) and a client given a host that is not a name; each ends in one line."""
 
 import os
 import signal
@@ -10,10 +9,9 @@ import threading
 import grpc
 import psutil
 import pytest
-from fleet import Fleet, perfctl_command, wait_for
+from fleet import Fleet, fresh, perfctl_command, start_server, wait_for
 
 from perfctl.server.auth import add_token
-from tests.test_server_hardening import _error, fresh, measured, start_server  # noqa: F401 - measured is a fixture
 
 # --- finding 7 and 11: the listen address ---
 
@@ -96,7 +94,7 @@ def _decode_workers(server_pid: int) -> list[psutil.Process]:
             if any("spawn_main" in part for part in p.cmdline())]
 
 
-def test_a_killed_decode_worker_is_replaced_and_the_batch_still_acked(tmp_path, measured):  # noqa: F811 - the fixture
+def test_a_killed_decode_worker_is_replaced_and_the_batch_still_acked(tmp_path, measured):
     fleet = Fleet(tmp_path)
     try:
         server = start_server(fleet, ["--decode-workers", "2"])

@@ -1,6 +1,5 @@
-"""Tokens a running server honours (split by subject from tests/test_server_hardening.py, issue 11's review): a
-tokens file emptied, loosened, broken, removed or given to another user revokes every token without a restart,
-and a revoked token ends the calls it has open."""
+"""Tokens a running server honours: a tokens file emptied, loosened, broken, removed or given to another user revokes
+every token without a restart, and a revoked token ends the calls it has open."""
 
 import os
 import subprocess
@@ -8,12 +7,11 @@ import time
 
 import grpc
 import pytest
-from fleet import Fleet, free_port, perfctl_command, wait_for
+from fleet import Fleet, answered, free_port, fresh, perfctl_command, raised, start_server, wait_for
 
 from perfctl.server.auth import Tokens, add_token
 from perfctl.server.storage import Storage
 from perfctl.v1 import fleet_pb2 as pb
-from tests.test_server_hardening import _error, _ok, fresh, measured, start_server  # noqa: F401 - measured is a fixture
 
 NOBODY = 65534
 
@@ -71,7 +69,7 @@ def _revoke(fleet: Fleet, name: str) -> None:
         f.writelines(line for line in lines if f" {name} " not in line)
 
 
-def test_a_revoked_token_ends_the_calls_it_has_open(tmp_path, measured):  # noqa: F811 - the fixture
+def test_a_revoked_token_ends_the_calls_it_has_open(tmp_path, measured):
     """Revocation used to reach only new calls: a sample stream kept storing and a job watch kept
     delivering jobs until the agent reconnected."""
     import queue as queue_module
@@ -92,10 +90,10 @@ def test_a_revoked_token_ends_the_calls_it_has_open(tmp_path, measured):  # noqa
         time.sleep(1.5)  # the file is re-checked at most once a second
         late = fresh(measured[1])
         batches.put(pb.SampleBatch(sequence=2, samples=[late]))
-        error = _error(lambda: next(stream))
+        error = raised(lambda: next(stream))
         assert error.code() == grpc.StatusCode.UNAUTHENTICATED and "revoked" in error.details()
         batches.put(None)
-        error = _error(lambda: next(watch))  # ends within TOKEN_RECHECK_SECONDS, with no job to send
+        error = raised(lambda: next(watch))  # ends within TOKEN_RECHECK_SECONDS, with no job to send
         assert error.code() == grpc.StatusCode.UNAUTHENTICATED
         storage = Storage(server.db())
         try:
@@ -135,12 +133,13 @@ def test_a_running_server_stops_honouring_a_loosened_tokens_file(tmp_path):
     try:
         server = start_server(fleet)
         os.chmod(fleet.tokens, 0o644)
-        wait_for(lambda: not _ok(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
+        wait_for(lambda: not answered(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
                                                                    metadata=server.client_md)), 10, "revocation")
-        error = _error(lambda: server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md))
+        error = raised(lambda: server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md))
         assert error.code() == grpc.StatusCode.UNAUTHENTICATED
         os.chmod(fleet.tokens, 0o600)
-        wait_for(lambda: _ok(lambda: server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md)),
+        wait_for(lambda: answered(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
+                                                                    metadata=server.client_md)),
                  10, "the tokens to be restored")
         assert fleet.log("server").count("tokens file refused") == 1
     finally:
