@@ -1,10 +1,12 @@
-"""Real components for the fleet tests: a private PostgreSQL cluster, a test CA made with openssl, and
-perfctl server/agent processes started and killed like an operator would."""
+"""Real components for the fleet tests: a private PostgreSQL cluster, a test CA made with openssl, perfctl
+server/agent processes started and killed like an operator would, the client calls tests make on them (jobs,
+machines, samples), and a server called directly with grpc stubs (Server) as a hostile or broken peer would."""
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import shutil
 import socket
@@ -138,6 +140,7 @@ class Fleet:
         Path(self.client_token).write_text(add_token(self.tokens, "client", "tester"))
         os.chmod(self.client_token, 0o600)
         self.processes: dict[str, subprocess.Popen] = {}
+        self.network: NetworkLab | None = None  # its hosts' namespaces, when conftest's fleet_in made them
 
     def agent_token(self, name: str) -> str:
         path = self.dir / f"{name}.tok"
@@ -203,6 +206,66 @@ class Fleet:
                 process.wait()
                 slow.append(key)
         assert not slow, f"did not stop within 15 s of SIGTERM: {slow}"
+
+
+def listed_jobs(fleet, server):
+    """The server's jobs by id (`perfctl jobs --json`)."""
+    result = fleet.client("jobs", "--json", server=server)
+    assert result.returncode == 0, result.stderr
+    return {j["job_id"]: j for j in json.loads(result.stdout)}
+
+
+def submit_job(fleet, server, machine, *args) -> str:
+    """The id of a job submitted to ``machine`` (`perfctl submit`; ``args`` its options and command)."""
+    result = fleet.client("submit", "--machines", machine, *args, server=server)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()[1]
+
+
+def finished_job(fleet, server, job_id, timeout=60):
+    """The job once done, failed or refused."""
+    return wait_for(lambda: (j := listed_jobs(fleet, server)[job_id])["state"] in ("done", "failed", "refused")
+                    and j, timeout, f"job {job_id} to finish")
+
+
+def listed_machine(fleet, server, name):
+    """The machine ``name`` as `perfctl machines --json` lists it, or None."""
+    result = fleet.client("machines", "--json", server=server)
+    if result.returncode != 0:
+        return None
+    return {m["name"]: m for m in json.loads(result.stdout)}.get(name)
+
+
+def start_agent_with(fleet, name, server, spool, allow, extra=()):
+    """An agent with its own ``spool`` and ``allow`` patterns, run as nobody (Fleet.start_agent sets both)."""
+    args = ["agent", "--server", server, "--name", name, "--token-file", fleet.agent_token(name), "--spool",
+            str(spool), "--user", "nobody", "--audit-every", "0", *extra]
+    for pattern in allow:
+        args += ["--allow", pattern]
+    return fleet.start(name, args)
+
+
+def start_sqlite_server(fleet):
+    """A server on loopback with SQLite in the fleet's directory; its address."""
+    server = f"127.0.0.1:{free_port()}"
+    fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
+    return server
+
+
+def wait_connected(fleet, server, name, timeout=60):
+    """Wait until the server lists ``name`` as connected."""
+    wait_for(lambda: (m := listed_machine(fleet, server, name)) and m["connected"], timeout, f"{name} to connect")
+
+
+def stored_samples(fleet, server, machine):
+    """Every sample the server stored of ``machine`` (GetSamples)."""
+    channel = grpc.insecure_channel(server)
+    token = open(fleet.client_token).read()
+    try:
+        return list(rpc.QueryServiceStub(channel).GetSamples(pb.GetSamplesRequest(machine=machine),
+                                                             metadata=(("authorization", f"Bearer {token}"),)))
+    finally:
+        channel.close()
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
@@ -332,12 +395,13 @@ class Server:
         return database_url(str(self.fleet.dir / "data"), None)
 
 
-def start_server(fleet: Fleet, extra: list[str] = ()) -> Server:
-    """A server (SQLite in the fleet's directory) on loopback that answers, with tokens for box-a..box-c."""
+def start_server(fleet: Fleet, extra: list[str] = (), db_args: list[str] | None = None) -> Server:
+    """A server on loopback that answers, with tokens for box-a..box-c; its database ``db_args``
+    (server_database_args), by default SQLite in the fleet's directory."""
     address = f"127.0.0.1:{free_port()}"
     for name in ("box-a", "box-b", "box-c"):
         fleet.agent_token(name)  # tokens before the server reads the file
-    fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")], list(extra))
+    fleet.start_server(address, db_args or ["--data-dir", str(fleet.dir / "data")], list(extra))
     server = Server(fleet, address)
     wait_for(lambda: answered(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
                                                                      metadata=server.client_md, timeout=5)),
@@ -362,6 +426,9 @@ def raised(call) -> grpc.RpcError:
 
 
 MEGABYTE = "x" * (1 << 20)  # a text past every bound the server sets on a field
+
+
+NUL = "a\x00b"  # a text holding NUL, which PostgreSQL refuses and SQLite takes
 
 
 def fresh(sample: pb.Sample) -> pb.Sample:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import one_line, perfctl
+from conftest import jsonl_file, one_line, perfctl, sample_records
 from fleet import perfctl_command
 
 
@@ -354,3 +354,12 @@ def test_local_compare_refuses_a_parameter_out_of_range_in_one_line(tmp_path, op
     result = subprocess.run(perfctl_command("compare", str(samples), str(samples), option, value),
                             capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr.strip()) == (2, f"perfctl compare: {message}")
+
+
+def test_compare_output_that_cannot_be_written_is_one_line(tmp_path):
+    path = jsonl_file(tmp_path / "a.jsonl", sample_records())
+    other = jsonl_file(tmp_path / "b.jsonl", sample_records(base=2000))
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "perfctl", "compare", path, other], stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    assert "No space left on device" in one_line(result, "perfctl", code=2)

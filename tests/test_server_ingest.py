@@ -4,6 +4,8 @@ field out of bounds, a reading repeated or without its value, a name of only spa
 number past 64 bits, uuids of another machine's runs) is refused naming what is wrong, without failing another
 agent's batches. A real `perfctl server` (SQLite) called with grpc stubs (conftest's ``server``)."""
 
+from __future__ import annotations
+
 import asyncio
 import math
 import sqlite3
@@ -12,7 +14,7 @@ import uuid
 
 import grpc
 import pytest
-from fleet import MEGABYTE, answered, fresh, raised, wait_for
+from fleet import MEGABYTE, NUL, answered, fresh, raised, wait_for
 from google.protobuf.descriptor import FieldDescriptor
 
 from perfctl import wire
@@ -334,3 +336,33 @@ def test_a_name_of_only_spaces_is_refused(server, measured, path):
     error = raised(lambda: server.send("box-b", sample, sequence=2))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details().endswith(f"{path} has no character other than spaces")
+
+
+def test_a_streamed_sample_with_a_nul_in_any_text_is_refused(measured):
+    """Every string field of a Sample (maps' keys and values too), as StreamSamples decodes it, but
+    stderr_tail: the benchmark's own last line of stderr, which may hold NUL; it is kept only inside the
+    run's stored message (no text column holds it), and refusing it would lose the run."""
+    good = fresh(measured[0])
+    assert isinstance(decode_batch(pb.SampleBatch(sequence=1, samples=[good]).SerializeToString()), Decoded)
+    accepted, checked = [], 0
+    for path, field in _fields(pb.Sample.DESCRIPTOR):
+        if path == "stderr_tail":
+            continue
+        if path.endswith("{}"):
+            entries = ({NUL: "v"}, {"k": NUL})
+        elif field.type == field.TYPE_STRING:
+            entries = (None,)
+        else:
+            continue
+        for entry in entries:
+            sample = fresh(good)
+            if entry is not None:
+                getattr(sample, path[:-2]).update(entry)
+            elif _repeated(field) and not path.endswith("]"):
+                getattr(_parent(sample, path), path.rsplit(".", 1)[-1]).append(NUL)
+            else:
+                _set(sample, path, NUL)
+            checked += 1
+            if isinstance(decode_batch(pb.SampleBatch(sequence=1, samples=[sample]).SerializeToString()), Decoded):
+                accepted.append(path)
+    assert checked > 10 and accepted == [], accepted

@@ -1,8 +1,12 @@
 """Jobs as a running server takes them from clients and agents: a job's text without control characters,
 commands and selectors of only spaces refused, a job's state moving only forward and its runs bounded, what a
-client may not set or retry, and GetJobs taking whole job ids, a bounded number of them. A real
-`perfctl server` (SQLite) called with grpc stubs (conftest's ``server``)."""
+client may not set or retry, GetJobs taking whole job ids (a bounded number of them), and job id prefixes taken in
+capitals and echoed bounded in errors. A real `perfctl server` called with grpc stubs (conftest's ``server`` and
+``served``)."""
 
+from __future__ import annotations
+
+import json
 import uuid
 
 import grpc
@@ -113,3 +117,17 @@ def test_get_jobs_takes_whole_job_ids_only_and_a_bounded_number(server):
     found = server.query.GetJobs(pb.GetJobsRequest(job_ids=[job_id, str(uuid.uuid4())]), metadata=server.client_md,
                                  timeout=10).jobs
     assert [j.job_id for j in found] == [job_id] and not found[0].HasField("failed_runs")  # open: not counted
+
+
+def test_job_prefixes_in_capitals_find_the_job_and_errors_echo_a_bounded_prefix(served):
+    """Before: `perfctl jobs C71619BE` found nothing, and a 10 KB prefix came back whole in the error line."""
+    fleet, address, query, md = served
+    job_id = query.SubmitJob(pb.SubmitJobRequest(machines=["box"], job=pb.Job(commands=[pb.Command(
+        name="t", argv=["/bin/true"])], repetitions=1)), metadata=md, timeout=30).job_ids[0]
+    for wanted in (job_id[:8].upper(), job_id.upper()):
+        done = fleet.client("jobs", wanted, "--json", server=address)
+        assert done.returncode == 0, done.stderr
+        assert [j["job_id"] for j in json.loads(done.stdout)] == [job_id]
+    long = fleet.client("jobs", "f" * 10_000, server=address)
+    assert long.returncode == 2 and long.stderr.count("\n") == 1, long.stderr[:300]
+    assert long.stderr.strip() == f"perfctl jobs: no job on the server has an id starting with {'f' * 64!r}..."

@@ -1,9 +1,12 @@
-"""What a running server refuses in an agent's registration, heartbeats and reports (server/validation.py): a
-machine info, event support, inventory or audit report of the wrong shape, JSON documents nested past any
-reason or holding NaN, and reports beyond their bounds, each refused naming the field; a real inventory and a
-full audit accepted and rendered. A real `perfctl server` (SQLite) called with grpc stubs (conftest's
-``server``)."""
+"""What a running server refuses in what agents and clients send (server/validation.py): a machine info, event
+support, inventory or audit report of the wrong shape, JSON documents nested past any reason or holding NaN,
+reports beyond their bounds, each refused naming the field; a NUL in any text of a request refused in one line on
+every database (it reached PostgreSQL, which answered UNKNOWN with the SQL); a real inventory and a full audit
+accepted and rendered. A real `perfctl server` called with grpc stubs (conftest's ``server`` and ``served``)."""
 
+from __future__ import annotations
+
+import base64
 import json
 import math
 import time
@@ -11,8 +14,12 @@ import uuid
 
 import grpc
 import pytest
-from fleet import MEGABYTE, raised
+from fleet import MEGABYTE, NUL, raised
+from sqlalchemy import select
 
+from perfctl.server.schema import jobs
+from perfctl.server.storage import Storage
+from perfctl.server.storage_errors import refused_value
 from perfctl.v1 import fleet_pb2 as pb
 
 BROKEN_MACHINES = [
@@ -193,3 +200,55 @@ def test_a_real_inventory_and_a_full_audit_are_accepted_and_render(server):
         result = server.fleet.client(*command, server=server.address)
         assert result.returncode == 0, (command, result.stderr)
         assert "NaN" not in result.stdout and "Traceback" not in result.stderr
+
+
+def _token(*key) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+NUL_CALLS = [
+    ("GetJobs", pb.GetJobsRequest(machine=NUL), "machine: holds a NUL character"),
+    ("GetJobs", pb.GetJobsRequest(id_prefixes=["ab", "ab\x00"]), "id_prefixes[1]: holds a NUL character"),
+    ("ListBenchmarks", pb.ListBenchmarksRequest(machine=NUL), "machine: holds a NUL character"),
+    ("GetSamples", pb.GetSamplesRequest(machine=NUL), "machine: holds a NUL character"),
+    ("GetSamples", pb.GetSamplesRequest(machine="box", benchmark=NUL), "benchmark: holds a NUL character"),
+    ("GetSamples", pb.GetSamplesRequest(selection=pb.Selection(machine="box", labels={"k": NUL})),
+     "selection.labels['k']: holds a NUL character"),
+    ("GetSamples", pb.GetSamplesRequest(selection=pb.Selection(machine="box", labels={NUL: "v"})),
+     "selection.labels (a key): holds a NUL character"),
+    ("GetAudits", pb.GetAuditsRequest(machine=NUL), "machine: holds a NUL character"),
+    ("ListAudits", pb.ListAuditsRequest(machine=NUL), "machine: holds a NUL character"),
+    ("RetireMachine", pb.RetireMachineRequest(name=NUL), "name: holds a NUL character"),
+    ("SubmitJob", pb.SubmitJobRequest(machines=["box"], job=pb.Job(commands=[pb.Command(name="t", argv=[
+        "/bin/true", NUL])], repetitions=1)), "job.commands[0].argv[1]: holds a NUL character"),
+    ("GetJobs", pb.GetJobsRequest(page_token=_token(0, "\x00")), "page_token: not one this server gave"),
+    ("ListMachines", pb.ListMachinesRequest(page_token=_token("\x00")), "page_token: not one this server gave"),
+]
+
+
+def test_a_nul_in_any_text_of_a_request_is_refused_in_one_line(served):
+    """Before: PostgreSQL answered UNKNOWN "Unexpected <class 'sqlalchemy.exc.DataError'> ... [SQL: SELECT"
+    and logged a traceback per call; SQLite took the value."""
+    fleet, _, query, md = served
+    for name, request, details in NUL_CALLS:
+        with pytest.raises(grpc.RpcError) as refused:
+            answer = getattr(query, name)(request, metadata=md, timeout=30)
+            if name == "GetSamples":
+                list(answer)
+        assert (refused.value.code(), refused.value.details().split(" (")[0] if "page_token" in details
+                else refused.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, details), name
+    log = fleet.log("server")
+    assert "Traceback" not in log and "SELECT" not in log and "DataError" not in log, log[-3000:]
+
+
+def test_a_value_the_database_refuses_is_one_line_without_the_sql(postgres):
+    """The net under the checks (server/outage.py): the driver's DataError told apart, its first line kept."""
+    storage = Storage(postgres.new_database())
+    try:
+        with pytest.raises(Exception) as raised, storage.engine.connect() as conn:
+            conn.execute(select(jobs).where(jobs.c.machine == NUL)).all()
+        line = refused_value(raised.value)
+        assert line is not None and "\n" not in line and "SELECT" not in line and "NUL" in line, line
+        assert refused_value(ValueError("x")) is None
+    finally:
+        storage.engine.dispose()
