@@ -268,6 +268,23 @@ def stored_samples(fleet, server, machine):
         channel.close()
 
 
+def scrape(port: int) -> str:
+    """The Prometheus text a server's or an agent's --metrics endpoint on loopback serves, "" while it does not
+    answer."""
+    import urllib.request
+
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    except OSError:
+        return ""
+
+
+def metric(port: int, name: str) -> float | None:
+    """The value of the unlabelled metric ``name`` (scrape), None when it is not served."""
+    values = [float(line.split()[-1]) for line in scrape(port).splitlines() if line.startswith(name + " ")]
+    return values[0] if values else None
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

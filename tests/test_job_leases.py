@@ -13,8 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from fleet import free_port, perfctl_command, wait_for
-from test_i29_monitoring import _metric
+from fleet import free_port, metric, perfctl_command, wait_for
 
 STALL_S = 40.0  # many leases: the agent's old reconnect backoff grew far past the lease meanwhile
 
@@ -54,7 +53,7 @@ def test_a_hung_database_longer_than_the_lease_loses_no_live_job(fleet, postgres
     try:
         wait_for(lambda: json.loads(fleet.client("jobs", "--json", server=server).stdout)[0]["state"] == "running",
                  30, "the job running")
-        lost_before = _metric(metrics, "perfctl_jobs_lost_total")
+        lost_before = metric(metrics, "perfctl_jobs_lost_total")
         pids = _cluster_pids(postgres)
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
@@ -68,7 +67,7 @@ def test_a_hung_database_longer_than_the_lease_loses_no_live_job(fleet, postgres
         (final,) = json.loads(fleet.client("jobs", "--json", server=server).stdout)
         assert final["state"] == "done", final
         assert "lost: no heartbeat" not in fleet.log("server"), fleet.log("server")
-        assert _metric(metrics, "perfctl_jobs_lost_total") == lost_before == 0.0
+        assert metric(metrics, "perfctl_jobs_lost_total") == lost_before == 0.0
     finally:
         if waiter.poll() is None:
             waiter.kill()

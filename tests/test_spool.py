@@ -19,6 +19,7 @@ from fleet import (
     free_port,
     listed_jobs,
     listed_machine,
+    metric,
     start_agent_with,
     start_sqlite_server,
     stored_samples,
@@ -90,17 +91,6 @@ def _fill(directory: Path) -> Path:
     return filler
 
 
-def _metric(port: int, name: str) -> float | None:
-    import urllib.request
-
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
-        return None
-    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")]
-    return values[0] if values else None
-
-
 @needs_root
 def test_a_full_spool_disk_pauses_the_agent_which_resumes_when_space_returns(fleet, small_fs):
     server = start_sqlite_server(fleet)
@@ -115,14 +105,14 @@ def test_a_full_spool_disk_pauses_the_agent_which_resumes_when_space_returns(fle
     assert "cannot rollback" not in fleet.log("box-a")
     assert agent.poll() is None, fleet.log("box-a")
     assert fleet.log("box-a").count("measuring paused") == 1  # said once, not per retry
-    assert _metric(port, "perfctl_agent_spool_full") == 1
-    assert _metric(port, "perfctl_agent_connected") == 1 and listed_machine(fleet, server, "box-a")["connected"]
+    assert metric(port, "perfctl_agent_spool_full") == 1
+    assert metric(port, "perfctl_agent_connected") == 1 and listed_machine(fleet, server, "box-a")["connected"]
     assert listed_jobs(fleet, server)[job_id]["state"] != "done"
 
     # killed and restarted with the disk still full: it starts, connects and waits
     fleet.kill("box-a")
     agent = start_agent_with(fleet, "box-a", server, spool, ["/bin/*"], ["--metrics", f"127.0.0.1:{port}"])
-    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 1, 60, "the restarted agent to wait for space")
+    wait_for(lambda: metric(port, "perfctl_agent_spool_full") == 1, 60, "the restarted agent to wait for space")
     wait_connected(fleet, server, "box-a")
     assert agent.poll() is None, fleet.log("box-a")
 
@@ -161,8 +151,8 @@ def test_a_disk_filled_while_a_job_runs_pauses_it_and_it_finishes_once_space_ret
     time.sleep(4)  # paused (the default WAL had taken the space) or, a small WAL reused, not even that
     filler.unlink()
     _every_run_once(fleet, server, first, 400)
-    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 0, 30, "the full-disk metric to clear")
-    wait_for(lambda: _metric(port, "perfctl_agent_samples_pending") == 0, 30, "the spool to empty")
+    wait_for(lambda: metric(port, "perfctl_agent_spool_full") == 0, 30, "the full-disk metric to clear")
+    wait_for(lambda: metric(port, "perfctl_agent_samples_pending") == 0, 30, "the spool to empty")
 
     # Again, killed and restarted while full. The server is down meanwhile, so that nothing is acked and the
     # spool must grow: a small WAL alone can absorb a filler arriving while acks keep the spool small.
@@ -173,18 +163,18 @@ def test_a_disk_filled_while_a_job_runs_pauses_it_and_it_finishes_once_space_ret
     fleet.kill("server", 9)
     time.sleep(1.5)
     filler = _fill(small_fs)
-    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 1, 60, "the agent to pause")
+    wait_for(lambda: metric(port, "perfctl_agent_spool_full") == 1, 60, "the agent to pause")
     fleet.kill("box-a")  # SIGKILL: the WAL stays as it was
     agent = start_agent_with(fleet, "box-a", server, spool, ["/bin/*"], extra)
-    wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 1, 60, "the restarted agent to wait for space")
+    wait_for(lambda: metric(port, "perfctl_agent_spool_full") == 1, 60, "the restarted agent to wait for space")
     fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
     wait_connected(fleet, server, "box-a")
     time.sleep(3)  # a few retries on the full disk, connected
     filler.unlink()
     _every_run_once(fleet, server, second, 400)
-    wait_for(lambda: _metric(port, "perfctl_agent_samples_pending") == 0, 30, "the spool to empty")
+    wait_for(lambda: metric(port, "perfctl_agent_samples_pending") == 0, 30, "the spool to empty")
     assert agent.poll() is None, fleet.log("box-a")
-    assert _metric(port, "perfctl_agent_spool_full") == 0
+    assert metric(port, "perfctl_agent_spool_full") == 0
 
 
 @needs_root
@@ -202,16 +192,16 @@ def test_a_spool_that_filled_its_own_disk_drains_once_the_server_is_back(fleet, 
         job_id = submit_job(fleet, server, "box-a", "-r", "100000", "--", "/bin/true")
         wait_for(lambda: listed_jobs(fleet, server)[job_id]["state"] == "running", 30, "the job to start")
         fleet.kill("server", 9)
-        wait_for(lambda: _metric(port, "perfctl_agent_spool_full") == 1, 180, "the samples to fill the spool's disk")
-        spooled = _metric(port, "perfctl_agent_samples_spooled_total")
+        wait_for(lambda: metric(port, "perfctl_agent_spool_full") == 1, 180, "the samples to fill the spool's disk")
+        spooled = metric(port, "perfctl_agent_samples_spooled_total")
         assert spooled > 1000, spooled  # the spool held thousands of samples, not a few
         fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
         wait_connected(fleet, server, "box-a")
         # every sample spooled before is acked and deleted, and measuring goes on past it
-        wait_for(lambda: _metric(port, "perfctl_agent_samples_acked_total") >= spooled, 120, "the spool to drain")
-        wait_for(lambda: _metric(port, "perfctl_agent_samples_spooled_total") > spooled + 1000, 120,
+        wait_for(lambda: metric(port, "perfctl_agent_samples_acked_total") >= spooled, 120, "the spool to drain")
+        wait_for(lambda: metric(port, "perfctl_agent_samples_spooled_total") > spooled + 1000, 120,
                  "measuring to resume")
-        assert _metric(port, "perfctl_agent_spool_full") == 0 and agent.poll() is None, fleet.log("box-a")
+        assert metric(port, "perfctl_agent_spool_full") == 0 and agent.poll() is None, fleet.log("box-a")
         assert "measuring resumed" in fleet.log("box-a")
     finally:
         fleet.stop_all()  # before the filesystem goes
