@@ -96,7 +96,7 @@ def _backend_list(backends) -> str | None:
 def validate_sample(s) -> str | None:
     """None if the wire Sample is acceptable, else what is wrong with it, naming the field.
 
-    Every field of Sample, Benchmark, Environment and Reading is bounded here (tests/test_server_hardening.py
+    Every field of Sample, Benchmark, Environment and Reading is bounded here (tests/test_server_ingest.py
     walks the message descriptors, so a field added to the proto without a bound fails a test)."""
     if not _UUID.match(s.uuid):
         return "uuid is not a canonical lower-case UUID"

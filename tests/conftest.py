@@ -1,5 +1,7 @@
-"""Shared fixtures: the example programs built from examples/, probes that decide what this machine can
-count, and a way to run the real `perfctl` command."""
+"""Shared fixtures and helpers: the example programs built from examples/, probes that decide what this machine
+can count, a way to run the real `perfctl` command and read what it says (one_line), fleets of real servers and
+agents (fleet_in, fleet, module_fleet) and a server called with grpc stubs (server, served), sample files made by
+hand (sample_record, jsonl_file) and names that would drive a terminal (HOSTILE)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -60,6 +64,18 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="probe: euid is not 0 
 needs_pmu = pytest.mark.skipif(pmu_reason() is not None, reason=f"probe: {pmu_reason()}")
 needs_no_pmu = pytest.mark.skipif(pmu_reason() is None, reason="probe: this machine has a PMU")
 needs_ebpf = pytest.mark.skipif(ebpf_reason() is not None, reason=f"probe: {ebpf_reason()}")
+
+
+TRACE_PIPE = "/sys/kernel/tracing/trace_pipe"  # a pseudo file whose read never ends
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory every user may enter (pytest's tmp_path is under a 0700 directory)."""
+    path = Path(tempfile.mkdtemp(prefix="perfctl-shared-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def perfctl(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -137,6 +153,52 @@ def sample_of(record: dict):
                   backends=tuple(fields.pop("backends")), labels=dict(fields.pop("labels", None) or {}), **fields)
 
 
+# A name from a file, an agent or another client that would drive a terminal or rich if shown raw, and how
+# perfctl shows it (perfctl/text.py visible: ESC as \\x1b).
+ESC = "\x1b"
+HOSTILE = "evil\x1b[2J\x1b]0;owned\x07[bold red]x[/]\u202eab\nforged"
+HOSTILE_SHOWN = "evil\\x1b[2J\\x1b]0;owned\\x07[bold red]x[/]\\u202eab\\nforged"
+
+
+def sample_record(name="bench", run_index=0, wall_ns=1_000_000, instructions=1000, **changes):
+    """A perfctl JSON Lines sample record as `perfctl stat` writes it (docs/samples.md)."""
+    record = {
+        # a uuid per benchmark and run: a uuid met twice is one run (docs/samples.md, "The identity of a run")
+        # and values: two files of other values are other runs, a run on both sides of a compare is refused
+        "type": "sample", "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{run_index}/{wall_ns}/{instructions}")),
+        "machine_id": "0123456789abcdef",
+        "benchmark": {"name": name, "argv": ["/bin/true"], "executable": "/bin/true",
+                      "executable_sha256": "a" * 64, "input_digest": "b" * 64},
+        "job_id": None, "run_index": run_index, "warmup": False, "start_time_ns": 1_700_000_000_000_000_000,
+        "wall_ns": wall_ns, "outcome": "ok", "exit_status": 0, "signal": None,
+        "environment": {"aslr_off": True, "env_bytes": 4096, "pinned_cpu": None, "user": "root", "cwd": "/"},
+        "readings": [
+            {"event": "instructions", "backend": "perf_event", "scope": "user", "status": "ok", "unit": "count",
+             "value": instructions, "time_enabled": 10, "time_running": 10},
+            {"event": "cycles", "backend": "perf_event", "scope": "user", "status": "multiplexed", "unit": "count",
+             "value": 500, "time_enabled": 10, "time_running": 5, "scaled": 1000.0, "reason": "counted 50%"},
+            {"event": "branches", "backend": "perf_event", "scope": "user", "status": "unsupported",
+             "unit": "count", "reason": "no PMU"},
+        ],
+        "backends": ["perf_event"], "stderr_tail": None, "max_rss_kib": 1000, "schema_version": 1, "extra": {},
+    }
+    record.update(changes)
+    return record
+
+
+def jsonl_file(path, records):
+    """A perfctl JSON Lines file at ``path``: a machine line, then ``records``; its path as a string."""
+    lines = [json.dumps({"type": "machine", "machine_id": "0123456789abcdef"})]
+    lines += [json.dumps(r) for r in records]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def sample_records(name="bench", n=6, base=1000):
+    """``n`` runs of ``name`` (sample_record) whose instructions count up from ``base``."""
+    return [sample_record(name, run_index=i, wall_ns=1_000_000 + 1000 * i, instructions=base + i) for i in range(n)]
+
+
 def one_line(result: subprocess.CompletedProcess, prefix: str = "", *, code: int | None = None) -> str:
     """The one line a command wrote on stderr, perfctl's rule for every error a user can cause (no
     traceback), having checked the exit code ``code`` and that the line starts with ``prefix`` when given."""
@@ -169,16 +231,23 @@ def postgres():
 
 
 @contextlib.contextmanager
-def fleet_in(directory):
+def fleet_in(directory, hosts: int = 0):
     """Servers and agents as real processes (tests/fleet.py) in ``directory``, each stopped at the end of the
-    block however it ends: the one way tests start a fleet (the fixtures below, a test that starts several)."""
-    from fleet import Fleet
+    block however it ends: the one way tests start a fleet (the fixtures below, a test that starts several).
+    ``hosts``: a server host and that many agent hosts as network namespaces (fleet.NetworkLab), the fleet's
+    ``network``, deleted once the fleet has stopped."""
+    from fleet import Fleet, NetworkLab
 
     started = Fleet(directory)
+    started.network = NetworkLab(hosts) if hosts else None
     try:
         yield started
     finally:
-        started.stop_all()
+        try:
+            started.stop_all()
+        finally:
+            if started.network is not None:
+                started.network.close()
 
 
 @pytest.fixture
@@ -193,6 +262,42 @@ def module_fleet(tmp_path_factory):
     """A fleet (fleet_in) shared by a module's tests: its server fixture fills one server once."""
     with fleet_in(tmp_path_factory.mktemp("fleet")) as started:
         yield started
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A `perfctl server` (fleet.start_server, SQLite) shared by a module's tests that only make calls with grpc
+    stubs (fleet.Server); box-a and box-b registered."""
+    from fleet import start_server
+
+    with fleet_in(tmp_path_factory.mktemp("server")) as started:
+        running = start_server(started)
+        running.register("box-a")
+        running.register("box-b")
+        yield running
+
+
+@pytest.fixture
+def served(database_url, fleet):
+    """A `perfctl server` on each database (database_url: SQLite, PostgreSQL) with the machine "box" registered:
+    (the fleet, the server's address, its QueryService stub, the client's call metadata)."""
+    from fleet import server_database_args, start_server
+
+    fleet.agent_token("box")  # before the server reads the tokens file
+    running = start_server(fleet, db_args=server_database_args(database_url))
+    try:
+        running.register("box")
+        yield fleet, running.address, running.query, running.client_md
+    finally:
+        running.channel.close()
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """Real samples of /bin/true (page-faults, task-clock) as the wire carries them."""
+    from perfctl import wire
+
+    return [wire.sample_to_proto(s) for s in measure(["/bin/true"], ["page-faults", "task-clock"], runs=6)]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,10 +1,12 @@
-"""Real components for the fleet tests: a private PostgreSQL cluster, a test CA made with openssl, and
-perfctl server/agent processes started and killed like an operator would."""
+"""Real components for the fleet tests: a private PostgreSQL cluster, a test CA made with openssl, perfctl
+server/agent processes started and killed like an operator would, the client calls tests make on them (jobs,
+machines, samples), and a server called directly with grpc stubs (Server) as a hostile or broken peer would."""
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import shutil
 import socket
@@ -12,9 +14,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
+import grpc
+import pytest
+
 from perfctl.server.auth import add_token
+from perfctl.server.storage import database_url
+from perfctl.v1 import fleet_pb2 as pb
+from perfctl.v1 import fleet_pb2_grpc as rpc
 
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 
@@ -131,6 +140,7 @@ class Fleet:
         Path(self.client_token).write_text(add_token(self.tokens, "client", "tester"))
         os.chmod(self.client_token, 0o600)
         self.processes: dict[str, subprocess.Popen] = {}
+        self.network: NetworkLab | None = None  # its hosts' namespaces, when conftest's fleet_in made them
 
     def agent_token(self, name: str) -> str:
         path = self.dir / f"{name}.tok"
@@ -196,6 +206,83 @@ class Fleet:
                 process.wait()
                 slow.append(key)
         assert not slow, f"did not stop within 15 s of SIGTERM: {slow}"
+
+
+def listed_jobs(fleet, server):
+    """The server's jobs by id (`perfctl jobs --json`)."""
+    result = fleet.client("jobs", "--json", server=server)
+    assert result.returncode == 0, result.stderr
+    return {j["job_id"]: j for j in json.loads(result.stdout)}
+
+
+def submit_job(fleet, server, machine, *args) -> str:
+    """The id of a job submitted to ``machine`` (`perfctl submit`; ``args`` its options and command)."""
+    result = fleet.client("submit", "--machines", machine, *args, server=server)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()[1]
+
+
+def finished_job(fleet, server, job_id, timeout=60):
+    """The job once done, failed or refused."""
+    return wait_for(lambda: (j := listed_jobs(fleet, server)[job_id])["state"] in ("done", "failed", "refused")
+                    and j, timeout, f"job {job_id} to finish")
+
+
+def listed_machine(fleet, server, name):
+    """The machine ``name`` as `perfctl machines --json` lists it, or None."""
+    result = fleet.client("machines", "--json", server=server)
+    if result.returncode != 0:
+        return None
+    return {m["name"]: m for m in json.loads(result.stdout)}.get(name)
+
+
+def start_agent_with(fleet, name, server, spool, allow, extra=()):
+    """An agent with its own ``spool`` and ``allow`` patterns, run as nobody (Fleet.start_agent sets both)."""
+    args = ["agent", "--server", server, "--name", name, "--token-file", fleet.agent_token(name), "--spool",
+            str(spool), "--user", "nobody", "--audit-every", "0", *extra]
+    for pattern in allow:
+        args += ["--allow", pattern]
+    return fleet.start(name, args)
+
+
+def start_sqlite_server(fleet):
+    """A server on loopback with SQLite in the fleet's directory; its address."""
+    server = f"127.0.0.1:{free_port()}"
+    fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
+    return server
+
+
+def wait_connected(fleet, server, name, timeout=60):
+    """Wait until the server lists ``name`` as connected."""
+    wait_for(lambda: (m := listed_machine(fleet, server, name)) and m["connected"], timeout, f"{name} to connect")
+
+
+def stored_samples(fleet, server, machine):
+    """Every sample the server stored of ``machine`` (GetSamples)."""
+    channel = grpc.insecure_channel(server)
+    token = open(fleet.client_token).read()
+    try:
+        return list(rpc.QueryServiceStub(channel).GetSamples(pb.GetSamplesRequest(machine=machine),
+                                                             metadata=(("authorization", f"Bearer {token}"),)))
+    finally:
+        channel.close()
+
+
+def scrape(port: int) -> str:
+    """The Prometheus text a server's or an agent's --metrics endpoint on loopback serves, "" while it does not
+    answer."""
+    import urllib.request
+
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    except OSError:
+        return ""
+
+
+def metric(port: int, name: str) -> float | None:
+    """The value of the unlabelled metric ``name`` (scrape), None when it is not served."""
+    values = [float(line.split()[-1]) for line in scrape(port).splitlines() if line.startswith(name + " ")]
+    return values[0] if values else None
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
@@ -293,3 +380,77 @@ def fake_query_server(servicer, tmp_path: Path):
     token.write_text("not-checked")
     token.chmod(0o600)
     return server, ["--server", address, "--token-file", str(token)]
+
+
+class Server:
+    """A running `perfctl server` called directly with grpc stubs and the fleet's tokens (a client's, each
+    agent's): how a test makes the calls a hostile or broken peer would."""
+
+    def __init__(self, fleet: Fleet, address: str):
+        self.fleet, self.address = fleet, address
+        self.channel = grpc.insecure_channel(address)
+        self.query, self.agent = rpc.QueryServiceStub(self.channel), rpc.AgentServiceStub(self.channel)
+        self.client_md = self.metadata(fleet.client_token)
+
+    @staticmethod
+    def metadata(token_file: str) -> tuple:
+        return (("authorization", f"Bearer {open(token_file).read().strip()}"),)
+
+    def agent_md(self, name: str) -> tuple:
+        return self.metadata(self.fleet.agent_token(name))
+
+    def register(self, name: str) -> None:
+        self.agent.Register(pb.RegisterRequest(machine=pb.MachineInfo(name=name, machine_id="m" * 32,
+                                                                      inventory_json="{}")),
+                            metadata=self.agent_md(name))
+
+    def send(self, name: str, *samples: pb.Sample, sequence: int = 1) -> list[pb.Ack]:
+        return list(self.agent.StreamSamples(iter([pb.SampleBatch(sequence=sequence, samples=samples)]),
+                                             metadata=self.agent_md(name)))
+
+    def db(self) -> str:
+        return database_url(str(self.fleet.dir / "data"), None)
+
+
+def start_server(fleet: Fleet, extra: list[str] = (), db_args: list[str] | None = None) -> Server:
+    """A server on loopback that answers, with tokens for box-a..box-c; its database ``db_args``
+    (server_database_args), by default SQLite in the fleet's directory."""
+    address = f"127.0.0.1:{free_port()}"
+    for name in ("box-a", "box-b", "box-c"):
+        fleet.agent_token(name)  # tokens before the server reads the file
+    fleet.start_server(address, db_args or ["--data-dir", str(fleet.dir / "data")], list(extra))
+    server = Server(fleet, address)
+    wait_for(lambda: answered(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
+                                                                     metadata=server.client_md, timeout=5)),
+             60, "the server to answer")
+    return server
+
+
+def answered(call) -> bool:
+    """Whether a gRPC call returned (any RpcError is False)."""
+    try:
+        call()
+        return True
+    except grpc.RpcError:
+        return False
+
+
+def raised(call) -> grpc.RpcError:
+    """The RpcError a call must raise."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+MEGABYTE = "x" * (1 << 20)  # a text past every bound the server sets on a field
+
+
+NUL = "a\x00b"  # a text holding NUL, which PostgreSQL refuses and SQLite takes
+
+
+def fresh(sample: pb.Sample) -> pb.Sample:
+    """A copy with a new uuid, so it is stored as a new run."""
+    copy = pb.Sample()
+    copy.CopyFrom(sample)
+    copy.uuid = str(uuid.uuid4())
+    return copy

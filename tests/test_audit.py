@@ -1,12 +1,19 @@
 """`perfctl audit`: the real audit on this machine, and its assessment with a simulated counter source (a
-test double) standing in for the PMU this machine does not have."""
+test double) standing in for the PMU this machine does not have; an audit a signal stops keeps the last complete
+one, one that cannot build its kernels is a strict JSON document and exit 2, and an audit file that is damaged or
+someone else could have written is never used for corrections."""
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
-from conftest import audit_document, perfctl, pmu_as_if, pmu_reason, tracepoint_reason
+from conftest import audit_document, one_line, perfctl, pmu_as_if, pmu_reason, signal_when, tracepoint_reason
 from doubles import SimulatedCounterSource
 
 from perfctl.agent.audit import assess
@@ -232,7 +239,6 @@ def test_an_interrupted_audit_keeps_its_partial_results_and_never_says_trusted()
     import signal
     import subprocess
     import sys
-    import time
 
     process = subprocess.Popen([sys.executable, "-m", "perfctl", "audit", "--json", "-r", "40"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -255,3 +261,146 @@ def test_kernels_without_a_compiler_fail_with_one_reason(tmp_path, monkeypatch):
     monkeypatch.setattr("os.geteuid", lambda: 1000)  # use the per-user cache, where nothing is built yet
     with pytest.raises(BuildError, match="no C compiler"):
         build_static(str(source), ("-nostdlib",), "k")
+
+
+def _strict_json(text: str):
+    """json.loads that refuses NaN and Infinity, as strict parsers (jq, Go, browsers) do."""
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _cache_env(directory) -> dict:
+    return {**os.environ, "PERFCTL_CACHE_DIR": str(directory)}
+
+
+def _kernel_processes(directory) -> list[int]:
+    """Processes running a program from ``directory`` (the audit's calibration kernels)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/exe").startswith(str(directory)):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_an_audit_which_keeps_the_last_complete_one(tmp_path, monkeypatch, signum):
+    """systemd, timeout(1) and CI cancellation send SIGTERM, a closed terminal SIGHUP: the audit stops like
+    Ctrl-C, exits 128 + N, prints its partial report as strict JSON, records it in audit-interrupted.json
+    and leaves audit-latest.json, the last complete audit that corrections use, as it was."""
+    from perfctl.agent import audit, inventory
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
+    complete = audit_document(inventory.collect(), audit_id="complete-one", verdict="no-PMU", fit=None)
+    latest = audit.save_latest(audit.AuditResult.from_dict(complete))
+    assert latest == str(cache / "audit-latest.json")
+    kept = (cache / "audit-latest.json").read_bytes()
+
+    process = subprocess.Popen([sys.executable, "-m", "perfctl", "audit", "--json", "-r", "40"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cache_env(cache))
+    # each kernel run lasts milliseconds: seen once is enough
+    stdout, stderr = signal_when(process, lambda: _kernel_processes(cache), signum, "a calibration kernel run",
+                                 settle=0.5)
+    assert process.returncode == 128 + signum, stderr
+    report = _strict_json(stdout)
+    assert report["complete"] is False and report["interrupted_by"] == signal.Signals(signum).name
+    assert report["verdict"] != "trusted"
+    assert (cache / "audit-latest.json").read_bytes() == kept
+    assert _strict_json((cache / "audit-interrupted.json").read_text())["audit_id"] == report["audit_id"]
+    assert "corrections keep using the last complete audit" in stderr and "Traceback" not in stderr
+    assert not [name for name in os.listdir(cache) if name.startswith(".audit-")]
+    assert _kernel_processes(cache) == []
+
+
+def test_an_audit_that_cannot_build_its_kernels_exits_2_with_a_json_document(tmp_path):
+    """A read-only cache: the kernels cannot be built. One line on stderr, exit 2 (docs/audit.md), and with
+    --json a document on stdout saying so rather than nothing for the script that reads it."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755,ro", "tmpfs", str(cache)], check=True)
+    try:
+        result = subprocess.run([sys.executable, "-m", "perfctl", "audit", "--json", "-r", "2"], capture_output=True,
+                                text=True, env=_cache_env(cache), timeout=120)
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)
+    one_line(result, "perfctl audit: cannot build the calibration kernels", code=2)
+    document = _strict_json(result.stdout)
+    assert document["complete"] is False and document["error"] == result.stderr.strip()
+
+
+def test_an_audit_file_someone_else_could_have_written_is_not_used_for_corrections(tmp_path, monkeypatch):
+    """audit-latest.json decides every corrected count: a copy others may write, or a symbolic link to a
+    file of someone else's choosing, is refused with the reason, as the exec gate is."""
+    from perfctl.agent import audit, inventory
+    from perfctl.agent.events import parse_events
+    from perfctl.model import Benchmark
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
+    inv = pmu_as_if(inventory.collect())  # the decision only; no counter
+    specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
+    bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
+    report = audit_document(inv)
+    path = audit.save_latest(audit.AuditResult.from_dict(report))
+    assert os.stat(path).st_mode & 0o777 == 0o644
+    assert audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)[1].endswith("audit cccccccc")
+
+    os.chmod(path, 0o666)
+    said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    assert said[0] is None and "the latest audit is not trusted" in said[1], said
+
+    elsewhere = tmp_path / "planted.json"
+    elsewhere.write_text(json.dumps({**report, "audit_id": "d" * 8}))
+    os.unlink(path)
+    os.symlink(elsewhere, path)
+    said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    assert said[0] is None and "the latest audit is not trusted" in said[1] and "dddddddd" not in said[1], said
+
+
+def _kept_audit(inv, **fields) -> dict:
+    return audit_document(inv, **fields)
+
+
+HOSTILE_AUDITS = {
+    "time_ns a word": {"time_ns": "soon"}, "time_ns a list": {"time_ns": [1]}, "time_ns true": {"time_ns": True},
+    "fit a string": {"fit": "x"}, "fit without a": {"fit": {"b": 1.0}}, "fit.a NaN": {"fit": {"a": "NaN", "b": 1}},
+    "fit.a a string": {"fit": {"a": "1", "b": None}}, "fit.b huge": {"fit": {"a": 1, "b": 10**400}},
+    "no erratum": {"erratum": None}, "erratum a string": {"erratum": "x"}, "no audit id": {"audit_id": None},
+    "audit id with escapes": {"audit_id": "\x1b[2Jx"},
+}
+
+
+@pytest.mark.parametrize("text", [*HOSTILE_AUDITS, "1e400", "deep", "binary"])
+def test_a_damaged_audit_file_is_refused_with_a_reason_and_never_crashes_a_measurement(tmp_path, monkeypatch, text):
+    """audit-latest.json is ours (owner, mode) but its content may be damaged or edited: `perfctl stat` and the
+    agent read it before every measurement with a PMU, so each bad field is a reason, never a traceback."""
+    from perfctl.agent import audit, inventory
+    from perfctl.agent.events import parse_events
+    from perfctl.model import Benchmark
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
+    inv = pmu_as_if(inventory.collect())  # the decision only; no counter
+    if text in HOSTILE_AUDITS:
+        content = json.dumps(_kept_audit(inv, **HOSTILE_AUDITS[text])).replace('"NaN"', "NaN")
+    else:
+        content = {"1e400": json.dumps(_kept_audit(inv)).replace('"a": 1.0', '"a": 1e400'),
+                   "deep": "[" * 100_000 + "]" * 100_000, "binary": "\x00\xff{"}[text]
+    (cache / "audit-latest.json").write_text(content, errors="surrogateescape")
+    os.chmod(cache / "audit-latest.json", 0o644)
+    specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
+    bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
+    corrector, said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    assert corrector is None, said
+    assert said.startswith("instructions not corrected: ") and ("malformed" in said or "not JSON" in said), said
+    assert "\x1b" not in said

@@ -1,4 +1,6 @@
-"""`perfctl stat` as a user runs it: outputs, exit codes, and every kind of bad input."""
+"""`perfctl stat` as a user runs it: outputs, exit codes, and every kind of bad input (an option unknown to the
+command it was given to, an integer beyond the wire); an output that cannot be written, a run that cannot start or
+a disk that fills leaves the samples file whole or as it was."""
 
 import json
 import os
@@ -9,7 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_no_pmu, one_line, perfctl, read_records, sample_of
+from conftest import (
+    jsonl_file,
+    needs_no_pmu,
+    one_line,
+    perfctl,
+    read_records,
+    sample_of,
+    sample_records,
+)
 
 
 def test_stat_writes_samples_and_a_summary(tmp_path):
@@ -358,3 +368,94 @@ def test_zsh_completion_is_valid_zsh(tmp_path):
     script.write_text(result.stdout)
     check = subprocess.run(["zsh", "-n", str(script)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stderr
+
+
+def test_a_run_that_cannot_start_leaves_the_output_file_as_it_was(tmp_path):
+    """perfctl receives the arguments; the benchmark receives them plus a 1 MiB environment, which passes
+    ARG_MAX only there: execve fails in the first run. That is a usage error, and -o FILE keeps exactly
+    what it held (it used to get this machine's inventory line appended)."""
+    out = tmp_path / "samples.jsonl"
+    before = '{"type": "machine", "kept": true}\n'
+    out.write_text(before)
+    arg_max = os.sysconf("SC_ARG_MAX")
+    arguments = ["y" * 100_000] * ((arg_max - (1 << 20)) // 100_000 + 2)
+    result = perfctl("stat", "-o", str(out), "--env-size", str(1 << 20), "-r", "1", "--", "/bin/true", *arguments)
+    one_line(result, "perfctl stat:", code=2)
+    assert out.read_text() == before
+    absent = tmp_path / "new.jsonl"  # a file that did not exist is not left behind empty
+    result = perfctl("stat", "-o", str(absent), "--env-size", str(1 << 20), "-r", "1", "--", "/bin/true", *arguments)
+    one_line(result, "perfctl stat:", code=2)
+    assert not absent.exists()
+
+
+@pytest.mark.parametrize("value", ["4194305", "100000000000"])
+def test_ebpf_max_tasks_beyond_the_kernels_task_limit_is_a_usage_error(value):
+    """Linux has at most PID_MAX_LIMIT (2^22) tasks; a bigger map follows nothing more."""
+    result = perfctl("stat", "--backend", "perf_event,ebpf", "--ebpf-max-tasks", value, "-r", "1", "--", "/bin/true")
+    line = one_line(result, code=2)
+    assert "--ebpf-max-tasks" in line and "4194304" in line, line
+
+
+def test_a_full_disk_leaves_the_samples_file_whole_for_the_next_run(tmp_path):
+    """stat -o FILE on a filesystem that fills up: the line that did not fit is cut off again, so the file
+    ends with a whole sample; a partial line left by a kill mid-write is cut off (and said) before the next
+    run appends, and every reader then takes the file."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(small)], check=True)
+    try:
+        samples = small / "s.jsonl"
+        full = perfctl("stat", "-r", "200", "-e", "page-faults,task-clock", "-o", str(samples), "--", "/bin/true")
+        assert full.returncode == 2 and "No space left on device; measurement stopped after" in full.stderr
+        kept = samples.read_bytes()
+        assert kept.endswith(b"\n") and all(json.loads(line) for line in kept.splitlines())
+        copy = tmp_path / "copy.jsonl"
+        copy.write_bytes(kept + b'{"type":"sample","uuid":"cut sh')  # a write a kill cut short
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    more = perfctl("stat", "-r", "2", "-e", "page-faults", "-o", str(copy), "--", "/bin/true")
+    assert more.returncode == 0 and "ended in a partial line (31 bytes" in more.stderr, more.stderr
+    lines = copy.read_bytes().splitlines()
+    assert copy.read_bytes().startswith(kept) and len(lines) == len(kept.splitlines()) + 3  # machine + 2 runs
+    # read whole: compared with itself, it is refused only as the same runs on both sides (docs/samples.md)
+    compared = perfctl("compare", str(copy), str(copy))
+    assert compared.returncode == 2 and "A and B are the same" in compared.stderr, compared.stderr
+
+
+@pytest.mark.parametrize("options, redirect", [
+    (["-o", "/dev/full"], False),
+    (["--json"], True),
+    (["--csv"], True),
+    ([], True),  # the plain table
+])
+def test_stat_output_that_cannot_be_written_is_one_line(options, redirect):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "perfctl", "stat", "-r", "2", "-e", "task-clock",
+                                 *options, "--", "/bin/true"], stdout=full if redirect else subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    line = one_line(result, "perfctl stat: ", code=2)
+    assert "No space left on device" in line
+    assert ("/dev/full" in line) if "-o" in options else ("/dev/full" not in line)
+
+
+def test_integer_options_beyond_the_wire_are_one_line(tmp_path):
+    """A seed of 10^23 passed argparse and then overflowed the request's uint64 (a ValueError traceback)."""
+    path = jsonl_file(tmp_path / "a.jsonl", sample_records())
+    line = one_line(perfctl("compare", path, path, "--seed", "9" * 23), "perfctl compare: ", code=2)
+    assert "--seed: must be at most 4294967295" in line
+    assert "must be at most 4294967295" in one_line(perfctl("stat", "-r", str(1 << 40), "--", "/bin/true"),
+                                                    "perfctl stat: ", code=2)
+
+
+@pytest.mark.parametrize("words, prefix, said", [
+    (["--bogus"], "perfctl: ", "unknown option --bogus before the command (see perfctl --help)"),
+    (["-x", "stat"], "perfctl: ", "unknown option -x before the command"),
+    (["stat", "--bogus", "--", "/bin/true"], "perfctl stat: ", "unrecognized arguments: --bogus (see perfctl stat "
+                                                               "--help)"),
+    (["compare", "a", "b", "--nope", "1"], "perfctl compare: ", "unrecognized arguments: --nope 1"),
+    (["jobs", "--wiat"], "perfctl jobs: ", "unrecognized arguments: --wiat (see perfctl jobs --help)"),
+])
+def test_unknown_options_are_named_by_the_command_they_were_given_to(words, prefix, said):
+    """`perfctl --bogus` said only that a command is required, and `perfctl stat --bogus` blamed `perfctl` and
+    pointed at its --help rather than stat's."""
+    assert said in one_line(perfctl(*words), prefix, code=2)

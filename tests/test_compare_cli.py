@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import one_line, perfctl
+from conftest import jsonl_file, one_line, perfctl, sample_records
+from fleet import perfctl_command
 
 
 def _hyperfine_file(path, commands):
@@ -339,3 +340,26 @@ def test_nothing_judged_levels_and_legends_say_what_holds(tmp_path):
     d = _hyperfine_file(tmp_path / "d.json", {"x": _spread(0.0102, seed=2)})
     sparc = " ".join(perfctl("compare", c, d, "--family", "sparc").stdout.split())
     assert "verdicts from the paper's tests (SPARC Table I on the adjusted p-values), not from the interval" in sparc
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--precision", "1e-300", "precision: must be between 1e-06 and 1, got 1e-300"),
+    ("--proportion", "1e-300", "proportion: must be between 1e-06 and 0.999999, got 1e-300"),
+])
+def test_local_compare_refuses_a_parameter_out_of_range_in_one_line(tmp_path, option, value, message):
+    samples = tmp_path / "a.jsonl"
+    measured = subprocess.run(perfctl_command("stat", "-r", "3", "-e", "task-clock", "-o", str(samples), "--",
+                                              "/bin/true"), capture_output=True, text=True, timeout=60)
+    assert measured.returncode == 0, measured.stderr
+    result = subprocess.run(perfctl_command("compare", str(samples), str(samples), option, value),
+                            capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (2, f"perfctl compare: {message}")
+
+
+def test_compare_output_that_cannot_be_written_is_one_line(tmp_path):
+    path = jsonl_file(tmp_path / "a.jsonl", sample_records())
+    other = jsonl_file(tmp_path / "b.jsonl", sample_records(base=2000))
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "perfctl", "compare", path, other], stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    assert "No space left on device" in one_line(result, "perfctl", code=2)

@@ -19,9 +19,8 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from conftest import measure
-from fleet import perfctl_command
+from fleet import perfctl_command, start_server
 from sqlalchemy import create_engine
-from test_server_hardening import start_server
 
 from perfctl import results, wire
 from perfctl.pairing import Compared

@@ -11,8 +11,8 @@ from fractions import Fraction
 
 import pytest
 from conftest import measure, perfctl
+from fleet import start_server
 from test_fleet_compare import cli, job, stamped
-from test_server_hardening import start_server
 
 from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
 

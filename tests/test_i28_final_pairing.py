@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 from conftest import measure, perfctl
+from fleet import start_server
 from test_fleet_compare import cli, job, stamped
-from test_server_hardening import start_server
 
 from perfctl.formats import read_dataset
 from perfctl.pairing import PairingError, align_runs

@@ -14,7 +14,8 @@ import time
 import uuid
 
 import pytest
-from fleet import Fleet, NetworkLab, make_certs, netns_reason, wait_for
+from conftest import fleet_in
+from fleet import NetworkLab, make_certs, netns_reason, wait_for
 
 from perfctl.server.storage import Storage
 from perfctl.v1 import fleet_pb2 as pb
@@ -205,9 +206,8 @@ def _submit(fleet, server, tls, network) -> str:
 
 @pytest.mark.skipif(netns_reason() is not None, reason=str(netns_reason()))
 def test_a_job_sent_into_a_partitioned_watch_runs_through_the_other_replica(tmp_path, postgres):
-    network = NetworkLab(hosts=1)
-    fleet = Fleet(tmp_path)
-    try:
+    with fleet_in(tmp_path, hosts=1) as fleet:
+        network = fleet.network
         certs = make_certs(tmp_path, [NetworkLab.SERVER_IP, NetworkLab.SECOND_SERVER_IP])
         url = postgres.new_database()
         tls = ["--tls-ca", certs["ca.pem"]]
@@ -253,6 +253,3 @@ def test_a_job_sent_into_a_partitioned_watch_runs_through_the_other_replica(tmp_
             assert len(re.findall(rf"job {job}: 1 commands", fleet.log("host0"))) == 1, fleet.log("host0")
         print(f"agent at B {moved - partitioned:.1f} s after the partition; both jobs done "
               f"{done - partitioned:.1f} s after it (delivery deadline {deadline_s:g} s)")
-    finally:
-        fleet.stop_all()
-        network.close()

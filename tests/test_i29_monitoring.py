@@ -9,26 +9,12 @@
 run by tests/test_alert_rules.py.)"""
 
 import json
-import urllib.request
 
 import pytest
 from conftest import needs_root
-from fleet import free_port, wait_for
+from fleet import free_port, metric, scrape, wait_for
 
 pytestmark = needs_root  # agents run benchmarks as nobody
-
-
-
-def _scrape(port: int) -> str:
-    try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    except OSError:
-        return ""
-
-
-def _metric(port: int, name: str) -> float | None:
-    values = [float(line.split()[-1]) for line in _scrape(port).splitlines() if line.startswith(name + " ")]
-    return values[0] if values else None
 
 
 def _machines(fleet, server) -> dict:
@@ -51,15 +37,15 @@ def test_pending_samples_grow_on_the_agents_metrics_while_the_server_is_gone(fle
                         server=server).returncode == 0
     wait_for(lambda: _machines(fleet, server)["box"]["samples"] >= 20, 60, "runs stored")
     fleet.kill("server", 9)
-    wait_for(lambda: _metric(port, "perfctl_agent_connected") == 0, 30, "the agent to see the server gone")
-    gone = _metric(port, "perfctl_agent_samples_pending")
+    wait_for(lambda: metric(port, "perfctl_agent_connected") == 0, 30, "the agent to see the server gone")
+    gone = metric(port, "perfctl_agent_samples_pending")
     # measured on meanwhile, nothing acked: the gauge follows (before: frozen at its value when the stream
     # ended, whatever the spool held)
-    grown = wait_for(lambda: (v := _metric(port, "perfctl_agent_samples_pending")) >= gone + 30 and v, 60,
+    grown = wait_for(lambda: (v := metric(port, "perfctl_agent_samples_pending")) >= gone + 30 and v, 60,
                      "the pending gauge to grow")
     assert grown > gone
     fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
-    wait_for(lambda: _metric(port, "perfctl_agent_samples_pending") == 0 and
+    wait_for(lambda: metric(port, "perfctl_agent_samples_pending") == 0 and
              all(j["state"] == "done" for j in _jobs(fleet, server)), 120, "the backlog sent and the job done")
     assert _machines(fleet, server)["box"]["samples"] == 1000
 
@@ -76,7 +62,7 @@ def test_a_retired_machine_leaves_the_gauges_keeps_its_runs_and_comes_back_with_
                              server=server, timeout=120)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     heartbeat = 'perfctl_machine_last_heartbeat_timestamp_seconds{machine="old-box"}'
-    wait_for(lambda: heartbeat in _scrape(metrics), 60, "the heartbeat gauge")
+    wait_for(lambda: heartbeat in scrape(metrics), 60, "the heartbeat gauge")
 
     refused = fleet.client("machines", "--retire", "old-box", server=server)  # its agent still runs
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "stop the agent first" in refused.stderr
@@ -100,7 +86,7 @@ def test_a_retired_machine_leaves_the_gauges_keeps_its_runs_and_comes_back_with_
     retired = fleet.client("machines", "--retire", "old-box", server=server)
     assert retired.returncode == 0, retired.stderr
     assert "retired" in retired.stdout
-    scraped = _scrape(metrics)
+    scraped = scrape(metrics)
     assert heartbeat not in scraped  # PerfctlAgentHeartbeatMissing has nothing left to fire on
     assert 'perfctl_machine_last_heartbeat_timestamp_seconds{machine="box"}' in scraped  # the others stay
     listed = _machines(fleet, server)["old-box"]

@@ -20,10 +20,8 @@ pytestmark = pytest.mark.skipif(netns_reason() is not None, reason=str(netns_rea
 
 @pytest.fixture
 def lab(tmp_path):
-    network = NetworkLab(hosts=2)
-    with fleet_in(tmp_path) as fleet:  # stopped before its network goes
-        yield network, fleet, make_certs(tmp_path, [NetworkLab.SERVER_IP])
-    network.close()
+    with fleet_in(tmp_path, hosts=2) as fleet:
+        yield fleet.network, fleet, make_certs(tmp_path, [NetworkLab.SERVER_IP])
 
 
 def _server(network, fleet, certs):

@@ -56,8 +56,8 @@ def _submit(fleet: Fleet, server: str, machines: list[str], runs: int, extra=(),
 @pytest.fixture
 def replicas(tmp_path, postgres):
     """Two replicas A and B on one new PostgreSQL database, TLS, in the server namespace; two agent hosts."""
-    network = NetworkLab(hosts=2)
-    with fleet_in(tmp_path) as fleet:  # stopped before its network goes
+    with fleet_in(tmp_path, hosts=2) as fleet:
+        network = fleet.network
         certs = make_certs(tmp_path, [NetworkLab.SERVER_IP, NetworkLab.SECOND_SERVER_IP])
         url = postgres.new_database()
         tls = ["--tls-cert", certs["server.pem"], "--tls-key", certs["server.key"], "--grace", "5"]
@@ -70,7 +70,6 @@ def replicas(tmp_path, postgres):
         start("server-a")  # one at a time: the first migrates the new database
         start("server-b")
         yield network, fleet, certs, url, start
-    network.close()
 
 
 def _agent(fleet, network, certs, index: int, servers: str) -> None:

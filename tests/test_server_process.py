@@ -1,6 +1,5 @@
-"""The server as a process (split by subject from tests/test_server_hardening.py, issue 11's review): its listen
-address, its decode workers (they end with it, a dead one is replaced, their default number) and a client given a
-host that is not a name; each ends in one line."""
+"""The server as a process: its listen address, its decode workers (they end with it, a dead one is replaced, their
+default number) and a client given a host that is not a name; each ends in one line."""
 
 import os
 import signal
@@ -10,42 +9,33 @@ import threading
 import grpc
 import psutil
 import pytest
-from fleet import Fleet, perfctl_command, wait_for
+from fleet import fresh, perfctl_command, start_server, wait_for
 
 from perfctl.server.auth import add_token
-from tests.test_server_hardening import _error, fresh, measured, start_server  # noqa: F401 - measured is a fixture
 
 # --- finding 7 and 11: the listen address ---
 
-def test_a_second_server_on_a_taken_port_exits_with_one_line(tmp_path):
-    fleet = Fleet(tmp_path)
-    try:
-        first = start_server(fleet)
-        second = subprocess.run(perfctl_command("server", "--listen", first.address, "--data-dir",
-                                                str(tmp_path / "other"), "--tokens", fleet.tokens),
-                                capture_output=True, text=True, timeout=60)
-        assert second.returncode == 2, second.stderr
-        assert second.stderr.strip() == f"perfctl server: cannot listen on {first.address}: address in use"
-        assert fleet.processes["server"].poll() is None  # the first one still serves
-    finally:
-        fleet.stop_all()
+def test_a_second_server_on_a_taken_port_exits_with_one_line(tmp_path, fleet):
+    first = start_server(fleet)
+    second = subprocess.run(perfctl_command("server", "--listen", first.address, "--data-dir",
+                                            str(tmp_path / "other"), "--tokens", fleet.tokens),
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.strip() == f"perfctl server: cannot listen on {first.address}: address in use"
+    assert fleet.processes["server"].poll() is None  # the first one still serves
 
 
-def test_a_second_server_on_localhost_of_a_taken_port_exits_with_one_line(tmp_path):
+def test_a_second_server_on_localhost_of_a_taken_port_exits_with_one_line(tmp_path, fleet):
     """localhost resolves to ::1 and 127.0.0.1: gRPC alone would bind ::1, fail 127.0.0.1 and serve, so
     agents and clients would split between two servers."""
-    fleet = Fleet(tmp_path)
-    try:
-        first = start_server(fleet)
-        port = first.address.rsplit(":", 1)[1]
-        second = subprocess.run(perfctl_command("server", "--listen", f"localhost:{port}", "--data-dir",
-                                                str(tmp_path / "other"), "--tokens", fleet.tokens),
-                                capture_output=True, text=True, timeout=30)  # before the fix: it serves
-        assert second.returncode == 2, second.stderr
-        assert second.stderr.strip() == f"perfctl server: cannot listen on localhost:{port}: address in use"
-        assert fleet.processes["server"].poll() is None
-    finally:
-        fleet.stop_all()
+    first = start_server(fleet)
+    port = first.address.rsplit(":", 1)[1]
+    second = subprocess.run(perfctl_command("server", "--listen", f"localhost:{port}", "--data-dir",
+                                            str(tmp_path / "other"), "--tokens", fleet.tokens),
+                            capture_output=True, text=True, timeout=30)  # before the fix: it serves
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.strip() == f"perfctl server: cannot listen on localhost:{port}: address in use"
+    assert fleet.processes["server"].poll() is None
 
 
 @pytest.mark.parametrize("listen, message", [
@@ -67,8 +57,7 @@ def test_a_malformed_listen_address_is_one_line(tmp_path, listen, message):
 
 # --- finding 13: decode workers end with their server ---
 
-def test_a_killed_server_leaves_no_worker_processes(tmp_path):
-    fleet = Fleet(tmp_path)
+def test_a_killed_server_leaves_no_worker_processes(fleet):
     children = []
     try:
         start_server(fleet, ["--decode-workers", "2"])
@@ -86,7 +75,6 @@ def test_a_killed_server_leaves_no_worker_processes(tmp_path):
                 child.kill()  # psutil checks the pid still names the same process
             except psutil.NoSuchProcess:
                 pass
-        fleet.stop_all()
 
 
 # --- second review, finding 4: a decode worker that dies ---
@@ -96,34 +84,28 @@ def _decode_workers(server_pid: int) -> list[psutil.Process]:
             if any("spawn_main" in part for part in p.cmdline())]
 
 
-def test_a_killed_decode_worker_is_replaced_and_the_batch_still_acked(tmp_path, measured):  # noqa: F811 - the fixture
-    fleet = Fleet(tmp_path)
-    try:
-        server = start_server(fleet, ["--decode-workers", "2"])
-        server.register("box-a")
-        pid = fleet.processes["server"].pid
-        for round_number in (1, 2):
-            workers = wait_for(lambda: len(w := _decode_workers(pid)) == 2 and w, 30, "2 decode workers")
-            workers[0].send_signal(signal.SIGKILL)  # as the OOM killer would
-            workers[0].wait(timeout=10)
-            results: list = []
-
-            def stream(sequence: int, results=results) -> None:
-                try:
-                    results.append(server.send("box-a", fresh(measured[0]), sequence=sequence)[0])
-                except grpc.RpcError as err:
-                    results.append((err.code(), err.details()))
-
-            # concurrent streams all hit the broken pool: it is replaced once, each batch is acked
-            threads = [threading.Thread(target=stream, args=(n,)) for n in range(4)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            assert sorted((a.sequence, a.stored) for a in results) == [(n, 1) for n in range(4)], results
-            assert fleet.log("server").count("a decode worker died") == round_number
-    finally:
-        fleet.stop_all()
+def test_a_killed_decode_worker_is_replaced_and_the_batch_still_acked(fleet, measured):
+    server = start_server(fleet, ["--decode-workers", "2"])
+    server.register("box-a")
+    pid = fleet.processes["server"].pid
+    for round_number in (1, 2):
+        workers = wait_for(lambda: len(w := _decode_workers(pid)) == 2 and w, 30, "2 decode workers")
+        workers[0].send_signal(signal.SIGKILL)  # as the OOM killer would
+        workers[0].wait(timeout=10)
+        results: list = []
+        def stream(sequence: int, results=results) -> None:
+            try:
+                results.append(server.send("box-a", fresh(measured[0]), sequence=sequence)[0])
+            except grpc.RpcError as err:
+                results.append((err.code(), err.details()))
+        # concurrent streams all hit the broken pool: it is replaced once, each batch is acked
+        threads = [threading.Thread(target=stream, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted((a.sequence, a.stored) for a in results) == [(n, 1) for n in range(4)], results
+        assert fleet.log("server").count("a decode worker died") == round_number
 
 
 # --- second review, finding 6: a host name the resolver cannot encode ---

@@ -1,6 +1,5 @@
-"""Tokens a running server honours (split by subject from tests/test_server_hardening.py, issue 11's review): a
-tokens file emptied, loosened, broken, removed or given to another user revokes every token without a restart,
-and a revoked token ends the calls it has open."""
+"""Tokens a running server honours: a tokens file emptied, loosened, broken, removed or given to another user revokes
+every token without a restart, and a revoked token ends the calls it has open."""
 
 import os
 import subprocess
@@ -8,12 +7,11 @@ import time
 
 import grpc
 import pytest
-from fleet import Fleet, free_port, perfctl_command, wait_for
+from fleet import Fleet, answered, free_port, fresh, perfctl_command, raised, start_server, wait_for
 
 from perfctl.server.auth import Tokens, add_token
 from perfctl.server.storage import Storage
 from perfctl.v1 import fleet_pb2 as pb
-from tests.test_server_hardening import _error, _ok, fresh, measured, start_server  # noqa: F401 - measured is a fixture
 
 NOBODY = 65534
 
@@ -71,80 +69,69 @@ def _revoke(fleet: Fleet, name: str) -> None:
         f.writelines(line for line in lines if f" {name} " not in line)
 
 
-def test_a_revoked_token_ends_the_calls_it_has_open(tmp_path, measured):  # noqa: F811 - the fixture
+def test_a_revoked_token_ends_the_calls_it_has_open(fleet, measured):
     """Revocation used to reach only new calls: a sample stream kept storing and a job watch kept
     delivering jobs until the agent reconnected."""
     import queue as queue_module
 
-    fleet = Fleet(tmp_path)
+    server = start_server(fleet)
+    server.register("box-a")
+    server.register("box-b")
+    batches: queue_module.Queue = queue_module.Queue()
+    stream = server.agent.StreamSamples(iter(batches.get, None), metadata=server.agent_md("box-a"))
+    first = fresh(measured[0])
+    batches.put(pb.SampleBatch(sequence=1, samples=[first]))
+    assert next(stream).sequence == 1
+    watch = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-b"))
+    _revoke(fleet, "box-a")
+    _revoke(fleet, "box-b")
+    time.sleep(1.5)  # the file is re-checked at most once a second
+    late = fresh(measured[1])
+    batches.put(pb.SampleBatch(sequence=2, samples=[late]))
+    error = raised(lambda: next(stream))
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED and "revoked" in error.details()
+    batches.put(None)
+    error = raised(lambda: next(watch))  # ends within TOKEN_RECHECK_SECONDS, with no job to send
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    storage = Storage(server.db())
     try:
-        server = start_server(fleet)
-        server.register("box-a")
-        server.register("box-b")
-        batches: queue_module.Queue = queue_module.Queue()
-        stream = server.agent.StreamSamples(iter(batches.get, None), metadata=server.agent_md("box-a"))
-        first = fresh(measured[0])
-        batches.put(pb.SampleBatch(sequence=1, samples=[first]))
-        assert next(stream).sequence == 1
-        watch = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-b"))
-        _revoke(fleet, "box-a")
-        _revoke(fleet, "box-b")
-        time.sleep(1.5)  # the file is re-checked at most once a second
-        late = fresh(measured[1])
-        batches.put(pb.SampleBatch(sequence=2, samples=[late]))
-        error = _error(lambda: next(stream))
-        assert error.code() == grpc.StatusCode.UNAUTHENTICATED and "revoked" in error.details()
-        batches.put(None)
-        error = _error(lambda: next(watch))  # ends within TOKEN_RECHECK_SECONDS, with no job to send
-        assert error.code() == grpc.StatusCode.UNAUTHENTICATED
-        storage = Storage(server.db())
-        try:
-            uuids = set(storage.sample_uuids())
-        finally:
-            storage.close()
-        assert first.uuid in uuids and late.uuid not in uuids
+        uuids = set(storage.sample_uuids())
     finally:
-        fleet.stop_all()
+        storage.close()
+    assert first.uuid in uuids and late.uuid not in uuids
 
 
-def test_a_second_watch_under_one_name_does_not_orphan_the_first(tmp_path):
+def test_a_second_watch_under_one_name_does_not_orphan_the_first(fleet):
     """Two job watches as box-a (an agent restarted while its old connection lingers, or a second agent
     given the same token): when the newer one leaves, jobs reach the one still there."""
-    fleet = Fleet(tmp_path)
-    try:
-        server = start_server(fleet)
-        server.register("box-a")
-        first = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-a"), timeout=30)
-        second = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-a"), timeout=30)
-        time.sleep(0.5)  # both registered with the hub
-        second.cancel()
-        time.sleep(0.5)
-        machines = server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md).machines
-        assert next(m for m in machines if m.name == "box-a").connected
-        job = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1)
-        submitted = server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job),
-                                           metadata=server.client_md)
-        assert next(first).job_id == submitted.job_ids[0]
-        first.cancel()
-    finally:
-        fleet.stop_all()
+    server = start_server(fleet)
+    server.register("box-a")
+    first = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-a"), timeout=30)
+    second = server.agent.WatchJobs(pb.WatchJobsRequest(), metadata=server.agent_md("box-a"), timeout=30)
+    time.sleep(0.5)  # both registered with the hub
+    second.cancel()
+    time.sleep(0.5)
+    machines = server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md).machines
+    assert next(m for m in machines if m.name == "box-a").connected
+    job = pb.Job(commands=[pb.Command(argv=["/bin/true"])], repetitions=1)
+    submitted = server.query.SubmitJob(pb.SubmitJobRequest(machines=["box-a"], job=job),
+                                       metadata=server.client_md)
+    assert next(first).job_id == submitted.job_ids[0]
+    first.cancel()
 
 
-def test_a_running_server_stops_honouring_a_loosened_tokens_file(tmp_path):
-    fleet = Fleet(tmp_path)
-    try:
-        server = start_server(fleet)
-        os.chmod(fleet.tokens, 0o644)
-        wait_for(lambda: not _ok(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
-                                                                   metadata=server.client_md)), 10, "revocation")
-        error = _error(lambda: server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md))
-        assert error.code() == grpc.StatusCode.UNAUTHENTICATED
-        os.chmod(fleet.tokens, 0o600)
-        wait_for(lambda: _ok(lambda: server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md)),
-                 10, "the tokens to be restored")
-        assert fleet.log("server").count("tokens file refused") == 1
-    finally:
-        fleet.stop_all()
+def test_a_running_server_stops_honouring_a_loosened_tokens_file(fleet):
+    server = start_server(fleet)
+    os.chmod(fleet.tokens, 0o644)
+    wait_for(lambda: not answered(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
+                                                               metadata=server.client_md)), 10, "revocation")
+    error = raised(lambda: server.query.ListMachines(pb.ListMachinesRequest(), metadata=server.client_md))
+    assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    os.chmod(fleet.tokens, 0o600)
+    wait_for(lambda: answered(lambda: server.query.ListMachines(pb.ListMachinesRequest(),
+                                                                metadata=server.client_md)),
+             10, "the tokens to be restored")
+    assert fleet.log("server").count("tokens file refused") == 1
 
 
 def test_a_server_refuses_to_start_with_an_empty_tokens_file(tmp_path):

@@ -1,10 +1,10 @@
-"""Issue 29 review: a database that HANGS (SIGSTOP, not down) longer than the job lease marked a healthy job
-lost. A hung query raises nothing, so the job keeper never restarted and never took its "no job lost for one
-lease after a restart" grace; and the agent's reconnect backoff had grown longer than the lease. Now any gap
-between the keeper's answered ticks starts the grace as a restart does (server/jobs.py JobKeeper._judge_gap),
-and an agent's reconnect waits at most the heartbeat interval the server gave it (agent/daemon.py). A real
-PostgreSQL (its postmaster and every backend) is stopped for STALL_S (the reviewer: 55 s under a 6 s lease),
-with a real server, agent and job."""
+"""Job leases under a database that HANGS (SIGSTOP, not down) longer than the lease: no live job is marked lost.
+A hung query raises nothing, so the job keeper never restarted and never took its "no job lost for one lease after
+a restart" grace; and the agent's reconnect backoff had grown longer than the lease. Now any gap between the
+keeper's answered ticks starts the grace as a restart does (server/jobs.py JobKeeper._judge_gap), and an agent's
+reconnect waits at most the heartbeat interval the server gave it (agent/daemon.py). A real PostgreSQL (its
+postmaster and every backend) is stopped for STALL_S (the reviewer: 55 s under a 6 s lease), with a real server,
+agent and job."""
 
 import json
 import os
@@ -13,10 +13,11 @@ import subprocess
 import time
 from pathlib import Path
 
-from fleet import free_port, perfctl_command, wait_for
-from test_i29_monitoring import _metric
+from fleet import free_port, metric, perfctl_command, wait_for
 
 STALL_S = 40.0  # many leases: the agent's old reconnect backoff grew far past the lease meanwhile
+
+
 LEASE = "3s"  # the shortest (MIN_LEASE_S): agents heartbeat every second
 
 
@@ -52,7 +53,7 @@ def test_a_hung_database_longer_than_the_lease_loses_no_live_job(fleet, postgres
     try:
         wait_for(lambda: json.loads(fleet.client("jobs", "--json", server=server).stdout)[0]["state"] == "running",
                  30, "the job running")
-        lost_before = _metric(metrics, "perfctl_jobs_lost_total")
+        lost_before = metric(metrics, "perfctl_jobs_lost_total")
         pids = _cluster_pids(postgres)
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
@@ -66,7 +67,7 @@ def test_a_hung_database_longer_than_the_lease_loses_no_live_job(fleet, postgres
         (final,) = json.loads(fleet.client("jobs", "--json", server=server).stdout)
         assert final["state"] == "done", final
         assert "lost: no heartbeat" not in fleet.log("server"), fleet.log("server")
-        assert _metric(metrics, "perfctl_jobs_lost_total") == lost_before == 0.0
+        assert metric(metrics, "perfctl_jobs_lost_total") == lost_before == 0.0
     finally:
         if waiter.poll() is None:
             waiter.kill()

@@ -1,7 +1,7 @@
-"""Issue 29, point 6, reviewed: a side whose runs fail gives 1 (a run failed) alike in ab, `submit
---until-settled --wait` and `jobs --wait`, with a real server (SQLite) and agent on loopback. The wait's code
-came from replaying the settlement, whose Compare found no measured run on the failing side: 2 (NOT_FOUND);
-and the agent went on measuring every round where ab stops at the first failed run."""
+"""One meaning for every exit code, with a real server (SQLite) and agent on loopback: a side whose runs fail
+gives 1 (a run failed) alike in ab, `submit --until-settled --wait` and `jobs --wait`. The wait's code came from
+replaying the settlement, whose Compare found no measured run on the failing side: 2 (NOT_FOUND); and the agent
+went on measuring every round where ab stops at the first failed run."""
 
 import json
 import subprocess

@@ -1,6 +1,6 @@
-"""Issue 28's review, the identity of a run: the same run on both sides of a compare, a uuid written in
-another form, runs whose lines are out of order, --benchmark with one benchmark a side under two names, and
-the header that says how runs were paired. Real measurements of examples/bin/pagetouch by the real CLI."""
+"""The identity of a run in a compare of files: the same run on both sides refused, a uuid written in another
+form, runs whose lines are out of order, --benchmark with one benchmark a side under two names, and the header
+that says how runs were paired. Real measurements of examples/bin/pagetouch by the real CLI."""
 
 import json
 import random

@@ -1,6 +1,6 @@
-"""Issue 29 review: the running replica's schema check (server/schema_version.py, every SCHEMA_CHECK_S) logs
-nothing. It read the revision through alembic's MigrationContext, which logs "Context impl ..." and "Will
-assume ... DDL" at INFO each time: two lines per replica every 10 s. A real server, run for 25 s."""
+"""The running replica's schema check (server/schema_version.py, every SCHEMA_CHECK_S) logs nothing. It read the
+revision through alembic's MigrationContext, which logs "Context impl ..." and "Will assume ... DDL" at INFO each
+time: two lines per replica every 10 s. A real server, run for 25 s."""
 
 import time
 
