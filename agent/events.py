@@ -20,7 +20,8 @@ TYPE_SOFTWARE = 1
 TYPE_TRACEPOINT = 2
 TYPE_RAW = 4
 
-_MODIFIER_SCOPE = {"u": "user", "k": "kernel", "uk": "all", "ku": "all"}
+# perf's modifiers as an event name's suffix: model.SCOPE_SUFFIX's (":u", ":k"), and both at once
+_MODIFIER_SCOPE = {suffix[1:]: scope for scope, suffix in SCOPE_SUFFIX.items() if suffix} | {"uk": "all", "ku": "all"}
 
 
 class UnknownEvent(ValueError):

@@ -32,7 +32,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
-from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, compared_metric, metric_label, side_letter
+from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, WALL_TIME, compared_metric, metric_label, side_letter
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 SEPARATOR = ":::"
@@ -231,7 +231,7 @@ def _metric(asked: str | None, specs) -> str | None:
     measured = {spec.label for spec in specs}
     label = metric_label(asked, measured)
     if label is None:
-        raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: wall-time, "
+        raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: {WALL_TIME}, "
                          f"{', '.join(sorted(measured))}; -e adds events)")
     return label
 
