@@ -38,7 +38,7 @@ from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.allowlist import NotAllowed, allowed_program
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
-from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, job_order
+from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, Unusable, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import GroupCommit, Spool, SpooledRun, SpoolError, SpoolFull
 from perfctl.agent.spool_gauge import track_pending
@@ -407,7 +407,12 @@ class Agent:
                 return None
             if sample.outcome != "ok" and not warmup and not failure:
                 failure = f"; a measured run that failed: {describe_failure(sample)}"
-            value = rounds.value(sample) if rounds is not None and not warmup else None
+            value, unusable = None, None
+            if rounds is not None and not warmup and sample.outcome == "ok":
+                try:
+                    value = rounds.usable(which, sample, run_index - job.warmups)
+                except Unusable as err:  # the rounds stop at it, as ab's do; the run itself is kept
+                    unusable = str(err)
             # While the disk is full the commit waits; if the agent stops meanwhile, the runs held (whose
             # index was not advanced) are measured again, under the same uuids.
             run = SpooledRun(sample_uuid, self._encoder.encode(sample), job_id, index + 1, value)
@@ -415,6 +420,8 @@ class Agent:
                 return None
             if rounds is not None and sample.outcome != "ok":  # the rounds stop at it, as ab's do (warmup or not)
                 return "failed", rounds_stopped(side_letter(which), sample)
+            if unusable:
+                return "failed", unusable
             settled = rounds.measured(index, value) if rounds is not None else None
             if settled:
                 return "done", settled

@@ -157,6 +157,20 @@ class Sequential:
         self.suite.add_round(values)
         self.rounds += 1
 
+    def usable(self, which: int, sample: Sample, round_: int) -> float:
+        """The metric value of command ``which``'s run in measured round ``round_`` (from 0); Unusable, saying
+        why, when no ratio can be taken of it (0, or not counted in that run): ab's rounds and a job's stop."""
+        metric, label = self.rule.metric, side_letter(which)
+        value = sample.metric_value(metric)
+        if value is None:
+            reading = sample.reading(metric)
+            why = reading.reason if reading is not None and reading.reason else "not counted"
+            raise Unusable(f"{metric} of {label} in round {round_}: {why}; choose another --metric")
+        if not value > 0:
+            raise Unusable(f"{metric} of {label} is {value:g} in round {round_}: a ratio needs values above 0; "
+                           "choose another --metric")
+        return value
+
     @property
     def decided(self) -> bool:
         return not self.suite.undecided()
@@ -176,8 +190,8 @@ class RunFailed(Exception):
 
 
 class Unusable(Exception):
-    """A run's metric value no ratio can be taken of (0, or not counted in that run): ab's rounds stop, saying
-    why (the message)."""
+    """A run's metric value no ratio can be taken of (0, or not counted in that run): ab's rounds and a job's stop,
+    saying why (the message)."""
 
 
 class ComparedRounds:
@@ -210,7 +224,8 @@ class ComparedRounds:
             if self.excluded(samples.values()):
                 self.excluded_rounds += 1
             else:
-                self.sequential.add({which: self._value(which, sample, round_) for which, sample in samples.items()})
+                self.sequential.add({which: self.sequential.usable(which, sample, round_)
+                                     for which, sample in samples.items()})
             # a comparison whose rounds are not alike leaves at once (that is final); a settled one (settled
             # only from min_rounds on) too
             undecided = set(self.sequential.suite.undecided())
@@ -230,23 +245,12 @@ class ComparedRounds:
             raise RunFailed(which, sample)
         return sample
 
-    def _value(self, which: int, sample: Sample, round_: int) -> float:
-        metric, label = self.sequential.rule.metric, side_letter(which)
-        value = sample.metric_value(metric)
-        if value is None:
-            reading = sample.reading(metric)
-            why = reading.reason if reading is not None and reading.reason else "not counted"
-            raise Unusable(f"{metric} of {label} in round {round_}: {why}; choose another --metric")
-        if not value > 0:
-            raise Unusable(f"{metric} of {label} is {value:g} in round {round_}: a ratio needs values above 0; "
-                           "choose another --metric")
-        return value
-
-
 class SettlingRounds(Sequential):
     """An agent's --until-settled job's decision, kept as its runs (``order``: Rounds.order) are measured: the
     metric values of each round's runs (those measured before a restart come from the spool), fed to the
-    stopping rule once a round is whole. A round with a run that did not count the metric is left out."""
+    stopping rule once a round is whole. A value no ratio can be taken of ends the job as it ends ab's rounds
+    (Sequential.usable); a round with a run whose value is not known (a retried job's runs stored before it
+    was lost) is left out."""
 
     def __init__(self, rule: SequentialRule, order: list[tuple[bool, int, int]], commands: int,
                  values: dict[int, float]):
@@ -256,10 +260,6 @@ class SettlingRounds(Sequential):
         for index, (warmup, run_index, _) in enumerate(order):
             if not warmup:
                 self._members.setdefault(run_index, []).append(index)
-
-    def value(self, sample: Sample) -> float | None:
-        value = sample.metric_value(self.rule.metric) if sample.outcome == "ok" else None
-        return value if value is not None and value > 0 else None
 
     def replay(self, next_index: int) -> str | None:
         """Decide on the rounds measured before a restart; the job's end message if they settled it."""

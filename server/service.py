@@ -343,7 +343,7 @@ class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
             return replay(values_a, values_b, label=side, metric=metric, margin=spec.sequential.margin,
                           confidence=spec.sequential.confidence, commands=len(spec.commands),
                           min_rounds=spec.sequential.min_rounds)
-        except ValueError:  # a value at 0: the agent left that round out, which the stored runs do not say
+        except ValueError:  # a value at 0: an older agent left that round out (this one ends the job there)
             return None
 
     async def SubmitJob(self, request, context):

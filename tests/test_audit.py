@@ -294,13 +294,13 @@ def test_a_signal_stops_an_audit_which_keeps_the_last_complete_one(tmp_path, mon
     """systemd, timeout(1) and CI cancellation send SIGTERM, a closed terminal SIGHUP: the audit stops like
     Ctrl-C, exits 128 + N, prints its partial report as strict JSON, records it in audit-interrupted.json
     and leaves audit-latest.json, the last complete audit that corrections use, as it was."""
-    from perfctl.agent import audit, inventory
+    from perfctl.agent import audit_report, inventory
 
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o755)
     monkeypatch.setenv("PERFCTL_CACHE_DIR", str(cache))
     complete = audit_document(inventory.collect(), audit_id="complete-one", verdict="no-PMU", fit=None)
-    latest = audit.save_latest(audit.AuditResult.from_dict(complete))
+    latest = audit_report.save_latest(audit_report.AuditResult.from_dict(complete))
     assert latest == str(cache / "audit-latest.json")
     kept = (cache / "audit-latest.json").read_bytes()
 
@@ -339,7 +339,7 @@ def test_an_audit_that_cannot_build_its_kernels_exits_2_with_a_json_document(tmp
 def test_an_audit_file_someone_else_could_have_written_is_not_used_for_corrections(tmp_path, monkeypatch):
     """audit-latest.json decides every corrected count: a copy others may write, or a symbolic link to a
     file of someone else's choosing, is refused with the reason, as the exec gate is."""
-    from perfctl.agent import audit, inventory
+    from perfctl.agent import audit_report, corrections, inventory
     from perfctl.agent.events import parse_events
     from perfctl.model import Benchmark
 
@@ -350,19 +350,19 @@ def test_an_audit_file_someone_else_could_have_written_is_not_used_for_correctio
     specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
     bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
     report = audit_document(inv)
-    path = audit.save_latest(audit.AuditResult.from_dict(report))
+    path = audit_report.save_latest(audit_report.AuditResult.from_dict(report))
     assert os.stat(path).st_mode & 0o777 == 0o644
-    assert audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)[1].endswith("audit cccccccc")
+    assert corrections.make_corrector(inv, ["/bin/true"], bench, None, None, specs)[1].endswith("audit cccccccc")
 
     os.chmod(path, 0o666)
-    said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    said = corrections.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert said[0] is None and "the latest audit is not trusted" in said[1], said
 
     elsewhere = tmp_path / "planted.json"
     elsewhere.write_text(json.dumps({**report, "audit_id": "d" * 8}))
     os.unlink(path)
     os.symlink(elsewhere, path)
-    said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    said = corrections.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert said[0] is None and "the latest audit is not trusted" in said[1] and "dddddddd" not in said[1], said
 
 
@@ -383,7 +383,7 @@ HOSTILE_AUDITS = {
 def test_a_damaged_audit_file_is_refused_with_a_reason_and_never_crashes_a_measurement(tmp_path, monkeypatch, text):
     """audit-latest.json is ours (owner, mode) but its content may be damaged or edited: `perfctl stat` and the
     agent read it before every measurement with a PMU, so each bad field is a reason, never a traceback."""
-    from perfctl.agent import audit, inventory
+    from perfctl.agent import corrections, inventory
     from perfctl.agent.events import parse_events
     from perfctl.model import Benchmark
 
@@ -400,7 +400,7 @@ def test_a_damaged_audit_file_is_refused_with_a_reason_and_never_crashes_a_measu
     os.chmod(cache / "audit-latest.json", 0o644)
     specs = parse_events(["instructions", "page-faults:u", "timer-interrupts"])
     bench = Benchmark("true", ("/bin/true",), "/bin/true", "0" * 64, "0" * 64)
-    corrector, said = audit.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
+    corrector, said = corrections.make_corrector(inv, ["/bin/true"], bench, None, None, specs)
     assert corrector is None, said
     assert said.startswith("instructions not corrected: ") and ("malformed" in said or "not JSON" in said), said
     assert "\x1b" not in said

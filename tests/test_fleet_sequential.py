@@ -4,11 +4,12 @@ job's own decision. A real server (SQLite) and agent on loopback."""
 
 import json
 import math
+import re
 import uuid
 
 import grpc
 import pytest
-from conftest import needs_root
+from conftest import needs_root, perfctl
 from fleet import free_port, wait_for
 
 from perfctl.agent.measurement import SequentialRule, SettlingRounds, job_order
@@ -162,3 +163,24 @@ def test_the_server_refuses_a_hostile_sequential_job(fleet):
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "sequential" in caught.value.details() \
             or "ab" in caught.value.details(), caught.value.details()
     assert _jobs(fleet, server) == []
+
+
+@needs_root
+def test_a_metric_no_ratio_can_be_taken_of_ends_a_job_as_it_ends_ab(fleet, tmp_path):
+    """One rule for ab and a job (agent/measurement.py Sequential.usable): major-faults of /bin/true is 0, so
+    the first round stops both, in the same words; the job keeps the runs it measured (an agent left such
+    rounds out before, and the server's replay then had no verdict to give)."""
+    server = _start(fleet)
+    argv = ["--metric", "major-faults", "-e", "major-faults", "--", "/bin/true", ":::", "/bin/true"]
+    submitted = fleet.client("submit", "--machines", "box-a", "--until-settled", "--max-runs", "20", *argv,
+                             server=server)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_for(lambda: _jobs(fleet, server)[0]["state"] in ("done", "failed", "refused"), 120, "the job to end")
+    (job,) = _jobs(fleet, server)
+    # A or B: whichever the round's seeded order ran first
+    said = re.compile(r"major-faults of [AB] is 0 in round 0: a ratio needs values above 0; choose another --metric")
+    assert job["state"] == "failed" and said.fullmatch(job["message"]), job
+    wait_for(lambda: len(_samples(fleet, server)) >= 1, 30, "the run measured stored")
+    ab = perfctl("ab", "--max-runs", "20", *argv, cwd=tmp_path)
+    assert ab.returncode == 2 and said.search(ab.stdout) and "perfctl ab: major-faults of " in ab.stdout, \
+        (ab.stdout, ab.stderr)
