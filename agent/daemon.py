@@ -37,7 +37,7 @@ from prometheus_client import Counter, Gauge
 from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.allowlist import NotAllowed, allowed_program
-from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, parse_events
+from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, check_tracepoints, parse_events
 from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, Unusable, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import GroupCommit, Spool, SpooledRun, SpoolError, SpoolFull
@@ -304,6 +304,11 @@ class Agent:
             programs.append((argv, command.name or None, real))
         if job.HasField("sequential"):  # one benchmark name, the commands told apart by the label ab
             programs = [(argv, programs[0][1], real) for argv, _, real in programs]
+        specs = parse_events(list(job.events) or list(DEFAULT_EVENTS))
+        try:  # as stat and ab check them: a misspelt tracepoint is refused, not an 'unsupported' reading
+            check_tracepoints(specs)
+        except UnknownEvent as err:
+            raise _JobEnds("refused", str(err)) from None
         identified = [session.identify(argv, control, name, executable=real) for argv, name, real in programs]
         backend = self._backend(job.backend or "perf_event", tuple(job.events) or DEFAULT_EVENTS)
         rule = None
@@ -312,7 +317,6 @@ class Agent:
             if problem:
                 raise _JobEnds("refused", problem)
         measurement = Measurement(backend, control, self.inventory.machine_id, job_id=job_id, runner=self._runner)
-        specs = parse_events(list(job.events) or list(DEFAULT_EVENTS))
         for which, ident in enumerate(identified):  # each command its own corrector, as ab's sides have
             corrector, statement = measurement.correct(self.inventory, ident, specs)
             if statement:

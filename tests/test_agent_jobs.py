@@ -6,7 +6,7 @@ import os
 import shutil
 
 import pytest
-from conftest import TRACE_PIPE, needs_root
+from conftest import TRACE_PIPE, needs_root, perfctl
 from fleet import finished_job, start_agent_with, start_sqlite_server, submit_job, wait_connected
 
 from perfctl.agent.spool import Spool
@@ -63,3 +63,17 @@ def test_a_job_whose_preparation_was_cut_short_is_failed_not_retried_forever(fle
     start_agent_with(fleet, "box-a", server, spool, ["/bin/*"])
     job = finished_job(fleet, server, job_id)
     assert job["state"] == "failed" and "stopped while preparing" in job["message"], job
+
+
+@needs_root
+def test_a_tracepoint_this_kernel_lacks_refuses_the_job_as_stat_refuses_it(fleet, tmp_path):
+    """One check of the events asked for (events.check_tracepoints): stat exits 2 on a misspelt tracepoint; a
+    job that names one was measured with an 'unsupported' reading in its place."""
+    stat = perfctl("stat", "-e", "irq:no_such_tracepoint", "--", "/bin/true", cwd=tmp_path)
+    assert stat.returncode == 2 and "unknown tracepoint irq:no_such_tracepoint" in stat.stderr, stat.stderr
+    server = start_sqlite_server(fleet)
+    start_agent_with(fleet, "box-a", server, fleet.dir / "spool", ["/bin/*"])
+    wait_connected(fleet, server, "box-a")
+    job_id = submit_job(fleet, server, "box-a", "-e", "irq:no_such_tracepoint", "-r", "3", "--", "/bin/true")
+    job = finished_job(fleet, server, job_id)
+    assert job["state"] == "refused" and job["message"].startswith("unknown tracepoint irq:no_such_tracepoint"), job
