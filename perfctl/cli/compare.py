@@ -310,7 +310,7 @@ def run(args) -> int:
 def comparison(asked: CompareRequest):
     """The CompareReport of A and B, compared here: each side's runs as a Dataset (``datasets``), paired
     and compared (the HTML report draws every run, which the server's answer does not carry)."""
-    from perfctl.formats import DatasetError
+    from perfctl.dataset import DatasetError
     from perfctl.pairing import PairingError
     from perfctl.report.compare import compare_report
 
@@ -327,7 +327,7 @@ def datasets(asked: CompareRequest) -> tuple:
     """The one way to a side's runs: both sides as Datasets ready to pair, files read here or two
     machines' selected runs fetched from the server; benchmarks whose runs mix builds left out (--pool:
     kept), and only the --benchmark ones. DatasetError, PairingError, UsageError."""
-    from perfctl.formats.dataset import unmix
+    from perfctl.dataset import unmix
     from perfctl.pairing import select
 
     a, b = _fetched(asked) if asked.machines else _read(asked)
@@ -378,8 +378,8 @@ def _apart(a, b, asked: CompareRequest) -> list:
     read again without it, and its note says how many were left out). A run compared with itself would
     count as two sides: `compare F@ab=A F@ab=A` gave equivalence [1.000, 1.000], and a file holding A's runs
     and B's, compared with A, put A's runs into B too. The same runs on both sides are refused."""
+    from perfctl.dataset import RunIdentity
     from perfctl.formats import read_dataset
-    from perfctl.formats.dataset import RunIdentity
 
     left_out = RunIdentity.shared(a.runs, b.runs)
     if left_out is None:
