@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from perfctl.analysis.verdicts import FAIL_ON, FAMILIES
 from perfctl.cli.options import (
     SIGNAL_EXIT,
+    connection_of,
     connection_options,
     exit_status,
     force_option,
@@ -31,6 +32,7 @@ from perfctl.report.html import write_report
 
 if TYPE_CHECKING:
     from perfctl.analysis.compare import Parameters
+    from perfctl.client import Connection
     from perfctl.model import InterferencePolicy
     from perfctl.output_files import Output
 
@@ -146,26 +148,6 @@ def _in_range(text: str, ns: float) -> int:
 
 
 @dataclass(frozen=True)
-class Connection:
-    """The server options of one command, read once: what perfctl/client.py and cli/remote.py take (the
-    same attribute names as the options; ``command``, the command's name after perfctl, in their
-    messages)."""
-
-    command: str
-    server: str | None = None
-    token_file: str | None = None
-    tls_ca: str | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    insecure: bool = False
-
-    @classmethod
-    def of(cls, args) -> Connection:
-        return cls(args.command, args.server, args.token_file, args.tls_ca, args.tls_cert, args.tls_key,
-                   args.insecure)
-
-
-@dataclass(frozen=True)
 class FileSide:
     """A side naming a file: ``text`` as the user wrote it, the ``path`` it names, and the labels its runs
     must carry (FILE@KEY=VALUE, ``file_side``)."""
@@ -261,7 +243,7 @@ def request(args, command: str, option: str, path: str | None) -> CompareRequest
     before all of it holds."""
     from perfctl.analysis.compare import Parameters
 
-    connection = Connection.of(args)
+    connection = connection_of(args)
     files = [FileSide(text, *file_side(text, command)) for text in (args.a, args.b)]
     output = check_output(option, path, args.force, files, connection, command)
     parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
