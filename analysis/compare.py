@@ -41,7 +41,6 @@ from perfctl.analysis.speedup_test import (
     ObservedSpeedups,
     OverallSpeedup,
     ProportionInterval,
-    Verdict,
     _mean,
     _mean_test,
     _median_test,
@@ -51,14 +50,10 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
-from perfctl.analysis.verdicts import FAIL_ON, FAMILIES, Relevance
+from perfctl.analysis.verdicts import FAIL_ON, FAMILIES, Verdict
 
-# A protocol run both ways says B faster, B slower, or the Speedup-Test's own words; a benchmark's verdict
-# is SPARC's relevance (verdicts.Relevance), or disturbed, or the Speedup-Test's "cannot conclude". Words,
-# not new enums: they travel on the wire as the strings they are (perfctl/results.py).
-FASTER, SLOWER = "B faster", "B slower"
-NOT_SIGNIFICANT, CANNOT_CONCLUDE = Verdict.NOT_SIGNIFICANT.value, Verdict.CANNOT_CONCLUDE.value
-DISTURBED = "disturbed"
+# A protocol run both ways says B faster, B slower, not significant or cannot conclude; a benchmark's
+# verdict is SPARC's relevance, or disturbed, or cannot conclude: all of them analysis/verdicts.py's Verdict.
 # Below this many judged benchmarks the proportion of accelerated ones and the benchmarks needed for a
 # precision are planning figures, not findings (Clopper-Pearson at 95% over 9 benchmarks is >= 0.6 wide).
 FEW_BENCHMARKS = 10
@@ -128,10 +123,10 @@ class Parameters:
 @dataclass(frozen=True)
 class ProtocolOutcome:
     """A Speedup-Test protocol run both ways: ``verdict`` is one of B faster, B slower, not significant,
-    cannot conclude; ``pvalue`` is the two-way p-value 2 min(p_faster, p_slower) before correction and
-    ``adjusted`` after."""
+    cannot conclude (Verdict.FASTER, SLOWER, NOT_SIGNIFICANT, CANNOT_CONCLUDE); ``pvalue`` is the two-way
+    p-value 2 min(p_faster, p_slower) before correction and ``adjusted`` after."""
 
-    verdict: str
+    verdict: Verdict
     pvalue: float | None
     adjusted: float | None
     result: MeanTestResult | MedianTestResult
@@ -160,7 +155,7 @@ class BenchmarkComparison:
     disturbed: str | None = None
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         """SPARC's relevance (Table I), "disturbed" when a side's runs look disturbed in a way a change of
         speed cannot explain (analysis/disturbance.py), or "cannot conclude" when nothing could be judged.
 
@@ -169,16 +164,16 @@ class BenchmarkComparison:
         shown, a difference is not; indeterminate: neither. ``sparc.beyond`` says whether the change is shown
         to exceed the margin."""
         if self.cannot_conclude:
-            return CANNOT_CONCLUDE
+            return Verdict.CANNOT_CONCLUDE
         if self.disturbed:
-            return DISTURBED
-        return self.sparc.relevance.value
+            return Verdict.DISTURBED
+        return self.sparc.relevance
 
     @property
     def relevant_slowdown(self) -> bool:
         """B is shown slower and not shown equivalent (relevant difference, ratio below 1), on undisturbed data."""
         return (self.sparc is not None and not self.disturbed and not self.cannot_conclude
-                and self.sparc.relevance is Relevance.RELEVANT and self.sparc.tests.ratio < 1)
+                and self.sparc.relevance is Verdict.RELEVANT and self.sparc.tests.ratio < 1)
 
     @property
     def beyond_slowdown(self) -> bool:
@@ -236,12 +231,12 @@ def _both_ways(test, alpha: float):
     return result, min(1.0, 2 * min(result.pvalue, result.pvalue_reverse)), None
 
 
-def _decide(result, adjusted: float | None, alpha: float, reason: str | None) -> str:
+def _decide(result, adjusted: float | None, alpha: float, reason: str | None) -> Verdict:
     if reason is not None or adjusted is None:
-        return CANNOT_CONCLUDE
+        return Verdict.CANNOT_CONCLUDE
     if adjusted > alpha:
-        return NOT_SIGNIFICANT
-    return FASTER if result.pvalue <= result.pvalue_reverse else SLOWER
+        return Verdict.NOT_SIGNIFICANT
+    return Verdict.FASTER if result.pvalue <= result.pvalue_reverse else Verdict.SLOWER
 
 
 def _cannot(name: str, metric: str, x: np.ndarray, y: np.ndarray, reason: str, notes) -> BenchmarkComparison:
@@ -409,7 +404,7 @@ def _summarize(metric: str, rows: list[BenchmarkComparison], samples: Mapping[tu
                                     weights, "mean")
     speedup_median = _overall_speedup([_sorted_median(s["x_sorted"]) for s in judged_samples],
                                       [_sorted_median(s["y_sorted"]) for s in judged_samples], weights, "median")
-    accelerated = sum(r.median_protocol.verdict == FASTER for r in judged)
+    accelerated = sum(r.median_protocol.verdict is Verdict.FASTER for r in judged)
     wilson = proportion_interval(accelerated, len(judged), p.confidence, "wilson-cc")
     exact = proportion_interval(accelerated, len(judged), p.confidence, "clopper-pearson")
     planned, planning_note = planning_proportion(accelerated, len(judged))

@@ -50,7 +50,7 @@ from perfctl.analysis.rank_tests import (
     wilcoxon_signed_rank,
 )
 from perfctl.analysis.ratio_edges import difference_test, equivalence_tests, exact_samples, settle_ends
-from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
+from perfctl.analysis.verdicts import Verdict, beyond, read_off, relevance
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class SparcDecision:
     tests: SparcTests
     difference_adjusted: float
     equivalence_adjusted: float
-    relevance: Relevance
+    relevance: Verdict
     low: float | None
     high: float | None
     level: float
@@ -180,7 +180,7 @@ def benchmarks_to_reach(alpha: float) -> int:
     return max(1, math.ceil(math.log2(2 / alpha) - 1e-12))
 
 
-def overall_test(median_ratios: Sequence[float], relevances: Sequence[Relevance], alpha: float) -> OverallTest:
+def overall_test(median_ratios: Sequence[float], relevances: Sequence[Verdict], alpha: float) -> OverallTest:
     """SPARC's optional overall test (section III-C, Table VIII): median ratios of the benchmarks not judged
     trivial or equivalent, signed-rank test of R_i - 1 (two-sided).
 
@@ -188,7 +188,7 @@ def overall_test(median_ratios: Sequence[float], relevances: Sequence[Relevance]
     not applied and ``reason`` says why (pvalue None): the paper's Table VIII (Rocket/Ariane, 0.491 and
     0.285 left: p = 0.50; Rocket/Shakti, 0.432 alone: p = 1.00) are such cases at alpha 0.10.
     """
-    kept = [r for r, v in zip(median_ratios, relevances) if v not in (Relevance.TRIVIAL, Relevance.EQUIVALENCE)]
+    kept = [r for r, v in zip(median_ratios, relevances) if v not in (Verdict.TRIVIAL, Verdict.EQUIVALENCE)]
     set_aside = len(median_ratios) - len(kept)
     if not kept:
         return OverallTest(None, alpha, False, 0, set_aside, None,
@@ -246,7 +246,7 @@ def sparc_suite(tests: Sequence[SparcTests], groups: Sequence[str], alpha: float
         verdict = relevance(difference <= alpha, equivalence <= alpha)
         # "beyond" is not the paper's; here it is read off the printed (unadjusted) interval and only beside a
         # relevant difference, so that it never says "slower than the margin" next to "indeterminate"
-        shown_beyond = beyond(test.ratio_low, test.ratio_high, test.delta) if verdict is Relevance.RELEVANT else None
+        shown_beyond = beyond(test.ratio_low, test.ratio_high, test.delta) if verdict is Verdict.RELEVANT else None
         decisions.append(SparcDecision(test, difference, equivalence, verdict, test.ratio_low, test.ratio_high,
                                        test.confidence, False, shown_beyond))
     # no benchmark judged: an empty family, no overall test (and no share of alpha to divide)

@@ -9,7 +9,6 @@ suite.
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 
@@ -18,14 +17,9 @@ import numpy as np
 from perfctl.analysis import special
 from perfctl.analysis.distributions import _finite_sample, _shapiro_wilk_sorted, ks_statistic, ks_two_sided
 from perfctl.analysis.rank_tests import _rank_sum_sorted, _sorted_median, median
+from perfctl.analysis.verdicts import Verdict  # SPEEDUP, NOT_SIGNIFICANT, CANNOT_CONCLUDE here
 
 LARGE_SAMPLE = 30  # section 3.1.3: "large" means n > 30
-
-
-class Verdict(enum.Enum):
-    SPEEDUP = "speedup"
-    NOT_SIGNIFICANT = "not significant"
-    CANNOT_CONCLUDE = "cannot conclude"
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from perfctl.analysis.multiple import holm
 from perfctl.analysis.rank_tests import hodges_lehmann_shift, mann_whitney
 from perfctl.analysis.sparc import simultaneous_suite, sparc_suite, sparc_tests
 from perfctl.analysis.speedup_test import mean_test, median_test
-from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
+from perfctl.analysis.verdicts import Verdict, beyond, read_off, relevance
 
 Sampler = Callable[[np.random.Generator, tuple], np.ndarray]
 
@@ -219,7 +219,7 @@ class FamilyCheck:
     comparisons: int
 
 
-def _split_decisions(tests, alpha: float) -> list[tuple[Relevance, str | None]]:
+def _split_decisions(tests, alpha: float) -> list[tuple[Verdict, str | None]]:
     """Holm over the m difference p-values at alpha/2 and Holm over the m TOST p-values at alpha/2 (TOST is
     an intersection-union test: its two halves need no correction between them, Berger & Hsu 1996)."""
     difference = holm([t.difference_pvalue for t in tests])
@@ -227,15 +227,15 @@ def _split_decisions(tests, alpha: float) -> list[tuple[Relevance, str | None]]:
     out = []
     for test, d, e in zip(tests, difference, equivalence):
         verdict = relevance(d <= alpha / 2, e <= alpha / 2)
-        shown = beyond(test.ratio_low, test.ratio_high, test.delta) if verdict is Relevance.RELEVANT else None
+        shown = beyond(test.ratio_low, test.ratio_high, test.delta) if verdict is Verdict.RELEVANT else None
         out.append((verdict, shown))
     return out
 
 
-def _false_claim(verdict: Relevance, estimate: float, shown_beyond: str | None, ratio: float, margin: float) -> bool:
+def _false_claim(verdict: Verdict, estimate: float, shown_beyond: str | None, ratio: float, margin: float) -> bool:
     """Is any claim of this decision false for the true ratio?"""
-    difference = verdict in (Relevance.RELEVANT, Relevance.TRIVIAL)
-    equivalence = verdict in (Relevance.EQUIVALENCE, Relevance.TRIVIAL)
+    difference = verdict in (Verdict.RELEVANT, Verdict.TRIVIAL)
+    equivalence = verdict in (Verdict.EQUIVALENCE, Verdict.TRIVIAL)
     if difference and (ratio == 1 or (estimate < 1) != (ratio < 1)):
         return True
     if equivalence and not 1 - margin <= ratio <= 1 + margin:
@@ -286,8 +286,8 @@ def family_checks(pop: Population, benchmarks: int, trials: int, rng: np.random.
             failed_verdicts[family] += any(_false_claim(v, t.ratio, None, r, margin)
                                            for (v, _), t, r in zip(decisions, tests, ratios))
             for (verdict, shown_beyond), test, ratio in zip(decisions, tests, ratios):
-                slower = verdict in (Relevance.RELEVANT, Relevance.TRIVIAL) and test.ratio < 1
-                equivalent = verdict in (Relevance.EQUIVALENCE, Relevance.TRIVIAL)
+                slower = verdict in (Verdict.RELEVANT, Verdict.TRIVIAL) and test.ratio < 1
+                equivalent = verdict in (Verdict.EQUIVALENCE, Verdict.TRIVIAL)
                 counts = shown[family]
                 counts["difference at 0.97"] += ratio == 0.97 and slower
                 counts["difference at 0.90"] += ratio == 0.90 and slower

@@ -26,14 +26,33 @@ DEFAULT_MARGIN = 0.05
 DEFAULT_CONFIDENCE = 0.95
 
 
-class Relevance(enum.Enum):
+class Verdict(enum.StrEnum):
+    """Every verdict of a comparison, in the words every output prints: the one vocabulary of compare, ab and
+    the fleet's ``--until-settled``. A StrEnum: a member equals, formats and serializes as its words (the
+    JSON, CSV and table of a comparison print them; the wire form older clients read is perfctl/results.py's).
+    """
+
+    # SPARC's four conclusions (Table I, ``relevance``): a benchmark's verdict, and ab's
     RELEVANT = "relevant difference"
     TRIVIAL = "trivial difference"
     EQUIVALENCE = "equivalence"
     INDETERMINATE = "indeterminate"
+    # a benchmark judged by none of them: its runs look disturbed (analysis/disturbance.py), or it cannot
+    # be judged (too few runs, values <= 0; also a Speedup-Test protocol that stops before its test)
+    DISTURBED = "disturbed"
+    CANNOT_CONCLUDE = "cannot conclude"
+    # a Speedup-Test protocol asked one way (analysis/speedup_test.py), and both ways (analysis/compare.py)
+    SPEEDUP = "speedup"
+    NOT_SIGNIFICANT = "not significant"
+    FASTER = "B faster"
+    SLOWER = "B slower"
 
 
-def relevance(difference_rejected: bool, equivalence_rejected: bool) -> Relevance:
+# SPARC's conclusions (``relevance``'s answers)
+RELEVANCES = (Verdict.RELEVANT, Verdict.TRIVIAL, Verdict.EQUIVALENCE, Verdict.INDETERMINATE)
+
+
+def relevance(difference_rejected: bool, equivalence_rejected: bool) -> Verdict:
     """Table I: (reject H0+?, reject both H01- and H02-?) -> conclusion.
 
     Relevant difference means "a difference is shown and equivalence is not": the change may still lie
@@ -41,8 +60,8 @@ def relevance(difference_rejected: bool, equivalence_rejected: bool) -> Relevanc
     estimate's neighbourhood, not as a demonstrated fact; see ``beyond`` for that).
     """
     if difference_rejected:
-        return Relevance.TRIVIAL if equivalence_rejected else Relevance.RELEVANT
-    return Relevance.EQUIVALENCE if equivalence_rejected else Relevance.INDETERMINATE
+        return Verdict.TRIVIAL if equivalence_rejected else Verdict.RELEVANT
+    return Verdict.EQUIVALENCE if equivalence_rejected else Verdict.INDETERMINATE
 
 
 @functools.lru_cache(maxsize=64)

@@ -85,7 +85,7 @@ from perfctl.analysis.ab import METHOD, T_OPT, SequentialComparison
 from perfctl.analysis.ratio_edges import NEAR, SLACK, ratio_side, thresholds
 from perfctl.analysis.sequential import quantile_cs_ranks
 from perfctl.analysis.sparc import family_level, ratio_interval, simultaneous_suite, sparc_tests
-from perfctl.analysis.verdicts import Relevance, float_band, read_off, relevance
+from perfctl.analysis.verdicts import Verdict, float_band, read_off, relevance
 
 ALPHA, MARGIN, MIN_ROUNDS = 0.05, 0.05, 5
 FAMILIES = ("normal", "log-normal", "bimodal", "heavy-tailed", "tied", "drifting-then-stable")
@@ -97,7 +97,7 @@ SPEED_SIGMA = 0.03
 FIXED_N_GRID = (6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500, 600, 800,
                 1000, 1500, 2000)
 # relevance codes in the vectorised path
-CODES = (Relevance.INDETERMINATE, Relevance.EQUIVALENCE, Relevance.TRIVIAL, Relevance.RELEVANT)
+CODES = (Verdict.INDETERMINATE, Verdict.EQUIVALENCE, Verdict.TRIVIAL, Verdict.RELEVANT)
 
 
 # --- data -------------------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class Trace:
     not_alike: np.ndarray
     history: tuple[np.ndarray, ...] | None = None
 
-    def verdicts(self) -> list[Relevance]:
+    def verdicts(self) -> list[Verdict]:
         """The verdict at the stop, read off by sparc.read_off and Table I (the library's functions)."""
         return [relevance(*read_off(*_reported(low, high), MARGIN))
                 for low, high in zip(self.stop_ratio_low.tolist(), self.stop_ratio_high.tolist())]
@@ -384,19 +384,19 @@ def trace(a: np.ndarray, b: np.ndarray, truth: float, record: bool = False, min_
 FIXED_LEVEL = family_level(1, ALPHA)  # compare's default simultaneous family with one benchmark: 1 - alpha
 
 
-def fixed_n(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None, Relevance]:
+def fixed_n(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None, Verdict]:
     """compare's fixed-n paired verdict on these rounds: the Hodges-Lehmann ratio interval at the simultaneous
     family's level (sparc.ratio_interval, which simultaneous_suite reads off), Table I."""
     low, high = ratio_interval(a, b, FIXED_LEVEL, paired=True)
     return low, high, relevance(*read_off(low, high, MARGIN))
 
 
-def naive_stop(a: np.ndarray, b: np.ndarray) -> tuple[int, Relevance]:
+def naive_stop(a: np.ndarray, b: np.ndarray) -> tuple[int, Verdict]:
     """Rerun the fixed-n test after every round from MIN_ROUNDS on; stop at the first that shows anything."""
-    verdict = Relevance.INDETERMINATE
+    verdict = Verdict.INDETERMINATE
     for t in range(MIN_ROUNDS, a.size + 1):
         verdict = fixed_n(a[:t], b[:t])[2]
-        if verdict is not Relevance.INDETERMINATE:
+        if verdict is not Verdict.INDETERMINATE:
             return t, verdict
     return a.size, verdict
 
@@ -430,8 +430,8 @@ def rate(hits: int, trials: int) -> str:
 
 # --- sections ----------------------------------------------------------------------------------------------
 
-DIFFERENCE = (Relevance.RELEVANT, Relevance.TRIVIAL)
-INSIDE = (Relevance.EQUIVALENCE, Relevance.TRIVIAL)
+DIFFERENCE = (Verdict.RELEVANT, Verdict.TRIVIAL)
+INSIDE = (Verdict.EQUIVALENCE, Verdict.TRIVIAL)
 
 
 def validity_and_verdicts(args, rng: np.random.Generator, targets: list[tuple[str, bool]]) -> None:
@@ -475,7 +475,7 @@ def validity_and_verdicts(args, rng: np.random.Generator, targets: list[tuple[st
         wrong_set = DIFFERENCE if ratio == NULL else INSIDE
         verdicts = result.verdicts()
         wrong = sum(v in wrong_set for v in verdicts)
-        relevant = sum(v is Relevance.RELEVANT for v in verdicts)
+        relevant = sum(v is Verdict.RELEVANT for v in verdicts)
         stops = [naive_stop(a[s], b[s]) for s in range(naive_streams)]
         naive_wrong = sum(v in wrong_set for _, v in stops)
         ok = within_alpha(wrong, args.streams)

@@ -32,6 +32,21 @@ class NoServerAccepted(ClientError):
 
 
 @dataclass(frozen=True)
+class Connection:
+    """A command's server options as given (perfctl/cli/options.py ``connection_of`` reads them off the command
+    line): what settings() starts from, before the environment and the config file. ``command``, the
+    command's name after perfctl, is for its messages."""
+
+    command: str
+    server: str | None = None
+    token_file: str | None = None
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    insecure: bool = False
+
+
+@dataclass(frozen=True)
 class ClientSettings:
     server: str
     token: str
@@ -68,7 +83,7 @@ def read_token(path: str) -> str:
     return token
 
 
-def settings(args, role: str = "client") -> ClientSettings:
+def settings(connection: Connection, role: str = "client") -> ClientSettings:
     """Last of all, a zero-config server on this host (perfctl/state.py): its loopback address and the token it
     made for this host's ``role`` (client or agent), when that token file is there. files_read lists the
     files read here."""
@@ -77,25 +92,24 @@ def settings(args, role: str = "client") -> ClientSettings:
     config = _config()
     local_token = state.path(state.AGENT_TOKEN if role == "agent" else state.CLIENT_TOKEN)
     local = os.path.exists(local_token)
-    server = getattr(args, "server", None) or os.environ.get("PERFCTL_SERVER") or config.get("server") or (
+    server = connection.server or os.environ.get("PERFCTL_SERVER") or config.get("server") or (
         state.LOCAL_SERVER if local else None)
     if not server:
         raise ClientError("no server: give --server HOST:PORT, set PERFCTL_SERVER, "
                           "or write ~/.config/perfctl/client.json")
-    token_file = getattr(args, "token_file", None) or os.environ.get("PERFCTL_TOKEN_FILE") or config.get("token_file")
+    token_file = connection.token_file or os.environ.get("PERFCTL_TOKEN_FILE") or config.get("token_file")
     token = read_token(token_file) if token_file else os.environ.get("PERFCTL_TOKEN")
     if not token and local and server == state.LOCAL_SERVER:  # this host's token, never sent anywhere else
         token = read_token(local_token)
     if not token:
         raise ClientError("no token: give --token-file, or set PERFCTL_TOKEN or PERFCTL_TOKEN_FILE")
-    ca = getattr(args, "tls_ca", None) or os.environ.get("PERFCTL_TLS_CA") or config.get("tls_ca")
-    tls = security.TlsFiles(ca=ca,
-                            cert=getattr(args, "tls_cert", None), key=getattr(args, "tls_key", None))
-    return ClientSettings(server, token, tls, bool(getattr(args, "insecure", False)))
+    ca = connection.tls_ca or os.environ.get("PERFCTL_TLS_CA") or config.get("tls_ca")
+    tls = security.TlsFiles(ca=ca, cert=connection.tls_cert, key=connection.tls_key)
+    return ClientSettings(server, token, tls, connection.insecure)
 
 
-def files_read(args) -> list[tuple[str, str]]:
-    """(where it is named, path) of every file settings() may read for ``args``, from every source and
+def files_read(connection: Connection) -> list[tuple[str, str]]:
+    """(where it is named, path) of every file settings() may read for ``connection``, from every source and
     whichever wins: the config file, the token files, the TLS files. A command's output must not be one of
     them (perfctl/output_files.py), whether or not that command reaches a server: `report A B -o tok
     --token-file tok` would replace a credential with a page. A config file that cannot be read names none."""
@@ -107,12 +121,12 @@ def files_read(args) -> list[tuple[str, str]]:
         config = {}
     named = [(f"PERFCTL_CONFIG {_config_path()}" if os.environ.get("PERFCTL_CONFIG") else _config_path(),
               _config_path())]
-    for option, variable, key in (("token_file", "PERFCTL_TOKEN_FILE", "token_file"),
-                                  ("tls_ca", "PERFCTL_TLS_CA", "tls_ca"), ("tls_cert", None, None),
-                                  ("tls_key", None, None)):
-        value = getattr(args, option, None)
+    for option, value, variable, key in (
+            ("--token-file", connection.token_file, "PERFCTL_TOKEN_FILE", "token_file"),
+            ("--tls-ca", connection.tls_ca, "PERFCTL_TLS_CA", "tls_ca"),
+            ("--tls-cert", connection.tls_cert, None, None), ("--tls-key", connection.tls_key, None, None)):
         if value:
-            named.append((f"--{option.replace('_', '-')} {value}", value))
+            named.append((f"{option} {value}", value))
         if variable and os.environ.get(variable):
             named.append((f"{variable} {os.environ[variable]}", os.environ[variable]))
         if key and isinstance(config.get(key), str) and config[key]:
@@ -121,7 +135,7 @@ def files_read(args) -> list[tuple[str, str]]:
     return named
 
 
-def query(args):
+def query(connection: Connection):
     """(QueryService stub, call metadata, channel) for a client command's streams (unary calls: unary()).
     Of several servers (replicas: --server A,B), the first that accepts a connection within CONNECT_TIMEOUT_S,
     the one that answered this command's last unary call first; a DNS name with several addresses is gRPC's
@@ -130,7 +144,7 @@ def query(args):
     from perfctl import security
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
-    s = settings(args)
+    s = settings(connection)
     servers = security.split_servers(s.server)
     servers.sort(key=lambda server: server != _answered_last.get(s.server))
     for server in servers:
@@ -153,7 +167,7 @@ _ELSEWHERE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")  # a replica's failure, not th
 _answered_last: dict[str, str] = {}  # --server's text -> the replica of it that answered this process last
 
 
-def unary(args, method: str, request, timeout: float = CALL_TIMEOUT_S):
+def unary(connection: Connection, method: str, request, timeout: float = CALL_TIMEOUT_S):
     """One QueryService call ``method``, answered by the first replica of --server A,B,... that answers.
     A replica that cannot be reached or gives no answer within REPLICA_ANSWER_S is passed by (the next is
     asked at once, or after that delay, the first call still running); any other answer (NOT_FOUND,
@@ -169,7 +183,7 @@ def unary(args, method: str, request, timeout: float = CALL_TIMEOUT_S):
     from perfctl import security
     from perfctl.v1 import fleet_pb2_grpc as rpc
 
-    s = settings(args)
+    s = settings(connection)
     servers = security.split_servers(s.server)
     # the replica that answered last is asked first (a `--wait` polls every second: a hung replica first in
     # the list would cost every poll REPLICA_ANSWER_S)
@@ -262,7 +276,7 @@ def _apart(fetched: list[list[dict]]) -> tuple[set[int], set[int]]:
     return left_out
 
 
-def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) -> list:
+def machine_datasets(connection: Connection, sides: tuple, benchmarks: list[str], interference) -> list:
     """The stored runs of two machines as Datasets, each side a Selection (the runs the server's Compare
     would take), read with perfctl/formats/jsonl.stored_dataset, each with its machine's inventory and
     latest audit, and a note
@@ -281,10 +295,10 @@ def machine_datasets(args, sides: tuple, benchmarks: list[str], interference) ->
     try:  # a unary call first: it passes by a replica that answers nothing, and the stream follows the one
         # that answered (query)
         listed = {m.name: m for side in sides
-                  for m in unary(args, "ListMachines", pb.ListMachinesRequest(name=side.machine)).machines}
+                  for m in unary(connection, "ListMachines", pb.ListMachinesRequest(name=side.machine)).machines}
     except grpc.RpcError as err:
         raise ClientError(f"{err.code().name}: {err.details()}") from None
-    stub, metadata, channel = query(args)
+    stub, metadata, channel = query(connection)
     try:
         fetched = []
         for side in sides:

@@ -1,5 +1,6 @@
-"""How a run failed, in one line: the words `perfctl stat`'s summary, the stop of `perfctl ab`'s rounds and an
-agent's job message share. Plain text, no rich: the agent imports it (perfctl/report/ renders it)."""
+"""How a run ended or failed, in one line: the words `perfctl stat`'s summary, the stop of `perfctl ab`'s
+rounds, an agent's job message and `perfctl cache`'s traced run share. Plain text, no rich: the agent
+imports it (perfctl/report/ renders it)."""
 
 from __future__ import annotations
 
@@ -17,19 +18,23 @@ def _signal_name(number: int | None) -> str:
         return "unknown signal"
 
 
+def run_ended(outcome: str, signal_number: int | None, exit_status: int | None) -> str:
+    """How a run ended, as the predicate of "run 3 ..." or "the traced run ...": the one wording of a run's
+    end, for a Sample's ``outcome`` and an agent Exit's alike ("timeout", "signal", else by its status)."""
+    if outcome == "timeout":
+        return "timed out and was killed with its process tree"
+    if outcome == "signal" and signal_number in _STOP_SIGNALS:
+        # a stop signal cannot kill: perfctl saw a stop that would never end and killed the tree itself
+        return f"stopped by signal {signal_number} ({_signal_name(signal_number)})"
+    if outcome == "signal":
+        return f"killed by signal {signal_number} ({_signal_name(signal_number)})"
+    return f"exited with status {exit_status}"
+
+
 def describe_failure(sample: Sample) -> str:
     """One line: which run failed and how."""
-    if sample.outcome == "timeout":
-        what = "timed out and was killed with its process tree"
-    elif sample.outcome == "signal" and sample.signal in _STOP_SIGNALS:
-        # a stop signal cannot kill: perfctl saw a stop that would never end and killed the tree itself
-        what = f"stopped by signal {sample.signal} ({_signal_name(sample.signal)})"
-    elif sample.outcome == "signal":
-        what = f"killed by signal {sample.signal} ({_signal_name(sample.signal)})"
-    else:
-        what = f"exited with status {sample.exit_status}"
     tail = f": {sample.stderr_tail}" if sample.stderr_tail else ""
-    return f"run {sample.run_index} {what}{tail}"
+    return f"run {sample.run_index} {run_ended(sample.outcome, sample.signal, sample.exit_status)}{tail}"
 
 
 def rounds_stopped(label: str, sample: Sample) -> str:

@@ -7,6 +7,9 @@ A dataclass is ``{"type": "module.Class", "fields": {...}}``, an enum ``{"enum":
 a non-finite float ``{"float": "nan"}`` (JSON has none), a tuple a list (decoded as a tuple). Decoding
 accepts only the dataclasses and enums that analysis/ defines and only their fields: the answer comes from
 a server, and a hostile one must not get to build anything else (the same rule as for every other message).
+
+A Verdict (analysis/verdicts.py) travels as the verdicts of three vocabularies did before they were one
+enum (``VERDICT_FORMS``), so that a client or server of either side of that change reads the other.
 """
 
 from __future__ import annotations
@@ -20,9 +23,24 @@ import math
 import types
 import typing
 
+from perfctl.analysis.verdicts import Verdict
+
 ANALYSIS = ("compare", "sparc", "verdicts", "spa", "speedup_test", "summary", "multiple", "disturbance", "rank_tests",
             "ab")
 MODULES = (*(f"perfctl.analysis.{name}" for name in ANALYSIS), "perfctl.pairing")
+
+# How a Verdict travels in each field that holds one: as an enum of the vocabulary the field held when the
+# verdicts were three (SPARC's verdicts.Relevance, the Speedup-Test's speedup_test.Verdict), or as its words
+# (None; a protocol run both ways said plain strings). The members of each former enum, by its tag.
+VERDICT_FORMS = {
+    ("sparc.SparcDecision", "relevance"): "verdicts.Relevance",
+    ("ab.Settlement", "verdict"): "verdicts.Relevance",
+    ("speedup_test.MeanTestResult", "verdict"): "speedup_test.Verdict",
+    ("speedup_test.MedianTestResult", "verdict"): "speedup_test.Verdict",
+    ("compare.ProtocolOutcome", "verdict"): None,
+}
+FORMER_ENUMS = {"verdicts.Relevance": ("RELEVANT", "TRIVIAL", "EQUIVALENCE", "INDETERMINATE"),
+                "speedup_test.Verdict": ("SPEEDUP", "NOT_SIGNIFICANT", "CANNOT_CONCLUDE")}
 
 
 class ResultError(ValueError):
@@ -50,8 +68,11 @@ def _tag(cls: type) -> str:
 def encode(obj):
     """A JSON-ready form of an analysis result (a tree of frozen dataclasses)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {"type": _tag(type(obj)),
-                "fields": {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+        tag = _tag(type(obj))
+        return {"type": tag, "fields": {f.name: _field(tag, f.name, getattr(obj, f.name))
+                                        for f in dataclasses.fields(obj)}}
+    if isinstance(obj, Verdict):
+        raise TypeError(f"a verdict ({obj.name}) outside the fields VERDICT_FORMS names")
     if isinstance(obj, enum.Enum):
         return {"enum": _tag(type(obj)), "name": obj.name}
     if isinstance(obj, (list, tuple)):
@@ -67,6 +88,16 @@ def encode(obj):
     if isinstance(obj, (int, float)):
         return obj
     raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def _field(tag: str, name: str, value):
+    """One field of a dataclass ``tag``, encoded; a Verdict in the form the field has always had on the wire."""
+    if not isinstance(value, Verdict):
+        return encode(value)
+    form = VERDICT_FORMS.get((tag, name), "")
+    if form == "" or (form is not None and value.name not in FORMER_ENUMS[form]):
+        raise TypeError(f"{tag}.{name}: verdict {value.name} has no form on the wire")
+    return value.value if form is None else {"enum": form, "name": value.name}
 
 
 def decode(data):
@@ -86,6 +117,10 @@ def decode(data):
             raise ResultError("a mapping's items must be pairs with a string or number key")
         return dict(pairs)
     if set(data) == {"enum", "name"}:
+        if isinstance(data["enum"], str) and data["enum"] in FORMER_ENUMS:
+            if not isinstance(data["name"], str) or data["name"] not in FORMER_ENUMS[data["enum"]]:
+                raise ResultError(f"unknown enum {data['enum']!r}")
+            return Verdict[data["name"]]
         cls = _known().get(data["enum"]) if isinstance(data["enum"], str) else None
         if cls is None or not issubclass(cls, enum.Enum) or not isinstance(data["name"], str) \
                 or data["name"] not in cls.__members__:
@@ -115,7 +150,13 @@ def _hints(cls: type) -> dict:
 
 def _typed(value, hint, where: str):
     """``value`` as the field annotated ``hint`` holds it (an integer where a float belongs becomes that
-    float), or ResultError: a rendered table must never meet a string where it formats a number."""
+    float), or ResultError: a rendered table must never meet a string where it formats a number. A
+    verdict sent as its words becomes the Verdict it names."""
+    if type(value) is str and _accepts(Verdict, hint):
+        try:
+            value = Verdict(value)
+        except ValueError:
+            raise ResultError(f"{where}: unknown verdict {value[:80]!r}") from None
     if _conforms(value, hint):
         if isinstance(value, int) and not isinstance(value, bool) and _accepts(float, hint) and not _accepts(int, hint):
             return float(value)

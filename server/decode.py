@@ -42,7 +42,8 @@ from perfctl.v1 import fleet_pb2 as pb
 
 
 class BatchRefused(ValueError):
-    """The batch breaks a bound; the message names the batch, the sample and the field."""
+    """The batch, or one of its samples, breaks a bound: in one line, which decode_batch turns into a
+    Refused naming the batch and the sample."""
 
 
 class SampleRow(NamedTuple):
@@ -299,16 +300,24 @@ def _known_row(sample: pb.Sample, layout: tuple) -> SampleRow | None:
     return SampleRow(uuid, identity, job_id, run_index, sample.warmup, outcome, start_time_ns, labels, shape, vals)
 
 
-def _first_row(sample: pb.Sample, key: bytes) -> SampleRow | str:
-    """A sample of a layout not seen yet: validated in full, and its layout remembered if accepted; else what
-    validate_sample refused it for."""
+def _row(sample: pb.Sample, payload: bytes) -> SampleRow:
+    """``sample``'s row: by its layout's single pass when the layout was validated before (_known_row), else
+    validated in full, and a new layout remembered once accepted. BatchRefused with what validate_sample
+    refused it for (the caller names the batch and the sample)."""
+    key = _layout_key(payload)
+    layout = _LAYOUTS.get(key)
+    row = None if layout is None else _known_row(sample, layout)
+    if row is not None:
+        return row
     problem = validate_sample(sample)
     if problem:
-        return problem
+        raise BatchRefused(problem)
     row = row_fields(sample)
-    if len(_LAYOUTS) >= MAX_LAYOUTS:
-        _LAYOUTS.clear()
-    _LAYOUTS[key] = (row.identity, row.labels, row.shape, tuple(_KINDS.get(r.status, _NAN) for r in sample.readings))
+    if layout is None:
+        if len(_LAYOUTS) >= MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = (row.identity, row.labels, row.shape,
+                         tuple(_KINDS.get(r.status, _NAN) for r in sample.readings))
     return row
 
 
@@ -329,12 +338,8 @@ def decode_batch(data: bytes) -> Decoded | Refused:
             sample = pb.Sample.FromString(payload)
         except Exception:  # noqa: BLE001 - protobuf's DecodeError; the sender needs to know which sample
             return Refused(sequence, f"batch {sequence} sample {index}: not a Sample message")
-        key = _layout_key(payload)
-        layout = _LAYOUTS.get(key)
-        row = None if layout is None else _known_row(sample, layout)
-        if row is None:
-            row = _first_row(sample, key) if layout is None else (validate_sample(sample) or row_fields(sample))
-            if isinstance(row, str):
-                return Refused(sequence, f"batch {sequence} sample {index} ({sample.uuid[:36]}): {row}")
-        rows.append(row)
+        try:
+            rows.append(_row(sample, payload))
+        except BatchRefused as err:
+            return Refused(sequence, f"batch {sequence} sample {index} ({sample.uuid[:36]}): {err}")
     return Decoded(sequence, rows, spans)

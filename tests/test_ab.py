@@ -21,7 +21,7 @@ from perfctl.analysis import verdicts
 from perfctl.analysis.ab import SequentialComparison, settles
 from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.summary import linear_quantile
-from perfctl.analysis.verdicts import Relevance
+from perfctl.analysis.verdicts import Verdict
 from tests.conftest import needs_tracepoints, perfctl
 
 
@@ -59,7 +59,7 @@ def _run(ratio: float, sigma: float, rng, limit: int = 5000, **kwargs) -> Sequen
 def test_a_large_difference_settles_in_few_rounds():
     rng = np.random.default_rng(5)
     faster = _run(2.0, 0.05, rng).settlement()
-    assert faster.settled and faster.beyond == "faster" and faster.verdict is Relevance.RELEVANT
+    assert faster.settled and faster.beyond == "faster" and faster.verdict is Verdict.RELEVANT
     assert faster.low > 1.05 and faster.rounds <= 8  # the median's CS is first bounded at 6 rounds
     slower = _run(0.5, 0.05, rng).settlement()
     assert slower.beyond == "slower" and slower.high < 0.95 and slower.rounds <= 8
@@ -68,18 +68,18 @@ def test_a_large_difference_settles_in_few_rounds():
 def test_equal_commands_settle_as_equivalent_and_ties_at_once():
     rng = np.random.default_rng(6)
     equal = _run(1.0, 0.03, rng).settlement()
-    assert equal.settled and equal.verdict is Relevance.EQUIVALENCE and equal.low <= 1 <= equal.high
+    assert equal.settled and equal.verdict is Verdict.EQUIVALENCE and equal.low <= 1 <= equal.high
     tied = SequentialComparison()
     for _ in range(6):
         tied.add(1234.0, 1234.0)  # exact counts: every log ratio is 0
     settled = tied.settlement()
-    assert (settled.low, settled.high, settled.verdict, settled.settled) == (1.0, 1.0, Relevance.EQUIVALENCE, True)
+    assert (settled.low, settled.high, settled.verdict, settled.settled) == (1.0, 1.0, Verdict.EQUIVALENCE, True)
 
 
 def test_a_difference_inside_the_margin_is_trivial():
     rng = np.random.default_rng(7)
     trivial = _run(1.02, 0.01, rng).settlement()
-    assert trivial.settled and trivial.verdict is Relevance.TRIVIAL and 1 < trivial.low and trivial.high <= 1.05
+    assert trivial.settled and trivial.verdict is Verdict.TRIVIAL and 1 < trivial.low and trivial.high <= 1.05
 
 
 def test_the_reported_sequence_is_that_of_all_rounds_and_a_shift_is_not_alike():
@@ -101,7 +101,7 @@ def test_the_reported_sequence_is_that_of_all_rounds_and_a_shift_is_not_alike():
         shifted.add(2.0, 1.0)
     s = shifted.settlement()
     assert s.contradicted and not s.alike and not s.settled and (s.low, s.high, s.beyond) == (None, None, None)
-    assert s.verdict is Relevance.INDETERMINATE and s.change.last_before == 100
+    assert s.verdict is Verdict.INDETERMINATE and s.change.last_before == 100
     assert (s.change.before, s.change.after) == (1.0, 2.0)
 
 
@@ -480,7 +480,7 @@ def test_constant_ratios_on_an_edge_are_inside_and_the_estimate_is_the_sequence(
         for _ in range(6):
             comparison.add(float(a), float(b))
         s = comparison.settlement()
-        assert (s.verdict, s.beyond, s.settled) == (Relevance.TRIVIAL, None, True), (margin, a, b, s)
+        assert (s.verdict, s.beyond, s.settled) == (Verdict.TRIVIAL, None, True), (margin, a, b, s)
         assert s.low == s.ratio == s.high, s
         lower_edge, upper_edge = verdicts.band(margin)
         assert lower_edge <= Fraction(s.low) <= upper_edge
@@ -501,7 +501,7 @@ def test_rounds_to_settle_reads_an_edge_exactly():
     for i in range(2):
         comparison.add(970.0 if i % 2 else 980.0, 1000.0)
     s = comparison.settlement()
-    assert s.settled and s.verdict is Relevance.TRIVIAL and Fraction(s.low) >= Fraction(97, 100)
+    assert s.settled and s.verdict is Verdict.TRIVIAL and Fraction(s.low) >= Fraction(97, 100)
 
 
 @needs_tracepoints
@@ -534,7 +534,7 @@ def test_no_settlement_before_min_rounds_wherever_it_is_read():
         suite.add_round({0: 51.0, 1: 51.0})
     s = suite.settlements()[1]
     # the sequence [1, 1] settles as equivalence, but 11 rounds are fewer than the 50 asked for
-    assert s.verdict is Relevance.EQUIVALENCE and not s.settled and s.too_early and suite.unsettled() == [1]
+    assert s.verdict is Verdict.EQUIVALENCE and not s.settled and s.too_early and suite.unsettled() == [1]
     assert suite.undecided() == [1] and suite.comparisons[1].rounds_to_settle() == 50
     result = AbResult([Side("A", ["a"], 11), Side("B", ["b"], 11)], {"B": s}, "page-faults", 0.05, 0.95, 1,
                       "max-time", rounds=11, to_settle={"B": 50})

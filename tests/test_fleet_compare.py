@@ -320,6 +320,25 @@ def test_a_hostile_answer_is_refused_field_by_field(tmp_path):
             results.loads(json.dumps(document), Compared)
 
 
+def test_verdicts_travel_in_the_forms_older_clients_read():
+    """One Verdict enum (analysis/verdicts.py) on the wire as the three vocabularies it replaced: SPARC's
+    relevance tagged verdicts.Relevance, a protocol's one-way verdict speedup_test.Verdict, a protocol run
+    both ways its words; an older server's answer reads back as the same Verdicts."""
+    from perfctl.analysis.compare import Comparison, compare
+    from perfctl.analysis.verdicts import Verdict
+
+    text = results.dumps(compare({("x", "wall-time"): [100 + i % 7 for i in range(20)]},
+                                 {("x", "wall-time"): [120 + i % 5 for i in range(20)]}))
+    for form in ('"relevance":{"enum":"verdicts.Relevance","name":"RELEVANT"}',
+                 '"verdict":{"enum":"speedup_test.Verdict","name":"NOT_SIGNIFICANT"}', '"verdict":"B slower"'):
+        assert form in text
+    row = results.loads(text, Comparison).benchmarks[0]
+    assert (row.verdict, row.median_protocol.verdict, row.median_protocol.result.verdict) == \
+        (Verdict.RELEVANT, Verdict.SLOWER, Verdict.NOT_SIGNIFICANT)
+    with pytest.raises(results.ResultError, match="unknown verdict 'B sideways'"):
+        results.loads(text.replace('"verdict":"B slower"', '"verdict":"B sideways"'), Comparison)
+
+
 def test_times_outside_what_runs_have_and_commas_in_label_values():
     from perfctl.cli.compare import instant, selection
 

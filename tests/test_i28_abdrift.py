@@ -16,7 +16,7 @@ import pytest
 
 from perfctl.analysis import alike
 from perfctl.analysis.ab import SequentialComparison, SequentialSuite, replay
-from perfctl.analysis.verdicts import Relevance
+from perfctl.analysis.verdicts import Verdict
 from perfctl.report.ab import SEEN_BY, AbReport, AbResult, Side, change_line, replay_line, slowdown
 from tests.conftest import needs_tracepoints, perfctl
 from tests.test_ab_validity import bench
@@ -146,7 +146,7 @@ def test_the_issue_sequence_never_settles():
     for i in range(40):  # --min-runs 40: what the rounds show at round 40 decides
         comparison.add(20.0, 10.0 + i)
     s = comparison.settlement()
-    assert not s.alike and not s.settled and s.verdict is Relevance.INDETERMINATE and s.beyond is None
+    assert not s.alike and not s.settled and s.verdict is Verdict.INDETERMINATE and s.beyond is None
     assert s.change.seen_at <= 20 and s.change.last_before == 20 and s.change.before > 1 > 0.95 > s.change.after
     assert not slowdown(s, "relevant") and not slowdown(s, "beyond")
 

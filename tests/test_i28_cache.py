@@ -157,7 +157,7 @@ def test_a_traced_run_ended_by_a_signal_is_said_in_words(tmp_path):
     program = _compile(tmp_path, "segv", SIGNALLED)
     result = perfctl("cache", "mrc", "--sizes", "4K", "--", program, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "the traced run ended by signal 11 (SIGSEGV); modelling what it did before" in result.stderr
+    assert "the traced run killed by signal 11 (SIGSEGV); modelling what it did before" in result.stderr
     assert "ended signal" not in result.stderr
 
 

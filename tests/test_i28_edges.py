@@ -21,7 +21,7 @@ from perfctl.analysis.compare import Parameters, compare
 from perfctl.analysis.rank_tests import _center_critical_rank, _shift_critical_rank, mann_whitney, wilcoxon_signed_rank
 from perfctl.analysis.ratio_edges import equivalence_tests
 from perfctl.analysis.sparc import ratio_interval, sparc_tests
-from perfctl.analysis.verdicts import Relevance, band, beyond, read_off
+from perfctl.analysis.verdicts import Verdict, band, beyond, read_off
 from perfctl.pairing import CompareContext
 from perfctl.report import svg
 from perfctl.report.ab import _sequence, live_line
@@ -297,10 +297,10 @@ VERDICT_NAMES = ("relevant difference", "trivial difference", "equivalence", "in
 
 def test_ab_sequence_prints_the_digits_its_verdict_needs():
     """perfctl ab's lines print a confidence sequence through the same owner, at four decimals or more."""
-    s = Settlement(rounds=40, ratio=0.97, low=0.937, high=0.99996, verdict=Relevance.RELEVANT, beyond=None,
+    s = Settlement(rounds=40, ratio=0.97, low=0.937, high=0.99996, verdict=Verdict.RELEVANT, beyond=None,
                    settled=True, contradicted=False, margin=0.05, alpha=0.05, method="mixture")
     assert "[0.93700, 0.99996]" in live_line("B", s) and "[0.93700, 0.99996]" in _sequence(s)
-    on_edge = Settlement(rounds=40, ratio=0.95, low=0.9500000000000001, high=0.96, verdict=Relevance.TRIVIAL,
+    on_edge = Settlement(rounds=40, ratio=0.95, low=0.9500000000000001, high=0.96, verdict=Verdict.TRIVIAL,
                          beyond=None, settled=True, contradicted=False, margin=0.05, alpha=0.05, method="mixture")
     assert _sequence(on_edge) == "[0.9500, 0.9600]"
 

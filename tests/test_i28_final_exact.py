@@ -14,7 +14,7 @@ from conftest import measure, perfctl
 from fleet import start_server
 from test_fleet_compare import cli, job, stamped
 
-from perfctl.analysis.verdicts import Relevance, beyond, read_off, relevance
+from perfctl.analysis.verdicts import Verdict, beyond, read_off, relevance
 
 E949, E1000 = 949_999_999_999_999_999, 10**18  # ratio 0.949999999999999999: just beyond the band's 0.95
 M1, M2 = 2**64 - 1, 2**64 - 2  # one float; their ratio 1 + 5.4e-20 is above 1
@@ -78,7 +78,7 @@ def test_counts_past_2_53_give_the_exact_verdict_on_every_path(tmp_path, stat_li
     assert _row(text.stdout).split()[-1] == column and verdict in _row(text.stdout), _row(text.stdout)
     shown = read_off(row["ratio_low"], row["ratio_high"], 0.05)
     assert relevance(*shown).value == verdict, row  # the verdict reads off the interval printed beside it
-    assert text.returncode == (3 if verdict == Relevance.RELEVANT.value and a[0] < b[0] else 0), text.stdout
+    assert text.returncode == (3 if verdict == Verdict.RELEVANT.value and a[0] < b[0] else 0), text.stdout
 
 
 @pytest.mark.parametrize("options", [[], ["--paired"]], ids=["unpaired", "paired"])

@@ -141,6 +141,7 @@ def test_the_local_token_goes_to_the_local_server_only(tmp_path, monkeypatch):
     no token must not send this host's token there."""
     from perfctl import client
     from perfctl.cli import build_parser
+    from perfctl.cli.options import connection_of
 
     monkeypatch.setenv("PERFCTL_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("PERFCTL_CONFIG", str(tmp_path / "none.json"))
@@ -148,10 +149,10 @@ def test_the_local_token_goes_to_the_local_server_only(tmp_path, monkeypatch):
         monkeypatch.delenv(key, raising=False)
     (tmp_path / state.CLIENT_TOKEN).write_text("local-secret\n")
     (tmp_path / state.CLIENT_TOKEN).chmod(0o600)
-    local = client.settings(build_parser("machines").parse_args(["machines"]))
+    local = client.settings(connection_of(build_parser("machines").parse_args(["machines"])))
     assert (local.server, local.token) == (state.LOCAL_SERVER, "local-secret")
     with pytest.raises(client.ClientError, match="no token"):
-        client.settings(build_parser("machines").parse_args(["machines", "--server", "10.9.9.9:7433"]))
+        client.settings(connection_of(build_parser("machines").parse_args(["machines", "--server", "10.9.9.9:7433"])))
 
 
 def test_a_first_start_that_failed_is_made_again(tmp_path):

@@ -146,7 +146,7 @@ def test_benchmark_names_either_side_of_a_renamed_pair(measured):
 
 def test_the_uuid_forms_read_are_those_of_uuid_module():
     """The forms canonical_uuid reads give uuid.UUID's canonical text."""
-    from perfctl.formats.dataset import canonical_uuid
+    from perfctl.dataset import canonical_uuid
 
     value = uuid.uuid4()
     for text in (str(value), str(value).upper(), "{" + str(value) + "}", value.hex, value.urn, value.urn.upper()):

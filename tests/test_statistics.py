@@ -12,7 +12,6 @@ from perfctl.analysis.compare import Parameters, compare
 from perfctl.analysis.rank_tests import hodges_lehmann_center, hodges_lehmann_shift, mann_whitney, wilcoxon_signed_rank
 from perfctl.analysis.sparc import overall_test, sparc_suite, sparc_tests
 from perfctl.analysis.speedup_test import (
-    Verdict,
     benchmarks_needed,
     mean_test,
     median_test,
@@ -21,7 +20,7 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
-from perfctl.analysis.verdicts import Relevance, read_off, relevance
+from perfctl.analysis.verdicts import Verdict, read_off, relevance
 
 DATA = Path(__file__).resolve().parents[1] / "examples/data"
 SMALL_L2 = np.loadtxt(DATA / "ferret-l2_512kB-simticks.csv", delimiter=",")
@@ -41,7 +40,7 @@ def test_signed_rank_matches_sparc_table_iv():
 
 def test_overall_test_matches_sparc_table_viii():
     ariane = [0.491, 1.0, 0.285, 1.0, 1.0, 1.0, 1.0, 1.0]
-    verdicts = [Relevance.RELEVANT, Relevance.TRIVIAL, Relevance.RELEVANT] + [Relevance.TRIVIAL] * 5
+    verdicts = [Verdict.RELEVANT, Verdict.TRIVIAL, Verdict.RELEVANT] + [Verdict.TRIVIAL] * 5
     # the paper's p-values: 0.491 and 0.285 left give p = 0.50, 0.432 alone p = 1.00
     assert wilcoxon_signed_rank(np.array([0.491, 0.285]) - 1).pvalue == 0.5
     assert wilcoxon_signed_rank(np.array([0.432]) - 1).pvalue == 1.0
@@ -49,18 +48,18 @@ def test_overall_test_matches_sparc_table_viii():
     result = overall_test(ariane, verdicts, 0.10)
     assert (result.pvalue, result.rejected, result.benchmarks_used, result.set_aside) == (None, False, 2, 6)
     assert result.reason.startswith("needs at least 5 benchmarks to reach alpha 0.1: not applied")
-    shakti = overall_test([0.432] + [1.0] * 7, [Relevance.RELEVANT] + [Relevance.TRIVIAL] * 7, 0.10)
+    shakti = overall_test([0.432] + [1.0] * 7, [Verdict.RELEVANT] + [Verdict.TRIVIAL] * 7, 0.10)
     assert shakti.pvalue is None and not shakti.rejected and "needs at least 5" in shakti.reason
     # five benchmarks all slower can reach it: 2/2^5 = 0.0625 <= 0.10
-    five = overall_test([0.9, 0.8, 0.85, 0.7, 0.95], [Relevance.RELEVANT] * 5, 0.10)
+    five = overall_test([0.9, 0.8, 0.85, 0.7, 0.95], [Verdict.RELEVANT] * 5, 0.10)
     assert five.reason is None and five.pvalue == pytest.approx(0.0625) and five.direction == "slower"
 
 
 def test_table_i_relevance():
-    assert relevance(True, True) is Relevance.TRIVIAL
-    assert relevance(True, False) is Relevance.RELEVANT
-    assert relevance(False, True) is Relevance.EQUIVALENCE
-    assert relevance(False, False) is Relevance.INDETERMINATE
+    assert relevance(True, True) is Verdict.TRIVIAL
+    assert relevance(True, False) is Verdict.RELEVANT
+    assert relevance(False, True) is Verdict.EQUIVALENCE
+    assert relevance(False, False) is Verdict.INDETERMINATE
 
 
 def test_sparc_verdicts_on_known_situations():
@@ -71,12 +70,12 @@ def test_sparc_verdicts_on_known_situations():
         suite = sparc_suite([sparc_tests(x, y, **kw)], ["t"])
         return suite.decisions[0].relevance
 
-    assert verdict(base, rng.lognormal(np.log(100), 0.01, 40)) is Relevance.EQUIVALENCE
-    assert verdict(base, rng.lognormal(np.log(80), 0.01, 40)) is Relevance.RELEVANT
-    assert verdict(base, rng.lognormal(np.log(98), 0.002, 40)) is Relevance.TRIVIAL
-    assert verdict(base[:4], rng.lognormal(np.log(103), 0.05, 4)) is Relevance.INDETERMINATE
+    assert verdict(base, rng.lognormal(np.log(100), 0.01, 40)) is Verdict.EQUIVALENCE
+    assert verdict(base, rng.lognormal(np.log(80), 0.01, 40)) is Verdict.RELEVANT
+    assert verdict(base, rng.lognormal(np.log(98), 0.002, 40)) is Verdict.TRIVIAL
+    assert verdict(base[:4], rng.lognormal(np.log(103), 0.05, 4)) is Verdict.INDETERMINATE
     paired = verdict(base, base / 1.5, paired=True)
-    assert paired is Relevance.RELEVANT
+    assert paired is Verdict.RELEVANT
 
 
 def test_ratio_estimate_is_the_scale_between_samples():
@@ -338,7 +337,7 @@ def test_disturbed_side_is_never_a_slowdown():
     c = compare({("w", "t"): x}, {("w", "t"): y})
     row = c.benchmarks[0]
     assert row.disturbed is not None and "B" in row.disturbed
-    assert row.verdict == "disturbed" and row.sparc.relevance is Relevance.RELEVANT and row.sparc.beyond == "slower"
+    assert row.verdict == "disturbed" and row.sparc.relevance is Verdict.RELEVANT and row.sparc.beyond == "slower"
     assert not row.relevant_slowdown and not row.beyond_slowdown
     assert c.failures("relevant") == c.failures("beyond") == ()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from perfctl.cli.options import connection_options, exit_status, loudness, verbosity
+from perfctl.cli.options import connection_of, connection_options, exit_status, loudness, verbosity
 from perfctl.output import EXIT_OK, UsageError
 
 
@@ -39,7 +39,7 @@ def run(args) -> int:
     from perfctl.cli.remote import serve_metrics, start_logging
 
     try:
-        settings = client.settings(args, role="agent")
+        settings = client.settings(connection_of(args), role="agent")
         for server in security.split_servers(settings.server):  # each refuses plaintext off loopback now
             security.channel(server, settings.tls, settings.insecure)
     except (client.ClientError, security.SecurityError) as err:

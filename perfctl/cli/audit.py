@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import json
 
-from perfctl.cli.options import SIGNAL_EXIT, connection_options, exit_status, loudness, positive_int, verbosity
+from perfctl.cli.options import (
+    SIGNAL_EXIT,
+    connection_of,
+    connection_options,
+    exit_status,
+    loudness,
+    positive_int,
+    verbosity,
+)
 from perfctl.output import UsageError, console, say
 from perfctl.report import write
 
@@ -70,7 +78,8 @@ def audit_history(args):
     history: dict[str, list[dict]] = {}  # per machine its audits' small fields (ListAudits), oldest first
     unreadable: dict[str, list[str]] = {}
     latest_ids: dict[str, str] = {}
-    for summary in pages(args, "ListAudits", pb.ListAuditsRequest(), "audits"):
+    server = connection_of(args)
+    for summary in pages(server, "ListAudits", pb.ListAuditsRequest(), "audits"):
         digest = _readable(summary.digest_json)
         if isinstance(digest, str):  # stored by a server that checked less: set aside and said, never a traceback
             unreadable.setdefault(summary.machine, []).append(f"audit {summary.audit_id}: {digest}")
@@ -79,7 +88,7 @@ def audit_history(args):
             latest_ids[summary.machine] = summary.audit_id
     latest = {}  # per machine the whole report of its latest readable audit, one call each: the spread reads it
     for machine, audit_id in latest_ids.items():
-        report = _readable(call(args, "GetAuditReport", pb.GetAuditReportRequest(audit_id=audit_id)).report_json)
+        report = _readable(call(server, "GetAuditReport", pb.GetAuditReportRequest(audit_id=audit_id)).report_json)
         if isinstance(report, str):
             unreadable.setdefault(machine, []).append(f"audit {audit_id}: {report}")
         else:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from perfctl.analysis.verdicts import FAIL_ON, FAMILIES
 from perfctl.cli.options import (
     SIGNAL_EXIT,
+    connection_of,
     connection_options,
     exit_status,
     force_option,
@@ -31,6 +32,7 @@ from perfctl.report.html import write_report
 
 if TYPE_CHECKING:
     from perfctl.analysis.compare import Parameters
+    from perfctl.client import Connection
     from perfctl.model import InterferencePolicy
     from perfctl.output_files import Output
 
@@ -146,26 +148,6 @@ def _in_range(text: str, ns: float) -> int:
 
 
 @dataclass(frozen=True)
-class Connection:
-    """The server options of one command, read once: what perfctl/client.py and cli/remote.py take (the
-    same attribute names as the options; ``command``, the command's name after perfctl, in their
-    messages)."""
-
-    command: str
-    server: str | None = None
-    token_file: str | None = None
-    tls_ca: str | None = None
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    insecure: bool = False
-
-    @classmethod
-    def of(cls, args) -> Connection:
-        return cls(args.command, args.server, args.token_file, args.tls_ca, args.tls_cert, args.tls_key,
-                   args.insecure)
-
-
-@dataclass(frozen=True)
 class FileSide:
     """A side naming a file: ``text`` as the user wrote it, the ``path`` it names, and the labels its runs
     must carry (FILE@KEY=VALUE, ``file_side``)."""
@@ -261,7 +243,7 @@ def request(args, command: str, option: str, path: str | None) -> CompareRequest
     before all of it holds."""
     from perfctl.analysis.compare import Parameters
 
-    connection = Connection.of(args)
+    connection = connection_of(args)
     files = [FileSide(text, *file_side(text, command)) for text in (args.a, args.b)]
     output = check_output(option, path, args.force, files, connection, command)
     parameters = Parameters(alpha=args.alpha, confidence=args.confidence, proportion=args.proportion,
@@ -310,7 +292,7 @@ def run(args) -> int:
 def comparison(asked: CompareRequest):
     """The CompareReport of A and B, compared here: each side's runs as a Dataset (``datasets``), paired
     and compared (the HTML report draws every run, which the server's answer does not carry)."""
-    from perfctl.formats import DatasetError
+    from perfctl.dataset import DatasetError
     from perfctl.pairing import PairingError
     from perfctl.report.compare import compare_report
 
@@ -327,7 +309,7 @@ def datasets(asked: CompareRequest) -> tuple:
     """The one way to a side's runs: both sides as Datasets ready to pair, files read here or two
     machines' selected runs fetched from the server; benchmarks whose runs mix builds left out (--pool:
     kept), and only the --benchmark ones. DatasetError, PairingError, UsageError."""
-    from perfctl.formats.dataset import unmix
+    from perfctl.dataset import unmix
     from perfctl.pairing import select
 
     a, b = _fetched(asked) if asked.machines else _read(asked)
@@ -378,8 +360,8 @@ def _apart(a, b, asked: CompareRequest) -> list:
     read again without it, and its note says how many were left out). A run compared with itself would
     count as two sides: `compare F@ab=A F@ab=A` gave equivalence [1.000, 1.000], and a file holding A's runs
     and B's, compared with A, put A's runs into B too. The same runs on both sides are refused."""
+    from perfctl.dataset import RunIdentity
     from perfctl.formats import read_dataset
-    from perfctl.formats.dataset import RunIdentity
 
     left_out = RunIdentity.shared(a.runs, b.runs)
     if left_out is None:

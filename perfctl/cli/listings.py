@@ -11,6 +11,7 @@ import time
 
 from perfctl.cli.options import (
     SIGNAL_EXIT,
+    connection_of,
     connection_options,
     duration,
     exit_status,
@@ -95,24 +96,26 @@ def run(args) -> int:
     from perfctl.v1 import fleet_pb2 as pb
 
     fmt = "json" if args.json else "table"
+    server = connection_of(args)
     if args.command == "machines":
         if args.retire is not None:
             if args.name is not None or not args.retire.strip():
                 raise UsageError("perfctl machines: --retire takes one machine NAME and no other")
-            retired = call(args, "RetireMachine", pb.RetireMachineRequest(name=args.retire)).machine
+            retired = call(server, "RetireMachine", pb.RetireMachineRequest(name=args.retire)).machine
             return write(MachineReport(retired, verbosity(args)), fmt, console())
         if args.name is None:
-            machines = list(pages(args, "ListMachines", pb.ListMachinesRequest(), "machines"))
+            machines = list(pages(server, "ListMachines", pb.ListMachinesRequest(), "machines"))
             return write(MachinesReport(machines, verbosity(args)), fmt, console())
-        found = [m for m in call(args, "ListMachines", pb.ListMachinesRequest(name=args.name)).machines
+        found = [m for m in call(server, "ListMachines", pb.ListMachinesRequest(name=args.name)).machines
                  if m.name == args.name]
         if not found:
-            some = [m.name for m in pages(args, "ListMachines", pb.ListMachinesRequest(), "machines", most=KNOWN_SHOWN)]
+            some = [m.name for m in pages(server, "ListMachines", pb.ListMachinesRequest(), "machines",
+                                          most=KNOWN_SHOWN)]
             known = ", ".join(sorted(some)) + (", ..." if len(some) == KNOWN_SHOWN else "") if some else "none"
             raise UsageError(f"perfctl machines: no machine {args.name!r} on the server (known: {known})")
         return write(MachineReport(found[0], verbosity(args)), fmt, console())
     if args.command == "benchmarks":
-        summaries = list(pages(args, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or ""),
+        summaries = list(pages(server, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or ""),
                                "benchmarks"))
         return write(BenchmarksReport(summaries, verbosity(args)), fmt, console())
     if args.retry is not None:
@@ -122,7 +125,7 @@ def run(args) -> int:
             raise UsageError("perfctl jobs: --retry JOB takes no other JOB and no --wait (wait afterwards: "
                              "perfctl jobs --wait JOB)")
         (lost,) = find_jobs(args, [args.retry], "perfctl jobs")
-        retried = call(args, "RetryJob", pb.RetryJobRequest(job_id=lost.job_id)).job
+        retried = call(server, "RetryJob", pb.RetryJobRequest(job_id=lost.job_id)).job
         return write(JobsReport([retried], verbosity(args)), fmt, console())
     if args.wait_timeout is not None and not args.wait:
         raise UsageError("perfctl jobs: --wait-timeout bounds --wait, which is not given")
@@ -133,7 +136,7 @@ def run(args) -> int:
     if args.job_ids:
         jobs = find_jobs(args, args.job_ids, "perfctl jobs")
     else:  # newest first from the server, a page at a time; shown oldest first, as they happened
-        jobs = list(pages(args, "GetJobs", pb.GetJobsRequest(), "jobs", most=args.last))[::-1]
+        jobs = list(pages(server, "GetJobs", pb.GetJobsRequest(), "jobs", most=args.last))[::-1]
     return write(JobsReport(jobs, verbosity(args)), fmt, console())
 
 
@@ -149,7 +152,7 @@ def find_jobs(args, wanted: list[str], command: str) -> list:
     prefixes = [key[:64] for key in wanted if not WHOLE_JOB_ID.match(key)]  # longer: no id starts with it
     found = []
     for start in range(0, max(len(whole), len(prefixes)), MAX_JOB_IDS):
-        found += call(args, "GetJobs", pb.GetJobsRequest(job_ids=whole[start:start + MAX_JOB_IDS],
+        found += call(connection_of(args), "GetJobs", pb.GetJobsRequest(job_ids=whole[start:start + MAX_JOB_IDS],
                                                          id_prefixes=prefixes[start:start + MAX_JOB_IDS])).jobs
     return select_jobs(found, wanted, command)
 
@@ -199,7 +202,7 @@ def wait(args, job_ids: list[str], fmt: str | None = None) -> int:
             found, listed = listed, None
         else:
             found = ride_out(lambda: [job for start in range(0, len(ids), MAX_JOB_IDS) for job in call(
-                args, "GetJobs", pb.GetJobsRequest(job_ids=ids[start:start + MAX_JOB_IDS])).jobs])
+                connection_of(args), "GetJobs", pb.GetJobsRequest(job_ids=ids[start:start + MAX_JOB_IDS])).jobs])
         return select_jobs(found, ids, command)
 
     hint = f"the jobs go on running on the server (perfctl jobs --wait {' '.join(ids)})"
@@ -268,7 +271,7 @@ def sequential_verdicts(args, jobs) -> dict:
             continue
         for i in range(1, len(job.job.commands)):
             label = side_letter(i)
-            response = call(args, "Compare", pb.CompareRequest(
+            response = call(connection_of(args), "Compare", pb.CompareRequest(
                 a=pb.Selection(machine=job.machine, job_id=job.job_id, labels={SIDE_LABEL: side_letter(0)}),
                 b=pb.Selection(machine=job.machine, job_id=job.job_id, labels={SIDE_LABEL: label}), paired=True))
             try:

@@ -167,6 +167,15 @@ def connection_options(command, server_help: str) -> None:
     command.add_argument("--insecure", action="store_true", help="allow plaintext to a non-loopback address")
 
 
+def connection_of(args):
+    """The server options (``connection_options``) as the client's Connection (perfctl/client.py), with the
+    command's name: what perfctl/client.py and cli/remote.py take, never the namespace."""
+    from perfctl.client import Connection
+
+    return Connection(args.command, args.server, args.token_file, args.tls_ca, args.tls_cert, args.tls_key,
+                      args.insecure)
+
+
 def command_of(args) -> list[str]:
     """CMD ARGS after an optional ``--``."""
     return args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)

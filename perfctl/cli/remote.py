@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from perfctl.output import UsageError
 from perfctl.report import QUIET, VERBOSE
+
+if TYPE_CHECKING:
+    from perfctl.client import Connection
 
 
 class ServerUnavailable(UsageError):
@@ -18,7 +22,7 @@ class ServerUnavailable(UsageError):
 TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 
-def call(args, method: str, request):
+def call(connection: Connection, method: str, request):
     """One QueryService call; connection and server errors become one-line usage errors (ServerUnavailable
     for those that may pass)."""
     import grpc
@@ -26,17 +30,17 @@ def call(args, method: str, request):
     from perfctl import client, security
 
     try:  # of replicas (--server A,B), the first that answers (perfctl/client.py)
-        return client.unary(args, method, request)
+        return client.unary(connection, method, request)
     except client.NoServerAccepted as err:
-        raise ServerUnavailable(f"perfctl {args.command}: {err}") from None
+        raise ServerUnavailable(f"perfctl {connection.command}: {err}") from None
     except (client.ClientError, security.SecurityError) as err:
-        raise UsageError(f"perfctl {args.command}: {err}") from None
+        raise UsageError(f"perfctl {connection.command}: {err}") from None
     except grpc.RpcError as err:
         error = ServerUnavailable if err.code().name in TRANSIENT_CODES else UsageError
-        raise error(f"perfctl {args.command}: {err.code().name}: {err.details()}") from None
+        raise error(f"perfctl {connection.command}: {err.code().name}: {err.details()}") from None
 
 
-def pages(args, method: str, request, field: str, most: int | None = None):
+def pages(connection: Connection, method: str, request, field: str, most: int | None = None):
     """The items (``field`` of each answer) of a paged QueryService listing (server/listings.py), page after
     page (each answer's next_page_token), until none are left or ``most`` were given; errors as call()'s.
     Each page is one call: no call, and no message, holds the whole listing."""
@@ -44,7 +48,7 @@ def pages(args, method: str, request, field: str, most: int | None = None):
     while True:  # each page a call of its own: of replicas, the first that answers (a token is any replica's)
         if most is not None:
             request.page_size = min(most - given, 1000)
-        answer = call(args, method, request)
+        answer = call(connection, method, request)
         for item in getattr(answer, field):
             if most is not None and given >= most:  # a server that pages otherwise
                 return

@@ -3,8 +3,8 @@ whose runs the server holds), or of the fleet's audits (--machines). docs/report
 
 from __future__ import annotations
 
-from perfctl.cli.compare import Connection, check_output, comparison, inputs, request
-from perfctl.cli.options import SIGNAL_EXIT, exit_status, force_option, loudness
+from perfctl.cli.compare import check_output, comparison, inputs, request
+from perfctl.cli.options import SIGNAL_EXIT, connection_of, exit_status, force_option, loudness
 from perfctl.output import UsageError
 from perfctl.report.html import write_report
 
@@ -36,7 +36,7 @@ def run(args) -> int:
     if args.machines:
         from perfctl.cli.audit import audit_history
 
-        output = check_output("-o", args.output, args.force, [], Connection.of(args), COMMAND)
+        output = check_output("-o", args.output, args.force, [], connection_of(args), COMMAND)
         result = audit_history(args)
     else:
         asked = request(args, COMMAND, "-o", args.output)

@@ -14,6 +14,7 @@ from perfctl.cli.options import (
     SIGNAL_EXIT,
     backends,
     command_of,
+    connection_of,
     connection_options,
     exit_status,
     label_option,
@@ -102,7 +103,8 @@ def run(args) -> int:
         raise UsageError("perfctl submit: --max-runs bounds --until-settled, which is not given (-r sets the runs)")
     machines = [m.strip() for m in args.machines.split(",") if m.strip()]
     # a submission of its own id: sent again to another replica after a deadline, it is still done once
-    response = call(args, "SubmitJob", pb.SubmitJobRequest(machines=machines, job=job, submit_id=str(uuid.uuid4())))
+    response = call(connection_of(args), "SubmitJob",
+                    pb.SubmitJobRequest(machines=machines, job=job, submit_id=str(uuid.uuid4())))
     code = write(SubmitReport(machines, response.job_ids), "table", console())
     if not args.wait:
         return code

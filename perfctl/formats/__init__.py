@@ -12,24 +12,13 @@ import os
 import stat
 import tempfile
 
-from perfctl.formats.dataset import (
-    BOM,
-    WALL_TIME,
-    BenchmarkData,
-    Dataset,
-    DatasetError,
-    finite,
-    json_field,
-    json_kind,
-    load_json,
-    stem,
-    type_problem,
-)
+from perfctl.dataset import Dataset, DatasetError
 from perfctl.formats.detection import detect
+from perfctl.model import WALL_TIME
 
-# Re-exported: the readers' shared types are the package's interface to the rest of perfctl.
-__all__ = ["BOM", "FORMATS", "WALL_TIME", "BenchmarkData", "Dataset", "DatasetError", "detect", "finite",
-           "json_field", "json_kind", "load_json", "read_dataset", "stem", "type_problem"]
+# The package's interface: what it reads (read_dataset, detect, FORMATS), what it gives and refuses with
+# (perfctl/dataset.py's Dataset and DatasetError), and the name of every run's wall time.
+__all__ = ["FORMATS", "WALL_TIME", "Dataset", "DatasetError", "detect", "read_dataset"]
 
 FORMATS = ("perfctl", "hyperfine", "pyperf", "google-benchmark", "pytest-benchmark", "perf-stat", "perf-stat-json")
 

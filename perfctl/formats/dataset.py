@@ -1,7 +1,7 @@
 """What every format reader shares: the checks of values read from a file, each ending in a DatasetError
 that names the file and the field. The readers (one module per format) import this module, never the package,
 so that the package can dispatch to them without an import circle. The Dataset they fill is the common
-model's (perfctl/dataset.py); its names are imported here too, so that a reader imports from one place."""
+model's (perfctl/dataset.py), imported from there."""
 
 from __future__ import annotations
 
@@ -11,18 +11,7 @@ import os
 import re
 import sys
 
-from perfctl.dataset import (  # noqa: F401 - the model the readers fill, imported from here by them
-    BenchmarkData,
-    Block,
-    Dataset,
-    DatasetError,
-    RunIdentity,
-    canonical_uuid,
-    left_out_notes,
-    shared_note,
-    unmix,
-)
-from perfctl.model import WALL_TIME  # noqa: F401 - re-exported: the readers' name for every run's wall time
+from perfctl.dataset import BenchmarkData, DatasetError
 
 # Editors on some systems start UTF-8 files with a byte order mark: readers skip it (encoding utf-8-sig).
 BOM = "\ufeff"

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-from perfctl.formats.dataset import BOM, DatasetError, NumberTooLong, json_int
+from perfctl.dataset import DatasetError
+from perfctl.formats.dataset import BOM, NumberTooLong, json_int
 from perfctl.formats.perf_stat import STARTED_ON
 from perfctl.formats.perf_stat_csv import is_perf_stat_line
 

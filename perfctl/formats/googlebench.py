@@ -27,19 +27,9 @@ same information with a known direction: a rate of items per iteration is that c
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import (
-    WALL_TIME,
-    Dataset,
-    DatasetError,
-    RunIdentity,
-    finite,
-    from_entry,
-    json_field,
-    json_kind,
-    json_list,
-    to_ns,
-    type_problem,
-)
+from perfctl.dataset import Dataset, DatasetError, RunIdentity
+from perfctl.formats.dataset import finite, from_entry, json_field, json_kind, json_list, to_ns, type_problem
+from perfctl.model import WALL_TIME
 
 CPU_TIME = "cpu-time"
 _TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}

@@ -10,17 +10,9 @@ later pair (perfctl/pairing.py)."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import (
-    WALL_TIME,
-    Dataset,
-    DatasetError,
-    finite,
-    from_entry,
-    json_field,
-    json_kind,
-    json_list,
-    to_ns,
-)
+from perfctl.dataset import Dataset, DatasetError
+from perfctl.formats.dataset import finite, from_entry, json_field, json_kind, json_list, to_ns
+from perfctl.model import WALL_TIME
 
 
 def read_dataset(path: str) -> Dataset:

@@ -12,22 +12,15 @@ from array import array
 
 import orjson
 
-from perfctl.formats.dataset import (
-    BOM,
-    WALL_TIME,
-    Dataset,
-    DatasetError,
-    RunIdentity,
-    json_kind,
-    left_out_notes,
-    type_problem,
-)
+from perfctl.dataset import Dataset, DatasetError, RunIdentity, left_out_notes
+from perfctl.formats.dataset import BOM, json_kind, type_problem
 from perfctl.model import (
     INTERFERENCE_EVENT,
     MAX_VALUE,
     OUTCOMES,
     READING_STATUSES,
     SCHEMA_VERSION,
+    WALL_TIME,
     InterferencePolicy,
     counter_labels,
 )

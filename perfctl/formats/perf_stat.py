@@ -20,7 +20,8 @@ The file is one benchmark, named after the file."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, stem, to_ns
+from perfctl.dataset import Dataset, DatasetError
+from perfctl.formats.dataset import finite, stem, to_ns
 
 _SCALE = {"msec": ("ns", 1e6)}
 STARTED_ON = "# started on"

@@ -7,7 +7,8 @@ value) are refused."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import Dataset, DatasetError, finite, read_lines
+from perfctl.dataset import Dataset, DatasetError
+from perfctl.formats.dataset import finite, read_lines
 from perfctl.formats.perf_stat import (
     STARTED_ON,
     PerfStatRuns,

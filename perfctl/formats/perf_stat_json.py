@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from perfctl.formats.dataset import Dataset, DatasetError, NumberTooLong, finite, json_field, json_int, read_lines
+from perfctl.dataset import Dataset, DatasetError
+from perfctl.formats.dataset import NumberTooLong, finite, json_field, json_int, read_lines
 from perfctl.formats.perf_stat import (
     STARTED_ON,
     PerfStatRuns,

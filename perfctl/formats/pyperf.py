@@ -14,19 +14,9 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from perfctl.formats.dataset import (
-    WALL_TIME,
-    Dataset,
-    DatasetError,
-    RunIdentity,
-    finite,
-    from_entry,
-    json_field,
-    json_kind,
-    load_json,
-    stem,
-    to_ns,
-)
+from perfctl.dataset import Dataset, DatasetError, RunIdentity
+from perfctl.formats.dataset import finite, from_entry, json_field, json_kind, load_json, stem, to_ns
+from perfctl.model import WALL_TIME
 
 _SCALE = {"second": 1e9}
 

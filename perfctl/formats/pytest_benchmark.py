@@ -9,17 +9,9 @@ are never invented from them."""
 
 from __future__ import annotations
 
-from perfctl.formats.dataset import (
-    WALL_TIME,
-    Dataset,
-    DatasetError,
-    finite,
-    from_entry,
-    json_field,
-    json_kind,
-    json_list,
-    to_ns,
-)
+from perfctl.dataset import Dataset, DatasetError
+from perfctl.formats.dataset import finite, from_entry, json_field, json_kind, json_list, to_ns
+from perfctl.model import WALL_TIME
 
 _NOTE = "pytest-benchmark rounds within one process: each run is one round's time per iteration"
 

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.ab import Settlement
-from perfctl.analysis.verdicts import FAIL_ON, Relevance
+from perfctl.analysis.verdicts import FAIL_ON, Verdict
 from perfctl.exit_codes import outcome_exit
 from perfctl.output import Interrupted
 from perfctl.report import NORMAL, QUIET, Report, finite
@@ -69,7 +69,7 @@ def slowdown(settlement: Settlement, fail_on: str) -> bool:
     slower (ratio A/B below 1), or with "beyond" a confidence sequence entirely below 1 - margin."""
     if fail_on == "beyond":
         return settlement.beyond == "slower"
-    return settlement.verdict is Relevance.RELEVANT and settlement.high is not None and settlement.high < 1
+    return settlement.verdict is Verdict.RELEVANT and settlement.high is not None and settlement.high < 1
 
 
 def settlements_found(settlements, fail_on: str) -> dict:
@@ -89,12 +89,12 @@ def reading(settlement: Settlement, label: str = "B") -> str:
         return "not alike: the machine or a program changed during the rounds; no verdict"
     if settlement.beyond:
         return f"{label} {settlement.beyond} than A by more than the margin"
-    if settlement.verdict is Relevance.RELEVANT:
+    if settlement.verdict is Verdict.RELEVANT:
         side = "faster" if settlement.low is not None and settlement.low > 1 else "slower"
         return f"{label} {side} than A; not yet shown beyond or inside the margin"
-    if settlement.verdict is Relevance.TRIVIAL:
+    if settlement.verdict is Verdict.TRIVIAL:
         return "a difference inside the margin"
-    if settlement.verdict is Relevance.EQUIVALENCE:
+    if settlement.verdict is Verdict.EQUIVALENCE:
         return "equivalent within the margin"
     return "indeterminate"
 

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 
 from rich.console import Console
 from rich.table import Table
 
+from perfctl import failures
 from perfctl.output import EXIT_OK
 from perfctl.report import QUIET, Report, csv_text, finite
 from perfctl.text import cell, visible
@@ -32,17 +32,9 @@ def human(size: int) -> str:
 
 
 def run_ended(exit_) -> str:
-    """How a traced run (agent.runner.Exit) ended, as the predicate of "the traced run ...": the one place
-    the cache commands put a run's outcome in words (an Exit's outcome is a key, "signal", not a phrase)."""
-    if exit_.timed_out:
-        return "timed out and was killed with its process tree"
-    if exit_.signal is not None:
-        try:
-            name = signal.Signals(exit_.signal).name
-        except ValueError:
-            name = "an unknown signal"
-        return f"ended by signal {exit_.signal} ({name})"
-    return f"exited with status {exit_.exit_status}"
+    """How a traced run (agent.runner.Exit) ended, as the predicate of "the traced run ...", in the words
+    of every other run's end (perfctl/failures.py)."""
+    return failures.run_ended(exit_.outcome, exit_.signal, exit_.exit_status)
 
 
 class MrcReport(Report):

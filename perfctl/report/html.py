@@ -23,7 +23,7 @@ import reprlib
 from collections.abc import Sequence
 
 from perfctl import units
-from perfctl.analysis.verdicts import Relevance
+from perfctl.analysis.verdicts import Verdict
 from perfctl.report import svg
 from perfctl.report.svg import esc
 
@@ -71,9 +71,9 @@ document.getElementById('filter').addEventListener('input', function (event) {
 def tone(verdict: str, ratio: float | None = None) -> str:
     """The colour class of a SPARC verdict (the words are always printed beside it): a relevant or trivial
     difference is B faster or B slower by the ratio's side of 1."""
-    if verdict == Relevance.EQUIVALENCE.value:
+    if verdict == Verdict.EQUIVALENCE:
         return "equivalent"
-    if verdict in (Relevance.RELEVANT.value, Relevance.TRIVIAL.value) and ratio is not None:
+    if verdict in (Verdict.RELEVANT, Verdict.TRIVIAL) and ratio is not None:
         return "faster" if ratio > 1 else "slower"
     return "other"
 
@@ -222,8 +222,8 @@ def priority(row: dict) -> tuple[int, float]:
     effect, |log A/B|, within each. A page that cannot draw every benchmark draws these first."""
     ratio = row["ratio_a_over_b"]
     known = ratio is not None and math.isfinite(ratio) and ratio > 0
-    relevant, slower = row["verdict"] == Relevance.RELEVANT.value, known and ratio < 1
-    equivalent = row["verdict"] == Relevance.EQUIVALENCE.value
+    relevant, slower = row["verdict"] == Verdict.RELEVANT, known and ratio < 1
+    equivalent = row["verdict"] == Verdict.EQUIVALENCE
     rank = 0 if relevant and slower else 1 if relevant else 2 if slower and not equivalent else 3
     return rank, -abs(math.log(ratio)) if known else 0.0
 

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from perfctl.analysis.summary import Description, describe
+from perfctl.dataset import RunIdentity
 from perfctl.failures import describe_failure
-from perfctl.formats.dataset import RunIdentity
 from perfctl.model import LABELLED, WALL_TIME, InterferencePolicy, Sample, counter_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report
