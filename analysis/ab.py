@@ -178,7 +178,7 @@ class SequentialComparison:
     gives each its own). ``min_rounds``: no verdict is settled before that many rounds.
     """
 
-    def __init__(self, margin: float = 0.05, alpha: float = 0.05, comparisons: int = 1,
+    def __init__(self, margin: float = DEFAULT_MARGIN, alpha: float = 0.05, comparisons: int = 1,
                  method: str = METHOD, t_opt: int = T_OPT, tie_seed: int = TIE_SEED, min_rounds: int = 1):
         if not 0 < margin < 1:
             raise ValueError(f"margin must be strictly between 0 and 1, got {margin!r}")

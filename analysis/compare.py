@@ -24,7 +24,7 @@ import numpy as np
 
 from perfctl.analysis import spa
 from perfctl.analysis.disturbance import disturbed as disturbance
-from perfctl.analysis.multiple import METHODS, adjust
+from perfctl.analysis.multiple import DEFAULT_METHOD, METHODS, adjust
 from perfctl.analysis.rank_tests import _sorted_median
 from perfctl.analysis.ratio_edges import exact_samples
 from perfctl.analysis.sparc import (
@@ -50,7 +50,14 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
-from perfctl.analysis.verdicts import FAIL_ON, FAMILIES, Verdict
+from perfctl.analysis.verdicts import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_MARGIN,
+    FAIL_ON,
+    FAMILIES,
+    SIMULTANEOUS,
+    Verdict,
+)
 
 # A protocol run both ways says B faster, B slower, not significant or cannot conclude; a benchmark's
 # verdict is SPARC's relevance, or disturbed, or cannot conclude: all of them analysis/verdicts.py's Verdict.
@@ -73,14 +80,14 @@ class Parameters:
     command line's options and the server's Compare take them from here)."""
 
     alpha: float = 0.05
-    confidence: float = 0.95
+    confidence: float = DEFAULT_CONFIDENCE
     proportion: float = 0.5
-    margin: float = 0.05
+    margin: float = DEFAULT_MARGIN
     paired: bool = False
-    correction: str = "holm"
+    correction: str = DEFAULT_METHOD
     precision: float = 0.05
     seed: int = 0
-    family: str = "simultaneous"
+    family: str = SIMULTANEOUS
 
     @classmethod
     def given(cls, **values) -> Parameters:
@@ -203,7 +210,7 @@ class Comparison:
     only_a: tuple[str, ...] = ()
     only_b: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
-    family: str = "simultaneous"
+    family: str = SIMULTANEOUS
     interval_level: float | None = None
     family_size: int = 0
 
@@ -298,14 +305,14 @@ def compare(a: Mapping[tuple[str, str], Sequence[float]], b: Mapping[tuple[str, 
     # tests compute theirs at that level (one Hodges-Lehmann selection, not two), once the family's size
     # is known from the prechecks
     level = family_level(sum(reason is None for reason in reasons.values()), p.alpha) \
-        if p.family == "simultaneous" else None
+        if p.family == SIMULTANEOUS else None
     examine = functools.partial(_examined, samples=samples, reasons=reasons, notes=notes, p=p, level=level,
                                 exact=exact)
     prepared = list(workers(examine, keys))
     judged = [item for item in prepared if isinstance(item, dict)]
     tests = [item["sparc"] for item in judged]
     groups = [item["metric"] for item in judged]
-    if p.family == "simultaneous":
+    if p.family == SIMULTANEOUS:
         # the values as given where a float cannot hold them (exact_samples): an interval computed again at
         # another level is settled on the counts, as the tests' own was
         suite = simultaneous_suite(tests, [exact[item["name"], item["metric"]] or (item["x"], item["y"])

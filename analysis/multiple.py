@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 METHODS = ("holm", "bonferroni", "bh")
+DEFAULT_METHOD = METHODS[0]
 
 
 def _check(pvalues) -> np.ndarray:
@@ -59,7 +60,7 @@ def benjamini_hochberg(pvalues, family_size: int | None = None) -> np.ndarray:
     return adjusted
 
 
-def adjust(pvalues, method: str = "holm", family_size: int | None = None) -> np.ndarray:
+def adjust(pvalues, method: str = DEFAULT_METHOD, family_size: int | None = None) -> np.ndarray:
     if method == "holm":
         return holm(pvalues, family_size)
     if method == "bonferroni":

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfctl.analysis.multiple import adjust
+from perfctl.analysis.multiple import DEFAULT_METHOD, adjust
 from perfctl.analysis.rank_tests import (
     _ascending,
     _hodges_lehmann_shift_sorted,
@@ -229,7 +229,7 @@ def _overall_tests(decisions, groups, alpha: float) -> dict[str, OverallTest]:
 
 
 def sparc_suite(tests: Sequence[SparcTests], groups: Sequence[str], alpha: float = 0.05,
-                correction: str = "holm") -> SparcSuite:
+                correction: str = DEFAULT_METHOD) -> SparcSuite:
     """The paper's family: decide every benchmark's relevance with the family-wise correction, then one
     overall test per group (per metric). The family: a difference and an equivalence hypothesis per
     benchmark, one overall hypothesis per group (SPARC Eq. 1-4; 2(8+8+1) = 34 tests in section IV). Each

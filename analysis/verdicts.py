@@ -17,9 +17,11 @@ from fractions import Fraction
 # Which slowdown of B fails a comparison (compare's, ab's and submit's --fail-on; exit 3): a relevant
 # difference with B slower, or one whose interval lies beyond the margin (``beyond``).
 FAIL_ON = ("relevant", "beyond")
+DEFAULT_FAIL_ON = FAIL_ON[0]
 # The two families a comparison's verdicts come from (analysis/sparc.py says what each is): off intervals
 # adjusted together, or off the paper's tests.
 FAMILIES = ("simultaneous", "sparc")
+SIMULTANEOUS = FAMILIES[0]  # the default
 # A sequential comparison's defaults (`perfctl ab`, `perfctl submit --until-settled`, analysis/ab.py):
 # ratios within 5% are equivalent, and every verdict of a run is right together with 95% confidence.
 DEFAULT_MARGIN = 0.05

@@ -8,7 +8,7 @@ import os
 import random
 import time
 
-from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, FAIL_ON
+from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, FAIL_ON
 from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
@@ -81,7 +81,7 @@ def add_parser(sub) -> None:
                     help="warmup runs of each command before the rounds, recorded and flagged")
     ab.add_argument("--seed", type=non_negative_int, metavar="S",
                     help="seed of the order within rounds (default: random; recorded in every sample)")
-    ab.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
+    ab.add_argument("--fail-on", choices=FAIL_ON, default=DEFAULT_FAIL_ON,
                     help="which slowdown exits 3: relevant (default: a difference shown, with B slower) or beyond "
                          "(the whole sequence below 1 - margin)")
     control_options(ab)

@@ -9,6 +9,7 @@ import re
 import sys
 import time
 
+from perfctl.analysis.verdicts import DEFAULT_FAIL_ON
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     connection_of,
@@ -284,7 +285,7 @@ def sequential_verdicts(args, jobs) -> dict:
                     "replayed against A (a run left out on one side): no verdict")
                 continue
             settlements.append(replay.settlement)
-    found = settlements_found(settlements, getattr(args, "fail_on", "relevant"))
+    found = settlements_found(settlements, getattr(args, "fail_on", DEFAULT_FAIL_ON))
     return {**found, "decided": found["decided"] and replayed_all}
 
 

@@ -8,7 +8,7 @@ import os
 import sys
 import uuid
 
-from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, FAIL_ON
+from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, FAIL_ON
 from perfctl.cli.ab import DEFAULT_MIN_RUNS, SEPARATOR, commands, confidence
 from perfctl.cli.options import (
     SIGNAL_EXIT,
@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
                             help=f"what is compared (default: {', else '.join(DEFAULT_METRICS)})")
     sequential.add_argument("--min-runs", type=positive_int, metavar="K",
                             help="no verdict is settled before K rounds (default 5, at most the most rounds)")
-    sequential.add_argument("--fail-on", choices=FAIL_ON, default="relevant",
+    sequential.add_argument("--fail-on", choices=FAIL_ON, default=DEFAULT_FAIL_ON,
                             help="with --wait, which slowdown exits 3, as in perfctl ab: relevant (default: a "
                                  "difference shown, with B slower) or beyond (the whole sequence below 1 - margin)")
     wait_options(submit, "every job is")

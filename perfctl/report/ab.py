@@ -11,7 +11,7 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.ab import Settlement
-from perfctl.analysis.verdicts import FAIL_ON, Verdict
+from perfctl.analysis.verdicts import DEFAULT_FAIL_ON, FAIL_ON, Verdict
 from perfctl.exit_codes import outcome_exit
 from perfctl.output import Interrupted
 from perfctl.report import NORMAL, QUIET, Report, finite
@@ -103,7 +103,7 @@ class AbReport(Report):
     kind = "ab"
     formats = ("table", "json")
 
-    def __init__(self, result: AbResult, fail_on: str = "relevant", verbosity: int = NORMAL,
+    def __init__(self, result: AbResult, fail_on: str = DEFAULT_FAIL_ON, verbosity: int = NORMAL,
                  interrupted: Interrupted | None = None):
         if fail_on not in FAIL_ON:
             raise ValueError(f"fail_on must be one of {FAIL_ON}, got {fail_on!r}")

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.compare import Comparison
-from perfctl.analysis.verdicts import beyond, read_off
+from perfctl.analysis.verdicts import DEFAULT_FAIL_ON, SIMULTANEOUS, beyond, read_off
 from perfctl.exit_codes import EXIT_NO_VERDICT, outcome_exit
 from perfctl.pairing import CompareContext, Compared, compared
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report, csv_text, finite, markdown_text
@@ -126,7 +126,7 @@ def percent(level: float) -> str:
 def _levels(comparison: Comparison) -> str:
     """The line that says at which level the intervals are and how the verdicts follow from them."""
     p = comparison.parameters
-    if comparison.family == "simultaneous" and comparison.interval_level is None:
+    if comparison.family == SIMULTANEOUS and comparison.interval_level is None:
         return f"alpha {p.alpha}: no benchmark could be judged, so no interval is adjusted"
     if comparison.interval_level is not None:
         m = comparison.family_size
@@ -223,7 +223,7 @@ def render_table(comparison: Comparison, context: CompareContext, table_rows: li
 
 
 def legend(comparison: Comparison) -> str:
-    return VERDICTS if comparison.family == "simultaneous" else VERDICTS_SPARC
+    return VERDICTS if comparison.family == SIMULTANEOUS else VERDICTS_SPARC
 
 
 def overall_lines(summary, p) -> list[str]:
@@ -262,7 +262,7 @@ def _fixed(value, spec: str = ".4f") -> str:
 
 
 def document(comparison: Comparison, context: CompareContext, table_rows: list[dict], notes: list[str] = (),
-             fail_on: str = "relevant") -> dict:
+             fail_on: str = DEFAULT_FAIL_ON) -> dict:
     """The JSON document: the per-benchmark rows, the overall summaries, every parameter, raw numbers."""
     summaries = []
     for s in comparison.summaries:
@@ -347,7 +347,7 @@ def to_markdown(comparison: Comparison, context: CompareContext, table_rows: lis
 
 
 
-def exit_code(comparison: Comparison, fail_on: str = "relevant") -> int:
+def exit_code(comparison: Comparison, fail_on: str = DEFAULT_FAIL_ON) -> int:
     """perfctl/exit_codes.py's mapping of a comparison: 3 a slowdown of B that --fail-on counts (relevant: a
     relevant difference with B slower; beyond: an interval entirely below 1 - margin); 4 no benchmark could
     be judged (docs/statistics.md); else 0."""
@@ -363,7 +363,7 @@ class CompareReport(Report):
     formats = ("table", "json", "csv", "markdown", "html")
 
     def __init__(self, comparison: Comparison, context: CompareContext, notes: list[str] = (), datasets=None,
-                 verbosity: int = NORMAL, fail_on: str = "relevant", sequential=None):
+                 verbosity: int = NORMAL, fail_on: str = DEFAULT_FAIL_ON, sequential=None):
         self.comparison, self.context, self.notes = comparison, context, list(notes)
         self.datasets, self.verbosity, self.fail_on = datasets, verbosity, fail_on
         self.sequential = sequential
@@ -430,7 +430,7 @@ def _as_compared(datasets, context: CompareContext):
     return a, replace(b, benchmarks=benchmarks)
 
 
-def failure_lines(comparison: Comparison, table_rows: list[dict], fail_on: str = "relevant") -> list[str]:
+def failure_lines(comparison: Comparison, table_rows: list[dict], fail_on: str = DEFAULT_FAIL_ON) -> list[str]:
     """What makes the exit code non-zero, one line each (the table under --quiet)."""
     slow = {(r.benchmark, r.metric) for r in comparison.failures(fail_on)}
     what = "relevant slowdown of B" if fail_on == "relevant" else "slowdown of B beyond the margin"
@@ -444,14 +444,14 @@ def failure_lines(comparison: Comparison, table_rows: list[dict], fail_on: str =
 
 
 def compare_report(a, b, metrics, parameters, labels: tuple[str, str], verbosity: int = NORMAL,
-                   fail_on: str = "relevant", workers=map) -> CompareReport:
+                   fail_on: str = DEFAULT_FAIL_ON, workers=map) -> CompareReport:
     """Pair two Datasets and compare them (``workers``: see analysis/compare.py). Raises PairingError."""
     result = compared(a, b, metrics, parameters, labels, workers)
     return CompareReport(result.comparison, result.context, result.notes, datasets=(a, b), verbosity=verbosity,
                          fail_on=fail_on)
 
 
-def from_compared(result: Compared, verbosity: int = NORMAL, fail_on: str = "relevant",
+def from_compared(result: Compared, verbosity: int = NORMAL, fail_on: str = DEFAULT_FAIL_ON,
                   sequential=None) -> CompareReport:
     """The report of a comparison computed elsewhere (the server's, rebuilt by perfctl/results.py), with the
     --until-settled job's own decision beside it when the server replayed one (analysis/ab.py Replay)."""
