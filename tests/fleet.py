@@ -257,6 +257,18 @@ def wait_connected(fleet, server, name, timeout=60):
     wait_for(lambda: (m := listed_machine(fleet, server, name)) and m["connected"], timeout, f"{name} to connect")
 
 
+def stored_uuids(fleet) -> list[str]:
+    """The uuid of every sample in the fleet's server's SQLite database (``--data-dir fleet.dir/data``), read
+    from the database itself."""
+    from perfctl.server.storage import Storage
+
+    storage = Storage(database_url(str(fleet.dir / "data"), None))
+    try:
+        return storage.sample_uuids()
+    finally:
+        storage.close()
+
+
 def stored_samples(fleet, server, machine):
     """Every sample the server stored of ``machine`` (GetSamples)."""
     channel = grpc.insecure_channel(server)

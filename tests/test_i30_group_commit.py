@@ -14,10 +14,9 @@ import uuid
 from pathlib import Path
 
 from conftest import needs_root
-from fleet import free_port, wait_for
+from fleet import free_port, stored_uuids, wait_for
 
 from perfctl.agent.spool import GROUP_RUNS, GROUP_SECONDS, LONG_RUN_NS, GroupCommit, Spool, SpooledRun
-from perfctl.server.storage import Storage, database_url
 from perfctl.wire import JOB_UUID_NAMESPACE
 
 RUNS = 600
@@ -53,14 +52,6 @@ def test_samples_added_together_are_one_transaction_with_their_jobs_progress(tmp
         spool.close()
 
 
-def _stored(fleet) -> list[str]:
-    storage = Storage(database_url(str(fleet.dir / "data"), None))
-    try:
-        return storage.sample_uuids()
-    finally:
-        storage.close()
-
-
 def _job_measured_with(fleet, tmp_path, stop) -> tuple[int, list[str], str]:
     """(runs the benchmark counted, uuids stored, job id) of a job of RUNS runs whose agent ``stop`` stops in
     mid-job once a third of them ran, and which a restarted agent finishes."""
@@ -90,9 +81,9 @@ def _job_measured_with(fleet, tmp_path, stop) -> tuple[int, list[str], str]:
     stop()
     fleet.start_agent("box", address)
     expected = {str(uuid.uuid5(JOB_UUID_NAMESPACE, f"{job}/{k}")) for k in range(RUNS)}
-    wait_for(lambda: len(_stored(fleet)) >= RUNS, 180, f"{RUNS} samples stored")
+    wait_for(lambda: len(stored_uuids(fleet)) >= RUNS, 180, f"{RUNS} samples stored")
     time.sleep(1.5)  # a duplicate re-sent would land now
-    stored = _stored(fleet)
+    stored = stored_uuids(fleet)
     assert set(stored) == expected and len(stored) == RUNS, fleet.log("box")
     return ran(), stored, job
 

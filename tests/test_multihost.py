@@ -10,9 +10,8 @@ import uuid
 
 import pytest
 from conftest import fleet_in
-from fleet import NetworkLab, free_port, make_certs, netns_reason, wait_for
+from fleet import NetworkLab, free_port, make_certs, netns_reason, stored_uuids, wait_for
 
-from perfctl.server.storage import Storage, database_url
 from perfctl.wire import JOB_UUID_NAMESPACE
 
 pytestmark = pytest.mark.skipif(netns_reason() is not None, reason=str(netns_reason()))
@@ -51,14 +50,6 @@ def _submit(network, fleet, certs, address, runs):
     return [line.split()[1] for line in result.stdout.splitlines()]  # "machine<TAB>job id" per line
 
 
-def _stored(fleet) -> list[str]:
-    storage = Storage(database_url(str(fleet.dir / "data"), None))
-    try:
-        return storage.sample_uuids()
-    finally:
-        storage.close()
-
-
 def _processes(fleet) -> str:
     """Which of the fleet's processes are still running, with the end of each one's log: what a timeout in
     CI leaves to go on."""
@@ -72,11 +63,11 @@ def _processes(fleet) -> str:
 def _expect_exactly_once(fleet, job_ids, runs, timeout=180):
     expected = {str(uuid.uuid5(JOB_UUID_NAMESPACE, f"{job}/{k}")) for job in job_ids for k in range(runs)}
     try:
-        wait_for(lambda: len(_stored(fleet)) >= len(expected), timeout, f"{len(expected)} samples stored")
+        wait_for(lambda: len(stored_uuids(fleet)) >= len(expected), timeout, f"{len(expected)} samples stored")
     except AssertionError as err:
-        raise AssertionError(f"{err}: {len(_stored(fleet))} stored\n{_processes(fleet)}") from None
+        raise AssertionError(f"{err}: {len(stored_uuids(fleet))} stored\n{_processes(fleet)}") from None
     time.sleep(1.5)  # any duplicate re-send would land now
-    stored = _stored(fleet)
+    stored = stored_uuids(fleet)
     assert len(stored) == len(expected) == len(set(stored))
     assert set(stored) == expected
 
@@ -87,7 +78,7 @@ def _streaming(lab, runs: int, started: int):
     address = _server(network, fleet, certs)
     _agents(network, fleet, certs, address)
     jobs = _submit(network, fleet, certs, address, runs)
-    wait_for(lambda: len(_stored(fleet)) >= started, 60, "streaming to start")
+    wait_for(lambda: len(stored_uuids(fleet)) >= started, 60, "streaming to start")
     return network, fleet, certs, address, jobs
 
 
@@ -128,7 +119,7 @@ def _loopback_streaming(fleet, runs: int, started: int) -> tuple[str, str]:
     result = fleet.client("submit", "--machines", "box", "-r", str(runs), "-e", "page-faults", "--", "/bin/true",
                           server=address)
     assert result.returncode == 0, result.stderr
-    wait_for(lambda: len(_stored(fleet)) >= started, 60, "streaming to start")
+    wait_for(lambda: len(stored_uuids(fleet)) >= started, 60, "streaming to start")
     return address, result.stdout.split()[1]
 
 
