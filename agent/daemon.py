@@ -357,7 +357,7 @@ class Agent:
                  next_index: int) -> None:
         """The job's runs from ``next_index`` on (a restarted agent resumes), spooled with the job's progress a
         few at a time (spool.GroupCommit), until they are done or the stopping rule ends them; then its end."""
-        held = GroupCommit()
+        held = GroupCommit(self.spool.group_bytes())
         try:
             end = self._runs(job_id, job, measurement, rule, next_index, held)
         except RunError:  # the job fails (_work says why); the runs measured before it are kept

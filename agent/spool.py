@@ -122,7 +122,10 @@ class Spool:
             self._db.execute("PRAGMA journal_mode=WAL")
         # settings of this connection, as the locking mode: nothing is written
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        # a quarter of the reserve at most (RESERVE_BYTES' rule, on a filesystem small enough to shrink it)
+        page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        pages = max(1, min(WAL_AUTOCHECKPOINT_PAGES, self._reserve_size() // (4 * page_size)))
+        self._db.execute(f"PRAGMA wal_autocheckpoint={pages}")
         self._db.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not _TABLES <= tables:
@@ -178,6 +181,8 @@ class Spool:
     def _room_for_samples(self) -> bool:
         """A new sample may be written: the reserve is held (or taken again now), or the database's free pages,
         freed by acks, hold as much as the reserve would."""
+        if self._wal_unlanded() > self._reserve_size() // 2:
+            return False
         if self._reserved:
             return True
         if time.monotonic() - self._reserve_tried >= RESERVE_RETRY_S:
@@ -187,6 +192,26 @@ class Spool:
         free_pages, page_size = (self._db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("freelist_count",
                                                                                          "page_size"))
         return free_pages * page_size >= self._reserve_size()
+
+    def _wal_unlanded(self) -> int:
+        """Bytes of WAL frames not yet in the database, when the filesystem is nearly full (checkpoints failing
+        there let the WAL grow): once the reserve is given back, a checkpoint must land them all, or the WAL can
+        never be reused and no ack's delete finds room (a 397 KiB WAL beside a 100 KiB reserve left an agent
+        waiting for good, silent). Else 0, after one statvfs() per transaction."""
+        fs = os.statvfs(os.path.dirname(self.path))
+        if fs.f_bavail * fs.f_frsize >= 2 * self._reserve_size():
+            return 0
+        try:
+            _, frames, landed = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.DatabaseError:
+            return 1 << 62  # not even a passive checkpoint: nothing more goes into the WAL
+        page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        return max(0, frames - landed) * (page_size + 24)  # a frame: its page and a 24-byte header
+
+    def group_bytes(self) -> int:
+        """The most a transaction of samples should hold (GroupCommit): a quarter of the reserve, so that a
+        WAL the reserve can land is not outgrown by one commit."""
+        return max(4096, self._reserve_size() // 4)
 
     def _give_back_reserve(self) -> bool:
         """The reserve's space, given to the filesystem for an ack's delete; False if none was held."""
@@ -414,14 +439,16 @@ class SpooledRun:
 class GroupCommit:
     """A job's samples measured and not yet committed, for one Spool.add_samples. A transaction costs ~0.2 ms
     here (WAL frames written and locks taken: ~15 system calls), a third of perfctl's own cost of a short run,
-    where `perfctl stat -o` pays one write (bench/stat_rate.py). Runs are held at most GROUP_SECONDS and
-    GROUP_RUNS, and a run of LONG_RUN_NS or longer is committed at once: an agent killed (-9) in mid-job loses
-    at most those, and measures them again when it restarts (their job's progress was not advanced: the same
-    uuids, so no run is stored twice). A clean stop commits what is held."""
+    where `perfctl stat -o` pays one write (bench/stat_rate.py). Runs are held at most GROUP_SECONDS, GROUP_RUNS
+    and ``max_bytes`` (Spool.group_bytes), and a run of LONG_RUN_NS or longer is committed at once: an agent
+    killed (-9) in mid-job loses at most those, and measures them again when it restarts (their job's progress
+    was not advanced: the same uuids, so no run is stored twice). A clean stop commits what is held."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = 1 << 20) -> None:
         self.runs: list[SpooledRun] = []
+        self.max_bytes = max_bytes  # Spool.group_bytes: what the spool's reserve allows a transaction
         self._since = 0.0
+        self._bytes = 0
 
     def add(self, run: SpooledRun, wall_ns: int) -> bool:
         """``run`` held; True when what is held is due to be committed (take)."""
@@ -429,8 +456,10 @@ class GroupCommit:
         if not self.runs:
             self._since = now
         self.runs.append(run)
-        return wall_ns >= LONG_RUN_NS or len(self.runs) >= GROUP_RUNS or now - self._since >= GROUP_SECONDS
+        self._bytes += len(run.payload)
+        return (wall_ns >= LONG_RUN_NS or len(self.runs) >= GROUP_RUNS or self._bytes >= self.max_bytes
+                or now - self._since >= GROUP_SECONDS)
 
     def take(self) -> list[SpooledRun]:
-        runs, self.runs = self.runs, []
+        runs, self.runs, self._bytes = self.runs, [], 0
         return runs

@@ -207,6 +207,32 @@ def test_a_spool_that_filled_its_own_disk_drains_once_the_server_is_back(fleet, 
         fleet.stop_all()  # before the filesystem goes
 
 
+@needs_root
+def test_an_agent_stopped_on_a_tiny_full_spool_drains_it_when_restarted(fleet, tmp_path):
+    """The adversarial tester's sequence on a 1.6 MB spool filesystem (a reserve of 100 KiB): the server away,
+    the agent fills the spool, is stopped (SIGTERM) and started again with the server. The WAL had grown past
+    what the reserve could land (397 KiB of frames for the database to take in), so the acks' deletes never
+    found room once the reserve was given back: the agent waited for good, silent, 561 acked samples in it."""
+    with _tmpfs(tmp_path, "1600k") as spool_fs:
+        try:
+            server = start_sqlite_server(fleet)
+            port = free_port()
+            options = ["--metrics", f"127.0.0.1:{port}"]
+            start_agent_with(fleet, "box-a", server, spool_fs / "spool", ["/bin/*"], options)
+            wait_connected(fleet, server, "box-a")
+            job_id = submit_job(fleet, server, "box-a", "-r", "6000", "--", "/bin/true")
+            wait_for(lambda: listed_jobs(fleet, server)[job_id]["state"] == "running", 30, "the job to start")
+            fleet.kill("server", 15)
+            wait_for(lambda: metric(port, "perfctl_agent_spool_full") == 1, 180, "the samples to fill the spool")
+            fleet.kill("box-a", 15)
+            fleet.start_server(server, ["--data-dir", str(fleet.dir / "data")])
+            start_agent_with(fleet, "box-a", server, spool_fs / "spool", ["/bin/*"], options)
+            wait_connected(fleet, server, "box-a")
+            _every_run_once(fleet, server, job_id, 6000)
+        finally:
+            fleet.stop_all()  # before the filesystem goes
+
+
 def test_a_spool_full_of_its_own_samples_deletes_them_all_and_refills(spool_fs):
     """The spool alone fills its filesystem: every ack's delete still goes through (the reserve, then a few
     samples per transaction), and new samples fit in the pages the deletes freed."""
