@@ -22,7 +22,7 @@ from perfctl.analysis.ab import SequentialComparison, settles
 from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.summary import linear_quantile
 from perfctl.analysis.verdicts import Verdict
-from tests.conftest import needs_tracepoints, perfctl
+from tests.conftest import needs_tracepoints, one_line, perfctl
 
 
 def test_ab_runs_without_numpy(tmp_path):
@@ -579,3 +579,14 @@ def test_ab_interrupted_before_min_runs_is_not_settled(programs, tmp_path):
     document = json.loads(stdout)
     (b,) = document["comparisons"]
     assert document["stop"] == "interrupted" and 8 <= b["rounds"] < 50 and b["settled"] is False, document
+
+
+@pytest.mark.parametrize("words, said", [
+    (["/bin/true", ":::", ":::", "/bin/echo"], "command 2 of 3 is empty"),
+    (["/bin/true", ":::"], "command 2 of 2 is empty"),
+    (["/bin/true"], "need two commands"),
+])
+def test_an_empty_command_is_named_not_miscounted(tmp_path, words, said):
+    """The adversarial tester's find: `-- /bin/true ::: ::: /bin/echo` answered "need two commands"."""
+    result = perfctl("ab", "--", *words, cwd=tmp_path)
+    assert result.returncode == 2 and said in one_line(result, code=2), result.stderr

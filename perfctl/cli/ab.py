@@ -122,7 +122,11 @@ def run(args) -> int:
     from perfctl.report.ab import AbReport, AbResult, Side
 
     groups = commands(command_of(args))
-    if len(groups) < 2 or not all(groups):
+    if len(groups) >= 2 and not all(groups):
+        empty = next(i for i, group in enumerate(groups) if not group)
+        raise UsageError(f"perfctl ab: command {empty + 1} of {len(groups)} is empty (nothing before, between or "
+                         f"after the {SEPARATOR} separators)")
+    if len(groups) < 2:
         raise UsageError(f"perfctl ab: need two commands (usage: perfctl ab [options] -- CMD_A ARGS {SEPARATOR} "
                          "CMD_B ARGS)")
     if len(groups) > MAX_COMMANDS:
