@@ -84,3 +84,27 @@ def test_a_loop_built_from_another_record_layout_is_refused_at_load(tmp_path):
             runner.looped(["/bin/true"], make_control())
     finally:
         runner.close()
+
+
+@needs_root
+@needs_compiler
+def test_a_loop_that_writes_no_record_size_is_named_as_an_older_gate(tmp_path):
+    """A gate binary from before the size word (the adversarial tester's: a stale cache entry) waits silent
+    for its first release: perfctl said the loop had ended ("killed?"), which it had not."""
+    source = _source()
+    write = "    if (syscall3(__NR_write, launch.loop, (long)&record_size, sizeof record_size) != sizeof record_size)"
+    assert write in source
+    (tmp_path / "gate.c").write_text(source.replace(write, "    if (0)", 1))
+    binary = tmp_path / "gate"
+    subprocess.run([shutil.which("cc") or shutil.which("gcc"), *gate.CFLAGS, "-o", str(binary),
+                    str(tmp_path / "gate.c")], check=True)
+    runner = Runner(gate.Gate((str(binary),), "gate built by the test", True))
+    runner.loop_runs = True
+    try:
+        if runner.counting_cgroup()[0] is None:
+            pytest.skip(f"probe: {runner.counting_cgroup()[1]}")
+        with pytest.raises(RunError, match="the exec gate's loop wrote no record size within 5 s: the gate binary "
+                                           "was built from an older .*gate.c"):
+            runner.looped(["/bin/true"], make_control())
+    finally:
+        runner.close()

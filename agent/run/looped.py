@@ -70,7 +70,11 @@ class LoopedGate(StartedRun):
     def _check_layout(self) -> None:
         """The loop's first word is the size of the records it was compiled to write: a binary built from
         another gate.c than the one whose layout perfctl read is refused before its first run."""
-        data = os.read(self._records, _RECORD_SIZE.size) if self._poller.poll(REAP_SECONDS * 1000) else b""
+        if not self._poller.poll(REAP_SECONDS * 1000):  # alive and silent: a loop that writes no size first
+            self.close()
+            raise RunError(f"the exec gate's loop wrote no record size within {REAP_SECONDS:g} s: the gate binary "
+                           f"was built from an older {gate.SOURCE} (perfctl info shows its cache)")
+        data = os.read(self._records, _RECORD_SIZE.size)
         if len(data) != _RECORD_SIZE.size:
             self.close()
             raise RunError(_GONE)
