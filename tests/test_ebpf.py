@@ -57,7 +57,8 @@ def test_busy_loop_takes_hz_timer_interrupts_in_user_mode_agreeing_with_perf_eve
     # come a little after perfctl saw the exit)
     assert seconds * 0.99 <= on_cpu_s <= sample.wall_ns / 1e9 + 0.005, (on_cpu_s, sample.wall_ns)
     timer = ebpf["timer-interrupts"].value
-    assert 0.8 * _hz() * on_cpu_s <= timer <= 1.25 * _hz() * on_cpu_s
+    # the tick, and other local timers firing on that CPU: with both cores busy (CI) 334 in 1.004 s at HZ 250
+    assert 0.8 * _hz() * on_cpu_s <= timer <= 1.5 * _hz() * on_cpu_s, (timer, on_cpu_s, _hz())
     assert abs(timer - value(sample, "timer-interrupts")) <= TIMER_TOLERANCE  # perf_event's tracepoint count
     user, kernel = ebpf["timer-ticks:u"].value, ebpf["timer-ticks:k"].value
     assert user + kernel <= timer
