@@ -64,37 +64,12 @@ def test_the_compiled_loop_reports_the_record_size_read_off_its_source(tmp_path)
         os.close(records)
 
 
-@needs_root
-@needs_compiler
-def test_a_loop_built_from_another_record_layout_is_refused_at_load(tmp_path):
-    """A gate binary whose record has a field more than the gate.c perfctl read (a binary from another
-    version) is refused when its loop starts, before any run, with both sizes said."""
-    source = tmp_path / "gate.c"
-    source.write_text(_source().replace("    long end_ns; ", "    long end_ns;\n    long spare;", 1))
-    binary = tmp_path / "gate"
-    subprocess.run([shutil.which("cc") or shutil.which("gcc"), *gate.CFLAGS, "-o", str(binary), str(source)],
-                   check=True)
-    runner = Runner(gate.Gate((str(binary),), "gate built by the test", True))
-    runner.loop_runs = True
-    try:
-        if runner.counting_cgroup()[0] is None:
-            pytest.skip(f"probe: {runner.counting_cgroup()[1]}")
-        with pytest.raises(RunError, match="the exec gate's loop writes 64-byte records, but .*gate.c defines "
-                                           "56-byte ones"):
-            runner.looped(["/bin/true"], make_control())
-    finally:
-        runner.close()
-
-
-@needs_root
-@needs_compiler
-def test_a_loop_that_writes_no_record_size_is_named_as_an_older_gate(tmp_path):
-    """A gate binary from before the size word (the adversarial tester's: a stale cache entry) waits silent
-    for its first release: perfctl said the loop had ended ("killed?"), which it had not."""
+def _loop_refused(tmp_path, old: str, new: str, said: str) -> None:
+    """A gate binary built from gate.c with ``old`` replaced by ``new``: starting its loop raises RunError
+    matching ``said``, before any run."""
     source = _source()
-    write = "    if (syscall3(__NR_write, launch.loop, (long)&record_size, sizeof record_size) != sizeof record_size)"
-    assert write in source
-    (tmp_path / "gate.c").write_text(source.replace(write, "    if (0)", 1))
+    assert old in source
+    (tmp_path / "gate.c").write_text(source.replace(old, new, 1))
     binary = tmp_path / "gate"
     subprocess.run([shutil.which("cc") or shutil.which("gcc"), *gate.CFLAGS, "-o", str(binary),
                     str(tmp_path / "gate.c")], check=True)
@@ -103,8 +78,27 @@ def test_a_loop_that_writes_no_record_size_is_named_as_an_older_gate(tmp_path):
     try:
         if runner.counting_cgroup()[0] is None:
             pytest.skip(f"probe: {runner.counting_cgroup()[1]}")
-        with pytest.raises(RunError, match="the exec gate's loop wrote no record size within 5 s: the gate binary "
-                                           "was built from an older .*gate.c"):
+        with pytest.raises(RunError, match=said):
             runner.looped(["/bin/true"], make_control())
     finally:
         runner.close()
+
+
+@needs_root
+@needs_compiler
+def test_a_loop_built_from_another_record_layout_is_refused_at_load(tmp_path):
+    """A gate binary whose record has a field more than the gate.c perfctl read (a binary from another
+    version) is refused when its loop starts, before any run, with both sizes said."""
+    _loop_refused(tmp_path, "    long end_ns; ", "    long end_ns;\n    long spare;",
+                  "the exec gate's loop writes 64-byte records, but .*gate.c defines 56-byte ones")
+
+
+@needs_root
+@needs_compiler
+def test_a_loop_that_writes_no_record_size_is_named_as_an_older_gate(tmp_path):
+    """A gate binary from before the size word (the adversarial tester's: a stale cache entry) waits silent
+    for its first release: perfctl said the loop had ended ("killed?"), which it had not."""
+    _loop_refused(tmp_path, "    if (syscall3(__NR_write, launch.loop, (long)&record_size, sizeof record_size) != "
+                  "sizeof record_size)", "    if (0)",
+                  "the exec gate's loop wrote no record size within 5 s: the gate binary was built from an older "
+                  ".*gate.c")
