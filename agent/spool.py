@@ -203,8 +203,9 @@ class Spool:
             return 0
         try:
             _, frames, landed = self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.DatabaseError:
-            return 1 << 62  # not even a passive checkpoint: nothing more goes into the WAL
+        except sqlite3.DatabaseError as err:
+            self._raise_if_damaged(err)  # a damaged spool stops the agent, as any other read of it does
+            return 1 << 62  # full: not even a passive checkpoint, so nothing more goes into the WAL
         page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
         return max(0, frames - landed) * (page_size + 24)  # a frame: its page and a 24-byte header
 
