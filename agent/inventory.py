@@ -174,9 +174,11 @@ def _int_or_none(text: str | None) -> int | None:
 class Check:
     """One environment item as `perfctl info` shows it and `perfctl audit` judges it.
 
-    ``fix`` is the command that changes the setting where a better one exists; ``ok`` is False when the
-    setting disturbs counting as it is (the audit degrades its verdict for it). A suggestion alone (boot with
-    nohz_full, isolate CPUs) leaves ``ok`` True.
+    ``fix`` says how the setting is changed, on every row: the command that gives the better setting where
+    one exists, else the command that changes it, else who can ("cannot be changed from software", "fixed by
+    the hypervisor"); ``ok`` is False when the setting disturbs counting as it is (the audit degrades its
+    verdict for it, and prints the fix). A suggestion alone (boot with nohz_full, isolate CPUs) leaves ``ok``
+    True.
     """
 
     item: str
@@ -212,86 +214,105 @@ def checks(inv: Inventory) -> list[Check]:
     it means for the counters, the command that changes it, and whether it disturbs counting as it is.
     `perfctl info` shows them all; `perfctl audit` degrades its verdict for each one that is not ok."""
     cpu = inv.cpu
+    # what only the machine's owner changes: the hypervisor on a virtual machine, else the hardware
+    fixed = "fixed by the hypervisor" if cpu.hypervisor else "cannot be changed from software"
     out = [
         Check("cpu", f"{cpu.vendor} family {cpu.family} model {cpu.model} stepping {cpu.stepping} "
-              f"({cpu.model_name})", "errata (fldcw, AMD 17h erratum 1291) are keyed by vendor/family/model"),
-        Check("microcode", str(cpu.microcode), "a microcode update can change counter behaviour; audits re-run"),
+              f"({cpu.model_name})", "errata (fldcw, AMD 17h erratum 1291) are keyed by vendor/family/model",
+              f"{fixed} (another machine)"),
+        Check("microcode", str(cpu.microcode), "a microcode update can change counter behaviour; audits re-run",
+              "fixed by the hypervisor" if cpu.hypervisor else
+              "apt-get install intel-microcode (or amd64-microcode), then reboot"),
         Check("kernel", inv.kernel.release, "interrupt and fault handling (and their counter artifacts) "
-              "depend on the kernel"),
+              "depend on the kernel", "install and boot another kernel"),
     ]
     hz = inv.hz
     out.append(Check("HZ", str(hz) if hz else "unknown",
                      "timer interrupts arrive about HZ times per CPU-second; each can add one retired "
-                     "user instruction"))
+                     "user instruction", "boot a kernel built with another CONFIG_HZ"))
     tick = inv.tick_mode
     out.append(Check("tick mode", tick, "nohz_full CPUs take almost no timer interrupts while one task runs",
-                     None if tick == "nohz_full" else "boot with nohz_full=CPUS for interrupt-free runs"))
+                     "the kernel command line's nohz_full=CPUS" if tick == "nohz_full"
+                     else "boot with nohz_full=CPUS for interrupt-free runs"))
     pmu = inv.pmu
     out.append(Check("PMU", "present" if pmu.present else "absent", pmu.reason + (
         "" if pmu.present else "; instructions and cycles are reported unsupported, software events and "
-        "tracepoints still count"), None if pmu.present else "run on bare metal or enable vPMU passthrough"))
+        "tracepoints still count"), f"nothing to change ({fixed})" if pmu.present else
+        "run on bare metal or enable vPMU passthrough"))
     paranoid_fine = paranoid_ok(inv)
     out.append(Check("perf_event_paranoid", str(inv.perf_event_paranoid),
                      "above 1, unprivileged users count only user-mode software events and no tracepoints",
-                     None if paranoid_fine else "sysctl kernel.perf_event_paranoid=1, or run as root", paranoid_fine))
+                     f"sysctl kernel.perf_event_paranoid=N (now {inv.perf_event_paranoid}, fine for this user)"
+                     if paranoid_fine else "sysctl kernel.perf_event_paranoid=1, or run as root", paranoid_fine))
     aslr = inv.aslr
     out.append(Check("ASLR (system)", {0: "off", 1: "partial", 2: "full"}.get(aslr, str(aslr)),
                      "perfctl turns ASLR off for each benchmark only (personality ADDR_NO_RANDOMIZE); "
-                     "the system setting is left alone"))
+                     "the system setting is left alone", "sysctl kernel.randomize_va_space=0|1|2 (perfctl needs "
+                     "no change)"))
     governors = ", ".join(inv.governors) or "not exposed"
     scaling = bool(inv.governors) and inv.governors != ("performance",)
     out.append(Check("governor", governors, "frequency scaling changes cycles per second, not instructions",
-                     "cpupower frequency-set -g performance" if scaling else None, not scaling))
+                     "cpupower frequency-set -g performance" if scaling
+                     else "cpupower frequency-set -g GOVERNOR" if inv.governors
+                     else f"{fixed} (no cpufreq here)", not scaling))
     turbo = inv.turbo
     out.append(Check("turbo", turbo or "not exposed", "turbo makes time and cycles/second vary with temperature",
-                     "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo" if turbo == "on" else None,
+                     "echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo" if turbo == "on"
+                     else "echo 0 > /sys/devices/system/cpu/intel_pstate/no_turbo turns it on" if turbo
+                     else f"{fixed} (no turbo control here)",
                      turbo != "on"))
     out.append(Check("SMT", f"{inv.smt or 'not exposed'} (active: {inv.smt_active})",
                      "a sibling thread shares the core and perturbs cycles and time",
-                     "echo off > /sys/devices/system/cpu/smt/control" if inv.smt_active else None,
+                     "echo off > /sys/devices/system/cpu/smt/control" if inv.smt_active
+                     else f"{fixed} (no SMT control here)" if inv.smt in (None, "notsupported", "notimplemented")
+                     else "echo on|off > /sys/devices/system/cpu/smt/control",
                      not inv.smt_active))
     nmi = inv.nmi_watchdog
     out.append(Check("NMI watchdog", {0: "off", 1: "on"}.get(nmi, str(nmi)),
                      "the watchdog holds one hardware counter, leaving fewer before multiplexing starts",
-                     "sysctl kernel.nmi_watchdog=0" if nmi == 1 else None, nmi != 1))
+                     "sysctl kernel.nmi_watchdog=0" if nmi == 1 else "sysctl kernel.nmi_watchdog=0|1", nmi != 1))
     out.append(Check("isolated CPUs", inv.isolated_cpus or "none",
                      "an isolated CPU (isolcpus=) runs only what is pinned to it: pin benchmarks there with --pin",
-                     None if inv.isolated_cpus else "boot with isolcpus=CPUS nohz_full=CPUS"))
+                     "the kernel command line's isolcpus=CPUS" if inv.isolated_cpus
+                     else "boot with isolcpus=CPUS nohz_full=CPUS"))
     tracing = inv.tracefs
     # Timer interrupts add user instructions: they must be counted (tracefs) to be corrected, or avoided.
     out.append(Check("tracefs", "available" if tracing.available else "unavailable", tracing.state + (
         "" if tracing.available else "; timer and device interrupt counts are reported unsupported, so "
         "instructions cannot be corrected for them"),
-        None if tracing.available else "mount -t tracefs nodev /sys/kernel/tracing (as root)",
+        "nothing to change (umount /sys/kernel/tracing would lose the interrupt counts)" if tracing.available
+        else "mount -t tracefs nodev /sys/kernel/tracing (as root)",
         tracing.available or tick == "nohz_full"))
     if inv.ebpf is not None:
         ebpf = inv.ebpf
         out.append(Check("eBPF", "available" if ebpf.available else "unavailable", ebpf.reason + (
             "; --backend perf_event,ebpf adds interrupt classes, user/kernel faults and interference per run"),
-            None if ebpf.available else "run as root on a kernel with BTF; ./deploy/setup.sh installs clang, "
-                                        "bpftool and libbpf"))
+            "nothing to change (--backend chooses it)" if ebpf.available
+            else "run as root on a kernel with BTF; ./deploy/setup.sh installs clang, bpftool and libbpf"))
     # The fix is the one agent/build.py gave for why the static gate is not in use: a compiler to install,
     # or an untrusted cache entry to remove; an inventory older than exec_gate_fix records no fix.
     out.append(Check("exec gate", inv.exec_gate, "how benchmarks wait for their counters before exec; the "
                      "static gate and sh count the same, the static one costs ~0.6 ms less per run and, with a "
                      "cgroup per run, lets perf_event open its counters once per measurement rather than for "
                      "every run (docs/stat.md, \"Per-run cost\")",
-                     inv.exec_gate_fix))
+                     inv.exec_gate_fix or "nothing to change (perfctl builds and checks its gate itself)"))
     if inv.run_containment is not None:  # absent from inventories of older agents
         scan = not inv.run_containment.startswith("cgroup")
         out.append(Check("process trees", inv.run_containment, "what a benchmark leaves running (daemons too) "
                          "is killed after every run; a cgroup per run kills it in one step, a /proc scan can be "
                          "outrun by a benchmark that forks in a tight loop",
-                         "run perfctl as root with cgroup v2 mounted, Linux 5.14 or later" if scan else None))
+                         "run perfctl as root with cgroup v2 mounted, Linux 5.14 or later" if scan
+                         else "nothing to change (the best perfctl has)"))
     throttles = [int(v) for v in (read_text(p) for p in glob.glob(
         "/sys/devices/system/cpu/cpu*/thermal_throttle/core_throttle_count")) if v and v.isdigit()]
     out.append(Check("thermal throttling", f"{sum(throttles)} events" if throttles else "not exposed",
-                     "a throttled core runs slower mid-run", "improve cooling; rerun" if any(throttles) else None,
+                     "a throttled core runs slower mid-run", "improve cooling; rerun" if any(throttles)
+                     else "cooling (nothing to change)" if throttles else f"{fixed} (not exposed here)",
                      not any(throttles)))
     meminfo = read_text("/proc/meminfo") or ""
     swap_total, swap_free = (next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith(key)), 0)
                              for key in ("SwapTotal:", "SwapFree:"))
     swapped = swap_total - swap_free
     out.append(Check("swap", f"{swapped // 1024} MiB used", "swapping adds major faults and time",
-                     "swapoff -a, or free memory" if swapped else None, swapped == 0))
+                     "swapoff -a, or free memory" if swapped else "swapoff -a keeps it at 0", swapped == 0))
     return out

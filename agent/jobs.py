@@ -44,8 +44,10 @@ class Delivery:
             if current:
                 request.job_id = current
             await stub.Heartbeat(request, metadata=metadata, timeout=10)
+            # asyncio.timeout, never wait_for: see perfctl/supervise.py's note on lost cancellations
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.received.wait(), seconds)
+                async with asyncio.timeout(seconds):
+                    await self.received.wait()
 
     async def watch(self, stub, metadata) -> None:
         """Each job the server sends, kept in the spool by its id (a job sent again is not taken twice); either

@@ -9,6 +9,7 @@ sent again: the spool keeps it (agent/spool.py), the server stores a uuid once. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -30,6 +31,11 @@ CONNECTED = Gauge("perfctl_agent_connected", "1 while registered with the server
 WINDOW = 4  # batches in flight
 SPOOL_RETRY_MAX = 8.0  # seconds between tries of a spool write while its disk is full
 LINGER = 0.05  # seconds to let a batch fill once samples arrive: fewer, larger commits on the server
+# A server that cannot be reached yet (an agent started before it, as in README's quickstart, or a restart)
+# is waited for quietly: one info line at the first refusal, a warning only once it lasted UNREACHABLE_WARN_S,
+# and again every UNREACHABLE_REPEAT_S; a connection lost after registering is still a warning at once.
+UNREACHABLE_WARN_S = 30.0
+UNREACHABLE_REPEAT_S = 600.0
 
 
 class Uplink:
@@ -41,6 +47,8 @@ class Uplink:
         self._loop = asyncio.get_running_loop()
         self.new_samples = asyncio.Event()
         self.backoff, self.heartbeat_s = 0.5, float(self.config.backoff_max)
+        self._unreachable_since: float | None = None  # monotonic time of the first refused connection in a row
+        self._unreachable_said = 0.0  # how long it had lasted when last said
 
     def samples_spooled(self) -> None:
         """From any thread: new samples are in the spool (the sender wakes)."""
@@ -61,10 +69,14 @@ class Uplink:
                                        options=[("grpc.keepalive_time_ms", 10000), ("grpc.keepalive_timeout_ms", 5000),
                                                 ("grpc.keepalive_permit_without_calls", 1),
                                                 ("grpc.http2.max_pings_without_data", 0)])
+            registered = False
             try:
                 stub = rpc.AgentServiceStub(channel)
                 response = await stub.Register(pb.RegisterRequest(machine=info), metadata=metadata, timeout=5)
-                log.info("registered with %s as %s", server, self.config.name)
+                waited = time.monotonic() - self._unreachable_since if self._unreachable_since else 0
+                registered, self._unreachable_since = True, None
+                log.info("registered with %s as %s%s", server, self.config.name,
+                         f" after waiting {waited:.0f} s" if waited >= 1 else "")
                 CONNECTED.set(1)
                 self.backoff, self.heartbeat_s = 0.5, response.heartbeat_seconds or 10
                 delivery = Delivery(self.spool, lambda: self.agent.current_job, self.spool_write, self.agent.job_wakeup)
@@ -77,7 +89,10 @@ class Uplink:
                     group.create_task(self._until_stopped())
             except* grpc.aio.AioRpcError as group_error:
                 for err in group_error.exceptions:
-                    log.warning("server %s: %s: %s", server, err.code().name, err.details())
+                    if not registered and err.code() == grpc.StatusCode.UNAVAILABLE:
+                        self._unreachable(server, err)
+                    else:
+                        log.warning("server %s: %s: %s", server, err.code().name, err.details())
             except* _Stopped:
                 pass
             except* _StreamEnded as group_error:
@@ -90,9 +105,27 @@ class Uplink:
                 await channel.close()
             if not self.stopping.is_set():
                 delay = min(self.backoff * (0.5 + random.random()), self.heartbeat_s)
-                log.info("reconnecting in %.1f s", delay)
+                # while a server is waited for, each try is said only under -v
+                log.log(logging.DEBUG if self._unreachable_since else logging.INFO, "reconnecting in %.1f s", delay)
                 await self._sleep(delay)
                 self.backoff = min(self.backoff * 2, self.config.backoff_max, self.heartbeat_s)
+
+    def _unreachable(self, server: str, err: grpc.aio.AioRpcError) -> None:
+        """A server that refused or did not answer the connection (UNAVAILABLE before registering): said once
+        calmly, then as a warning only when it lasted (UNREACHABLE_WARN_S), never once per try."""
+        details = err.details() or ""
+        reason = ("connection refused" if "Connection refused" in details
+                  else details.rsplit("last error: ", 1)[-1] or "unavailable")
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            self._unreachable_since, self._unreachable_said = now, 0.0
+            log.info("waiting for server %s (%s); retrying", server, reason)
+            return
+        lasted = now - self._unreachable_since
+        due = UNREACHABLE_WARN_S if not self._unreachable_said else self._unreachable_said + UNREACHABLE_REPEAT_S
+        if lasted >= due:
+            self._unreachable_said = lasted
+            log.warning("server %s unreachable for %.0f s (%s); still retrying", server, lasted, reason)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake at once when the agent is asked to stop."""
@@ -157,17 +190,18 @@ class Uplink:
         reader = asyncio.create_task(read_acks())
         last_seq, sequence = 0, 0
         try:
-            while True:
+            while not self.stopping.is_set():  # as well as its cancellation: a stop never waits on this loop
                 if reader.done():
                     raise ended()
                 rows = await asyncio.to_thread(self.spool.pending, last_seq, max_batch)
                 if not rows:
                     self.new_samples.clear()
-                    try:
-                        await asyncio.wait_for(self.new_samples.wait(), 1.0)
+                    # asyncio.timeout, never wait_for: a stop's cancellation that met the commit of the runs
+                    # held (which wakes this) was lost in wait_for, and the stop hung (perfctl/supervise.py)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(1.0):
+                            await self.new_samples.wait()
                         await asyncio.sleep(LINGER)
-                    except TimeoutError:
-                        pass
                     continue
                 await window.acquire()
                 if reader.done() or call.done():

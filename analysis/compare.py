@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfctl.analysis import spa
+from perfctl.analysis import spa, stability
 from perfctl.analysis.disturbance import disturbed as disturbance
 from perfctl.analysis.multiple import DEFAULT_METHOD, METHODS, adjust
 from perfctl.analysis.rank_tests import _sorted_median
@@ -50,6 +50,7 @@ from perfctl.analysis.speedup_test import (
     planning_proportion,
     proportion_interval,
 )
+from perfctl.analysis.summary import GeometricMean, geometric_mean
 from perfctl.analysis.verdicts import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MARGIN,
@@ -160,6 +161,8 @@ class BenchmarkComparison:
     cannot_conclude: str | None = None
     warnings: tuple[str, ...] = ()
     disturbed: str | None = None
+    # what to do about the runs' instability the warnings name (analysis/stability.py Finding.advice)
+    remedies: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> Verdict:
@@ -200,6 +203,8 @@ class MetricSummary:
     benchmarks_needed: int | None
     sparc_overall: OverallTest | None
     proportion_note: str | None = None
+    # the geometric mean of the judged, undisturbed benchmarks' ratios with its interval (analysis/summary.py)
+    geomean: GeometricMean | None = None
 
 
 @dataclass(frozen=True)
@@ -354,6 +359,7 @@ def _examined(key: tuple[str, str], samples, reasons, notes, p: Parameters, leve
     return {
         "name": name, "metric": metric, "x": x, "y": y, "x_sorted": x_sorted, "y_sorted": y_sorted,
         "notes": key_notes, "disturbed": disturbance(x, y, p.alpha),
+        "stability": (stability.check(x.tolist()), stability.check(y.tolist())),
         "sparc": sparc,
         "mean": _both_ways(functools.partial(_mean_test, x, y, x_sorted, y_sorted), p.alpha),
         "median": _both_ways(functools.partial(_median_test, x_sorted, y_sorted), p.alpha),
@@ -386,6 +392,11 @@ def _finish(item: dict, decision, mean_adjusted, median_adjusted, p: Parameters)
         warnings.append("KS rejects the location-shift model: the rank tests' risk level is approximate")
     if mean_result.risk_approximate:
         warnings.append("large samples not shown normal: the t-test's risk level is approximate")
+    # each side's own runs: outliers, two groups, a drift, a wide spread (analysis/stability.py)
+    # (what each found; the remedies apart, so that a report says each once for all the benchmarks)
+    found = [(side, finding) for side, checked in zip("AB", item["stability"]) for finding in checked.findings]
+    warnings.extend(f"{side}: {finding.what}" for side, finding in found)
+    remedies = tuple(stability.merged(advice for _, finding in found for advice in finding.advice))
     spa_a = item["spa_a"]
     needed = spa_a.runs_needed
     if min(x.size, y.size) < needed:
@@ -396,7 +407,7 @@ def _finish(item: dict, decision, mean_adjusted, median_adjusted, p: Parameters)
         _sorted_median(item["y_sorted"]), speedups=item["speedups"], sparc=decision, mean_protocol=mean,
         median_protocol=median, p_a_greater_b=median_result.p_x_greater_y, spa_a=spa_a, spa_b=item["spa_b"],
         speedup_spa=item["speedup_spa"], pairing=item["pairing"], warnings=tuple(warnings),
-        disturbed=item["disturbed"])
+        disturbed=item["disturbed"], remedies=remedies)
 
 
 def _summarize(metric: str, rows: list[BenchmarkComparison], samples: Mapping[tuple[str, str], dict],
@@ -422,6 +433,11 @@ def _summarize(metric: str, rows: list[BenchmarkComparison], samples: Mapping[tu
                      f"says little about a suite, and {needed} benchmarks for ±{p.precision} is a plan, not a finding")
     if planning_note:
         notes.append(planning_note)
+    # over the benchmarks with a ratio and a bounded interval, undisturbed (the line says how many of all)
+    rated = [r for r in judged if r.sparc is not None and not r.disturbed and r.sparc.low is not None
+             and r.sparc.high is not None]
+    geomean = geometric_mean([r.sparc.tests.ratio for r in rated], [(r.sparc.low, r.sparc.high, r.sparc.level)
+                                                                    for r in rated], 1 - p.alpha)
     return MetricSummary(metric, len(rows), speedup_mean, speedup_median, wilson, exact, needed, overall,
-                         "; ".join(notes) or None)
+                         "; ".join(notes) or None, geomean)
 

@@ -133,3 +133,63 @@ def beyond(low: float | None, high: float | None, delta: float) -> str | None:
     if _exact(low) > upper_edge:
         return "faster"
     return None
+
+
+def margin_words(delta: float) -> str:
+    """The equivalence margin as a reader says it: 0.05 -> '±5%'."""
+    return f"±{delta * 100:g}%"
+
+
+def finding(verdict: Verdict, ratio: float | None, shown_beyond: str | None, delta: float, side: str = "B") -> str:
+    """A verdict with its direction, in the words every output prints beside the interval it reads off
+    (table, JSON, CSV, Markdown, HTML, ``ab``): SPARC's conclusions (Table I) said as what they mean for
+    ``side`` against A. ``ratio`` is A/``side`` (above 1: ``side`` faster); ``shown_beyond`` is ``beyond``'s
+    answer. A relevant difference whose interval is beyond the margin says so; one that crosses an edge is a
+    shown direction of unknown size.
+
+    >>> finding(Verdict.RELEVANT, 0.8, "slower", 0.05), finding(Verdict.RELEVANT, 1.03, None, 0.05)
+    ('B slower beyond ±5%', 'B faster')
+    >>> finding(Verdict.TRIVIAL, 0.98, None, 0.05), finding(Verdict.EQUIVALENCE, 1.0, None, 0.05)
+    ('B slower, within ±5%', 'equivalent within ±5%')
+    >>> finding(Verdict.INDETERMINATE, 1.2, None, 0.05)
+    'no difference shown'
+    """
+    way = "faster" if ratio is not None and ratio > 1 else "slower"
+    if verdict is Verdict.RELEVANT:
+        return f"{side} {way} beyond {margin_words(delta)}" if shown_beyond else f"{side} {way}"
+    if verdict is Verdict.TRIVIAL:
+        return f"{side} {way}, within {margin_words(delta)}"
+    if verdict is Verdict.EQUIVALENCE:
+        return f"equivalent within {margin_words(delta)}"
+    if verdict is Verdict.INDETERMINATE:
+        return "no difference shown"
+    return str(verdict)
+
+
+def runs_to_settle(ratio: float, low: float | None, high: float | None, runs: int, delta: float,
+                   most: int = 100) -> int | None:
+    """About how many runs a side could settle a comparison whose interval [low, high] around ``ratio`` shows
+    neither a difference nor equivalence after ``runs`` a side. A rank interval's width shrinks as 1/sqrt(n)
+    (the Hodges-Lehmann estimator is asymptotically normal: Hodges & Lehmann, Ann. Math. Statist. 34(2),
+    1963, Theorem 2), so each end's distance d from the estimate (in logs) becomes d sqrt(n/n'). A difference
+    is shown once the end facing 1 no longer reaches it: n' = n (d_facing / |ln ratio|)^2; equivalence once
+    both ends are inside the band: n' = n max_end (d_end / distance of the estimate to that edge)^2. The
+    smaller, and more than ``runs``. An estimate, if the runs to come spread as these did and the estimate
+    stays; None when neither can come within ``most`` times the runs.
+
+    >>> runs_to_settle(0.97, 0.90, 1.05, 20, 0.05), runs_to_settle(1.2, 0.99, 1.25, 20, 0.05)
+    (136, 23)
+    """
+    if low is None or high is None or not (0 < low <= ratio <= high) or runs < 1:
+        return None
+    center, below, above = math.log(ratio), math.log(ratio) - math.log(low), math.log(high) - math.log(ratio)
+    factors = []
+    if center != 0:  # the end that faces 1 must pass it
+        factors.append(((below if center > 0 else above) / abs(center)) ** 2)
+    room_below, room_above = center - math.log1p(-delta), math.log1p(delta) - center
+    if room_below > 0 and room_above > 0:  # both ends inside the band
+        factors.append(max((below / room_below) ** 2, (above / room_above) ** 2))
+    if not factors:
+        return None
+    needed = max(runs + 1, math.ceil(runs * min(factors)))
+    return needed if needed <= most * runs else None

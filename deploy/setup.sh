@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(python3 python3-venv gcc make libc6-dev linux-perf valgrind hyperfine procps util-linux iproute2 openssl postgresql
-          clang bpftool libbpf-dev libbpf1 g++ libbenchmark-dev chromium fonts-dejavu-core zsh libboost-dev prometheus
-          faketime)
+          clang bpftool libbpf-dev libbpf1 g++ libbenchmark-dev chromium fonts-dejavu-core zsh fish libboost-dev prometheus
+          faketime tmux)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
@@ -19,7 +19,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     fi
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    # faketime (libfaketime) runs a test agent with its clock days fast (tests/test_i29_clock.py).
+    # faketime (libfaketime) runs a test agent with its clock days fast (tests/test_i29_clock.py); tmux gives
+    # stat, compare and ab a real terminal of a chosen width (tests/test_i31_terminal.py).
     # prometheus is here for promtool (tests/test_alert_rules.py); its package also enables a Prometheus
     # server, which has no business running on a machine that measures
     if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then

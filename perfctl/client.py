@@ -325,3 +325,82 @@ def machine_datasets(connection: Connection, sides: tuple, benchmarks: list[str]
     finally:
         channel.close()
 
+
+
+# --- performance history (issue 32): the contract's dicts (docs/history.md; server/history_service.py) ---
+# Each raises what unary() raises: grpc.RpcError (NOT_FOUND: no such change; INVALID_ARGUMENT: a bad field or an
+# ambiguous id prefix), NoServerAccepted, ClientError or SecurityError.
+
+def _change_dict(change) -> dict:
+    """A Change message as the contract's row (perfctl/history_rows.py owns its shape)."""
+    from perfctl.history_rows import change_row, side_row
+
+    def side(values) -> dict:
+        return side_row(values.job_id, values.commit if values.HasField("commit") else None, values.time_ns,
+                        values.points, values.runs, values.median)
+
+    return change_row(
+        id=change.id, machine=change.machine, benchmark=change.benchmark, argv=change.argv, metric=change.metric,
+        line=dict(change.line), state=change.state, before=side(change.before), after=side(change.after),
+        ratio=change.ratio, low=change.low if change.HasField("low") else None,
+        high=change.high if change.HasField("high") else None, confidence=change.confidence, margin=change.margin,
+        verdict=change.verdict, finding=change.finding, p_value=change.p_value, regression=change.regression,
+        note=change.note, link=change.link, fixed_by=change.fixed_by if change.HasField("fixed_by") else None,
+        detected_ns=change.detected_ns, updated_ns=change.updated_ns, on_request=change.on_request)
+
+
+def list_changes(connection: Connection, machine: str | None = None, benchmark: str | None = None,
+                 since_ns: int = 0, states=()):
+    """The fleet's changes, newest first (by the time of their first point after), as the contract's dicts;
+    page after page, each one call (to whichever replica answers)."""
+    from perfctl.v1 import fleet_pb2 as pb
+
+    request = pb.ListChangesRequest(machine=machine or "", benchmark=benchmark or "", since_ns=since_ns,
+                                    states=list(states), page_size=1000)  # the largest: fewer round trips
+    while True:
+        answer = unary(connection, "ListChanges", request)
+        yield from (_change_dict(change) for change in answer.changes)
+        if not answer.next_page_token:
+            return
+        request.page_token = answer.next_page_token
+
+
+def update_change(connection: Connection, change_id: str, state: str | None = None, note: str | None = None,
+                  link: str | None = None) -> dict:
+    """Triage of one change (its id or a unique prefix): state "acknowledged", "false positive" or "new", a
+    note, a link (None: left as it is); the change after, as the contract's dict."""
+    from perfctl.v1 import fleet_pb2 as pb
+
+    request = pb.UpdateChangeRequest(change_id=change_id, state=state, note=note, link=link)
+    return _change_dict(unary(connection, "UpdateChange", request).change)
+
+
+def history(connection: Connection, machine: str, labels: dict, benchmark: str | None = None,
+            metric: str | None = None, order_by: str | None = None) -> dict:
+    """The series of ``machine`` whose line holds ``labels``, with their points and changes (the contract's
+    history dict); a series longer than a page is put together from its parts. ``order_by``: a numeric label
+    the server orders each series' points by and finds its changes on for this answer (changes computed on
+    request: no id, no state; the series says how many points lacked the label or were left out by the
+    server's cap)."""
+    from perfctl.v1 import fleet_pb2 as pb
+
+    request = pb.GetHistoryRequest(machine=machine, labels=labels, benchmark=benchmark or "", metric=metric or "",
+                                   order_by=order_by or "")
+    found: dict[int, dict] = {}
+    while True:
+        answer = unary(connection, "GetHistory", request)
+        for part in answer.series:
+            series = found.setdefault(part.series_id, {
+                "machine": part.machine, "benchmark": part.benchmark, "argv": list(part.argv), "metric": part.metric,
+                "line": dict(sorted(part.line.items())), "unit": part.unit,
+                "order_by": order_by if part.ordered else None, "points_without_order": part.points_without_order,
+                "points_capped": part.points_capped, "changes_capped": part.changes_capped, "points": [],
+                "changes": []})
+            series["points"] += [{"job": point.job_id, "commit": point.commit if point.HasField("commit") else None,
+                                  "time_ns": point.time_ns, "order": point.order if point.HasField("order") else None,
+                                  "runs": point.runs, "median": point.median, "q1": point.q1, "q3": point.q3,
+                                  "min": point.min, "max": point.max} for point in part.points]
+            series["changes"] += [_change_dict(change) for change in part.changes]
+        if not answer.next_page_token:
+            return {"series": list(found.values())}
+        request.page_token = answer.next_page_token

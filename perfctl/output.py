@@ -1,7 +1,8 @@
 """What every perfctl command shares for its output: exit codes, the usage error, the signal policy,
 one-line messages on stderr, and the one console factory: colour, progress bars and live displays only on a
-terminal, and no colour when NO_COLOR is set (https://no-color.org). perfctl/cli/ and perfctl/report/ take
-them from here."""
+terminal, and no colour when NO_COLOR is set (https://no-color.org); the layout for the reader's width
+(``width``, ``paragraph``, and ``show``, a table or, where it does not fit whole, its rows as lines).
+perfctl/cli/ and perfctl/report/ take them from here."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # rich is imported when a console is made: the server and the agent use this module's
     from rich.console import Console  # signal policy and print nothing with rich
+    from rich.table import Table
 
 from perfctl.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE  # noqa: F401 - re-exported
 
@@ -72,8 +74,8 @@ class _AtStart:
 
 
 def hold_stops_at_start() -> None:
-    """The first thing perfctl's entry point does: until a command's stop_on_signals (or a server's own
-    handlers, release_stops_held_at_start) is in place, a stop signal is only remembered; stop_on_signals
+    """The first thing perfctl's entry point does: until a command's stop_on_signals (or a server's or an
+    agent's own handlers, take_stop_held_at_start) is in place, a stop signal is only remembered; stop_on_signals
     raises it as it starts, so the command stops there (one line, 128 + N) before it runs anything. Without
     it, a Ctrl-C in the first ~0.25 s (the imports and the parse) printed a KeyboardInterrupt traceback from
     wherever the imports were, and a SIGTERM ended perfctl without a word. Remembered rather than raised: an
@@ -87,15 +89,15 @@ def hold_stops_at_start() -> None:
     _AtStart.previous = {number: signal.signal(number, remember) for number in STOP_SIGNALS}
 
 
-def release_stops_held_at_start() -> None:
-    """For the commands that stop on signals their own way (server, agent): Python's handlers back, then
-    Interrupted for a stop received since hold_stops_at_start."""
-    previous, _AtStart.previous = _AtStart.previous, {}
-    for number, handler in previous.items():
-        signal.signal(number, handler)
-    if _AtStart.signum is not None:
-        signum, _AtStart.signum = _AtStart.signum, None
-        raise Interrupted(signum)
+def take_stop_held_at_start() -> int | None:
+    """For the commands that stop on signals their own way (server, agent), once their own handlers are in
+    place (asyncio's add_signal_handler, which replaces hold_stops_at_start's): the stop signal received since
+    hold_stops_at_start, if any, for them to stop on at once, as on one received now. Until then a stop is
+    only remembered: releasing Python's own handlers first ended an agent stopped in its first second with
+    143 or killed by the signal itself (-15), where a stopped agent or server exits 0."""
+    _AtStart.previous = {}
+    signum, _AtStart.signum = _AtStart.signum, None
+    return signum
 
 
 @contextlib.contextmanager
@@ -308,12 +310,96 @@ def interactive(stderr: bool = True) -> bool:
         return False
 
 
+# The width every table and paragraph is laid out for when output does not go to a terminal: a CI log or a
+# file is read in a window of about this much, and a table wider than it wraps there anyway.
+PIPED_WIDTH = 100
+# --width, when a command was given one (perfctl/cli/__init__.py sets it before the command runs)
+_asked_width: int | None = None
+
+
+def set_width(columns: int | None) -> None:
+    """Lay out every console of this process for ``columns`` (--width); None: follow the terminal."""
+    global _asked_width
+    _asked_width = columns
+
+
+def width(stderr: bool = False) -> int | None:
+    """The columns output is laid out for: --width, else COLUMNS, else the terminal's (None: rich asks
+    the terminal), else ``PIPED_WIDTH`` when piped."""
+    if _asked_width:
+        return _asked_width
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 20:
+        return int(columns)
+    return None if interactive(stderr) else PIPED_WIDTH
+
+
 def console(stderr: bool = False) -> Console:
     """The console every table and message is printed on. Colour only on a terminal and without NO_COLOR;
-    wide enough for the tables when output goes to a file or pipe (rich would assume 80 columns). No emoji
-    codes: a benchmark's argument such as ":fire:" is printed as given (and rich's table of them is not
-    loaded, ~3 ms of every start)."""
+    laid out for ``width``'s columns. No emoji codes: a benchmark's argument such as ":fire:" is printed as
+    given (and rich's table of them is not loaded, ~3 ms of every start)."""
     terminal = interactive(stderr)
-    return _console_class()(stderr=stderr, highlight=False, emoji=False, width=None if terminal else 150,
-                    color_system="auto" if terminal and not no_color() else None, no_color=no_color(),
-                    force_terminal=terminal)
+    return _console_class()(stderr=stderr, highlight=False, emoji=False, width=width(stderr),
+                            color_system="auto" if terminal and not no_color() else None, no_color=no_color(),
+                            force_terminal=terminal)
+
+
+def paragraph(console: Console, text: str, indent: int = 0, hang: int = 2) -> None:
+    """Print prose wrapped to the console's width, its continuation lines indented ``hang`` more than its
+    first, so a wrapped sentence never restarts at column 0 and reads as one item. ``text`` is printed as
+    given (no markup): pass strings from files through perfctl/text.py first."""
+    import re
+    import textwrap
+
+    # an interval "[0.699, 0.993]" is read as one number: never broken across lines (its ", " held as two
+    # characters that are not spaces while wrapping)
+    held = re.sub(r"\[([^\[\]\s]*), ([^\[\]\s]*)\]", "[\\1,\x00\\2]", text)
+    lines = textwrap.wrap(held, width=max(20, console.width), initial_indent=" " * indent,
+                          subsequent_indent=" " * (indent + hang), break_on_hyphens=False,
+                          break_long_words=False) or [""]
+    console.print("\n".join(lines).replace("\x00", " "), markup=False, highlight=False, soft_wrap=True)
+
+
+def fits(console: Console, table: Table) -> bool:
+    """Whether ``table`` fits the console's width with every cell of a column that may not fold whole (rich
+    would crop them). Each such column is held at its widest cell (so rich never crops it), a column that
+    folds at its header's width or its own minimum; then its padding and rules are added as rich lays them
+    (rich's own measure takes a folding column's longest word, a digest, as its least width)."""
+    from rich.measure import Measurement
+
+    need = 0
+    for column in table.columns:
+        widths = [Measurement.get(console, console.options, part).maximum for part in (column.header, *column.cells)]
+        header = Measurement.get(console, console.options, column.header).maximum
+        column.min_width = max(widths) if column.no_wrap else min(max(widths), max(header, column.min_width or 0))
+        need += column.min_width
+    _, right, _, left = table.padding
+    count = len(table.columns)
+    need += count * (left + right) - (0 if table.pad_edge else left + right)
+    if table.box is not None:  # a rule between columns, and at the edges when shown
+        need += count - 1 + (2 if table.show_edge else 0)
+    return need <= console.width
+
+
+def show(console: Console, table: Table, lead: int | None = None) -> None:
+    """Print ``table``, or, where it does not fit the console whole (numbers of many digits, a narrow
+    terminal), each row as a paragraph: its first cell, then column ``lead``'s cell (the verdict), then
+    "header value" pairs. A number cut or a verdict cropped would mislead; a longer row does not."""
+    if fits(console, table):
+        console.print(table)
+        return
+    if table.title:
+        paragraph(console, str(table.title))
+    # a value that may not fold is one word: a number never apart from its unit ("42.785 ms"), held as
+    # paragraph holds an interval; a name (a command line) folds at its spaces
+    columns = [(column.header, [str(getattr(part, "plain", part)).replace(" ", "\x00") if column.no_wrap
+                                else str(getattr(part, "plain", part)) for part in column.cells])
+               for column in table.columns]
+    first = columns.pop(0)
+    led = columns.pop(lead) if lead is not None else None
+    for index in range(table.row_count):
+        said = [led[1][index]] if led and led[1][index] else []
+        said += [f"{header} {cells[index]}" for header, cells in columns if cells[index]]
+        paragraph(console, f"{first[1][index]}: " + "; ".join(said))
+    if table.caption:
+        paragraph(console, str(table.caption))

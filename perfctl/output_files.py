@@ -1,7 +1,7 @@
 """The one owner of every file a user names for perfctl to write: `stat`'s and `ab`'s ``-o FILE`` (samples,
-appended), ``--html FILE`` of `stat` and `compare`, `report -o FILE`, and `cache`'s ``--csv``, ``--rds`` and
-``--plot`` (reports, replaced whole), `token add --file` (a tokens file, appended to). docs/outputs.md
-states the rules; each is here once:
+appended), ``--html FILE`` of `stat` and `compare`, `report -o FILE`, `history -o FILE`, and `cache`'s
+``--csv``, ``--rds`` and ``--plot`` (reports, replaced whole), `token add --file` (a tokens file, appended
+to). docs/outputs.md states the rules; each is here once:
 
 1. An output is resolved to the file it would write: relative forms made absolute, symbolic links followed
    (os.path.realpath), and, where the file exists, its identity (device and inode), so ``./x`` and ``x``, a
@@ -50,10 +50,14 @@ from perfctl.output import UsageError, say
 
 # replaced whole: perfctl's HTML report, a CSV, a reuse-distance sample, a plot (rule 5: each known by its
 # signature); perfctl's JSON Lines, appended to; a file of another format that its own writer appends to
-REPORT, CSV, RDS, PLOT = "report", "csv", "rds", "plot"
+REPORT, CSV, RDS, PLOT, HISTORY = "report", "csv", "rds", "plot", "history"
 SAMPLES, APPENDED = "samples", "appended"
 _REPLACED = {REPORT: "perfctl's HTML report", CSV: "perfctl's CSV", RDS: "perfctl's reuse-distance sample",
-             PLOT: "perfctl's plot"}
+             PLOT: "perfctl's plot", HISTORY: "perfctl's history (text, JSON or Markdown)"}
+# `perfctl history -o FILE`'s signatures: its JSON starts with its schema (report/__init__.py json_text, two
+# spaces of indent); its text and Markdown end with a line saying who wrote them (cli/history.py adds it)
+HISTORY_JSON_START = b'{\n  "schema": "perfctl.history/'
+HISTORY_ENDS = {"table": "written by perfctl history\n", "markdown": "<!-- written by perfctl history -->\n"}
 # Rule 5's signatures. Every HTML page perfctl writes starts with these bytes (report/html.py document), its
 # generator marker at a fixed place: a text that merely quotes the marker (docs/outputs.md) is not a page of
 # perfctl's. Pages written before the marker are known by their fixed start, perfctl's footer and their end
@@ -134,6 +138,12 @@ def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str
         if refused:
             raise UsageError(f"{command}: refusing {output.option} {output.path}: {refused}; nothing was done")
         claimed[_identity(output.path)] = f"{output.option} names the same file"
+
+
+def names_stdout(path: str) -> bool:
+    """Whether ``path`` names perfctl's stdout itself (/dev/stdout, /dev/fd/1, /proc/self/fd/1), which a
+    command that can print its output writes as it prints (`history -o /dev/stdout`)."""
+    return os.path.normpath(path) in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 
 def _fd_file(fd: int) -> tuple[object, str] | None:
@@ -332,6 +342,9 @@ def _signed(path: str, output: Output) -> bool:
     if output.kind == PLOT:
         magic, creator = PLOT_FORMATS.get(os.path.splitext(path)[1].lower(), (None, None))
         return magic is not None and head.startswith(magic) and creator in head
+    if output.kind == HISTORY:
+        return head.startswith(HISTORY_JSON_START) or head.endswith(
+            tuple(("\n" + end).encode() for end in HISTORY_ENDS.values()))
     return bool(output.signature) and head.startswith(output.signature)
 
 

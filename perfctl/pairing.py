@@ -10,6 +10,7 @@ task-clock, else wall time. A metric name matches a reading label exactly, or wi
 from __future__ import annotations
 
 import datetime
+import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -18,6 +19,9 @@ import numpy as np
 from perfctl.analysis.compare import Comparison, Parameters, compare
 from perfctl.dataset import BenchmarkData, Block, Dataset
 from perfctl.model import DEFAULT_METRICS, SCOPE_SUFFIX, metric_label
+
+# a perf stat file's format: the option that wrote it (the server imports this module, never perfctl.formats)
+PERF_STAT_SYNTAX = {"perf-stat": "-x,", "perf-stat-json": "-j"}
 
 
 class PairingError(ValueError):
@@ -77,7 +81,29 @@ def compared(a: Dataset, b: Dataset, metrics: list[str] | None, parameters: Para
     context = CompareContext(a=labels[0], b=labels[1], format=a.format, metrics=tuple(paired.metrics),
                              metric_choice=paired.metric_choice, renamed=paired.renamed, units=dict(paired.units),
                              renames=renames, pairing=pairing)
-    return Compared(result, context, tuple(side_notes(a.notes, b.notes)))
+    unpaired = [f"{_listed('A', paired.only_a)} and {_listed('B', paired.only_b)} pair with nothing: "
+                f"{unpaired_hint(a.format, paired.only_a, paired.only_b)}"] if paired.only_a and paired.only_b else []
+    if a.format in PERF_STAT_SYNTAX and paired.mapping:  # the one name perfctl/formats/perf_stat.py gives, said
+        unpaired.insert(0, f"perf stat {PERF_STAT_SYNTAX[a.format]} records no command: each file's runs are one "
+                           f"benchmark, called {next(iter(paired.mapping))!r}")
+    return Compared(result, context, tuple(side_notes(a.notes, b.notes)) + tuple(unpaired))
+
+
+def unpaired_hint(fmt: str, only_a, only_b) -> str:
+    """Why benchmarks of A and of B were not paired, and the ways to pair them: benchmarks pair by name, and
+    hyperfine names one by its command, so two builds (`matmul-O0 150`, `matmul 150`) never pair. (One
+    benchmark a side pairs whatever its names, and the header says so: benchmark_mapping.)"""
+    example = f"--benchmark {shlex.quote(only_a[0])} --benchmark {shlex.quote(only_b[0])}"
+    said = "benchmarks pair by name"
+    if fmt == "hyperfine":
+        return (f"{said}, and hyperfine names one by its command; give both the same name (hyperfine -n NAME), or "
+                f"compare one of each side by name ({example})")
+    return f"{said}; compare one of each side by name ({example})"
+
+
+def _listed(side: str, names) -> str:
+    shown = ", ".join(map(repr, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{side}'s {shown}"
 
 
 def side_notes(a: list[str], b: list[str]) -> list[str]:
@@ -110,8 +136,9 @@ def pair(a: Dataset, b: Dataset, metrics: list[str] | None = None, by_run: bool 
     names_a, names_b = set(a.benchmarks), set(b.benchmarks)
     mapping, renamed = benchmark_mapping(names_a, names_b)
     if not mapping:
+        hint = f": {unpaired_hint(a.format, sorted(names_a), sorted(names_b))}" if names_a and names_b else ""
         raise PairingError(f"no benchmark in common between {a.path} ({', '.join(sorted(names_a))}) and "
-                           f"{b.path} ({', '.join(sorted(names_b))})")
+                           f"{b.path} ({', '.join(sorted(names_b))}){hint}")
     only_a = tuple(sorted(names_a - set(mapping)))
     only_b = tuple(sorted(names_b - set(mapping.values())))
     chosen, choice = _choose_metrics(a, b, mapping, metrics)

@@ -12,6 +12,14 @@ names as ``fatal`` are raised, not restarted (a damaged spool must stop the agen
 
 A loop that fails the same way again (a database that stays down) logs its traceback once and then one
 line per restart, so an hour's outage is not an hour of tracebacks.
+
+Cancellation is how these loops end, so it must never be lost: perfctl waits with a time limit through
+``asyncio.timeout``, never ``asyncio.wait_for``. On Python 3.11, wait_for returns the inner result when the
+inner awaitable completes in the same loop iteration as the cancellation (CPython gh-86296, fixed by 3.12's
+rewrite of wait_for on timeouts): the cancellation is swallowed. That hung an agent's stop (its sender's
+wait for new samples was woken by the very commit the stop makes, about one stop in 40 on a busy machine),
+and would take a job off a watch's queue for a call that had ended. tests/test_lost_cancellation.py
+reproduces the race and checks that no module uses wait_for.
 """
 
 from __future__ import annotations

@@ -145,3 +145,13 @@ def interval(low: float | None, high: float | None, unit: str | None) -> str:
     if len(suffixes) == 1 and all(" " in end for end in ends):
         return f"[{ends[0].rpartition(' ')[0]}, {ends[1].rpartition(' ')[0]}] {suffixes.pop()}"
     return f"[{ends[0]}, {ends[1]}]"
+
+
+def percent(level: float) -> str:
+    """A confidence level as people write it: 0.95 -> '95%', 0.99833 -> '99.83%', 0.99998 -> '99.998%'
+    (never rounded up to 100%)."""
+    for digits in range(2, 9):
+        text = f"{level * 100:.{digits}f}"
+        if level >= 1 or not text.startswith("100"):
+            break
+    return f"{text.rstrip('0').rstrip('.')}%"

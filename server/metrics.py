@@ -30,3 +30,10 @@ MACHINE_AUDIT_TIME = Gauge("perfctl_machine_audit_timestamp_seconds", "Unix time
                            ["machine"])
 DATABASE_SIZE = Gauge("perfctl_database_size_bytes", "Size of the server's database")
 SAMPLES_STORED = Gauge("perfctl_samples_stored", "Samples in the database")
+OPEN_REGRESSIONS = Gauge("perfctl_open_regressions",
+                         "Regressions found in the machine's history of the benchmark and still open (state new: "
+                         "not acknowledged, fixed or a false positive; server/history_store.py)",
+                         ["machine", "benchmark"])
+HISTORY_QUEUED = Gauge("perfctl_history_queued", "Ended jobs waiting for their history to be analysed")
+HISTORY_SET_ASIDE = Gauge("perfctl_history_set_aside", "Ended jobs whose history analysis failed 5 times, set "
+                          "aside with their error (table history_set_aside)")

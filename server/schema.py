@@ -17,6 +17,7 @@ from sqlalchemy import (
                         BigInteger,
                         Boolean,
                         Column,
+                        Double,
                         ForeignKey,
                         Index,
                         Integer,
@@ -183,4 +184,99 @@ audits = Table(
     Column("received_ns", BigInteger),  # the server's clock when stored: what orders audits (migration 0009)
     Index("ix_audits_machine_time", "machine", "time_ns"),
     Index("ix_audits_machine_received", "machine", "received_ns"),
+)
+
+# --- performance history (issue 32, migration 0011; server/history_store.py, docs/history.md "On a fleet") ---
+# A series of the history: one machine x benchmark (name and argv, not the benchmarks row: each commit's build
+# has a new executable digest) x metric x line of development (the `--history-line` labels' values, JSON,
+# keys sorted). ``digest`` is the sha256 of that identity: one row per series whichever replica makes it.
+history_series = Table(
+    "history_series", metadata,
+    Column("id", Key, primary_key=True, autoincrement=True),
+    Column("digest", String(64), nullable=False, unique=True),
+    Column("machine", String(128), nullable=False),
+    Column("benchmark", String(256), nullable=False),
+    Column("argv", Text, nullable=False),
+    Column("metric", String(128), nullable=False),
+    Column("line", Text, nullable=False),
+    Column("unit", String(16), nullable=False),
+    Index("ix_history_series_machine", "machine", "benchmark"),
+)
+
+# One point per ended job per series: the summary of the metric over the job's measured runs that ended ok,
+# and their values. Kept when retention deletes the runs (the history outlives them). ``time_ns``: the job's
+# end by the server's clock, what orders a series. ``build``: the benchmarks row the runs were of.
+history_points = Table(
+    "history_points", metadata,
+    Column("id", Key, primary_key=True, autoincrement=True),
+    Column("series", Key, ForeignKey("history_series.id"), nullable=False),
+    Column("job_id", String(36), nullable=False),
+    Column("build", Key, nullable=False),
+    Column("commit", String(256)),
+    Column("labels", Text, nullable=False),
+    Column("time_ns", BigInteger, nullable=False),
+    Column("runs", Integer, nullable=False),
+    Column("median", Double, nullable=False),
+    Column("q1", Double, nullable=False),
+    Column("q3", Double, nullable=False),
+    Column("min", Double, nullable=False),
+    Column("max", Double, nullable=False),
+    # the metric's value of each of those runs (float64, little-endian, in the order stored): what confirms a
+    # change on the runs (analysis.changepoints runs_of) without reading the samples' rows, and after
+    # retention deleted them (8 bytes a run where a stored run is kilobytes)
+    Column("run_values", LargeBinary, nullable=False),
+    UniqueConstraint("series", "job_id", name="uq_history_points"),
+    Index("ix_history_points_order", "series", "time_ns", "job_id"),
+)
+
+# The changes found in a series, each under a stable id. ``triage`` is what a user said (new, acknowledged,
+# false positive); ``state`` what is shown: "fixed" when ``fixed_by`` (a later change brought the level back)
+# and not a false positive, else the triage. ``analysis``: the rest of the contract's change row (JSON:
+# analysis.changepoints.Change's fields, the before/after sides). ``time_ns``: the first point after the change.
+history_changes = Table(
+    "history_changes", metadata,
+    Column("id", String(16), primary_key=True),
+    Column("series", Key, ForeignKey("history_series.id"), nullable=False),
+    Column("machine", String(128), nullable=False),
+    Column("benchmark", String(256), nullable=False),
+    Column("after_job", String(36), nullable=False),
+    Column("time_ns", BigInteger, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("triage", String(16), nullable=False),
+    Column("regression", Boolean, nullable=False),
+    Column("note", Text, nullable=False),
+    Column("link", Text, nullable=False),
+    Column("fixed_by", String(16)),
+    Column("analysis", Text, nullable=False),
+    Column("detected_ns", BigInteger, nullable=False),
+    Column("updated_ns", BigInteger, nullable=False),
+    # ListChanges' pages, newest first, of every machine or one; UpdateChange's id prefixes
+    Index("ix_history_changes_time", "time_ns", "id"),
+    Index("ix_history_changes_machine_time", "machine", "time_ns", "id"),
+    Index("ix_history_changes_series", "series"),
+    Index("ix_history_changes_id_pattern", "id", postgresql_ops={"id": "text_pattern_ops"}),
+)
+
+# Jobs ended (done) and not yet analysed: inserted in the transaction that records the job done
+# (Storage.update_job), deleted in the one that writes its points and changes (server/history.py).
+# ``attempts``: analyses of it that failed (migration 0012); at MAX_ATTEMPTS it is moved to history_set_aside.
+history_queue = Table(
+    "history_queue", metadata,
+    Column("job_id", String(36), primary_key=True),
+    Column("machine", String(128), nullable=False),
+    Column("queued_ns", BigInteger, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Index("ix_history_queue_queued", "queued_ns"),
+)
+
+# Ended jobs whose analysis failed server/history.py MAX_ATTEMPTS times: kept with the last error (at most
+# 2,000 characters) and when they were set aside, out of the queue so that the keeper does not try them again
+# every minute; perfctl_history_set_aside counts them (migration 0012; docs/history.md "On a fleet").
+history_set_aside = Table(
+    "history_set_aside", metadata,
+    Column("job_id", String(36), primary_key=True),
+    Column("machine", String(128), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("set_aside_ns", BigInteger, nullable=False),
 )

@@ -24,11 +24,14 @@ from perfctl.analysis.audits import audit_warning
 from perfctl.analysis.compare import Parameters
 from perfctl.dataset import DatasetError
 from perfctl.model import DEFAULT_INTERFERENCE_LIMIT, InterferencePolicy
-from perfctl.output import STOP_SIGNALS
+from perfctl.output import STOP_SIGNALS, take_stop_held_at_start
 from perfctl.pairing import PairingError, compared
 from perfctl.server.auth import Principal, Tokens
 from perfctl.server.binding import listen_on
 from perfctl.server.decoders import Decoders
+from perfctl.server.history import HistoryKeeper
+from perfctl.server.history_service import HistoryQueries
+from perfctl.server.history_store import DEFAULT_LINE
 from perfctl.server.ingest import Ingest
 from perfctl.server.jobs import DEFAULT_LEASE_S, JobHub, JobKeeper
 from perfctl.server.listings import Listings, job_status
@@ -94,6 +97,14 @@ def _bearer(context) -> str | None:
     return None
 
 
+
+async def _next_job(queue: asyncio.Queue):
+    """The next job for a watch, or TimeoutError after TOKEN_RECHECK_SECONDS (its token is checked again).
+    asyncio.timeout, never wait_for, whose lost cancellation would take a job off the queue for a call that
+    has ended (perfctl/supervise.py)."""
+    async with asyncio.timeout(TOKEN_RECHECK_SECONDS):
+        return await queue.get()
+
 class _Base:
     def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper):
         self.storage = storage
@@ -145,7 +156,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
             await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             # the call itself cancelled (its agent went away): what it waited for goes too, or it would wait
-            # on, and a job watch's wait_for end in a TimeoutError logged as never retrieved
+            # on, and a job watch's wait (_next_job) end in a TimeoutError logged as never retrieved
             waiting.cancel()
             raise
         finally:
@@ -216,7 +227,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
                     queue.put_nowait(job)
             while True:
                 try:
-                    job = await self._unless_stopping(context, asyncio.wait_for(queue.get(), TOKEN_RECHECK_SECONDS))
+                    job = await self._unless_stopping(context, _next_job(queue))
                 except TimeoutError:
                     await self._still_authorized(context, principal)
                     continue
@@ -258,7 +269,7 @@ class AgentService(_Base, rpc.AgentServiceServicer):
         return pb.ReportAuditResponse()
 
 
-class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
+class QueryService(MachineQueries, HistoryQueries, _Base, Listings, rpc.QueryServiceServicer):
     """Compare, jobs and the machines' own calls; the listings' calls are server/listings.py's."""
 
     def __init__(self, storage: Storage, tokens: Tokens, keeper: JobKeeper, compare_limit: int = MAX_COMPARE_RUNS):
@@ -391,7 +402,7 @@ class QueryService(MachineQueries, _Base, Listings, rpc.QueryServiceServicer):
 async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grace: float = 10.0,
                 ready: asyncio.Event | None = None, decode_workers: int = 1,
                 compare_limit: int = MAX_COMPARE_RUNS, lease_s: float = DEFAULT_LEASE_S,
-                retain_s: float | None = None) -> None:
+                retain_s: float | None = None, history_line: tuple[str, ...] = DEFAULT_LINE) -> None:
     """Run the server until SIGTERM or SIGINT, then stop taking calls and let in-flight batches finish.
 
     OSError("cannot listen on ADDRESS: why") when the address, or one of those it resolves to, cannot be
@@ -413,11 +424,13 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         rpc.add_QueryServiceServicer_to_server(QueryService(storage, tokens, keeper, compare_limit), server)
         listen_on(server, listen, credentials)
         await decoders.start()
-        # compare's tests import scipy.stats on first use (perfctl/analysis): a second, paid here at start
-        # rather than by the first compare a user asks for
-        await asyncio.to_thread(importlib.import_module, "scipy.stats")
         await server.start()
-        keeping = [asyncio.create_task(keeper.run())]
+        # compare's tests import scipy.stats on first use (perfctl/analysis): 1-3 s, paid here in a thread once
+        # the server listens, rather than by the first compare a user asks for (which waits for this import
+        # if it comes sooner) or by every start before it listens (a fleet's agents waited on it)
+        keeping = [asyncio.create_task(asyncio.to_thread(importlib.import_module, "scipy.stats")),
+                   asyncio.create_task(keeper.run()),
+                   asyncio.create_task(supervised("history", HistoryKeeper(storage, history_line).run, logger=log))]
         if retain_s is not None:
             keeping.append(asyncio.create_task(supervised("retention", lambda: retain(storage, retain_s), logger=log)))
         log.info("listening on %s (%s)", listen, "TLS" if credentials else "plaintext")
@@ -425,6 +438,8 @@ async def serve(storage: Storage, tokens: Tokens, listen: str, credentials, grac
         loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:  # the signal policy of every command (perfctl/output.py)
             loop.add_signal_handler(sig, stop.set)
+        if take_stop_held_at_start() is not None:  # a stop received while the server started: it stops now
+            stop.set()
         if ready is not None:
             ready.set()
         await stop.wait()

@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.types import BigInteger
 
-from perfctl.server import migrations, schema_version
+from perfctl.server import history_store, migrations, schema_version
 from perfctl.server.clock import ahead_by
 from perfctl.server.decode import SampleRow, row_fields
 from perfctl.server.machine_records import LEASED_JOB_STATES, MachineRecords
@@ -621,6 +621,8 @@ class Storage(MachineRecords):
             if state in FINAL_COUNTED_STATES:
                 values["failed_runs"] = self._failed_runs(conn, job_id, machine)
             conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.machine == machine).values(**values))
+            if state == "done":  # its history is written by a replica's keeper (server/history.py)
+                history_store.enqueue(conn, self._insert_ignore, job_id, machine, now_ns)
         return True
 
     @staticmethod

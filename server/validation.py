@@ -600,3 +600,41 @@ def validate_compare(request) -> str | None:
         if problem:
             return problem
     return None
+
+
+_CHANGE_ID = re.compile(r"[0-9a-f]{4,16}\Z")  # a change's id (server/history_store.py) or its first characters
+MAX_CHANGE_STATES = 4
+
+
+def validate_list_changes(request, states: tuple) -> str | None:
+    """ListChanges: names as long as their columns, printable; a known time; known states."""
+    if len(request.states) > MAX_CHANGE_STATES or any(state not in states for state in request.states):
+        return f"states: each one of {', '.join(states)}"
+    if request.since_ns < 0:
+        return "since_ns: negative"
+    return (request.machine and _printable(request.machine, 128, "machine")) or \
+        (request.benchmark and _printable(request.benchmark, MAX_NAME, "benchmark")) or None
+
+
+def validate_update_change(request, states: tuple, max_note: int, max_link: int) -> str | None:
+    """UpdateChange: an id or a prefix of 4 to 16 hex digits; a state a user may set; a note (free text,
+    bounded) and a link (printable, bounded)."""
+    if not _CHANGE_ID.match(request.change_id.lower()):
+        return f"change_id: {request.change_id[:40]!r} is not a change id (4 to 16 hex digits)"
+    if request.HasField("state") and request.state not in states:
+        return f"state: {request.state[:40]!r} is not one of {', '.join(states)}"
+    if request.HasField("note") and (problem := _text(request.note, max_note, "note")):
+        return problem
+    if request.HasField("link") and request.link and (problem := _printable(request.link, max_link, "link")):
+        return problem
+    return None
+
+
+def validate_get_history(request) -> str | None:
+    """GetHistory: a machine, label selectors as a sample's labels, printable names."""
+    if not request.machine:
+        return "machine: required"
+    return _printable(request.machine, 128, "machine") or labels_problem(request.labels, "labels") or \
+        (request.benchmark and _printable(request.benchmark, MAX_NAME, "benchmark")) or \
+        (request.metric and _printable(request.metric, 128, "metric")) or \
+        (request.order_by and labels_problem({request.order_by: "x"}, "order_by")) or None

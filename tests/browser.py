@@ -121,6 +121,9 @@ class Browser:
         page = Page(self, session)
         for domain in ("Runtime", "Log", "Network", "Page"):
             self.send(f"{domain}.enable", session=session)
+        # the viewport exactly as asked: a headless window is never narrower than 500 pixels, a phone is
+        self.send("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
+                                                         "deviceScaleFactor": 1, "mobile": False}, session=session)
         self.send("Page.navigate", {"url": "file://" + os.path.abspath(path)}, session=session)
         self.wait_for("Page.loadEventFired")
         page.collect()
@@ -184,7 +187,28 @@ class Page:
             self._browser.send("Emulation.setDeviceMetricsOverride",
                                {"width": self._browser.width, "height": min(height, 16000), "deviceScaleFactor": 1,
                                 "mobile": False}, session=self._session)
+            # two frames: the parts laid out only near the window (content-visibility) are drawn before the shot
+            self.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         data = self._browser.send("Page.captureScreenshot", params, session=self._session)["data"]
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
         self.collect()
+
+
+def measured_builds(directory, sides: dict, warmup: int) -> dict:
+    """Each side's benchmarks ({side: [(name, [program in examples/bin, args...])]}) measured with `perfctl
+    stat` (8 runs after ``warmup``) into DIRECTORY/SIDE.jsonl: the two builds a report is drawn from."""
+    from pathlib import Path
+
+    from conftest import perfctl
+
+    programs = Path(__file__).resolve().parents[1] / "examples" / "bin"
+    files = {}
+    for side, benchmarks in sides.items():
+        path = Path(directory) / f"{side}.jsonl"
+        for name, (program, *args) in benchmarks:
+            done = perfctl("stat", "-q", "-r", "8", "--warmup", str(warmup), "--name", name, "-o", str(path), "--",
+                           str(programs / program), *args)
+            assert done.returncode == 0, done.stderr
+        files[side] = path
+    return files

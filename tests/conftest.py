@@ -22,6 +22,13 @@ from perfctl.agent import inventory, tracefs
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# pytest loads readline, which exports COLUMNS (80 without a terminal) into the environment every perfctl
+# started here inherits: unset, the commands lay out piped output as a user's pipe or CI log gets it
+# (perfctl/output.py: 100 columns). A test that is about the width sets it itself.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+    os.unsetenv(_name)
+
 
 @pytest.fixture(scope="session")
 def programs(tmp_path_factory) -> Path:
@@ -76,6 +83,18 @@ def shared_dir():
     os.chmod(path, 0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+def bench_module(name: str):
+    """bench/NAME.py imported as a module (the benchmarks are scripts, not a package), for the tests that
+    check their simulations and figures."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look the module up while the class is built
+    spec.loader.exec_module(module)
+    return module
 
 
 def perfctl(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
@@ -385,3 +404,17 @@ def stored_long_ago(url: str, days: float, machine: str | None = None) -> None:
                          {"received": received, "machine": machine})
     finally:
         engine.dispose()
+
+
+def read_terminal(fd: int) -> bytes:
+    """Everything written to a pty's other end until it is closed (EIO once the writer closed it)."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the writer closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -168,7 +168,8 @@ class Fleet:
                                  *(() if "--audit-every" in extra else ("--audit-every", "0")), *extra],
                           netns=netns)
 
-    def kill(self, key: str, sig: int = 9) -> None:
+    def kill(self, key: str, sig: int = 9) -> int | None:
+        """Signal ``key``'s process group and wait for it; its exit status (None if it was not running)."""
         process = self.processes.pop(key, None)
         if process and process.poll() is None:
             os.killpg(process.pid, sig)
@@ -177,7 +178,10 @@ class Fleet:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, 9)
                 process.wait(timeout=15)
-                raise AssertionError(f"{key} did not stop within 15 s of signal {sig}") from None
+                raise AssertionError(f"{key} did not stop within 15 s of signal {sig}; the end of its log:\n"
+                                     f"{self.log(key)[-6000:]}") from None
+            return process.returncode
+        return None
 
     def log(self, key: str) -> str:
         path = self.dir / f"{key}.log"

@@ -249,7 +249,7 @@ def test_ab_budget_spent_exits_4_with_an_estimate(programs):
     result = _ab("--max-runs", "3", "--", str(programs / "spin"), "0.002", ":::", str(programs / "spin"), "0.004")
     assert result.returncode == 4, result.stderr
     assert "not settled" in result.stdout and "--max-runs reached" in result.stdout
-    assert "rounds like these would settle it" in result.stdout
+    assert "rounds like these would settle it" in " ".join(result.stdout.split())
 
 
 def test_exit_codes_read_the_settlements():
@@ -361,8 +361,8 @@ def test_ab_interrupted_keeps_every_finished_run(programs, tmp_path):
     assert "not settled: interrupted after" in stdout, stdout
     samples = _samples(out)
     assert len(samples) >= 4 and all(s["outcome"] == "ok" for s in samples)
-    # every line is whole and read back by compare
-    assert perfctl("compare", f"{out}@ab=A", f"{out}@ab=B").returncode in (0, 3)
+    # every line is whole and read back by compare (4: a few rounds may give no interval to judge by)
+    assert perfctl("compare", f"{out}@ab=A", f"{out}@ab=B").returncode in (0, 3, 4)
     assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_spin(p, programs)]
 
 
@@ -406,7 +406,7 @@ def test_ab_draws_its_progress_on_a_terminal(programs, tmp_path):
                    env={**os.environ, "COLUMNS": "160"})
     shown = typescript.read_text(errors="replace")
     assert "rounds left" in shown and "B  ratio " in shown and "so far" in shown and "|" in shown
-    assert "relevant difference" in shown and "perfctl ab: task-clock" in shown
+    assert "B faster" in shown and "perfctl ab: task-clock" in shown
 
 
 def test_stat_and_ab_refuse_a_closed_stdout_that_the_summary_needs(tmp_path):

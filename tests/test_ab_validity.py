@@ -4,26 +4,13 @@ procedure (compare's fixed-n test after every round) shows the inflation the des
 vectorised simulation those rates come from gives exactly SequentialComparison's settlements."""
 
 import contextlib
-import importlib.util
 import io
 import re
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import bench_module
 
-PATH = Path(__file__).resolve().parents[1] / "bench" / "sequential.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_sequential", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look the module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = bench_module("sequential")
 
 
 @pytest.fixture(scope="module")

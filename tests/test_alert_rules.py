@@ -28,7 +28,8 @@ KNOWN_METRICS = frozenset({
     "perfctl_ingest_latency_seconds", "perfctl_ingest_errors_total", "perfctl_agents_connected", "perfctl_jobs",
     "perfctl_jobs_lost_total", "perfctl_jobs_offered_again_total", "perfctl_machine_last_heartbeat_timestamp_seconds",
     "perfctl_machine_audit_verdict", "perfctl_machine_audit_timestamp_seconds", "perfctl_database_size_bytes",
-    "perfctl_samples_stored",
+    "perfctl_samples_stored", "perfctl_open_regressions", "perfctl_history_queued",
+    "perfctl_history_set_aside",
     # both, per process and task (perfctl/supervise.py)
     "perfctl_task_restarts_total",
     # agent

@@ -60,7 +60,7 @@ def _exec_gate_check() -> tuple[inventory.Check, str]:
     listed = perfctl("info", "--json")
     assert listed.returncode == 0, listed.stderr
     check = next(c for c in inventory.checks(Inventory.from_dict(json.loads(listed.stdout))) if c.item == "exec gate")
-    table = perfctl("info")
+    table = perfctl("info", "--width", "250")  # the reason whole in its cell: this is about what it says
     assert table.returncode == 0, table.stderr
     return check, table.stdout
 
@@ -366,7 +366,7 @@ def test_a_fifo_in_place_of_the_gate_and_the_audit_is_refused_and_nothing_hangs(
     check = next(c for c in inventory.checks(Inventory.from_dict(json.loads(listed.stdout))) if c.item == "exec gate")
     assert check.value == f"sh gate (static gate refused: {path} is not a regular file (a FIFO))"
     assert check.fix == f"rm -r {os.path.dirname(path)}; perfctl rebuilds it"
-    table = perfctl("info", timeout=30)
+    table = perfctl("info", "--width", "250", timeout=30)
     assert table.returncode == 0 and "static gate refused" in table.stdout, table.stderr
     result = perfctl("stat", "-r", "1", "-e", "task-clock", "--json", "--no-progress", "--", "/bin/true", timeout=30)
     assert result.returncode == 0, result.stderr

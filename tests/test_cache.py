@@ -541,7 +541,7 @@ def test_corun_shows_a_hostile_benchmark_name_literally(tmp_path):
     document["benchmark"]["name"] = "\x1b]0;owned\x07\x1b[2J[bold red]evil"
     path = tmp_path / "named.rds"
     path.write_text(json.dumps(document))
-    result = perfctl("cache", "corun", str(path), "--cache", "16K")
+    result = perfctl("cache", "corun", str(path), "--cache", "16K", "--width", "250")
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert "\\x1b]0;owned\\x07\\x1b[2J[bold red]evil" in result.stdout

@@ -4,7 +4,9 @@ outputs, exit codes and every kind of bad input."""
 import csv
 import io
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +14,8 @@ import sys
 import pytest
 from conftest import jsonl_file, one_line, perfctl, sample_records
 from fleet import perfctl_command
+
+from perfctl.report import NORMAL, VERBOSE
 
 
 def _hyperfine_file(path, commands):
@@ -38,8 +42,11 @@ def builds(tmp_path_factory, programs):
 def test_equal_work_is_equivalent_and_exits_0(builds):
     result = perfctl("compare", builds["a"], builds["b"], "--metric", "page-faults")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "equivalence" in result.stdout and "metrics chosen with --metric" not in result.stdout
-    assert "ratio = A/B" in result.stdout and "Bonferroni" in result.stdout
+    assert result.stdout.startswith("No change: the benchmark is equivalent within ±5%.")
+    assert "metrics chosen with --metric" not in result.stdout
+    assert "Exit 0: no slowdown of B" in " ".join(result.stdout.split())
+    verbose = perfctl("compare", builds["a"], builds["b"], "--metric", "page-faults", "-v").stdout
+    assert "ratio = A/B" in verbose and "Bonferroni" in verbose and "equivalence" in verbose
 
 
 def test_relevant_slowdown_exits_3_and_json_says_so(builds):
@@ -98,7 +105,7 @@ def test_real_perf_stat_csv(tmp_path, programs):
             subprocess.run(["perf", "stat", "-x,", "-o", str(tmp_path / f"{name}.csv"), "--append", "-e",
                             "page-faults", "--", str(programs / "pagetouch"), str(pages)], check=True)
     result = perfctl("compare", str(tmp_path / "old.csv"), str(tmp_path / "new.csv"), "--metric", "page-faults")
-    assert result.returncode == 3 and "'old' (A) with 'new' (B)" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 3 and "perf stat" in result.stdout, result.stdout + result.stderr  # one name a side
 
 
 def test_benchmarks_on_one_side_are_listed(tmp_path):
@@ -176,7 +183,7 @@ def test_readmes_main_job_compares_two_builds():
     assert "HTML report written to examples/results/report.html" in result.stderr and report.stat().st_size > 0
 
 
-def _render_at(width: int, a: str, b: str, fmt: str = "table") -> str:
+def _render_at(width: int, a: str, b: str, fmt: str = "table", verbosity: int = NORMAL) -> str:
     from rich.console import Console
 
     from perfctl.analysis.compare import Parameters
@@ -186,7 +193,8 @@ def _render_at(width: int, a: str, b: str, fmt: str = "table") -> str:
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, highlight=False, color_system=None)
-    write(compare_report.compare_report(read_dataset(a), read_dataset(b), None, Parameters(), ("A", "B")), fmt, console)
+    write(compare_report.compare_report(read_dataset(a), read_dataset(b), None, Parameters(), ("A", "B"),
+                                        verbosity=verbosity), fmt, console)
     return buffer.getvalue()
 
 
@@ -211,11 +219,11 @@ def test_compare_table_shows_units_and_fits_100_columns(tmp_path):
     fast = [0.000810, 0.000805, 0.000820, 0.000812, 0.000808, 0.000815, 0.000811, 0.000809, 0.000813, 0.000806]
     a = _hyperfine_file(tmp_path / "a.json", {"build-step": slow, "link": fast})
     b = _hyperfine_file(tmp_path / "b.json", {"build-step": [v * 0.9 for v in slow], "link": fast})
-    text = _render_at(100, a, b)
+    text = _render_at(100, a, b, verbosity=VERBOSE)
     tables = _tables(text)
-    # the verdict table and the details table: a rule, then one line per benchmark (a wrapped cell would add
-    # a line that starts blank)
-    assert [[line.split()[0][:1] for line in table] for table in tables] == [["─", "b", "l"]] * 2, text
+    # the verdict table and the two details tables (-v): a rule, then one line per benchmark (a wrapped cell would
+    # add a line that starts blank)
+    assert [[line.split()[0][:1] for line in table] for table in tables] == [["─", "b", "l"]] * 3, text
     rows = tables[0][1:]
     build, link = rows[0].split(), rows[1].split()
     assert build[2:6] == ["12.200", "ms", "10.980", "ms"], rows[0]  # medians of 12.2 ms and 0.9 x that
@@ -239,7 +247,7 @@ def test_long_names_fold_but_numbers_and_verdicts_stay_whole_at_100_columns(tmp_
     text = _render_at(100, a, b)
     assert all(len(line) <= 100 for line in text.splitlines()), text
     verdicts = _tables(text)[0]
-    assert sum("relevant difference" in line for line in verdicts) == 2, text
+    assert sum(line.rstrip().endswith("B faster") for line in verdicts) == 2, text
     assert sum("1.075× [" in line and "]" in line for line in verdicts) == 2, text
 
 
@@ -283,11 +291,14 @@ def test_every_verdict_reads_off_the_interval_printed_beside_it(tmp_path):
     for row in document["benchmarks"]:
         assert row["interval_level"] == document["interval_level"]
         assert row["verdict"] == _read_off(row["ratio_low"], row["ratio_high"], 0.05), row
-    text = perfctl("compare", a, b).stdout
+    text = perfctl("compare", a, b, "-v").stdout
     assert "every verdict reads off its A/B interval, at 99.17%" in " ".join(text.split())
     assert "A/B [99.17%]" in text
-    sparc = " ".join(perfctl("compare", a, b, "--family", "sparc").stdout.split())
+    assert "intervals at 99.17% (Bonferroni over 6: 95% together)" in " ".join(perfctl("compare", a, b).stdout.split())
+    sparc = " ".join(perfctl("compare", a, b, "--family", "sparc", "-v").stdout.split())
     assert "--family sparc" in sparc and "not adjusted: a verdict may not read off its interval" in sparc
+    sparc = " ".join(perfctl("compare", a, b, "--family", "sparc").stdout.split())
+    assert "Verdicts from SPARC's tests at alpha 0.05" in sparc and "intervals at 95%, not adjusted" in sparc
 
 
 def test_fail_on_chooses_which_slowdown_exits_3(tmp_path):
@@ -313,13 +324,16 @@ def test_one_benchmark_reads_without_contradiction(tmp_path):
     says what it is, and the mean protocol's column is only under --verbose."""
     a = _hyperfine_file(tmp_path / "a.json", {"x": _spread(0.010, seed=1, cv=0.01)})
     b = _hyperfine_file(tmp_path / "b.json", {"x": _spread(0.0105, seed=2, cv=0.01)})
-    text = " ".join(perfctl("compare", a, b).stdout.split())
+    default = " ".join(perfctl("compare", a, b).stdout.split())
+    # one benchmark: no overall section, no proportion of one, no legend; the headline and the row say it
+    assert "overall" not in default and "proportion" not in default and "SPARC" not in default, default
+    text = " ".join(perfctl("compare", a, b, "-v").stdout.split())
     assert "Hodges-Lehmann estimate (the median of all A_i/B_j)" in text
-    assert "speedup of medians" in text and "= sum of A's medians / sum of B's" in text
+    assert "weighted speedups: of medians" in text and "sum of A's medians / sum of B's" in text
     assert "not applied" in text and "p = 1" not in text
     assert "relevant difference: the interval excludes 1 and is not inside the margin band" in text
     assert " mean " not in perfctl("compare", a, b).stdout
-    assert "mean and median protocols" in perfctl("compare", a, b, "-v").stdout
+    assert "Speedup-Test's protocols" in perfctl("compare", a, b, "-v").stdout
 
 
 def test_nothing_judged_levels_and_legends_say_what_holds(tmp_path):
@@ -332,13 +346,14 @@ def test_nothing_judged_levels_and_legends_say_what_holds(tmp_path):
     b = _hyperfine_file(tmp_path / "b.json", {"x": [0.02]})
     out = tmp_path / "r.html"
     assert perfctl("report", a, b, "-o", str(out)).returncode == 4 and out.stat().st_size > 0
-    text = " ".join(perfctl("compare", a, b).stdout.split())
+    text = " ".join(perfctl("compare", a, b, "-v").stdout.split())
     assert "no benchmark could be judged, so no interval is adjusted" in text and "--family sparc" not in text
+    assert "Exit 4: no benchmark could be judged." in " ".join(perfctl("compare", a, b).stdout.split())
     assert [percent(v) for v in (0.95, 1 - 0.05 / 3, 1 - 0.001 / 50, 0.9999999)] == [
         "95%", "98.33%", "99.998%", "99.99999%"]
     c = _hyperfine_file(tmp_path / "c.json", {"x": _spread(0.010, seed=1)})
     d = _hyperfine_file(tmp_path / "d.json", {"x": _spread(0.0102, seed=2)})
-    sparc = " ".join(perfctl("compare", c, d, "--family", "sparc").stdout.split())
+    sparc = " ".join(perfctl("compare", c, d, "--family", "sparc", "-v").stdout.split())
     assert "verdicts from the paper's tests (SPARC Table I on the adjusted p-values), not from the interval" in sparc
 
 
@@ -363,3 +378,66 @@ def test_compare_output_that_cannot_be_written_is_one_line(tmp_path):
         result = subprocess.run([sys.executable, "-m", "perfctl", "compare", path, other], stdout=full,
                                 stderr=subprocess.PIPE, text=True, timeout=120)
     assert "No space left on device" in one_line(result, "perfctl", code=2)
+
+
+def _suite(tmp_path):
+    """A: four benchmarks; B: parse 30% slower, link 20% faster, lex the same, scan too noisy to tell."""
+    base = {name: _spread(0.010, seed=k, cv=0.005) for k, name in enumerate(("parse", "link", "lex"))}
+    base["scan"] = _spread(0.010, n=6, seed=9, cv=0.08)
+    other = {"parse": _spread(0.013, seed=11, cv=0.005), "link": _spread(0.008, seed=12, cv=0.005),
+             "lex": _spread(0.010, seed=13, cv=0.005), "scan": _spread(0.0104, n=6, seed=14, cv=0.08)}
+    return _hyperfine_file(tmp_path / "a.json", base), _hyperfine_file(tmp_path / "b.json", other)
+
+
+def test_every_output_leads_with_what_changed_and_why_the_exit_code(tmp_path):
+    """Issue 31: the verdict carries its direction in words in every format, and one sentence leads: what
+    changed, by how much, with what confidence, why the exit code is 3."""
+    a, b = _suite(tmp_path)
+    table = perfctl("compare", a, b, "--width", "200")
+    assert table.returncode == 3, table.stderr
+    headline = " ".join(table.stdout.split("\n\n")[0].split())
+    assert headline.startswith("B slower on 1 of 4 benchmarks: parse 0.7"), headline
+    assert "beyond ±5%; B faster on 1: link 1.2" in headline and "1 equivalent within ±5%" in headline, headline
+    assert "1 no difference shown" in headline and "The intervals hold together with 95% confidence." in headline
+    assert headline.endswith("Exit 3: parse slower (--fail-on relevant)."), headline
+    findings = {line.split()[0]: line for line in table.stdout.split("\n\n")[1].splitlines()[2:]}
+    assert findings["parse"].rstrip().endswith("B slower beyond ±5%"), table.stdout
+    assert findings["link"].rstrip().endswith("B faster beyond ±5%") and "equivalent within ±5%" in findings["lex"]
+    assert "no difference shown" in findings["scan"]
+    document = json.loads(perfctl("compare", a, b, "--format", "json").stdout)
+    assert document["headline"] == headline and document["schema"].startswith("perfctl.compare/")
+    assert {row["benchmark"]: row["finding"] for row in document["benchmarks"]} == {
+        "parse": "B slower beyond ±5%", "link": "B faster beyond ±5%", "lex": "equivalent within ±5%",
+        "scan": "no difference shown"}
+    markdown = perfctl("compare", a, b, "--format", "markdown").stdout
+    assert markdown.startswith(f"**{headline}**\n"), markdown
+    rows = list(csv.DictReader(io.StringIO(perfctl("compare", a, b, "--format", "csv").stdout)))
+    assert [row["finding"] for row in rows] == [document_row["finding"] for document_row in document["benchmarks"]]
+    passed = perfctl("compare", a, b, "--fail-on", "beyond", "--benchmark", "lex", "--benchmark", "link")
+    assert passed.returncode == 0 and "Exit 0: no slowdown of B beyond the margin (--fail-on beyond)." in \
+        " ".join(passed.stdout.split())
+
+
+def test_an_open_verdict_says_how_many_runs_would_settle_it(tmp_path):
+    a, b = _suite(tmp_path)
+    said = " ".join(perfctl("compare", a, b).stdout.split())
+    found = re.search(r"scan: no difference shown yet: about (\d+) runs a side could settle it, if they "
+                      r"spread as these 6 do \(an estimate\)", said)
+    assert found and int(found.group(1)) > 6, said
+    from perfctl.analysis.verdicts import runs_to_settle
+
+    # an interval twice as wide as the distance to the nearer edge needs four times the runs
+    assert runs_to_settle(1.0, 0.9, 1 / 0.9, 10, 0.05) == math.ceil(10 * (math.log(1 / 0.9) / math.log(1.05)) ** 2)
+    assert runs_to_settle(1.001, 0.5, 2.0, 10, 0.05) is None  # more than 100 times the runs: not worth saying
+    # an uneven interval: the end facing 1 decides, and never fewer runs than were taken
+    assert runs_to_settle(1.2, 0.99, 1.25, 20, 0.05) == 23 and runs_to_settle(1.3, 0.999, 1.31, 20, 0.05) == 21
+
+
+def test_notes_that_differ_only_in_the_benchmark_are_said_once():
+    from perfctl.report.compare import collapsed
+
+    notes = [f"A and B: {name}: left out 4 warmup runs" for name in ("matmul", "sort", "hashtable")]
+    notes += ["A: machine box-a has never been audited (perfctl audit)"] * 6
+    assert collapsed(notes, ["matmul", "sort", "hashtable"]) == [
+        "A and B: matmul, sort, hashtable: left out 4 warmup runs",
+        "A: machine box-a has never been audited (perfctl audit)"]

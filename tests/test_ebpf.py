@@ -57,8 +57,10 @@ def test_busy_loop_takes_hz_timer_interrupts_in_user_mode_agreeing_with_perf_eve
     # come a little after perfctl saw the exit)
     assert seconds * 0.99 <= on_cpu_s <= sample.wall_ns / 1e9 + 0.005, (on_cpu_s, sample.wall_ns)
     timer = ebpf["timer-interrupts"].value
-    # the tick, and other local timers firing on that CPU: with both cores busy (CI) 334 in 1.004 s at HZ 250
-    assert 0.8 * _hz() * on_cpu_s <= timer <= 1.5 * _hz() * on_cpu_s, (timer, on_cpu_s, _hz())
+    # the tick, and the other local timers that expire on that CPU while the loop runs there (other tasks'
+    # sleeps, the scheduler's), counted in its context: with both cores busy (CI) 334 and 429 in 1.01 s at
+    # HZ 250; the same bound as test_perf_event's, never as many as two per tick
+    assert 0.8 * _hz() * on_cpu_s <= timer <= 2 * _hz() * on_cpu_s, (timer, on_cpu_s, _hz())
     assert abs(timer - value(sample, "timer-interrupts")) <= TIMER_TOLERANCE  # perf_event's tracepoint count
     user, kernel = ebpf["timer-ticks:u"].value, ebpf["timer-ticks:k"].value
     assert user + kernel <= timer
@@ -176,8 +178,9 @@ def test_stat_shows_and_excludes_interfered_runs(programs, tmp_path):
         hog.kill()
         hog.wait()
     assert kept.returncode == 0, kept.stderr
-    assert "2 of 2 runs flagged" in kept.stdout and "kept in the statistics" in kept.stdout
-    assert "2 of 2 runs flagged" in left_out.stdout and "left out of the statistics" in left_out.stdout
+    kept_said, left_out_said = (" ".join(done.stdout.split()) for done in (kept, left_out))
+    assert "2 of 2 runs flagged" in kept_said and "kept in the statistics" in kept_said, kept.stdout
+    assert "2 of 2 runs flagged" in left_out_said and "left out of the statistics" in left_out_said, left_out.stdout
     # the same runs under other uuids: a run on both sides of a compare is refused (docs/samples.md)
     copy = tmp_path / "copy.jsonl"
     copy.write_text("".join(json.dumps({**record, "uuid": str(uuid.uuid4())} if record.get("type") == "sample"
@@ -186,7 +189,8 @@ def test_stat_shows_and_excludes_interfered_runs(programs, tmp_path):
     compared = perfctl("compare", str(tmp_path / "s.jsonl"), str(copy), "--exclude-interfered")
     assert compared.returncode == 2 and "left out 2 interfered-with runs" in compared.stderr, compared.stderr
     kept = perfctl("compare", str(tmp_path / "s.jsonl"), str(copy))
-    assert kept.returncode == 0 and "2 runs flagged: other tasks ran on the benchmark's CPUs" in kept.stdout
+    said = " ".join(kept.stdout.split())  # the note wraps with an indent
+    assert kept.returncode == 0 and "2 runs flagged: other tasks ran on the benchmark's CPUs" in said, kept.stdout
 
 
 def _stat_json(*args, env=None):

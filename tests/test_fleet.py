@@ -64,7 +64,9 @@ def test_two_agents_run_an_interleaved_job_and_compare(fleet, backend, request):
     assert sorted(r["benchmark"] for r in document["benchmarks"]) == ["sleep", "true"]
     assert all(r["n_a"] == 10 and r["n_b"] == 10 for r in document["benchmarks"])  # warmups left out
     table = fleet.client("compare", "box-a", "box-b", "--metric", "page-faults", server=server)
-    assert "machine box-a" in table.stdout and "equivalence" in table.stdout
+    assert "equivalent within ±5%" in table.stdout, table.stdout
+    verbose = fleet.client("compare", "box-a", "box-b", "--metric", "page-faults", "-v", server=server)
+    assert "machine box-a" in verbose.stdout and "equivalence" in verbose.stdout, verbose.stdout
 
 
 def test_rounds_interleave_commands(fleet):

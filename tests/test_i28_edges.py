@@ -23,7 +23,7 @@ from perfctl.analysis.ratio_edges import equivalence_tests
 from perfctl.analysis.sparc import ratio_interval, sparc_tests
 from perfctl.analysis.verdicts import Verdict, band, beyond, read_off
 from perfctl.pairing import CompareContext
-from perfctl.report import svg
+from perfctl.report import VERBOSE, svg
 from perfctl.report.ab import _sequence, live_line
 from perfctl.report.compare import CompareReport
 
@@ -46,7 +46,11 @@ def _write(path, stat_lines, faults, machine_text=None, first_sample_before_mach
 
 
 def _row(stdout):
+    """The benchmark's row of the verdict table (printed with -v --width 250: its ±margin column last)."""
     return next(line for line in stdout.splitlines() if line.startswith("true "))
+
+
+WIDE = ("-v", "--width", "250")  # the verdict table whole, with its ±margin column
 
 
 # --- a ratio on the band's edge ----------------------------------------------------------------------------
@@ -59,10 +63,11 @@ def test_constant_counts_on_the_band_edge_are_inside(tmp_path, stat_lines, a, ma
     file_a = _write(tmp_path / "a.jsonl", stat_lines, [a] * 30)
     file_b = _write(tmp_path / "b.jsonl", stat_lines, [100] * 30)
     args = ["compare", file_a, file_b, "--metric", "page-faults", "--margin", margin] + (["--paired"] if paired else [])
-    result = perfctl(*args)
+    result = perfctl(*args, *WIDE)
     row = _row(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "trivial difference" in row and row.rstrip().endswith("inside"), row
+    way = "slower" if a < 100 else "faster"
+    assert f"B {way}, within ±{float(margin) * 100:g}%" in row and row.rstrip().endswith("inside"), row
     edge = f"{a / 100:.3f}"
     assert f"[{edge}, {edge}]" in row, row
     assert perfctl(*args, "--fail-on", "beyond").returncode == 0
@@ -155,10 +160,10 @@ def test_sparc_family_on_the_band_edge_agrees_with_its_margin_column(tmp_path, s
     file_a = _write(tmp_path / "a.jsonl", stat_lines, [a] * 6)
     file_b = _write(tmp_path / "b.jsonl", stat_lines, [100] * 6)
     result = perfctl("compare", file_a, file_b, "--metric", "page-faults", "--margin", margin, "--family", "sparc",
-                     *(["--paired"] if paired else []))
+                     *(["--paired"] if paired else []), *WIDE)
     row = _row(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "trivial difference" in row and row.rstrip().endswith("inside"), row
+    assert f", within ±{float(margin) * 100:g}%" in row and row.rstrip().endswith("inside"), row
 
 
 def _closed_band_statistics(x, y, margin, paired):
@@ -215,11 +220,12 @@ def test_margin_too_small_to_tell_from_one_is_refused(tmp_path, stat_lines):
 
 # --- printed digits ----------------------------------------------------------------------------------------
 
-ROW = re.compile(r"^(b\d+)\s.*?× \[([\d.…]+), ([\d.…]+)\]\s+(relevant difference|trivial difference|"
-                 r"equivalence|indeterminate)\s+(beyond|inside|crosses)\s*$")
+FINDING = (r"(B slower beyond ±\d+%|B faster beyond ±\d+%|B slower, within ±\d+%|B faster, within ±\d+%|B slower|"
+           r"B faster|equivalent within ±\d+%|no difference shown)")
+ROW = re.compile(r"^(b\d+)\s.*?× \[([\d.…]+), ([\d.…]+)\]\s+" + FINDING + r"\s+(beyond|inside|crosses)\s*$")
 # the Markdown table writes perfctl's own interval as it is ([low, high], plain text in Markdown)
-MARKDOWN_ROW = re.compile(r"^\| (b\d+) \|.*?× \[([\d.…]+), ([\d.…]+)\] \| (relevant difference|trivial difference|"
-                          r"equivalence|indeterminate) \| (beyond|inside|crosses) \|")
+MARKDOWN_ROW = re.compile(r"^\| (b\d+) \|.*?× \[([\d.…]+), ([\d.…]+)\] \| " + FINDING
+                          + r" \| (beyond|inside|crosses) \|")
 
 
 def _reading(low: Fraction, high: Fraction, margin: Fraction) -> tuple[str, str]:
@@ -231,6 +237,17 @@ def _reading(low: Fraction, high: Fraction, margin: Fraction) -> tuple[str, str]
                else ("equivalence" if equivalence else "indeterminate"))
     relation = "beyond" if high < lower_edge or low > upper_edge else "inside" if equivalence else "crosses"
     return verdict, relation
+
+
+def _finding(low: Fraction, high: Fraction, margin: Fraction) -> tuple[str, str]:
+    """The verdict with its direction (analysis/verdicts.py finding) and the ±margin column, read off a
+    printed interval against the printed band alone."""
+    verdict, relation = _reading(low, high, margin)
+    way, band = "slower" if high < 1 else "faster", f"±{float(margin) * 100:g}%"
+    said = {"relevant difference": f"B {way} beyond {band}" if relation == "beyond" else f"B {way}",
+            "trivial difference": f"B {way}, within {band}", "equivalence": f"equivalent within {band}",
+            "indeterminate": "no difference shown"}[verdict]
+    return said, relation
 
 
 def _random_comparison(rng, benchmarks=30):
@@ -260,8 +277,8 @@ def test_printed_intervals_read_as_their_verdicts():
         margin_text, comparison = _random_comparison(rng)
         context = CompareContext("A", "B", "test", ("t",), "t")
         out = io.StringIO()
-        CompareReport(comparison, context).table(Console(file=out, width=250))
-        assert f"±{margin_text}" in out.getvalue()
+        CompareReport(comparison, context, verbosity=VERBOSE).table(Console(file=out, width=250))
+        assert f"±{float(margin_text) * 100:g}%" in out.getvalue()
         for pattern, text in ((ROW, out.getvalue()), (MARKDOWN_ROW, CompareReport(comparison, context).markdown())):
             for line in text.splitlines():
                 match = pattern.match(line)
@@ -269,7 +286,7 @@ def test_printed_intervals_read_as_their_verdicts():
                     continue
                 _, low, high, verdict, relation = match.groups()
                 rows += 1
-                assert _reading(Fraction(low), Fraction(high), Fraction(margin_text)) == (verdict, relation), line
+                assert _finding(Fraction(low), Fraction(high), Fraction(margin_text)) == (verdict, relation), line
     assert rows > 2000
 
 
@@ -347,14 +364,14 @@ def test_sparc_family_randomized_sweep_never_crashes():
 def test_sparc_family_on_files_nothing_judged_and_p_at_one(tmp_path, stat_lines):
     one_a = _write(tmp_path / "one_a.jsonl", stat_lines, [95])
     one_b = _write(tmp_path / "one_b.jsonl", stat_lines, [100])
-    result = perfctl("compare", one_a, one_b, "--metric", "page-faults", "--family", "sparc")
+    result = perfctl("compare", one_a, one_b, "--metric", "page-faults", "--family", "sparc", *WIDE)
     assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
     assert "cannot conclude" in _row(result.stdout)
     low_a = _write(tmp_path / "low_a.jsonl", stat_lines, [50, 51, 52, 53])
     many_b = _write(tmp_path / "many_b.jsonl", stat_lines, list(range(100, 116)))
-    result = perfctl("compare", low_a, many_b, "--metric", "page-faults", "--family", "sparc")
+    result = perfctl("compare", low_a, many_b, "--metric", "page-faults", "--family", "sparc", *WIDE)
     assert result.returncode == 3 and "Traceback" not in result.stderr, result.stderr
-    assert "relevant difference" in _row(result.stdout)
+    assert "B slower" in _row(result.stdout) and "relevant difference" in result.stdout
 
 
 # --- nested machine lines, extreme ratios --------------------------------------------------------------------
@@ -415,12 +432,12 @@ def test_ratio_beyond_a_float_is_refused_in_one_line(tmp_path):
     for first, second, exponent in ((big, tiny, "10^319"), (tiny, big, "10^-319")):
         result = perfctl("compare", first, second, "--html", str(page))
         assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
-        assert f"cannot conclude: A/B ratios reach {exponent}, beyond 10^±300" in result.stdout
+        assert f"cannot conclude: A/B ratios reach {exponent}, beyond 10^±300" in " ".join(result.stdout.split())
         assert page.stat().st_size > 1000
     # within 10^300 both ways: judged
     small = _hyperfine(tmp_path / "small.json", [1e-280 * (1 + i * 1e-3) for i in range(10)])
     result = perfctl("compare", big, small)
-    assert result.returncode == 0 and "relevant difference" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0 and "B faster beyond ±5%" in result.stdout, result.stdout + result.stderr
 
 
 def test_log_scales_take_zero_and_overflowing_spans():
@@ -441,7 +458,7 @@ def test_ratios_and_quantities_far_from_one_print_their_significant_digits(tmp_p
     18446744073709524992.000× (exp(log)'s last digits); a ratio of 5e-324 printed 0.000× [0.000, 0.000]."""
     base = _hyperfine(tmp_path / "base.json", [2e-3 * (1 + i * 1e-3) for i in range(10)])
     tiny = _hyperfine(tmp_path / "tiny.json", [1e-300 * (1 + i * 1e-3) for i in range(10)])
-    result = perfctl("compare", base, tiny)
+    result = perfctl("compare", base, tiny, "--width", "120")
     row = next(line for line in result.stdout.splitlines() if line.startswith("bench "))
     assert re.search(r" 1\.00\de-291 ns +\d\.\d{3}e\+297× \[\d\.\d{3}e\+297, \d\.\d{3}e\+297\] ", row), row
     assert max(len(line) for line in result.stdout.splitlines()) < 200

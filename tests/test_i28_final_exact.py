@@ -71,11 +71,13 @@ def test_counts_past_2_53_give_the_exact_verdict_on_every_path(tmp_path, stat_li
     a, b = CASES[case]
     file_a, file_b = _write(tmp_path / "a.jsonl", stat_lines, a), _write(tmp_path / "b.jsonl", stat_lines, b)
     args = ["compare", file_a, file_b, "--metric", "page-faults", *options]
-    text, document = perfctl(*args), perfctl(*args, "--format", "json")
+    text, document = perfctl(*args, "-v", "--width", "250"), perfctl(*args, "--format", "json")
     (row,) = json.loads(document.stdout)["benchmarks"]
     verdict, column = _exact_verdict(a, b)
     assert row["verdict"] == verdict, (case, options, row)
-    assert _row(text.stdout).split()[-1] == column and verdict in _row(text.stdout), _row(text.stdout)
+    # the verdict table's row: the finding, then the ±margin column; SPARC's words in the details table
+    assert _row(text.stdout).split()[-1] == column and row["finding"] in _row(text.stdout), _row(text.stdout)
+    assert verdict in text.stdout.split("details:")[1], text.stdout
     shown = read_off(row["ratio_low"], row["ratio_high"], 0.05)
     assert relevance(*shown).value == verdict, row  # the verdict reads off the interval printed beside it
     assert text.returncode == (3 if verdict == Verdict.RELEVANT.value and a[0] < b[0] else 0), text.stdout
@@ -121,9 +123,10 @@ def server(module_fleet):
 def test_server_compares_the_counts_sent(server, options):
     """Stored as float64, 949999999999999999 became 9.5e17: the server said "trivial difference inside",
     exit 0. The counts sent are read back from the payloads: "relevant difference beyond", exit 3."""
-    result = cli(server, "compare", "box-c@v=m1", "box-c@v=m2", "--metric", "page-faults", *options)
+    result = cli(server, "compare", "box-c@v=m1", "box-c@v=m2", "--metric", "page-faults", *options, "-v",
+                 "--width", "250")
     row = _row(result.stdout)
-    assert "relevant difference" in row and row.split()[-1] == "beyond", result.stdout + result.stderr
+    assert "B slower beyond ±5%" in row and row.split()[-1] == "beyond", result.stdout + result.stderr
     assert "[0.94999999999999996, 0.94999999999999996]" in row, row
     assert result.returncode == 3, result.stdout + result.stderr
 

@@ -57,7 +57,7 @@ def test_perf_stat_cut_at_each_line_end_of_its_last_run_is_refused_or_read_whole
             assert result.returncode == 2 and result.stderr == f"perfctl compare: {message}\n"
             continue
         dataset = read_dataset(str(cut))
-        counts = {len(values) for values in dataset.benchmarks["cut"].metrics.values()}
+        counts = {len(values) for values in dataset.benchmarks["perf stat"].metrics.values()}
         assert counts == ({3} if kept else {2})  # whole runs only
         assert bool(dataset.notes) == (not kept)  # the empty last run: said
 
@@ -278,17 +278,17 @@ def test_compare_of_perfctl_files_reads_u64_counts_exactly(stat_file, tmp_path):
     a = _counted_file(tmp_path / "a.jsonl", stat_file, 2**64 - 1)
     b = _counted_file(tmp_path / "b.jsonl", stat_file, 2**64 - 2)
     assert read_dataset(str(a)).benchmarks["true"].metrics["page-faults"] == [2**64 - 1] * 8
-    result = perfctl("compare", str(a), str(b), "--metric", "page-faults")
+    result = perfctl("compare", str(a), str(b), "--metric", "page-faults", "--width", "250")
     assert result.returncode == 0, result.stderr
     row = _row(result.stdout)
-    assert "trivial difference" in row and "[1.0000000000000002, 1.0000000000000002]" in row, row
+    assert "B faster, within ±5%" in row and "[1.0000000000000002, 1.0000000000000002]" in row, row
     same = perfctl("compare", str(a), str(_counted_file(tmp_path / "c.jsonl", stat_file, 2**64 - 1)),
-                   "--metric", "page-faults")
-    assert same.returncode == 0 and "equivalence" in _row(same.stdout), same.stdout
+                   "--metric", "page-faults", "--width", "250")
+    assert same.returncode == 0 and "equivalent within ±5%" in _row(same.stdout), same.stdout
     edge = perfctl("compare", str(_counted_file(tmp_path / "e.jsonl", stat_file, EDGE_A)),
                    str(_counted_file(tmp_path / "f.jsonl", stat_file, EDGE_B)), "--metric", "page-faults",
-                   "--margin", "0.000001")
-    assert edge.returncode == 0 and "trivial difference" in _row(edge.stdout), edge.stdout
+                   "--margin", "0.000001", "--width", "250")
+    assert edge.returncode == 0 and ", within ±0.0001%" in _row(edge.stdout), edge.stdout
 
 
 def test_readers_keep_integer_counts_as_ints_and_times_as_floats(tmp_path):
@@ -298,7 +298,7 @@ def test_readers_keep_integer_counts_as_ints_and_times_as_floats(tmp_path):
     path.write_text("# started on x\n\n9007199254740993,,page-faults,1000,100.00,,\n0.50,msec,task-clock,1000,"
                     "100.00,,\n# started on x\n\n9007199254740992,,page-faults,1000,100.00,,\n0.25,msec,task-clock,"
                     "1000,100.00,,\n")
-    bench = read_dataset(str(path)).benchmarks["big"]
+    bench = read_dataset(str(path)).benchmarks["perf stat"]
     assert bench.metrics["page-faults"] == [2**53 + 1, 2**53]
     assert all(type(v) is int for v in bench.metrics["page-faults"])
     assert bench.metrics["task-clock"] == [500000.0, 250000.0]

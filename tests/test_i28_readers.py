@@ -175,7 +175,7 @@ def test_every_perf_stat_layout_is_detected_so_its_reader_can_speak(tmp_path, sy
         with pytest.raises(DatasetError, match=f"{path}:3: .*{refused}"):
             read_dataset(str(path))
     else:
-        assert read_dataset(str(path)).benchmarks["out"].metrics.keys() == {"task-clock", "page-faults"}
+        assert read_dataset(str(path)).benchmarks["perf stat"].metrics.keys() == {"task-clock", "page-faults"}
 
 
 def test_a_comma_is_not_a_perf_stat_line(tmp_path):
@@ -198,7 +198,7 @@ def test_a_perf_stat_file_cut_inside_its_last_event_is_refused(tmp_path, syntax,
                         "/bin/true"], check=True)
     text = whole.read_text()
     assert text.endswith("\n")  # perf ends every line, the last one too
-    assert read_dataset(str(whole)).benchmarks["whole"].metrics.keys() == {"page-faults", "task-clock"}
+    assert read_dataset(str(whole)).benchmarks["perf stat"].metrics.keys() == {"page-faults", "task-clock"}
     cut = tmp_path / "cut.out"
     cut.write_text(text[:text.rindex("task-clock") + len("task-cl")])
     line = cut.read_text().count("\n") + 1

@@ -222,7 +222,8 @@ def test_long_lists_of_names_and_notes_are_capped_on_the_page_and_say_where_the_
 
 
 def _path_points(svg_text: str) -> list[tuple[float, float]]:
-    return [(float(x), float(y)) for x, y in re.findall(r"M(-?[\d.]+) (-?[\d.]+)", svg_text)]
+    """The marks of the runs (zero-length segments, svg._marks), not the glyphs of the plot's key."""
+    return [(float(x), float(y)) for x, y in re.findall(r"M(-?[\d.]+) (-?[\d.]+)h0", svg_text)]
 
 
 def test_thinned_plots_keep_the_extremes_and_say_how_they_were_drawn():
@@ -242,10 +243,13 @@ def test_thinned_plots_keep_the_extremes_and_say_how_they_were_drawn():
     ecdf = svg.ecdf(series, None, "value")
     assert ecdf.count("H") <= svg.MARK_LIMIT + 5 and "A 100,000 runs: 1,000 quantiles each" in ecdf
     ordered = svg.run_order(series, None, "value")
-    ys = svg.Scale(*svg.padded([min(values), 200.0]), 200, 26)
+    # the value axis's ticks, read off the plot: the outlier's bin reaches 200
+    tick = r'<text x="84" y="([\d.]+)" text-anchor="end" class="ytick">([\d.]+)<'
+    (y0, t0), *_, (y1, t1) = [(float(y) - 4, float(t)) for y, t in re.findall(tick, ordered)]  # baseline: +4
     lines = re.findall(r"M(-?[\d.]+) (-?[\d.]+)V(-?[\d.]+)", ordered)
     assert len(lines) == svg.RUN_BINS
-    assert min(float(top) for _, _, top in lines) == pytest.approx(ys(200.0), abs=0.1)  # the outlier's bin
+    top = min(float(top) for _, _, top in lines)
+    assert t0 + (top - y0) / (y1 - y0) * (t1 - t0) == pytest.approx(200.0, abs=0.5)  # the outlier's bin
     assert "400 bins of consecutive runs" in ordered and len(ordered) < 60_000
 
 
@@ -328,7 +332,11 @@ def test_markdown_cells_render_as_the_text_they_are(tmp_path):
     assert all(len(row) == 11 for row in cells.rows), cells.rows  # no name forged a column
     assert cells.tags == [], cells.tags  # no link, image, emphasis, code or HTML of a name's own
     rendered = _rendered(done.stdout)
-    assert "<h1" not in rendered and "<li" not in rendered and "<ol" not in rendered
+    assert "<h1" not in rendered and "<ol" not in rendered
+    # the only list is perfctl's own: the overall lines (a name cannot start one)
+    items = re.findall(r"<li>(.*?)</li>", rendered)
+    ours = ("geometric mean", "Speedup-Test", "B faster (median protocol)", "note:", "SPARC overall")
+    assert items and all(item.startswith(ours) for item in items), items
 
 
 def test_markdown_statement_and_notes_are_escaped_too(tmp_path):
@@ -338,7 +346,10 @@ def test_markdown_statement_and_notes_are_escaped_too(tmp_path):
     done = perfctl("compare", a, b, "--format", "markdown")
     assert done.returncode == 3, done.stderr
     rendered = _rendered(done.stdout)
-    assert "<strong>" not in rendered and "<a " not in rendered and "**bold** [x](http:evil).json" in rendered
+    # the one emphasis is perfctl's: the headline, first
+    headline, rest = rendered.split("</strong>", 1)
+    assert headline.startswith("<p><strong>B slower on 1 of 1 benchmark: x "), headline
+    assert "<strong>" not in rest and "<a " not in rendered and "**bold** [x](http:evil).json" in rendered
 
 
 FORMULAS = ["=1+2", "+A1", "-1+2", "@SUM(A1:A2)", " =HYPERLINK(\"http://evil\")", "\uff1d1+1",
@@ -430,7 +441,8 @@ def test_long_names_keep_the_verdict_column_whole_and_the_forest_labels_apart(br
         return {title: g.querySelector('title').textContent, label: label.textContent, left: box.x};
     })""")
     assert [r["title"].split(": ")[0] for r in rows] == names, rows
-    assert "relevant difference, A/B 0.833× [" in rows[0]["title"]
+    assert "B slower beyond ±5%, A/B 0.833× [" in rows[0]["title"]
+    assert "(SPARC: relevant difference)" in rows[0]["title"]
     labels = [r["label"] for r in rows]
     assert len(set(labels)) == 4 and labels[3] == "short", labels  # the variants read apart
     assert all(r["left"] >= 0 for r in rows), rows  # no label runs off the plot's left edge

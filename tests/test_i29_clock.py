@@ -83,7 +83,7 @@ def test_a_clock_30_days_fast_neither_makes_the_latest_job_nor_hides_it(fleet, b
     assert 30 * DAY_NS - 60 * 10**9 < skew < 30 * DAY_NS + 60 * 10**9  # the agent's own clock, as it sent it
     first = _job(fleet, server, "-r", "5", "--", "/bin/true")
     box = wait_for(lambda: (m := _machines(fleet, server)["box"])["clock_ahead_runs"] == 5 and m, 30, "flagged runs")
-    table = fleet.client("machines", server=server).stdout
+    table = fleet.client("machines", "--width", "250", server=server).stdout  # the clock cell whole
     assert "30.0 d ahead, 5 runs stamped ahead" in table, table
 
     fleet.kill("box", 15)  # the same machine, its clock set right
@@ -92,7 +92,7 @@ def test_a_clock_30_days_fast_neither_makes_the_latest_job_nor_hides_it(fleet, b
     second = _job(fleet, server, "-r", "7", "--", "/bin/true")
     box = _machines(fleet, server)["box"]
     assert box["clock_ahead_runs"] == 5 and box["samples"] == 12  # the new runs are not flagged; none refused
-    assert "clock" in fleet.client("machines", "box", server=server).stdout
+    assert "clock" in fleet.client("machines", "box", "--width", "250", server=server).stdout
 
     # box alone is its most recent job: J2, received after J1, though J1's runs claim to start 30 days later
     compare = fleet.client("compare", f"box@job={first}", "box", "--format", "json", server=server)

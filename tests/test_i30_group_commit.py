@@ -8,11 +8,13 @@ after a restart is a line more. A real server (SQLite) and agent on loopback."""
 
 import json
 import os
+import shutil
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+import pytest
 from conftest import needs_root
 from fleet import free_port, stored_uuids, wait_for
 
@@ -20,6 +22,16 @@ from perfctl.agent.spool import GROUP_RUNS, GROUP_SECONDS, LONG_RUN_NS, GroupCom
 from perfctl.wire import JOB_UUID_NAMESPACE
 
 RUNS = 600
+
+
+@pytest.fixture
+def shared():
+    """A directory user nobody (the runs) can write in: not under pytest's tree, which is root's alone and which
+    every pytest session that starts sets back to 0700 (a concurrent one cut a job's runs off mid-job)."""
+    directory = Path(tempfile.mkdtemp(prefix="perfctl-i30-"))
+    os.chmod(directory, 0o755)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _run(k: int) -> SpooledRun:
@@ -52,20 +64,16 @@ def test_samples_added_together_are_one_transaction_with_their_jobs_progress(tmp
         spool.close()
 
 
-def _job_measured_with(fleet, tmp_path, stop) -> tuple[int, list[str], str]:
+def _job_measured_with(fleet, shared: Path, stop) -> tuple[int, list[str], str]:
     """(runs the benchmark counted, uuids stored, job id) of a job of RUNS runs whose agent ``stop`` stops in
     mid-job once a third of them ran, and which a restarted agent finishes."""
     address = f"127.0.0.1:{free_port()}"
     fleet.start_server(address, ["--data-dir", str(fleet.dir / "data")])
     fleet.start_agent("box", address)
     wait_for(lambda: json.loads(fleet.client("machines", "--json", server=address).stdout or "[]"), 60, "the agent")
-    lines = tmp_path / "runs"  # the runs are user nobody's, and pytest's tmp_path is root's alone
+    lines = shared / "runs"
     lines.touch(mode=0o666)
     os.chmod(lines, 0o666)
-    for parent in (tmp_path, *tmp_path.parents):
-        if parent == Path(tempfile.gettempdir()):
-            break
-        os.chmod(parent, os.stat(parent).st_mode | 0o711)
     result = fleet.client("submit", "--machines", "box", "-r", str(RUNS), "-e", "page-faults", "--", "/bin/sh",
                           "-c", f"echo >> {lines}", server=address)
     assert result.returncode == 0, result.stderr
@@ -89,13 +97,16 @@ def _job_measured_with(fleet, tmp_path, stop) -> tuple[int, list[str], str]:
 
 
 @needs_root
-def test_an_agent_killed_in_mid_job_measures_again_at_most_the_runs_it_held(fleet, tmp_path):
-    ran, _, _ = _job_measured_with(fleet, tmp_path, lambda: fleet.kill("box", 9))
+def test_an_agent_killed_in_mid_job_measures_again_at_most_the_runs_it_held(fleet, shared):
+    ran, _, _ = _job_measured_with(fleet, shared, lambda: fleet.kill("box", 9))
     # the runs held (at most GROUP_RUNS) and the run in progress when the kill came
     assert RUNS <= ran <= RUNS + GROUP_RUNS + 1, ran
 
 
 @needs_root
-def test_a_clean_stop_commits_the_runs_held(fleet, tmp_path):
-    ran, _, _ = _job_measured_with(fleet, tmp_path, lambda: fleet.kill("box", 15))
+def test_a_clean_stop_commits_the_runs_held(fleet, shared):
+    def stop() -> None:  # a stop that ends the agent as a kill would (agent/daemon.py STOP_LIMIT_S) says why
+        assert fleet.kill("box", 15) == 0, fleet.log("box")[-6000:]
+
+    ran, _, _ = _job_measured_with(fleet, shared, stop)
     assert RUNS <= ran <= RUNS + 1, ran  # only the run the stop cut short is measured again

@@ -12,9 +12,10 @@ import sys
 import time
 
 import pytest
-from conftest import perfctl
+from conftest import perfctl, read_terminal
 from fleet import fake_query_server
 
+from perfctl import __version__
 from perfctl.cli.listings import _LineProgress, select_jobs, watch_jobs
 from perfctl.cli.options import duration
 from perfctl.output import UsageError
@@ -26,6 +27,7 @@ from perfctl.report.fleet import (
     JobsWaitReport,
     MachineReport,
     MachinesReport,
+    when,
 )
 from perfctl.v1 import fleet_pb2 as pb
 from perfctl.v1 import fleet_pb2_grpc as rpc
@@ -106,12 +108,22 @@ def test_benchmarks_lists_identity_labels_jobs_runs_and_time_range():
     rows = _rows(table)
     first = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start / 1e9))
     last = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start / 1e9 + 90))
+    # by default digests of 12 hex digits, the last run alone, in short (2025-11-24: not this year)
     assert rows[0] == ["box-a", "gzip", "ab12ab12ab12", "cd34cd34cd34", "/usr/bin/gzip -c '/etc/my services'",
-                       "commit=abc123, try=quickstart", "2", "40", first, last]
-    assert rows[1] == ["box-b", "x\\x1b[2J", "?", "?", "", "", "0", "3", "unknown", "unknown"]
+                       "commit=abc123, try=quickstart", "40", when(start + 90 * 10**9, short=True)]
+    assert rows[1] == ["box-b", "x\\x1b[2J", "?", "?", "", "", "3", "unknown"]
     assert "\x1b" not in table
+    # -v: whole digests, jobs, the first and last run to the second
+    from rich.console import Console
+
+    out = io.StringIO()
+    BenchmarksReport(response.benchmarks, verbosity=1).table(Console(file=out, width=400, color_system=None))
+    rows = _rows(out.getvalue())
+    assert rows[0] == ["box-a", "gzip", "ab12" * 16, "cd34" * 16, "/usr/bin/gzip -c '/etc/my services'",
+                       "commit=abc123, try=quickstart", "2", "40", first, last]
     document = json.loads(_render(BenchmarksReport(response.benchmarks), "json"))
-    assert document[0] == {"machine": "box-a", "benchmark": "gzip", "executable_sha256": "ab12" * 16,
+    assert document[0] == {"schema": "perfctl.benchmarks/1", "perfctl": __version__,
+                           "machine": "box-a", "benchmark": "gzip", "executable_sha256": "ab12" * 16,
                            "input_digest": "cd34" * 16, "argv": ["/usr/bin/gzip", "-c", "/etc/my services"],
                            "labels": ["commit=abc123", "try=quickstart"], "labels_left_out": 0, "jobs": 2, "runs": 40,
                            "first_ns": start, "last_ns": start + 90 * 10**9}
@@ -343,15 +355,7 @@ def test_on_a_terminal_the_wait_is_a_live_table(scripted):
                                    stdout=subprocess.PIPE, stderr=follower,
                                    env={**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"})
         os.close(follower)
-        output = b""
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the writer closed the terminal
-                break
-            if not chunk:
-                break
-            output += chunk
+        output = read_terminal(leader)
         process.wait(timeout=60)
     finally:
         os.close(leader)

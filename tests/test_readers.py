@@ -261,7 +261,7 @@ def test_perf_stat_runs_from_append_blocks(tmp_path, fmt):
         _perf_stat(path, fmt, "--append", "-e", "task-clock,page-faults")
     written = _written(path, fmt)
     assert detect(str(path)) == fmt
-    runs = read_dataset(str(path)).benchmarks["true"]
+    runs = read_dataset(str(path)).benchmarks["perf stat"]  # no command recorded: the one neutral name
     task_clock = [float(value) * 1e6 for event, value in written if event == "task-clock"]
     page_faults = [float(value) for event, value in written if event == "page-faults"]
     assert len(task_clock) == 3 and runs.metrics["task-clock"] == pytest.approx(task_clock, rel=1e-12)
@@ -279,7 +279,7 @@ def test_perf_stat_without_started_on_lines_a_repeated_event_starts_a_run(tmp_pa
             subprocess.run(["perf", "stat", SYNTAXES[fmt], "-e", "task-clock", "--", "/bin/true"], stderr=stderr,
                            check=True)
     assert "# started on" not in path.read_text()
-    task_clock = read_dataset(str(path), fmt).benchmarks["true"].metrics["task-clock"]
+    task_clock = read_dataset(str(path), fmt).benchmarks["perf stat"].metrics["task-clock"]
     assert task_clock == pytest.approx([float(value) * 1e6 for _, value in _written(path, fmt)], rel=1e-12)
     assert len(task_clock) == 3
 
@@ -324,7 +324,7 @@ def test_perf_stat_multiplexing_and_unsupported_are_noted_alike(tmp_path, fmt):
         {**GOOD_LINE, "counter-value": "2.5"},  # a second run: perf writes every event of each run
         {"counter-value": "<not supported>", "unit": "", "event": "cycles", "pcnt-running": 100.0},
         {"counter-value": "<not counted>", "unit": "", "event": "instructions", "pcnt-running": 0.0}))
-    runs = read_dataset(str(path), fmt).benchmarks["mux"]
+    runs = read_dataset(str(path), fmt).benchmarks["perf stat"]
     assert runs.metrics == {"task-clock": [1.5e6, 2.5e6]}  # never a 0 for cycles or instructions
     assert runs.notes["cycles"] == ["unsupported: perf stat printed <not supported>"]
     assert runs.notes["instructions"] == ["perf stat printed <not counted> in some runs"]

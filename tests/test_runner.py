@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -516,7 +517,11 @@ def test_the_gates_loop_counts_and_reports_runs_as_one_gate_per_run_does(tmp_pat
     context switches (the loop started its runs with a vfork, whose parent woken at the execve switched the
     benchmark out: 0.68 a run on average, against 0.06 for a gated run)."""
     looped, gated, loops = _looped_and_gated(["/bin/true"], 30)
-    assert [value(s, "page-faults") for s in looped] == [value(s, "page-faults") for s in gated]
+    # the same page faults a run: the same count on nearly every run of each. Not on every one: with both
+    # cores busy (CI) one run of 60 took 49 where all others took 46, a disturbance of that run, not the loop's
+    faults = [Counter(value(s, "page-faults") for s in samples) for samples in (looped, gated)]
+    usual = faults[0].most_common(1)[0][0]
+    assert usual == faults[1].most_common(1)[0][0] and min(f[usual] for f in faults) >= 27, faults
     switches = [sum(value(s, "context-switches") for s in samples) for samples in (looped, gated)]
     assert switches[0] <= switches[1] + 8, switches  # of 30 runs each
 
@@ -737,17 +742,18 @@ def test_the_wall_time_starts_at_the_execve_not_at_the_gates_move_into_the_cgrou
     here, which the wall time of every run of a benchmark longer than that took in (sleep 0.2: 206-217 ms
     through the loop and the gate alike, 201.4 by perf stat and hyperfine). It starts at the execve now
     (gate.c -T and the loop's record), so it is no longer than what Python sees around a whole spawn."""
-    looped, gated, _ = _looped_and_gated(["/bin/sleep", "0.2"], 3, events=("page-faults",))
+    looped, gated, _ = _looped_and_gated(["/bin/sleep", "0.2"], 5, events=("page-faults",))
     around = []
-    for _ in range(3):
+    for _ in range(5):
         start = time.perf_counter_ns()
         subprocess.run(["/bin/sleep", "0.2"], check=True)
         around.append(time.perf_counter_ns() - start)
     # The fastest of each: a grace period lengthens every run it is in, while a busy machine's wake-up delays
-    # (the suite runs with both cores busy too) lengthen some runs of either kind by a few ms.
+    # (the suite runs with both cores busy too) lengthen runs of either kind by a few ms (all three of a kind
+    # by 2.2 ms once): within 5 ms, less than the shortest grace period seen.
     reference = min(around)
     for samples in (looped, gated):
-        assert min(s.wall_ns for s in samples) < reference + 2_000_000, (samples, around)
+        assert min(s.wall_ns for s in samples) < reference + 5_000_000, (samples, around)
         assert all(s.wall_ns >= 200_000_000 for s in samples)
 
 

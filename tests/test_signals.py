@@ -55,11 +55,14 @@ def test_the_first_of_two_stop_signals_decides_the_exit_whatever_their_numbers()
 
     go = threading.Event()
 
-    def send():  # this thread leaves the signals unblocked: the kernel hands them to it, in arrival order
+    def send():  # this thread leaves the signals unblocked and takes both, in the order they are sent
         go.wait()
-        os.kill(os.getpid(), signal.SIGINT)
+        # sent to this thread itself: a signal sent to the process goes to any thread that does not block it,
+        # and the pytest process may hold others (left by earlier tests) that, descheduled on a busy machine,
+        # run the C-level handler of the first signal after this thread ran the second's
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
         time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGHUP)
+        signal.pthread_kill(threading.get_ident(), signal.SIGHUP)
 
     sender = threading.Thread(target=send)
     sender.start()

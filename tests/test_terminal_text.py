@@ -33,7 +33,8 @@ def _first_column(table: str, index: int = 0) -> str:
 def test_compare_shows_hostile_benchmark_names_literally(tmp_path, fmt):
     a = jsonl_file(tmp_path / "a.jsonl", sample_records(HOSTILE) + sample_records("plain"))
     b = jsonl_file(tmp_path / "b.jsonl", sample_records(HOSTILE, base=2000) + sample_records("other"))
-    result = perfctl("compare", a, b, "--format", fmt)
+    # wide enough that the name is not folded: this is about what is shown, not how it is laid out
+    result = perfctl("compare", a, b, "--format", fmt, "--width", "250")
     assert result.returncode == 3, result.stderr  # instructions doubled: a relevant slowdown
     if fmt == "markdown":  # Markdown escapes the name's [ ] and \ too: it is literal once rendered
         from markdown_it import MarkdownIt
@@ -103,20 +104,20 @@ def test_listings_from_a_real_server_show_hostile_strings_literally(fleet):
     argv = ["/bin/echo", "a\nforged", "\u202eab", "[bold red]x[/]"]
     submitted = fleet.client("submit", "--machines", "box-a", "--", *argv, server=server)
     assert submitted.returncode == 0, submitted.stderr
-    jobs = fleet.client("jobs", server=server)
+    jobs = fleet.client("jobs", "--width", "250", server=server)
     assert jobs.returncode == 0, jobs.stderr
     assert "/bin/echoa\\nforged\\u202eab[boldred]x[/]" in _first_column(jobs.stdout, 4), jobs.stdout
     assert "\u202e" not in jobs.stdout and "forged │" not in jobs.stdout
     assert json.loads(fleet.client("jobs", "--json", server=server).stdout)[0]["commands"] == [argv]
 
-    machines = fleet.client("machines", "box-a", server=server)  # the details of one machine
+    machines = fleet.client("machines", "box-a", "--width", "250", server=server)  # the details of one machine
     assert machines.returncode == 0, machines.stderr
     shown = " ".join(machines.stdout.split())
     assert "[bold red]v[/]" in shown and "6.1[blink]" in shown and "[bold red]ev[/]" in shown, machines.stdout
     assert ESC not in machines.stdout and "\x07" not in machines.stdout
 
     for fmt in ("table", "markdown", "csv"):
-        compare = fleet.client("compare", "box-a", "box-b", "--format", fmt, server=server)
+        compare = fleet.client("compare", "box-a", "box-b", "--format", fmt, "--width", "250", server=server)
         assert compare.returncode == 3, compare.stderr
         assert {"table": "[bold red]b[/]|x  ", "markdown": "| \\[bold red\\]b\\[/\\]\\|x |",
                 "csv": "[bold red]b[/]|x,"}[fmt] in compare.stdout, compare.stdout
@@ -194,7 +195,8 @@ def hostile_server(tmp_path):
                                      ["compare", "broken", "box-b"], ["submit", "--machines", "box-a"],
                                      ["audit", "report"]])
 def test_a_hostile_server_cannot_drive_the_terminal(hostile_server, command):
-    args = [command[0], *hostile_server, *command[1:]] + (["--", "/bin/true"] if command[0] == "submit" else [])
+    submitted = ["--", "/bin/true"] if command[0] == "submit" else []
+    args = [command[0], *hostile_server, *command[1:], "--width", "250", *submitted]
     result = perfctl(*args)
     output = result.stdout + result.stderr
     assert "Traceback" not in output, output

@@ -30,9 +30,9 @@ from perfctl.output import (
     exit_code_of,
     hold_stops_at_start,
     quiet_stdout,
-    release_stops_held_at_start,
     reopen_closed_stdout,
     say,
+    set_width,
     stop_on_signals,
 )
 
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 # the order of `perfctl --help`: each command's module in perfctl/cli/, with add_parser(sub) and run(args)
 COMMANDS = {"stat": "stat", "ab": "ab", "compare": "compare", "report": "report", "server": "server",
             "agent": "agent", "token": "token", "submit": "submit", "machines": "listings", "jobs": "listings",
-            "benchmarks": "listings", "audit": "audit", "cache": "cache", "info": "info", "completion": "completion",
+            "benchmarks": "listings", "history": "history", "changes": "history",
+            "audit": "audit", "cache": "cache", "info": "info", "completion": "completion",
             "prune": "prune"}
 _SERVING_COMMANDS = ("server", "agent")  # they stop their event loop on a signal instead
 
@@ -121,10 +122,9 @@ def _run(argv: list[str] | None) -> int:
         parser = build_parser(alone)
         args, unknown = parser.parse_known_args(words)
         if unknown:  # said by the command's parser: its name, and its --help
-            parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+            parser.commands[args.command].unrecognized(unknown)
         command = f"perfctl {args.command}"
-        if args.command in _SERVING_COMMANDS:
-            release_stops_held_at_start()
+        if args.command in _SERVING_COMMANDS:  # a stop stays held until their handlers take it
             return _dispatch(args, parser)
         with stop_on_signals():
             return _dispatch(args, parser)
@@ -147,6 +147,7 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _dispatch(args, parser: argparse.ArgumentParser) -> int:
+    set_width(getattr(args, "width", None))  # --width: every console of the command is laid out for it
     if args.command == "completion":  # the script is generated from the parser itself
         return _module("completion").run(args, parser)
     return _module(args.command).run(args)

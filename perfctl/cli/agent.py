@@ -10,7 +10,8 @@ from perfctl.output import EXIT_OK, UsageError
 
 def add_parser(sub) -> None:
     agent = sub.add_parser("agent", help="run the agent daemon on a test machine",
-                           epilog=exit_status("0 stopped by SIGTERM, SIGINT or SIGHUP", "2 bad usage or "
+                           epilog=exit_status("0 stopped by SIGTERM, SIGINT or SIGHUP", "1 a stop that did not end "
+                                              "within 12 s: every thread's stack is in the log", "2 bad usage or "
                                               "configuration, or a spool that is locked by another agent or "
                                               "damaged (docs/operations.md)"))
     connection_options(agent, "the server to stream to")

@@ -264,17 +264,19 @@ def request(args, command: str, option: str, path: str | None) -> CompareRequest
 
 
 def check_output(option: str, path: str | None, force: bool, files: list[FileSide], connection: Connection,
-                 command: str):
+                 command: str, sources: list[str] = (), kind: str | None = None):
     """The report's FILE as an output_files.Output, to write it with. Refused before anything is read or
     asked of a server when it must not be written (perfctl/output_files.py): one of the inputs, found as the
     file each side names once its ``@selectors`` are taken off (`compare F@ab=A F@ab=B --html F` names F
-    three times), a file read to reach a server (--token-file, --tls-ca, --tls-cert, --tls-key, the config
-    file: client.files_read), or an existing file that is not perfctl's HTML report (without --force)."""
+    three times), or one of ``sources`` (history's files), a file read to reach a server (--token-file,
+    --tls-ca, --tls-cert, --tls-key, the config file: client.files_read), or an existing file that is not
+    perfctl's output of ``kind`` (default its HTML report) without --force."""
     from perfctl.client import files_read
     from perfctl.output_files import REPORT, Output, check
 
-    output = Output(option, path, REPORT, force=force)
-    check(command, [output], inputs=[(side.text, side.path) for side in files] + files_read(connection))
+    output = Output(option, path, kind or REPORT, force=force)
+    check(command, [output], inputs=[(side.text, side.path) for side in files] + [(s, s) for s in sources]
+          + files_read(connection))
     return output
 
 

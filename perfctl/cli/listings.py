@@ -29,7 +29,6 @@ POLL_SECONDS = 1.0
 # how long a wait asks again while the server or its database cannot answer (an outage, a restart)
 OUTAGE_RIDE_S = 300.0  # --wait's help says "5 minutes"
 DEFAULT_LAST = 50  # `perfctl jobs`: the most recent jobs shown; --last N for more
-KNOWN_SHOWN = 20  # `perfctl machines NAME` of an unknown NAME: the machines it names instead
 ECHOED = 64  # characters of what the user typed that an error line repeats
 WHOLE_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")  # as the server makes them
 
@@ -92,7 +91,7 @@ def _common(command, quiet: str) -> None:
 
 
 def run(args) -> int:
-    from perfctl.cli.remote import call, pages
+    from perfctl.cli.remote import call, known_machine, pages
     from perfctl.report.fleet import BenchmarksReport, JobsReport, MachineReport, MachinesReport
     from perfctl.v1 import fleet_pb2 as pb
 
@@ -107,14 +106,8 @@ def run(args) -> int:
         if args.name is None:
             machines = list(pages(server, "ListMachines", pb.ListMachinesRequest(), "machines"))
             return write(MachinesReport(machines, verbosity(args)), fmt, console())
-        found = [m for m in call(server, "ListMachines", pb.ListMachinesRequest(name=args.name)).machines
-                 if m.name == args.name]
-        if not found:
-            some = [m.name for m in pages(server, "ListMachines", pb.ListMachinesRequest(), "machines",
-                                          most=KNOWN_SHOWN)]
-            known = ", ".join(sorted(some)) + (", ..." if len(some) == KNOWN_SHOWN else "") if some else "none"
-            raise UsageError(f"perfctl machines: no machine {args.name!r} on the server (known: {known})")
-        return write(MachineReport(found[0], verbosity(args)), fmt, console())
+        found = known_machine(server, args.name, "perfctl machines")
+        return write(MachineReport(found, verbosity(args)), fmt, console())
     if args.command == "benchmarks":
         summaries = list(pages(server, "ListBenchmarks", pb.ListBenchmarksRequest(machine=args.machine or ""),
                                "benchmarks"))

@@ -15,8 +15,45 @@ MAX_OPTION_INT = (1 << 32) - 1
 
 
 class Parser(argparse.ArgumentParser):
+    """perfctl's parsers: no prefix abbreviations (`--rep` for `--repetitions` would change meaning the day
+    a second option starts so), one-line errors, and a "did you mean" for a mistyped command, option or
+    value (difflib's closest match)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # one line, not a usage dump
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    def _check_value(self, action, value):
+        if action.choices is None or value in action.choices:
+            return
+        choices = [str(c) for c in action.choices]
+        if isinstance(action, argparse._SubParsersAction):
+            raise UsageError(f"{self.prog}: no command {value!r}" + _did_you_mean(str(value), choices, self.prog))
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {', '.join(choices)})"
+                                     + _did_you_mean(str(value), choices, None))
+
+    def unrecognized(self, words: list[str]):
+        """The error for words no option of this parser takes, with the closest option to the first."""
+        first = words[0].split("=", 1)[0]
+        # compared without their dashes: every long option shares "--", which made --bogus "close" to --verbose
+        options = {o.lstrip("-"): o for action in self._actions for o in action.option_strings if o.startswith("--")}
+        prefixed = [o for name, o in options.items() if name.startswith(first.lstrip("-"))]
+        hint = ("" if not first.startswith("--") else f"; did you mean {prefixed[0]!r}?" if prefixed
+                else _did_you_mean(first.lstrip("-"), list(options), None).replace("'", "'--", 1))
+        self.error(f"unrecognized arguments: {' '.join(words)}{hint}")
+
+
+def _did_you_mean(word: str, choices: list[str], prog: str | None) -> str:
+    """"; did you mean 'stat'?" for the closest of ``choices``; with ``prog``, its --help when none is close."""
+    import difflib
+
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if match:
+        return f"; did you mean {match[0]!r}?"
+    return f" (see {prog} --help)" if prog else ""
 
 
 def exit_status(*codes: str) -> str:
@@ -73,7 +110,18 @@ def backends(text: str) -> tuple[str, ...]:
     try:
         return parse_backends(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        unknown = [n for n in text.split(",") if n.strip() and n.strip() not in backends.completions]
+        hint = _did_you_mean(unknown[0].strip(), list(backends.completions), None) if unknown else ""
+        raise argparse.ArgumentTypeError(f"{err}{hint}") from None
+
+
+def _backend_names() -> tuple[str, ...]:
+    from perfctl.model import BACKENDS
+
+    return (*BACKENDS, "perf_event,ebpf")
+
+
+backends.completions = _backend_names()  # what shell completion offers (perfctl/cli/completion.py)
 
 
 def loudness(command, verbose: str = "more details", quiet: str = "only errors and failures") -> None:
@@ -81,6 +129,9 @@ def loudness(command, verbose: str = "more details", quiet: str = "only errors a
     group = command.add_mutually_exclusive_group()
     group.add_argument("-v", "--verbose", action="store_true", help=verbose)
     group.add_argument("-q", "--quiet", action="store_true", help=quiet)
+    command.add_argument("--width", type=int_at_least(40, 1000), metavar="COLUMNS",
+                         help="lay tables and text out for this many columns (default: the terminal's, or "
+                              "$COLUMNS, or 100 when output is not a terminal)")
 
 
 def force_option(command, what: str) -> None:

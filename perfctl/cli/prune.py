@@ -17,7 +17,9 @@ def add_parser(sub) -> None:
     prune = sub.add_parser("prune", help="delete runs older than a duration from the server's database",
                            description="Delete the runs that started AND that the server received longer ago than "
                                        "--older-than: the receipt is the server's clock, so an agent whose clock is "
-                                       "slow cannot make the runs it just measured old enough to delete.",
+                                       "slow cannot make the runs it just measured old enough to delete. Audits, jobs "
+                                       "and the performance history (each job's points, each series' changes) are "
+                                       "kept.",
                            epilog=exit_status("0 pruned (or, with --dry-run, counted)", "2 bad usage, an unknown "
                                               "machine, or a database that cannot be opened"))
     prune.add_argument("--older-than", type=duration, required=True, metavar="DURATION",

@@ -3,12 +3,14 @@ one-line usage errors (perfctl/client.py makes the channel); the servers' Promet
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from typing import TYPE_CHECKING
 
 from perfctl.output import UsageError
 from perfctl.report import QUIET, VERBOSE
+from perfctl.text import visible
 
 if TYPE_CHECKING:
     from perfctl.client import Connection
@@ -22,22 +24,32 @@ class ServerUnavailable(UsageError):
 TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 
-def call(connection: Connection, method: str, request):
-    """One QueryService call; connection and server errors become one-line usage errors (ServerUnavailable
-    for those that may pass)."""
+@contextlib.contextmanager
+def answering(command: str):
+    """Connection and server errors inside the block as one-line usage errors (ServerUnavailable for those
+    that may pass), prefixed with ``command`` ("perfctl jobs"); the server's words made printable."""
     import grpc
 
     from perfctl import client, security
 
-    try:  # of replicas (--server A,B), the first that answers (perfctl/client.py)
-        return client.unary(connection, method, request)
+    try:
+        yield
     except client.NoServerAccepted as err:
-        raise ServerUnavailable(f"perfctl {connection.command}: {err}") from None
+        raise ServerUnavailable(f"{command}: {err}") from None
     except (client.ClientError, security.SecurityError) as err:
-        raise UsageError(f"perfctl {connection.command}: {err}") from None
+        raise UsageError(f"{command}: {err}") from None
     except grpc.RpcError as err:
         error = ServerUnavailable if err.code().name in TRANSIENT_CODES else UsageError
-        raise error(f"perfctl {connection.command}: {err.code().name}: {err.details()}") from None
+        raise error(f"{command}: {err.code().name}: {visible(err.details() or '')}") from None
+
+
+def call(connection: Connection, method: str, request):
+    """One QueryService call, errors as ``answering``'s: of replicas (--server A,B), the first that answers
+    (perfctl/client.py)."""
+    from perfctl import client
+
+    with answering(f"perfctl {connection.command}"):
+        return client.unary(connection, method, request)
 
 
 def pages(connection: Connection, method: str, request, field: str, most: int | None = None):
@@ -79,3 +91,21 @@ def start_logging(verbosity: int) -> None:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     if verbosity >= VERBOSE:  # perfctl's own debug lines, not those of grpc and asyncio
         logging.getLogger("perfctl").setLevel(logging.DEBUG)
+
+
+KNOWN_SHOWN = 20  # a machine name the server does not know: the machines it names instead
+
+
+def known_machine(connection: Connection, name: str, command: str):
+    """The server's record of machine ``name``; a one-line UsageError naming the machines it knows when it has
+    none by that name (a typo in `perfctl changes --machine` must not pass as "no change" in a CI gate)."""
+    from perfctl.v1 import fleet_pb2 as pb
+
+    found = [m for m in call(connection, "ListMachines", pb.ListMachinesRequest(name=name)).machines
+             if m.name == name]
+    if found:
+        return found[0]
+    some = [m.name for m in pages(connection, "ListMachines", pb.ListMachinesRequest(), "machines",
+                                  most=KNOWN_SHOWN)]
+    known = ", ".join(sorted(some)) + (", ..." if len(some) == KNOWN_SHOWN else "") if some else "none"
+    raise UsageError(f"{command}: no machine {visible(name)!r} on the server (known: {visible(known)})")

@@ -62,7 +62,26 @@ def add_parser(sub) -> None:
                         help="a dispatched job whose agent is not heard from for this long becomes lost (perfctl "
                              "jobs --retry queues it again); every heartbeat renews it, and agents heartbeat at "
                              "least three times per lease (default 5m, at least 3s)")
+    server.add_argument("--history-line", type=history_line, default=("branch",), metavar="LABEL[,LABEL]",
+                        help="the labels whose values name a line of development in the performance history: each "
+                             "value a series of its own (default branch; none: one series per benchmark and "
+                             "metric; every replica must be given the same; docs/history.md)")
     loudness(server, verbose="debug lines in the log", quiet="only warnings and errors in the log")
+
+
+def history_line(text: str) -> tuple[str, ...]:
+    """--history-line: label keys, comma-separated, or ``none``."""
+    import argparse
+
+    from perfctl.model import label_problem
+
+    if text == "none":
+        return ()
+    keys = tuple(dict.fromkeys(key.strip() for key in text.split(",")))
+    for key in keys:
+        if label_problem(key, "x"):
+            raise argparse.ArgumentTypeError(f"{key!r} is not a label key ({label_problem(key, 'x')})")
+    return keys
 
 
 def run(args) -> int:
@@ -105,7 +124,8 @@ def run(args) -> int:
         with SchemaWatch(storage.engine) as schema:  # a newer perfctl migrating the database stops this one
             asyncio.run(serve(storage, tokens, args.listen, credentials, args.grace,
                               decode_workers=args.decode_workers, compare_limit=args.max_compare_runs or
-                              MAX_COMPARE_RUNS, lease_s=args.job_lease or DEFAULT_LEASE_S, retain_s=args.retain))
+                              MAX_COMPARE_RUNS, lease_s=args.job_lease or DEFAULT_LEASE_S, retain_s=args.retain,
+                              history_line=args.history_line))
     except OSError as err:
         raise UsageError(f"perfctl server: {err}") from None
     finally:

@@ -263,6 +263,24 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
     reported with the file and line.
     """
     builder = DatasetBuilder(path, interference=interference, exclude=exclude)
+    for number, record in records(path):
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind == "machine":
+            builder.dataset.machine = builder.dataset.machine or record
+            builder.identity.new_measurement()
+        elif kind == "sample":
+            if labels and not _labelled(record, labels):
+                continue
+            builder.add(record, line=number)
+        else:
+            raise DatasetError(f"{path}:{number}: not a perfctl sample line: unknown record type {kind!r}")
+    return builder.finish()
+
+
+def records(path: str):
+    """Each JSON object of a perfctl JSON Lines file with its line number, blank lines skipped: the one reading
+    of the lines (read_dataset here, the history's points in perfctl/history_files.py). DatasetError for a
+    file that cannot be opened or a line that is not JSON."""
     try:
         stream = open(path, "rb")
     except OSError as err:
@@ -282,17 +300,7 @@ def read_dataset(path: str, interference: InterferencePolicy | None = None, labe
                     record = json.loads(line)
                 except (ValueError, RecursionError):  # RecursionError: nested deeper than json's stack allows
                     raise DatasetError(f"{path}:{number}: not a perfctl sample line: {err}") from None
-            kind = record.get("type") if isinstance(record, dict) else None
-            if kind == "machine":
-                builder.dataset.machine = builder.dataset.machine or record
-                builder.identity.new_measurement()
-            elif kind == "sample":
-                if labels and not _labelled(record, labels):
-                    continue
-                builder.add(record, line=number)
-            else:
-                raise DatasetError(f"{path}:{number}: not a perfctl sample line: unknown record type {kind!r}")
-    return builder.finish()
+            yield number, record
 
 
 def _run(record) -> int | None:

@@ -16,7 +16,10 @@ percentage, and hand them to :class:`PerfStatRuns`, the one owner of the rest:
 - Output that is not one value per event and run is refused, each with the option that made it: ``-r``
   (a mean over runs), ``-I`` (intervals of one run), ``-A`` and ``--per-*`` (a value per CPU, core, ...).
 
-The file is one benchmark, named after the file."""
+The file is one benchmark. perf stat's -x, and -j output records no command, so the benchmark is given one
+neutral name, PERF_STAT_BENCHMARK, the same in every file: two files compare as one benchmark under one name
+(it was named after each file, and the comparison after A's file); a comparison's note says so
+(perfctl/pairing.py compared)."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from perfctl.formats.dataset import finite, stem, to_ns
 
 _SCALE = {"msec": ("ns", 1e6)}
 STARTED_ON = "# started on"
+PERF_STAT_BENCHMARK = "perf stat"
 
 
 def refuse_cut(at: str, line: str) -> None:
@@ -57,7 +61,7 @@ class PerfStatRuns:
 
     def __init__(self, path: str, fmt: str):
         self.dataset = Dataset(path, fmt)
-        self._bench = self.dataset.benchmark(stem(path))
+        self._bench = self.dataset.benchmark(PERF_STAT_BENCHMARK)
         self._run_events: dict[str, int] = {}  # event -> its line in the run being read
         self._run_header: int | None = None  # the line of the "# started on" that began that run
         self._runs: list[dict[str, int]] = []  # every run's events (the last is _run_events), for finish()

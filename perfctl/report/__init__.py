@@ -6,7 +6,8 @@ kind has (``formats``), and that decides the command's exit code. ``write`` is t
 builds a report from analysis, agent or client results and hands it here; it computes nothing.
 
 Strings from files, agents and servers are shown through perfctl/text.py (``visible``, ``cell``); JSON is
-strict (no NaN or infinity: a statistic that does not exist is null).
+strict (no NaN or infinity: a statistic that does not exist is null), and every JSON document carries its
+schema and the perfctl that wrote it (``versioned``; docs/outputs.md, "JSON documents").
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class Report:
     kind = "result"
     formats: tuple[str, ...] = ("table", "json")
     verbosity = NORMAL
+    # the JSON document's schema, "perfctl.<schema>/<schema_version>" (schema None: the kind, "cache mrc" as
+    # "cache-mrc"); the version is raised when a key changes meaning or goes away (a new key is not a new
+    # version), as a sample line's schema_version is (docs/samples.md)
+    schema: str | None = None
+    schema_version = 1
 
     def table(self, console: Console) -> None:
         raise self._unsupported("table")
@@ -65,7 +71,7 @@ def write(report: Report, fmt: str, console: Console) -> int:
         if fmt == "table":
             report.table(console)
         elif fmt == "json":
-            console.file.write(json_text(report.document()) + "\n")
+            console.file.write(json_text(versioned(report)) + "\n")
         elif fmt == "csv":
             console.file.write(report.csv())
         elif fmt == "markdown":
@@ -76,6 +82,26 @@ def write(report: Report, fmt: str, console: Console) -> int:
         # the reader left before reading it all (`| true`, `| head`): the exit code still describes the result
         quiet_stdout()
     return report.exit_code()
+
+
+def versioned(report: Report):
+    """``report``'s JSON document with its schema and the perfctl version first. A document that is an object
+    gets the two keys; a listing (machines, jobs, benchmarks) stays a JSON array, as scripts index it, and
+    each of its elements gets them, so that an element kept on its own still says what wrote it."""
+    from perfctl import __version__
+
+    schema = report.schema or report.kind.replace(" ", "-")
+    stamp = {"schema": f"perfctl.{schema}/{report.schema_version}", "perfctl": __version__}
+    document = report.document()
+    if isinstance(document, list):
+        return [_stamped(stamp, item) for item in document]
+    return _stamped(stamp, document)
+
+
+def _stamped(stamp: dict, document: dict) -> dict:
+    clash = stamp.keys() & document.keys()
+    assert not clash, f"a report's own document uses {clash}"  # a bug: the stamp would hide it
+    return {**stamp, **document}
 
 
 def json_text(document) -> str:

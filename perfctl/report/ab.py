@@ -6,14 +6,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.ab import Settlement
-from perfctl.analysis.verdicts import DEFAULT_FAIL_ON, FAIL_ON, Verdict
+from perfctl.analysis.verdicts import DEFAULT_FAIL_ON, FAIL_ON, Verdict, finding, margin_words
 from perfctl.exit_codes import outcome_exit
-from perfctl.output import Interrupted
+from perfctl.output import Interrupted, paragraph, show
 from perfctl.report import NORMAL, QUIET, Report, finite
 from perfctl.text import cell, visible
 
@@ -81,22 +82,74 @@ def settlements_found(settlements, fail_on: str) -> dict:
             "decided": bool(settlements) and all(s.settled for s in settlements)}
 
 
+def said(settlement: Settlement, label: str = "B") -> str:
+    """The verdict with its direction, in compare's words (analysis/verdicts.py finding), for ``label``."""
+    if settlement.ratio is None:
+        return "no rounds"
+    if not settlement.alike:
+        return "not alike"
+    return finding(settlement.verdict, settlement.ratio, settlement.beyond, settlement.margin, label)
+
+
 def reading(settlement: Settlement, label: str = "B") -> str:
-    """The verdict in words, as the confidence sequence shows it, for the command ``label``."""
+    """The verdict in words, with its size, as the confidence sequence shows it, for the command ``label``:
+    "B slower, within ±5%: A/B 0.9811 [0.9568, 0.9990]"."""
     if settlement.ratio is None:
         return "no rounds"
     if not settlement.alike:
         return "not alike: the machine or a program changed during the rounds; no verdict"
-    if settlement.beyond:
-        return f"{label} {settlement.beyond} than A by more than the margin"
-    if settlement.verdict is Verdict.RELEVANT:
-        side = "faster" if settlement.low is not None and settlement.low > 1 else "slower"
-        return f"{label} {side} than A; not yet shown beyond or inside the margin"
-    if settlement.verdict is Verdict.TRIVIAL:
-        return "a difference inside the margin"
-    if settlement.verdict is Verdict.EQUIVALENCE:
-        return "equivalent within the margin"
-    return "indeterminate"
+    words = said(settlement, label)
+    if settlement.verdict is Verdict.RELEVANT and not settlement.beyond:
+        words += f"; not yet shown beyond or inside {margin_words(settlement.margin)}"
+    return f"{words}: A/{label} {_number(settlement.ratio)} {_sequence(settlement)}"
+
+
+def _against(words: str, label: str, base: str) -> str:
+    """``said``'s words with the baseline named: "B slower than A beyond ±5%", "B equivalent to A within ±5%"."""
+    for way in ("slower", "faster"):
+        if words.startswith(f"{label} {way}"):
+            return words.replace(f"{label} {way}", f"{label} {way} than {base}", 1)
+    if words.startswith("equivalent"):
+        return words.replace("equivalent", f"{label} equivalent to {base}", 1)
+    return f"{label}: {words}"
+
+
+def headline(result: AbResult, exit_code: int, fail_on: str) -> str:
+    """The sentence ab's output leads with: each command's verdict against A with its ratio, when it settled,
+    the confidence, and why the exit code is what it is."""
+    base = result.sides[0].label
+    parts = []
+    for side in result.sides[1:]:
+        s = result.settlements.get(side.label)
+        if s is None:
+            continue
+        if s.ratio is None or not s.alike:
+            if not (result.failure and s.ratio is None):
+                parts.append(f"{side.label}: {said(s, side.label)}")
+            continue
+        state = f"settled after {s.rounds} rounds" if s.settled else f"not yet settled ({s.rounds} rounds)"
+        parts.append(f"{_against(said(s, side.label), side.label, base)}: A/{side.label} {_number(s.ratio)} "
+                     f"{_sequence(s)}, {state}")
+    slow = [side.label for side in result.sides[1:]
+            if (s := result.settlements.get(side.label)) is not None and slowdown(s, fail_on)]
+    # outcome_exit's order (perfctl/exit_codes.py): the first that holds is why
+    if exit_code >= 128:
+        why = "stopped by a signal"
+    elif result.stop == "failed":
+        why = "a run failed"
+    elif result.stop == "unusable":
+        why = "a run's metric gives no ratio"
+    elif slow:
+        why = f"{', '.join(slow)} slower than {base}"
+    elif exit_code:
+        why = "a verdict not settled"
+    else:
+        why = f"no command slower than {base}"
+    if result.failure and result.stop in ("failed", "unusable"):  # what ended the rounds comes first
+        parts.insert(0, "No verdict: " + result.failure.removeprefix("perfctl ab: "))
+    together = " together" if len(result.sides) > 2 else ""
+    return (f"{'; '.join(parts) or 'no comparison'}. Confidence {units.percent(result.confidence)}{together}. "
+            f"Exit {exit_code}: {why}" + (f" (--fail-on {fail_on})." if exit_code in (0, 3) else "."))
 
 
 class AbReport(Report):
@@ -120,11 +173,13 @@ class AbReport(Report):
     def document(self) -> dict:
         r = self.result
         return finite({
-            "metric": r.metric, "margin": r.margin, "confidence": r.confidence, "seed": r.seed, "stop": r.stop,
+            "headline": headline(r, self.exit_code(), self.fail_on), "metric": r.metric, "margin": r.margin,
+            "confidence": r.confidence, "seed": r.seed, "stop": r.stop,
             "rounds": r.rounds, "excluded_rounds": r.excluded_rounds, "failure": r.failure, "output": r.output,
             "baseline": {"label": r.sides[0].label, "argv": r.sides[0].argv, "runs": r.sides[0].runs},
             "comparisons": [{
-                "label": side.label, "argv": side.argv, "runs": side.runs, **_settlement_fields(s),
+                "label": side.label, "argv": side.argv, "runs": side.runs, "finding": said(s, side.label),
+                **_settlement_fields(s),
                 "method": s.method, "rounds_to_settle": r.to_settle.get(side.label),
             } for side in r.sides[1:] if (s := r.settlements.get(side.label)) is not None],
             "exit_code": self.exit_code(),
@@ -134,35 +189,44 @@ class AbReport(Report):
         r = self.result
         rows = [(side, r.settlements[side.label]) for side in r.sides[1:] if side.label in r.settlements]
         if self.verbosity > QUIET:
-            title = f"perfctl ab: {r.metric}, {r.rounds} rounds, stopped: {STOPS.get(r.stop, r.stop)}"
-            table = Table(title=cell(title), title_justify="left", caption_justify="left",
+            paragraph(console, visible(headline(r, self.exit_code(), self.fail_on)))
+            console.print()
+            # the title a paragraph of its own: a table's title wraps to the table's width
+            paragraph(console, visible(f"perfctl ab: {r.metric}, {r.rounds} rounds, stopped: "
+                                       f"{STOPS.get(r.stop, r.stop)}"))
+            table = Table(caption_justify="left", box=box.SIMPLE_HEAD,
+                          show_edge=False, pad_edge=False,
                           caption=f"ratio = A / {'B' if len(r.sides) == 2 else 'each command'} (above 1: faster "
-                                  f"than A); margin ±{r.margin:g}; the sequences cover "
-                                  f"their ratios together with {r.confidence:.0%} confidence")
-            for column in ("", "command", "runs", "ratio A/B", "confidence sequence", "verdict"):
-                table.add_column(column, justify="right" if column in ("runs", "ratio A/B") else "left")
+                                  f"than A); margin {margin_words(r.margin)}; the sequences cover "
+                                  f"their ratios together with {units.percent(r.confidence)} confidence")
+            # only the command folds (in pieces of 20 at least): a number, a sequence or a verdict cut in two
+            # misleads; where they do not fit whole, show() prints each command's row as lines
+            ratio = "ratio A/B" if len(r.sides) == 2 else "ratio A/cmd"
+            for column in ("", "command", "runs", ratio, f"{units.percent(r.confidence)} sequence", "verdict"):
+                table.add_column(column, justify="right" if column in ("runs", ratio) else "left",
+                                 no_wrap=column != "command", overflow="fold",
+                                 min_width=20 if column == "command" else None)
             table.add_row(r.sides[0].label, cell(" ".join(r.sides[0].argv)), str(r.sides[0].runs), "baseline", "",
                           "")
             for side, s in rows:
                 if s.alike:
-                    verdict = s.verdict.value + ("" if s.settled else " (not settled)")
-                    sequence = f"{_sequence(s)} at {s.confidence:.4g}"
+                    verdict = said(s, side.label) + ("" if s.settled else " (not settled)")
+                    sequence = _sequence(s)
                 else:  # no interval is claimed of rounds that are not alike
                     verdict, sequence = "not alike", "-"
                 table.add_row(side.label, cell(" ".join(side.argv)), str(side.runs), _number(s.ratio), sequence,
                               verdict)
-            console.print(table)
+            show(console, table, lead=-1)
         for side, s in rows:
             if s.change is not None:  # what exit 4 is about: said even with -q
-                console.print(change_line(side.label, s), highlight=False, markup=False)
-            elif self.verbosity > QUIET or slowdown(s, self.fail_on):
-                console.print(visible(f"{side.label}: {reading(s, side.label)}" + _settling_note(side, s, r)),
-                              highlight=False, markup=False)
+                paragraph(console, change_line(side.label, s))
+            elif (self.verbosity > QUIET and not s.settled) or (self.verbosity <= QUIET and slowdown(s, self.fail_on)):
+                # a settled verdict is the headline's; what is left open says what would settle it
+                paragraph(console, visible(f"{side.label}: {reading(s, side.label)}" + _settling_note(side, s, r)))
         if r.excluded_rounds:
-            console.print(f"{r.excluded_rounds} rounds left out: a run was interfered with (--exclude-interfered)",
-                          highlight=False, markup=False)
+            paragraph(console, f"{r.excluded_rounds} rounds left out: a run was interfered with (--exclude-interfered)")
         if r.failure:
-            console.print(visible(r.failure), highlight=False, markup=False)
+            paragraph(console, visible(r.failure))
         if r.output and self.verbosity > QUIET:
             sides = " ".join(f"{r.output}@ab={side.label}" for side in r.sides[:2])
             # not wrapped: the command is to be pasted as printed
@@ -239,7 +303,7 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
     >>> c = SequentialComparison()
     >>> for i in range(40): c.add(1.02 + (i % 5 - 2) * 0.01, 1.0)
     >>> live_line("B", c.settlement(), 30)
-    'B  ratio 1.0200  [1.0100, 1.0300]  |       (------|-=*==-)        |  trivial difference, settled'
+    'B  ratio 1.0200  [1.0100, 1.0300]  |       (------|-=*==-)        |  B faster, within ±5%, settled'
     """
     margin = s.margin
     edges = (math.log(1 - margin), math.log(1 + margin))
@@ -265,7 +329,7 @@ def live_line(label: str, s: Settlement, width: int = 40) -> str:
         return f"{label}  ratio {_number(s.ratio)}  not alike from round {s.change.seen_at}: no verdict"
     state = "settled" if s.settled else "so far"
     return (f"{label}  ratio {_number(s.ratio)}  {_sequence(s)}  |{''.join(bar)}|  "
-            f"{s.verdict.value}, {state}")
+            f"{said(s, label)}, {state}")
 
 
 def replay_line(replayed) -> str:
@@ -274,9 +338,9 @@ def replay_line(replayed) -> str:
     if not s.alike:  # no verdict is read off rounds that are not alike: where they changed, as ab says it
         return f"sequential (the job's --until-settled rule, {replayed.metric}): {change_line(replayed.label, s)}"
     state = f"settled after {s.rounds} rounds" if s.settled else f"not settled after {s.rounds} rounds"
-    return (f"sequential (the job's --until-settled rule, {replayed.metric}): {replayed.label}: "
-            f"{reading(s, replayed.label)}; ratio A/{replayed.label} {_number(s.ratio)}, confidence sequence "
-            f"{_sequence(s)} at {s.confidence:.4g}; {s.verdict.value}, {state}")
+    return (f"sequential (the job's --until-settled rule, {replayed.metric}): "
+            f"{_against(said(s, replayed.label), replayed.label, 'A')}: A/{replayed.label} {_number(s.ratio)}, "
+            f"confidence sequence {_sequence(s)} at {s.confidence:.4g} ({s.verdict.value}), {state}")
 
 
 def replay_document(replayed) -> dict:

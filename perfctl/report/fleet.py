@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfctl.exit_codes import EXIT_WAIT_TIMEOUT, outcome_exit  # noqa: F401 - EXIT_WAIT_TIMEOUT re-exported
+from perfctl.output import show
 from perfctl.report import QUIET, Report, finite, json_text
 from perfctl.text import cell, visible
 from perfctl.units import clock_offset
@@ -121,6 +122,7 @@ class MachineReport(Report):
     its agent probed with why an unsupported one is. Quiet: the summary and the unsupported events."""
 
     kind = "machine"
+    schema = "machines"  # the listing's shape, of one machine
 
     def __init__(self, machine, verbosity: int = 0):
         self.machine, self.verbosity = machine, verbosity
@@ -214,6 +216,7 @@ class JobsWaitReport(Report):
     (perfctl/exit_codes.py outcome_exit)."""
 
     kind = "jobs --wait"
+    schema = "jobs"
 
     def __init__(self, jobs, timed_out: bool = False, verbosity: int = 0):
         self.jobs, self.timed_out, self.verbosity = list(jobs), timed_out, verbosity
@@ -287,22 +290,77 @@ class BenchmarksReport(Report):
                 for b in self.benchmarks]
 
     def table(self, console: Console) -> None:
-        table = _listing("benchmarks", ("machine", "benchmark", "executable", "input", "argv", "labels", "jobs",
-                                        "runs", "first run", "last run"))
+        """One line per benchmark at the terminal's width: digests cut to 12 hex digits, argv and labels
+        shortened for display only (argv in the middle, where a path's common part is; the full values in
+        -v and --json), jobs and the first run under -v, columns no benchmark fills left out. -v folds
+        instead."""
+        verbose = self.verbosity > 0
+        rows = [{"machine": visible(b.machine), "benchmark": visible(b.name),
+                 "executable": visible(b.executable_sha256 if verbose else b.executable_sha256[:12]),
+                 "input": visible(b.input_digest if verbose else b.input_digest[:12]),
+                 "argv": visible(shlex.join(b.argv)),
+                 "labels": visible(", ".join(b.labels)) + _more(b.labels_left_out),
+                 "jobs": f"{b.jobs:,}", "runs": f"{b.runs:,}", "first run": when(b.first_ns, short=not verbose),
+                 "last run": when(b.last_ns, short=not verbose)} for b in self.benchmarks]
+        columns = [c for c in ("machine", "benchmark", "executable", "input", "argv", "labels", "jobs", "runs",
+                               "first run", "last run")
+                   if (verbose or c not in ("first run", "jobs")) and (not rows or any(row[c] for row in rows))]
+        widths = self._flexible_widths(rows, columns, console.width) if not verbose else None
+        table = Table(title="benchmarks", title_justify="left")
+        for column in columns:
+            table.add_column(column, overflow="fold", no_wrap=widths is not None)
         table.caption = "executable: sha256 of the program; input: digest of its arguments and the files they name"
         table.caption_justify = "left"
-        for b in self.benchmarks:
-            table.add_row(*map(cell, (b.machine, b.name, b.executable_sha256[:12] or "?", b.input_digest[:12] or "?",
-                                      shlex.join(b.argv), ", ".join(b.labels) + (
-                                          f", and {b.labels_left_out:,} more" if b.labels_left_out else ""),
-                                      f"{b.jobs:,}", f"{b.runs:,}",
-                                      when(b.first_ns), when(b.last_ns))))
-        console.print(table)
+        for b, row in zip(self.benchmarks, rows):
+            if widths:
+                row["argv"] = _middle(row["argv"], widths["argv"])
+                # how many labels the server left out stays said, whatever is cut of the ones shown
+                more = _more(b.labels_left_out)
+                shown = row["labels"].removesuffix(more)
+                row["labels"] = _middle(shown, max(widths["labels"] - len(more), 1), at_end=True) + more
+            table.add_row(*(Text(row[c] or "?" if c in ("executable", "input") else row[c]) for c in columns))
+        show(console, table)  # a digest or a count cropped misleads: rows as lines where the table does not fit
+
+    @staticmethod
+    def _flexible_widths(rows: list[dict], columns: list[str], width: int) -> dict | None:
+        """The widths argv and labels get on one line each: what the other columns and the borders leave
+        (3 characters per column and 1), labels at most a third of it; None when even that is too narrow."""
+        fixed = sum(max([len(c)] + [len(row[c]) for row in rows]) for c in columns if c not in ("argv", "labels"))
+        room = width - fixed - 3 * len(columns) - 1
+        need = {c: max([len(c)] + [len(row[c]) for row in rows]) if c in columns else 0 for c in ("argv", "labels")}
+        if room < 16:
+            return None
+        labels = min(need["labels"], max(room // 3, 12))
+        argv = min(need["argv"], room - labels)
+        return {"argv": argv, "labels": min(need["labels"], room - argv)}
 
 
-def when(ns: int) -> str:
-    """A time as local date and time to the second; 'unknown' for 0."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) if ns else "unknown"
+def _more(left_out: int) -> str:
+    return f", and {left_out:,} more" if left_out else ""
+
+
+def _middle(text: str, width: int, at_end: bool = False) -> str:
+    """``text`` in at most ``width`` characters: its start and its end with an ellipsis between (at_end:
+    its start and the ellipsis), for display only."""
+    if len(text) <= width:
+        return text
+    if at_end:
+        return text[:width - 1] + "…"
+    tail = (width - 1) // 2
+    return text[:width - 1 - tail] + "…" + (text[-tail:] if tail else "")
+
+
+def when(ns: int, short: bool = False) -> str:
+    """A time as local date and time to the second; 'unknown' for 0. Short: the time alone today, the
+    month and day this year, else the date alone."""
+    if not ns:
+        return "unknown"
+    then, now = time.localtime(ns / 1e9), time.localtime()
+    if not short:
+        return time.strftime("%Y-%m-%d %H:%M:%S", then)
+    if then[:3] == now[:3]:
+        return time.strftime("%H:%M:%S", then)
+    return time.strftime("%b %d %H:%M" if then.tm_year == now.tm_year else "%Y-%m-%d", then)
 
 
 class AuditHistoryReport(Report):
@@ -311,6 +369,7 @@ class AuditHistoryReport(Report):
     machines whose latest audit failed or that drifted, and the notes."""
 
     kind = "audit report"
+    schema = "audit-history"
     formats = ("table", "json", "html")
 
     def __init__(self, history: dict[str, list[dict]], drifts: dict[str, list[str]], spread: list[dict],

@@ -1,16 +1,19 @@
 """The HTML report: one self-contained file (inline CSS and SVG, a few lines of inline script for the filter;
 no network at view time) for a comparison, a ``stat`` run, or the fleet's audits.
 
-Layout of a comparison (docs/report.md): what was compared and how; overall (per metric summary, forest
-plot of every benchmark's A/B interval against the equivalence band, the verdict table); the two machines'
-inventories side by side with the differences marked; then one section per benchmark (both distributions
-as strips with their SPA intervals and as ECDFs, runs in order with warm-ups and flagged runs marked, the
-counters beside time). The page budget (perfctl/report/svg.py: ``PAGE_BYTES``, ``detail_plan``) keeps any
-page under 5 MB: the verdict table lists every benchmark while its rows fit (in chunks the browser lays out
-as they come into view), the forest and the sections draw the benchmarks that matter most (``priority``),
-and each part says what it left out; sections of more than ``OPEN_LIMIT`` start closed; plots of more runs
-than a reader can tell apart are thinned, and say so (``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs
-make a page of 85 kB and 5,000 benchmarks one of 4.2 MB.
+Layout of a comparison (docs/report.md): the headline (what changed, how sure, why the exit code); the verdict
+table, each finding in words with its direction; the method and legend one click away; overall (per metric the
+geometric mean of the ratios and the weighted speedups, the forest plot of every benchmark's A/B interval
+against the equivalence band); the two machines' inventories side by side with the differences marked; then
+one section per benchmark (both distributions as strips with their SPA intervals and as ECDFs, runs in order
+with warm-ups and flagged runs marked, the counters beside time). Every page reads from 420 pixels to a wide
+screen: tables scroll sideways in a box of their own, plots scale (tests/test_i31_html.py measures both in
+Chromium). The page budget (perfctl/report/svg.py: ``PAGE_BYTES``, ``detail_plan``) keeps any page under 5 MB:
+the verdict table lists every benchmark while its rows fit (in chunks the browser lays out as they come into
+view), the forest and the sections draw the benchmarks that matter most (``priority``), and each part says
+what it left out; sections of more than ``OPEN_LIMIT`` start closed; plots of more runs than a reader can tell
+apart are thinned, and say so (``MARK_LIMIT``, ``mark_limit``), so that 10^6 runs make a page of 85 kB and
+5,000 benchmarks one of 4.2 MB.
 
 Every number of the verdict table carries its raw value in ``data-value`` (the JSON output's number), so a
 test or a script can check the page against ``--format json``."""
@@ -34,28 +37,32 @@ TABLE_CHUNK = 200
 ROW_HEIGHT = 24
 
 CSS = """
-body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:0 16px 40px;color:#1a1a1a;
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:1240px;padding:0 16px 40px;color:#1a1a1a;
 line-height:1.4}
 h1{font-size:1.5em;margin:20px 0 4px}h2{font-size:1.2em;margin-top:28px;border-bottom:1px solid #ccc}
+h1.headline{font-size:1.15em;line-height:1.4;margin:18px 0 6px;font-weight:normal}
 h3{font-size:1.05em;margin:4px 0}
 .statement{color:#333;margin:2px 0;font-size:.92em}
 table{border-collapse:collapse;font-size:.9em;margin:8px 0}
-th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top;overflow-wrap:anywhere}
-h1,h3,summary,li,p{overflow-wrap:anywhere}
+th,td{padding:3px 8px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top;overflow-wrap:break-word}
+h1,h3,summary,li,p,code,td.name{overflow-wrap:anywhere}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.wide{overflow-x:auto}.rows{content-visibility:auto}
-#verdicts th,#events th,td.word,td[class^=tone-]{white-space:nowrap}
-td.name{min-width:14em}td.metric{min-width:6em}
-.plot svg{max-width:100%;height:auto}
+.wide{overflow-x:auto;max-width:100%}.rows{content-visibility:auto;overflow-x:auto}
+#verdicts th,#events th,#events td:first-child,td.word,td[class^=tone-]{white-space:nowrap}
+td.name{min-width:11em}td.metric{min-width:6em}
+#verdicts th:first-child,#verdicts td.name{position:sticky;left:0;z-index:1}
+#verdicts td.name{background:#fff}
+.plot{min-width:0;max-width:100%}.plot svg{display:block;max-width:100%;height:auto}
 tr.differs td{background:#fff3cd}tr.differs td:first-child{font-weight:bold}
 .tone-faster{color:#006b4f;font-weight:bold}.tone-slower{color:#a63d00;font-weight:bold}
 .tone-equivalent{color:#1f6f99}.tone-other{color:#555}
 .plots{display:flex;flex-wrap:wrap;gap:8px}
 details{margin:10px 0;border:1px solid #ddd;border-radius:4px;padding:4px 10px}
 summary{cursor:pointer}summary h3{display:inline}
-.note{color:#555;font-size:.9em}code{white-space:nowrap}
-#filter{margin:6px 0;padding:3px 6px;width:320px}
+.note{color:#555;font-size:.9em}
+#filter{margin:6px 0;padding:3px 6px;width:320px;max-width:100%;box-sizing:border-box}
 footer{margin-top:30px;color:#666;font-size:.85em}
+@media (max-width:600px){td.name{min-width:7em}body{padding:0 10px 30px}}
 """
 
 # Filters the verdict table by benchmark name or verdict; the only script, inline.
@@ -68,13 +75,13 @@ document.getElementById('filter').addEventListener('input', function (event) {
 });
 """
 
-def tone(verdict: str, ratio: float | None = None) -> str:
-    """The colour class of a SPARC verdict (the words are always printed beside it): a relevant or trivial
-    difference is B faster or B slower by the ratio's side of 1."""
-    if verdict == Verdict.EQUIVALENCE:
-        return "equivalent"
-    if verdict in (Verdict.RELEVANT, Verdict.TRIVIAL) and ratio is not None:
-        return "faster" if ratio > 1 else "slower"
+def tone(finding: str) -> str:
+    """The colour class of a finding (report/compare.py ``rows``: the verdict with its direction in words,
+    always printed beside its colour): B slower or B faster (beyond the margin or within it), equivalent,
+    or other (no difference shown, disturbed, cannot conclude)."""
+    for words, css in (("B slower", "slower"), ("B faster", "faster"), ("equivalent", "equivalent")):
+        if finding.startswith(words):
+            return css
     return "other"
 
 
@@ -100,13 +107,17 @@ def _cell(value, text: str | None = None, field: str | None = None, numeric: boo
     return f'<td{f" class={css}" if css else ""}{attributes}>{shown}</td>'
 
 
-def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "") -> str:
+def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "", wrapped: bool = True) -> str:
+    """A table in a box of its own that scrolls sideways (``wrapped``), so that a table wider than a narrow
+    window never widens the page."""
     identity = f' id="{table_id}"' if table_id else ""
     header = ("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead>") if head else ""
-    return f"<table{identity}>{header}<tbody>" + "".join(rows) + "</tbody></table>"
+    table = f"<table{identity}>{header}<tbody>" + "".join(rows) + "</tbody></table>"
+    return f"<div class=wide>{table}</div>" if wrapped else table
 
 
 def document(title: str, body: Sequence[str], script: bool = False) -> str:
+    """The page: ``body`` and the footer; ``script`` the filter's (the page has its box)."""
     from perfctl import __version__
     from perfctl.output_files import HTML_START
 
@@ -139,30 +150,44 @@ def write_report(report, output, command: str, quiet: bool = False) -> None:
 # -- comparisons ---------------------------------------------------------------------------------------
 
 
+# the verdict table has its filter box from this many rows: above three rows it is clutter
+FILTER_ROWS = 10
+
+
 def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[str], notes: Sequence[str] = (),
-                 datasets=None, sequence=None, overall: dict[str, list[str]] | None = None, legend: str = "") -> str:
-    """The report of one comparison. ``context`` is the CompareContext of report/compare.py, ``rows`` and
-    ``statement`` its rows and statement (what JSON and the table show, drawn here); ``datasets``
-    the two Datasets compared (None: the runs are not at hand, e.g. a comparison the server made, and the
+                 datasets=None, sequence=None, overall: dict[str, list[str]] | None = None, legend: str = "",
+                 *, percent, headline: str = "", footer: str = "", caveats: dict[str, list[str]] | None = None) -> str:
+    """The report of one comparison, in the order a reader needs it (docs/report.md): the ``headline``
+    (report/compare.py: what changed, by how much, with what confidence, why the exit code), the verdict
+    table with each finding in words, the method one click away (``footer``, its sentence; ``statement``,
+    ``legend`` and every overall ``caveats`` line inside), then the overall section (each metric's
+    ``overall`` lines: the geometric mean of the ratios with its interval) with the forest plot, the
+    machines, and a section per benchmark. ``context`` is the CompareContext of report/compare.py,
+    ``rows`` its rows; ``percent`` report/compare.py's way to write a level ("98.33%"); ``datasets`` the
+    two Datasets compared (None: the runs are not at hand, e.g. a comparison the server made, and the
     per-benchmark plots are left out); ``sequence`` a sequential A/B run's confidence sequence (a dict of
-    rounds, estimate, low, high), drawn when given; ``overall`` each metric's summary lines and ``legend``
-    what the verdicts mean, as the table says them."""
+    rounds, estimate, low, high), drawn when given."""
     p = comparison.parameters
     metric_units = context.units or {}
-    body = [f"<h1>{name(context.a)} <span class=note>vs</span> {name(context.b)}</h1>"]
-    body += [f"<p class=statement>{esc(line)}</p>" for line in statement]
-    body.append("<h2 id=overall>Overall</h2>")
+    level = percent(comparison.interval_level or p.confidence)
+    # what changed in bold, then how sure and the exit code (the headline's first sentence, then the rest)
+    changed, _, rest_of = headline.partition(". ")
+    body = [f"<h1 class=headline id=headline><strong>{esc(changed)}.</strong> {esc(rest_of)}</h1>"
+            if rest_of else f"<h1 class=headline id=headline>{esc(headline)}</h1>" if headline else "",
+            f"<p class=statement>A = {name(context.a)} <span class=note>vs</span> B = {name(context.b)}</p>"]
+    several = len(context.metrics) > 1
+    method = _method(footer, statement, legend, caveats or {})
+    summary = []
     for metric, lines in (overall or {}).items():
-        body.append(f"<p><b>{esc(metric)}</b></p><ul class=summary>"
-                    + "".join(f"<li>{esc(line.strip())}</li>" for line in lines) + "</ul>")
+        if lines:
+            summary.append(f"<p><b>{esc(metric)}</b></p><ul class=summary>"
+                           + "".join(f"<li>{esc(line.strip())}</li>" for line in lines) + "</ul>")
     # the page budget (svg.py: PAGE_BYTES): what matters most first, in every part that cannot keep all;
     # the sections get what the rest of the page leaves
     order = [priority(r) for r in rows]
-    table, listed = _verdict_table(rows, metric_units, p.margin, order, set())
-    forests = _forests(comparison, context, rows, order, set(), listed == len(rows))
+    table, listed = _verdict_table(rows, metric_units, p.margin, order, set(), level, several)
+    forests = _forests(comparison, context, rows, order, set(), listed == len(rows), level)
     rest = []
-    if legend:
-        rest.append(f"<p class=note>{esc(legend)}</p>")
     if comparison.only_a or comparison.only_b:
         # each name bounded (svg.tooltip), not the list: a bound on the list would cut it after a few names
         rest.append(f"<p class=note>only in A: {', '.join(map(svg.tooltip, _capped(comparison.only_a))) or '-'}; "
@@ -175,20 +200,21 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
         rest.append(f'<div class="plot">{plot}</div>')
     notes_part = ("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in _capped(notes)) + "</ul>"
                   if notes else "")
-    spent = sum(map(len, body + forests + rest)) + len(table) + len(notes_part) + len(CSS) + len(SCRIPT)
+    spent = (sum(map(len, body + forests + rest + summary)) + len(table) + len(method) + len(notes_part) + len(CSS)
+             + len(SCRIPT))
     detailed, limit = svg.detail_plan(len(rows), spent)
     drawn = set(svg.chosen(order, detailed))
     if drawn:  # again, now with links to the sections drawn (some 20 bytes each)
-        table, listed = _verdict_table(rows, metric_units, p.margin, order, drawn)
-        forests = _forests(comparison, context, rows, order, drawn, listed == len(rows))
-    body += forests
-    body.append('<input id=filter type=search placeholder="filter benchmarks by name or verdict">')
+        table, listed = _verdict_table(rows, metric_units, p.margin, order, drawn, level, several)
+        forests = _forests(comparison, context, rows, order, drawn, listed == len(rows), level)
+    filtered = len(rows) >= FILTER_ROWS
+    if filtered:
+        body.append('<input id=filter type=search placeholder="filter benchmarks by name or verdict">')
     if listed < len(rows):
         body.append(f"<p class=note id=table-left-out>The table lists {listed:,} of {len(rows):,} benchmarks, those "
                     f"that matter most ({MATTERS}); the other {len(rows) - listed:,} are left out to keep the page "
                     f"small. <code>perfctl compare A B --format csv</code> lists every one.</p>")
-    body.append(table)
-    body += rest
+    body += [table, method, "<h2 id=overall>Overall</h2>"] + summary + forests + rest
     body.append("<h2 id=benchmarks>Benchmarks</h2>")
     if len(drawn) < len(rows):
         body.append(f"<p class=note id=left-out>Shown in detail: {len(drawn):,} of {len(rows):,} benchmarks, those "
@@ -199,9 +225,26 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
     open_all = len(drawn) <= OPEN_LIMIT
     for i, (row, result) in enumerate(zip(rows, comparison.benchmarks)):
         if i in drawn:
-            body.append(_benchmark_section(i, row, result, context, datasets, open_all, p, limit))
+            body.append(_benchmark_section(i, row, result, context, datasets, open_all, p, limit,
+                                           percent(p.confidence)))
     body.append(notes_part)
-    return document(f"perfctl: {context.a} vs {context.b}", body, script=True)
+    return document(f"perfctl: {context.a} vs {context.b}", body, script=filtered)
+
+
+def _method(footer: str, statement: Sequence[str], legend: str, caveats: dict[str, list[str]]) -> str:
+    """The method one click away: its sentence as the summary (the terminal's footer, whose pointer to -v
+    is the click here), and inside the whole statement, what the verdicts mean and every overall caveat."""
+    said = footer.partition(" -v:")[0] or "The method"
+    inside = [f"<p class=statement>{esc(line)}</p>" for line in statement]
+    if legend:
+        inside.append(f"<p class=note>{esc(legend)}</p>")
+    for metric, lines in caveats.items():
+        if lines:
+            inside.append(f"<p><b>{esc(metric)}</b>, every overall figure and caveat:</p><ul>"
+                          + "".join(f"<li>{esc(line.strip())}</li>" for line in lines) + "</ul>")
+    inside.append("<p class=note>Each benchmark's section below has its details: SPA's intervals, the "
+                  "Speedup-Test's protocols, P[A&gt;B]. docs/statistics.md says how each is computed.</p>")
+    return f"<details id=method><summary>{esc(said)} <b>Method and legend</b></summary>{''.join(inside)}</details>"
 
 
 def _capped(items: Sequence[str]) -> list[str]:
@@ -229,7 +272,7 @@ def priority(row: dict) -> tuple[int, float]:
 
 
 def _forests(comparison, context, rows: Sequence[dict], order: Sequence, drawn: set[int],
-             complete: bool) -> list[str]:
+             complete: bool, level: str) -> list[str]:
     """Each metric's forest plot, of at most svg.FOREST_ROWS benchmarks (those that matter most, in the
     table's order), saying so when it leaves some out; ``complete``: the verdict table lists every one."""
     p = comparison.parameters
@@ -241,11 +284,10 @@ def _forests(comparison, context, rows: Sequence[dict], order: Sequence, drawn: 
         kept = [positions[k] for k in svg.chosen([order[i] for i in positions],
                                                  svg.FOREST_ROWS // max(len(context.metrics), 1))]
         forest_rows = [svg.ForestRow(rows[i]["benchmark"], rows[i]["ratio_a_over_b"], rows[i]["ratio_low"],
-                                     rows[i]["ratio_high"], rows[i]["verdict"],
-                                     tone(rows[i]["verdict"], rows[i]["ratio_a_over_b"]), f"b{i}" if i in drawn else "")
+                                     rows[i]["ratio_high"], rows[i]["verdict"], tone(rows[i]["finding"]),
+                                     f"b{i}" if i in drawn else "", rows[i]["finding"])
                        for i in kept]
-        level = comparison.interval_level or p.confidence
-        out.append(f"<h3>A/B ratio of {esc(metric)} (Hodges-Lehmann), {level * 100:.6g}% intervals</h3>")
+        out.append(f"<h3>A/B ratio of {esc(metric)} (Hodges-Lehmann), {esc(level)} intervals</h3>")
         if len(kept) < len(positions):
             out.append(f"<p class=note>The forest shows {len(kept):,} of {len(positions):,} benchmarks, those that "
                        f"matter most ({MATTERS}); the verdict table below lists "
@@ -254,11 +296,12 @@ def _forests(comparison, context, rows: Sequence[dict], order: Sequence, drawn: 
     return out
 
 
-def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, order: Sequence,
-                   drawn: set[int]) -> tuple[str, int]:
+def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, order: Sequence, drawn: set[int],
+                   level: str, several: bool) -> tuple[str, int]:
     """The verdict table and how many rows it lists: every one, unless they pass svg.TABLE_BYTES; then
-    those that matter most (``order``) up to it, in their own order. Names of the ``drawn`` rows link to
-    their sections."""
+    those that matter most (``order``) up to it, in their own order. The finding in words comes right
+    after the name, so that a narrow window shows both before it scrolls; the metric column only when
+    there are ``several``. Names of the ``drawn`` rows link to their sections."""
     out = []
     for i, r in enumerate(rows):
         unit = metric_units.get(r["metric"])
@@ -268,15 +311,16 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, orde
         out.append(
             f'<tr data-benchmark="{svg.tooltip(r["benchmark"])}" data-metric="{svg.tooltip(r["metric"])}">'
             f'<td class=name>{shown}</td>'
-            f'{_cell(r["metric"], numeric=False, css="metric")}'
-            f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
-            f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
-            f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
+            f'<td class="tone-{tone(r["finding"])}" data-field="finding" data-value="{esc(r["finding"])}">'
+            f'{esc(r["finding"])}</td>'
             f'{_cell(r["ratio_a_over_b"], units.ratio(r["ratio_a_over_b"]), "ratio_a_over_b")}'
             f'{_cell(r["ratio_low"], low, "ratio_low")}'
             f'{_cell(r["ratio_high"], high, "ratio_high")}'
-            f'<td class="tone-{tone(r["verdict"], r["ratio_a_over_b"])}" data-field="verdict" '
-            f'data-value="{esc(r["verdict"])}">{esc(r["verdict"])}</td>'
+            f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
+            f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
+            f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
+            + (_cell(r["metric"], numeric=False, css="metric") if several else "")
+            + f'{_cell(r["verdict"], field="verdict", numeric=False, css="word")}'
             f'{_cell(r["margin"], field="margin", numeric=False, css="word")}</tr>')
     if sum(map(len, out)) > svg.TABLE_BYTES:
         spent, kept = 0, set()
@@ -286,15 +330,17 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, orde
                 break
             kept.add(i)
         out = [line for i, line in enumerate(out) if i in kept]
-    head = ("benchmark", "metric", "runs A", "runs B", "median A", "median B", "A/B (HL)", "low", "high",
-            "SPARC verdict", f"±{margin:g}")
+    head = (("benchmark", "verdict", "A/B (HL)", f"low ({level})", "high", "median A", "median B", "runs A",
+             "runs B") + (("metric",) if several else ()) + ("SPARC", f"±{margin:g}"))
     # in a scrolling box: the columns that never wrap (numbers, verdicts) may be wider than a narrow window.
     # Cut into tables of TABLE_CHUNK rows that the browser lays out only when they come near the window
-    # (content-visibility): 5,000 rows in one table took Chromium 3 to 5 s to lay out before the first paint
+    # (content-visibility): 5,000 rows in one table took Chromium 3 to 5 s to lay out before the first paint.
+    # Each chunk scrolls by itself: content-visibility clips what overflows it (paint containment), which
+    # cut off the table's right columns instead of letting the box around it scroll
     chunks = [out[k:k + TABLE_CHUNK] for k in range(0, len(out), TABLE_CHUNK)] or [[]]
     return ("<div class=wide id=verdicts>"
             + "".join(f'<div class=rows style="contain-intrinsic-size:auto {ROW_HEIGHT * (len(c) + 1)}px">'
-                      + _table(head, c) + "</div>" for c in chunks) + "</div>", len(out))
+                      + _table(head, c, wrapped=False) + "</div>" for c in chunks) + "</div>", len(out))
 
 
 def _plain(value) -> str:
@@ -372,10 +418,12 @@ def _inventories(a: dict | None, b: dict | None) -> str:
                + _table(("item", "A", "B"), same, "same-inventory") + "</details>" if same else ""))
 
 
-def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p, limit: int) -> str:
+def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p, limit: int,
+                       spa_level: str) -> str:
     unit = (context.units or {}).get(row["metric"])
     head = (f'<summary><h3>{name(row["benchmark"])} <span class=note>({name(row["metric"])})</span></h3> '
-            f'<span class="tone-{tone(row["verdict"], row["ratio_a_over_b"])}">{esc(row["verdict"])}</span>, A/B '
+            f'<span class="tone-{tone(row["finding"])}">{esc(row["finding"])}</span> '
+            f'<span class=note>({esc(row["verdict"])})</span>, A/B '
             f'{esc(units.ratio(row["ratio_a_over_b"], row["ratio_low"], row["ratio_high"], p.margin))}</summary>')
     facts = [
         ("runs A / B", f"{row['n_a']} / {row['n_b']}"),
@@ -392,7 +440,9 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
     parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
              _table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
     if datasets is not None:
-        parts.append(_benchmark_plots(row, result, unit, datasets, limit))
+        # the bracket of the strip plot, in words: SPA's interval of the value a proportion of runs stay under
+        bracket = f"{spa_level} interval of the value {p.proportion:g} of runs stay under (SPA)"
+        parts.append(_benchmark_plots(row, result, unit, datasets, limit, bracket))
     parts.append("</details></section>")
     return "".join(parts)
 
@@ -413,15 +463,14 @@ def _label(dataset, benchmark: str, metric: str) -> str:
     return (metric_label(metric, bench.metrics) if bench is not None else None) or metric
 
 
-def _benchmark_plots(row: dict, result, unit: str | None, datasets, limit: int) -> str:
+def _benchmark_plots(row: dict, result, unit: str | None, datasets, limit: int, bracket: str) -> str:
     a_bench, b_bench = (d.benchmarks.get(row["benchmark"]) for d in datasets)
     metric = row["metric"]
     series = [series_of(a_bench, _label(datasets[0], row["benchmark"], metric), "A", limit),
               series_of(b_bench, _label(datasets[1], row["benchmark"], metric), "B", limit)]
     intervals = {"A": (row["spa_a_low"], row["spa_a_high"]), "B": (row["spa_b_low"], row["spa_b_high"])}
-    label = f"{metric}{f' ({unit})' if unit else ''}"
-    plots = [svg.strip(series, unit, intervals, label), svg.ecdf(series, unit, label),
-             svg.run_order(series, unit, label)]
+    plots = [svg.strip(series, unit, intervals, metric, bracket=bracket), svg.ecdf(series, unit, metric),
+             svg.run_order(series, unit, metric)]
     return ('<div class="plots">' + "".join(f'<div class="plot">{p}</div>' for p in plots) + "</div>"
             + _counters(a_bench, b_bench))
 
@@ -515,29 +564,35 @@ def _cv(value) -> str:
 
 def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequence[str] = ()) -> str:
     """The report of one ``perfctl stat``: the summary table of every event, then each measured event's
-    runs as a strip, an ECDF and in order (flagged runs hollow), and the machine."""
+    runs as a strip, an ECDF and in order (flagged runs hollow), one line for the events that read the same
+    in every run instead of their plots, and the machine."""
     from perfctl.analysis.summary import describe
 
     body = [f"<h1>{name(title)}</h1>",
             f"<p class=statement>{summary.runs} measured runs ({summary.outcomes.get('ok', 0)} ok), "
             f"{summary.warmups} warm-ups; {len(summary.interfered)} runs flagged as interfered-with</p>"]
-    rows, sections = [], []
+    rows, sections, constant = [], [], []
     measured = [e for e in summary.events.values() if e.values]
     for i, event in enumerate(measured):
         d = describe(event.values)
-        rows.append(f'<tr data-event="{svg.tooltip(event.label)}"><td><a href="#e{i}">{name(event.label)}</a></td>'
+        # a counter that read the same in every run: one line says it, three plots of one value said nothing
+        still = d.min == d.max
+        shown = name(event.label) if still else f'<a href="#e{i}">{name(event.label)}</a>'
+        rows.append(f'<tr data-event="{svg.tooltip(event.label)}"><td>{shown}</td>'
                     f'{_cell(d.n, field="n")}{_cell(d.median, units.quantity(d.median, event.unit), "median")}'
                     f'{_cell(d.mean, units.quantity(d.mean, event.unit), "mean")}'
                     f'{_cell(d.cv, "-" if not math.isfinite(d.cv) else f"{d.cv:.2%}", "cv")}'
                     f'{_cell(d.min, units.quantity(d.min, event.unit), "min")}'
                     f'{_cell(d.max, units.quantity(d.max, event.unit), "max")}'
                     f'<td>{esc(event.backend)}{esc(f" ({event.source})" if event.source else "")}</td></tr>')
+        if still:
+            constant.append(f"{name(event.label)} {esc(units.quantity(d.min, event.unit))}")
+            continue
         positions = {run: k for k, run in enumerate(sorted(summary.interfered))}
         series = [svg.Series("A", event.values, {k: "interfered-with" for k in positions.values()
                                                  if k < len(event.values)}, limit=svg.mark_limit(len(measured)))]
-        label = f"{event.label}{f' ({event.unit})' if event.unit else ''}"
-        plots = [svg.strip(series, event.unit, {}, label), svg.ecdf(series, event.unit, label),
-                 svg.run_order(series, event.unit, label)]
+        plots = [svg.strip(series, event.unit, {}, event.label), svg.ecdf(series, event.unit, event.label),
+                 svg.run_order(series, event.unit, event.label)]
         sections.append(f'<section id="e{i}"><details{" open" if len(measured) <= OPEN_LIMIT else ""}>'
                         f"<summary><h3>{name(event.label)}</h3></summary><div class=plots>"
                         + "".join(f'<div class="plot">{p}</div>' for p in plots) + "</div></details></section>")
@@ -550,6 +605,8 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
     if summary.correction_note:
         body.append(f"<p class=note>{esc(summary.correction_note)}</p>")
     body.append("<h2 id=runs>Runs of each event</h2>")
+    if constant:
+        body.append(f"<p class=note id=constant>The same in every run, so not plotted: {'; '.join(constant)}.</p>")
     body += sections
     if inventory:
         keys = [k for k in FIRST_ITEMS if k in flatten(inventory)]

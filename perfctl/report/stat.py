@@ -6,17 +6,20 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from perfctl.analysis.stability import Finding, check, merged
 from perfctl.analysis.summary import Description, describe
 from perfctl.dataset import RunIdentity
 from perfctl.failures import describe_failure
 from perfctl.model import LABELLED, WALL_TIME, InterferencePolicy, Sample, counter_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report
-from perfctl.text import cell, visible
+from perfctl.text import visible
 from perfctl.units import quantity
 
 
@@ -104,6 +107,12 @@ class StatSummary:
     def all_ok(self) -> bool:
         return self.runs > 0 and self.outcomes["ok"] == self.runs
 
+    def stability(self) -> list[tuple[str, Finding]]:
+        """What analysis/stability.py finds in each event's runs (in the order measured), as (event label,
+        finding), events in the table's order; a stable measurement finds nothing."""
+        return [(entry.label, finding) for entry in self.events.values() if entry.values
+                for finding in check(entry.values).findings]
+
 
 __all__ = ["NORMAL", "QUIET", "VERBOSE", "EventSummary", "StatReport", "StatSummary", "unsupported_lines"]
 
@@ -163,47 +172,143 @@ class StatReport(Report):
 def render(summary: StatSummary, console: Console, title: str, verbosity: int = NORMAL) -> None:
     """The summary table and what it leaves out. QUIET prints only the failed runs."""
     if verbosity > QUIET:
-        _render_table(summary, console, title)
+        _render_table(summary, console, title, verbosity)
         for line in unsupported_lines(summary, verbosity):
             bold, _, rest = line.partition(" ")
-            console.print(Text.assemble((bold, "bold"), visible(f" {rest}")) if bold == "unsupported"
-                          else visible(line), highlight=False, markup=False)
+            _prose(console, visible(line), "bold" if bold == "unsupported" else None, len(bold))
         if summary.interfered:
             runs = ", ".join(str(i) for i in summary.interfered[:20]) + (
                 ", ..." if len(summary.interfered) > 20 else "")
             action = ("left out of the statistics above" if summary.interference.exclude
                       else "kept in the statistics above (--exclude-interfered leaves them out)")
-            console.print(f"[bold yellow]{len(summary.interfered)} of {summary.runs} runs flagged[/bold yellow]: "
-                          f"{summary.interference.describe()} (runs {runs}); {action}", highlight=False)
+            flagged = f"{len(summary.interfered)} of {summary.runs} runs flagged"
+            _prose(console, f"{flagged}: {summary.interference.describe()} (runs {runs}); {action}", "bold yellow",
+                   len(flagged))
     failed = summary.runs - summary.outcomes["ok"]
     if failed:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(summary.outcomes.items()) if k != "ok")
-        console.print(f"[bold red]{failed} of {summary.runs} runs failed[/bold red] ({counts}); "
-                      "they are recorded but not summarized", highlight=False)
+        what = f"{failed} of {summary.runs} runs failed"
+        _prose(console, f"{what} ({counts}); they are recorded but not summarized", "bold red", len(what))
         for line in summary.failure_examples:
-            console.print(visible(f"  {line}"), highlight=False, markup=False)
+            _prose(console, visible(f"  {line}"), indent=4)
 
 
-def _render_table(summary: StatSummary, console: Console, title: str) -> None:
-    table = Table(title=cell(title), title_justify="left")
-    for column in ("event", "n", "median", "mean", "stderr", "CV", "min", "max", "note"):
-        table.add_column(column, justify="left" if column in ("event", "note") else "right")
+def _prose(console: Console, text: str, style: str | None = None, styled: int = 0, indent: int = 2) -> None:
+    """A line of prose under the table, wrapped at the console's width with its continuation lines indented
+    (``indent``), so a wrapped sentence never reads as a new one; its first ``styled`` characters in ``style``.
+    Printed literally: no markup, no highlighting."""
+    line = Text(text, no_wrap=False)
+    if style and styled:
+        line.stylize(style, 0, styled)
+    lines = line.wrap(console, max(console.width - indent, 20))
+    for number, part in enumerate(lines):
+        part.rstrip()
+        console.print(part if number == 0 else Text.assemble(" " * indent, part), highlight=False, markup=False,
+                      soft_wrap=True)
+
+
+# The table's columns: the event, how many runs it summarizes, then its statistics. A terminal too narrow
+# for all of them leaves out these first, in this order (a line under the table says so): the standard
+# error is CV x mean / sqrt(n), and the mean stands beside the median. A name or a number is never cut.
+_COLUMNS = ("event", "n", "median", "mean", "stderr", "CV", "min", "max")
+_LEFT_OUT_FIRST = ("stderr", "mean")
+# at most this many stability warnings under the table (-v prints them all), then one line of advice
+_STABILITY_LINES = 4
+
+
+def _rows(summary: StatSummary, verbosity: int) -> tuple[list[dict[str, str]], list[str]]:
+    """The table's cells per event (column -> text) and the notes printed under it ("event: note")."""
+    rows, notes = [], []
     for entry in summary.events.values():
         if entry.unsupported is not None and not entry.values:
             continue
-        notes = []
-        if entry.source and entry.source != entry.label:
-            notes.append(entry.source)
+        label = visible(entry.label)
+        said = []
+        if verbosity >= VERBOSE and entry.source and entry.source != entry.label:
+            said.append(f"counts {entry.source}")  # how the event is counted: the method, for -v
         if entry.multiplexed:
-            notes.append(f"scaled: multiplexed in {entry.multiplexed} runs")
+            said.append(f"scaled: multiplexed in {entry.multiplexed} runs")
         for reason, count in entry.errors.items():
-            notes.append(f"{count} errors: {reason}")
+            said.append(f"{count} errors: {reason}")
+        if said:
+            notes.append(visible(f"{entry.label}: {'; '.join(said)}"))
         d = entry.description
         if d is None:
-            table.add_row(cell(entry.label), "0", *["-"] * 6, cell("; ".join(notes)))
+            rows.append({"event": label, "n": "0", **{c: "-" for c in _COLUMNS[2:]}})
             continue
-        cv = "-" if math.isnan(d.cv) else f"{d.cv:.2%}"
-        table.add_row(cell(entry.label), str(d.n), quantity(d.median, entry.unit), quantity(d.mean, entry.unit),
-                      quantity(d.stderr, entry.unit), cv, quantity(d.min, entry.unit), quantity(d.max, entry.unit),
-                      cell("; ".join(notes)))
-    console.print(table)
+        rows.append({"event": label, "n": str(d.n), "median": quantity(d.median, entry.unit),
+                     "mean": quantity(d.mean, entry.unit), "stderr": quantity(d.stderr, entry.unit),
+                     "CV": "-" if math.isnan(d.cv) else f"{d.cv:.2%}", "min": quantity(d.min, entry.unit),
+                     "max": quantity(d.max, entry.unit)})
+    return rows, notes
+
+
+def _width(rows: list[dict[str, str]], columns: list[str]) -> int:
+    """The table's width with every cell on one line: its widest cell per column, and two columns between
+    (``_table``'s padding and divider). rich's own measure counts a cell's longest word, not the cell."""
+    return sum(max([cell_len(c), *(cell_len(row[c]) for row in rows)]) for c in columns) + 2 * (len(columns) - 1)
+
+
+def _table(rows: list[dict[str, str]], columns: list[str]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for column in columns:
+        table.add_column(column, justify="left" if column == "event" else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(row[c]) for c in columns))
+    return table
+
+
+def _stacked(console: Console, rows: list[dict[str, str]], columns: list[str]) -> None:
+    """The table for a terminal too narrow for it: each event's name on a line, then its statistics as
+    "median 16.589 ms" pairs, as many to a line as fit; a pair is never split."""
+    for row in rows:
+        _prose(console, row["event"], "bold", len(row["event"]))
+        line = ""
+        for column in columns[1:]:
+            pair = f"{column} {row[column]}"
+            if line and 2 + cell_len(line) + 2 + cell_len(pair) > console.width:
+                console.print(Text("  " + line), soft_wrap=True)
+                line = ""
+            line = f"{line}  {pair}" if line else pair
+        console.print(Text("  " + line), soft_wrap=True)
+
+
+def _render_table(summary: StatSummary, console: Console, title: str, verbosity: int = NORMAL) -> None:
+    rows, notes = _rows(summary, verbosity)
+    _prose(console, visible(title), "bold", len(visible(title)))  # a long command wraps, indented
+    # n is the title's "(N runs" for every event, unless failed, interfered or erroneous runs made it less
+    columns = [c for c in _COLUMNS if c != "n" or any(row["n"] != str(summary.runs) for row in rows)]
+    left_out = []
+    for column in _LEFT_OUT_FIRST:
+        if _width(rows, columns) <= console.width:
+            break
+        columns.remove(column)
+        left_out.append(column)
+    # no rows when every run failed: the lines under the title say so
+    if rows and _width(rows, columns) <= console.width:
+        console.print(_table(rows, columns))
+    elif rows:  # narrower still: each event on its own lines, every statistic of it (none left out)
+        left_out = []
+        _stacked(console, rows, [c for c in _COLUMNS if c in columns or c in _LEFT_OUT_FIRST])
+    for note in notes:
+        _prose(console, note)
+    if left_out:
+        _prose(console, f"({' and '.join(left_out)} left out to fit {console.width} columns: a wider terminal "
+                        "or --width shows them)")
+    _stability_lines(summary, console, verbosity)
+
+
+def _stability_lines(summary: StatSummary, console: Console, verbosity: int) -> None:
+    """What analysis/stability.py found in each event's runs: one line each (at most _STABILITY_LINES, -v
+    all), then the advice once (pyperf's "the benchmark result may be unstable", with the remedies)."""
+    found = summary.stability()
+    if not found:
+        return
+    shown = found if verbosity >= VERBOSE else found[:_STABILITY_LINES]
+    for label, finding in shown:
+        _prose(console, visible(f"unstable {label}: {finding.what}"), "bold yellow", len("unstable"))
+    more = len(found) - len(shown)
+    # each kind of remedy once, with the first event's number (wall-time's)
+    remedies = merged(remedy for _, finding in found for remedy in finding.advice)
+    _prose(console, f"The result may be unstable{f' ({more} more: -v lists them)' if more else ''}: "
+                    f"{'; '.join(remedies)}. -q hides these lines.")

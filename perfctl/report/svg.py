@@ -26,6 +26,7 @@ from functools import cached_property
 import numpy as np
 
 from perfctl import units
+from perfctl.report.axes import nice_ticks, padded, ratio_ticks, value_axis
 from perfctl.text import visible
 
 # Okabe & Ito (2008), "Color Universal Design": blue, vermillion, bluish green, sky blue, grey, orange
@@ -36,7 +37,7 @@ FONT = 12
 # one mark per run up to this many runs a side (about 2.5 marks per pixel of a 400-pixel plot: more cannot be
 # told apart); beyond it, this many quantiles
 MARK_LIMIT = 1_000
-# the runs in order beyond MARK_LIMIT: bins of consecutive runs, about 2 pixels each on the 790-pixel axis
+# the runs in order beyond MARK_LIMIT: bins of consecutive runs, about 1.1 pixels each on the 430-pixel axis
 RUN_BINS = 400
 # The page budget, one owner for every page of many benchmarks (html.compare_page, html.stat_page): a page
 # spends at most PAGE_BYTES (under the 5 MB a browser opens in seconds). The summary comes first: the
@@ -155,33 +156,6 @@ def _log(value: float) -> float:
     return math.log(min(max(value, math.ulp(0.0)), sys.float_info.max))
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About ``count`` round values (1, 2 or 5 times a power of ten apart) within [low, high]."""
-    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
-        return [low] if math.isfinite(low) else []
-    raw = high / count - low / count
-    if not math.isfinite(raw) or raw <= 0:
-        return [low, high]
-    power = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    first = math.ceil(low / step) * step
-    steps = high / step - first / step
-    if not math.isfinite(steps) or not 0 <= steps <= 10 * count:
-        return [low, high]
-    return [first + i * step for i in range(int(steps + 1e-9) + 1)]
-
-
-def padded(values: Sequence[float], share: float = 0.05) -> tuple[float, float]:
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    if not finite:
-        return 0.0, 1.0
-    low, high = min(finite), max(finite)
-    pad = (high * share - low * share) or abs(high) * share or 1.0
-    if not math.isfinite(low - pad) or not math.isfinite(high + pad):  # near the float limit: no margin
-        return low, high
-    return low - pad, high + pad
-
-
 def _n(value: float) -> str:
     """A coordinate. Never nan or inf (browsers reject the attribute): such a value is drawn at 0, and the
     callers drop marks whose value is not finite before they get here."""
@@ -190,8 +164,11 @@ def _n(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def _svg(width: int, height: int, label: str, body: list[str]) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+def _svg(width: int, height: int, label: str, body: list[str], grow: float = 1.0) -> str:
+    """One plot that scales down with the window (the page's CSS: max-width 100%, height auto); ``grow``
+    above 1: it also scales up, to that many times its size, where the page has room."""
+    style = f' style="width:100%;max-width:min(100%,{int(width * grow)}px)"' if grow > 1 else ""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}"{style} '
             f'viewBox="0 0 {width} {height}" role="img" aria-label="{tooltip(label)}" '
             f'font-family="sans-serif" font-size="{FONT}">' + "".join(body) + "</svg>")
 
@@ -217,14 +194,17 @@ def _marks(points: Sequence[tuple[float, float]], colour: str, cap: str, width: 
 
 
 def _axis_x(scale: Scale, ticks: Sequence[float], y: float, top: float, label, fmt) -> list[str]:
-    out = [f'<line x1="{_n(scale.start)}" x2="{_n(scale.end)}" y1="{_n(y)}" y2="{_n(y)}" stroke="#444"/>']
+    """A horizontal axis at ``y``, its grid lines up to ``top``; one group (class ``axis``) whose tick labels
+    and title carry the classes ``tick`` and ``axis-title``, for a reader's script and the tests."""
+    out = ['<g class="axis">',
+           f'<line x1="{_n(scale.start)}" x2="{_n(scale.end)}" y1="{_n(y)}" y2="{_n(y)}" stroke="#444"/>']
     for tick in ticks:
         x = scale(tick)
         out.append(f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(top)}" y2="{_n(y)}" stroke="#ddd"/>')
-        out.append(_text(x, y + 14, fmt(tick), "middle"))
+        out.append(_text(x, y + 14, fmt(tick), "middle", ' class="tick"'))
     if label:
-        out.append(_text((scale.start + scale.end) / 2, y + 30, label, "middle"))
-    return out
+        out.append(_text((scale.start + scale.end) / 2, y + 30, label, "middle", ' class="axis-title"'))
+    return out + ["</g>"]
 
 
 @dataclass(frozen=True)
@@ -236,6 +216,11 @@ class ForestRow:
     verdict: str
     tone: str  # a key of VERDICT_COLOURS
     anchor: str = ""  # the id of the benchmark's section, to link to
+    finding: str = ""  # the verdict with its direction in words ("B slower"), shown; else the verdict
+
+    @property
+    def words(self) -> str:
+        return self.finding or self.verdict
 
 
 # the width of a character of the 12-pixel sans-serif labels, a little above the average of DejaVu Sans and
@@ -255,25 +240,26 @@ def fitted(label: str, room: float) -> str:
 
 def forest(rows: Sequence[ForestRow], margin: float) -> str:
     """Each benchmark's A/B ratio (log scale) with its interval, against the equivalence band
-    [1 - margin, 1 + margin] and the line of no difference. The label column is as wide as the longest name
-    needs, up to 440 pixels; a longer name is shortened in its middle (``fitted``), and every row has its
-    whole name, verdict and interval as a tooltip (an SVG ``<title>``)."""
+    [1 - margin, 1 + margin] and the line of no difference, its finding in words on the right. The label
+    column is as wide as the longest name needs, up to 440 pixels; a longer name is shortened in its middle
+    (``fitted``), and every row has its whole name, verdict and interval as a tooltip (an SVG ``<title>``).
+    The axis runs from a labelled tick below every interval to one above it (``ratio_ticks``)."""
     longest = max((len(visible(r.label)) for r in rows), default=0)
-    label_width = min(max(120, int(longest * CHAR_WIDTH) + 16), 440)
-    right = 180
-    width = label_width + 420 + right
+    label_width = min(max(100, int(longest * CHAR_WIDTH) + 16), 440)
+    right = max(100, int(max((len(visible(r.words)) for r in rows), default=0) * CHAR_WIDTH) + 16)
+    width = label_width + 320 + right
     height = 40 + 18 * max(1, len(rows)) + 40
     ends = [v for r in rows for v in (r.low, r.high, r.ratio) if v is not None and v > 0 and math.isfinite(v)]
-    low, high = min(ends + [1 - margin]), max(ends + [1 + margin])
-    # padded by 5% of the span in log space: high / low itself overflows for ends 10^±300 apart
-    pad = 0.05 * (_log(high) - _log(low))
-    low, high = math.exp(max(_log(low) - pad, _log(0.0))), math.exp(min(_log(high) + pad, _log(math.inf)))
-    scale = Scale(low, high, label_width, width - right, log=True)
+    ticks = ratio_ticks(min(ends + [1 - margin]), max(ends + [1 + margin]), margin)
+    low, high = ticks[0], ticks[-1]
+    # the end ticks' labels need room: the axis starts and ends half a label inside the plot
+    scale = Scale(low, high, label_width + 12, width - right - 12, log=True)
     body = [f'<rect x="{_n(scale(1 - margin))}" y="24" width="{_n(scale(1 + margin) - scale(1 - margin))}" '
             f'height="{height - 64}" fill="{BAND}" opacity="0.18"/>',
-            _text(scale(1 - margin), 16, f"equivalence band ±{margin:g}", "start", ' fill="#8a5a00"')]
-    ticks = _spaced(scale, _ratio_ticks(low, high))
-    body += _axis_x(scale, ticks, height - 40, 24, "A/B ratio (log scale; above 1: B faster)", lambda t: f"{t:g}")
+            _text(scale(1 - margin), 16, f"equivalence band ±{margin:g}", "middle" if scale(1 - margin) > width / 2
+                  else "start", ' fill="#8a5a00"')]
+    body += _axis_x(scale, _spaced(scale, ticks), height - 40, 24, "A/B ratio (log scale; above 1: B faster)",
+                    lambda t: f"{t:g}")
     body.append(f'<line x1="{_n(scale(1))}" x2="{_n(scale(1))}" y1="24" y2="{height - 40}" stroke="#222" '
                 f'stroke-dasharray="4 3"/>')
     for i, row in enumerate(rows):
@@ -282,32 +268,36 @@ def forest(rows: Sequence[ForestRow], margin: float) -> str:
         name = fitted(visible(row.label), label_width - 16)
         link = f'<a href="#{esc(row.anchor)}">' if row.anchor else ""
         interval = units.ratio(row.ratio, row.low, row.high)
-        body.append(f'<g class="row"><title>{tooltip(row.label)}: {esc(row.verdict)}, A/B {esc(interval)}</title>'
+        said = f"{row.words}, A/B {interval}" + (f" (SPARC: {row.verdict})" if row.finding else "")
+        body.append(f'<g class="row"><title>{tooltip(row.label)}: {esc(said)}</title>'
                     f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
         if row.low is not None and row.high is not None:
             body.append(f'<line x1="{_n(scale(row.low))}" x2="{_n(scale(row.high))}" y1="{y}" y2="{y}" '
                         f'stroke="{colour}" stroke-width="2.5"/>')
         if row.ratio is not None and row.ratio > 0:
             body.append(_marks([(scale(row.ratio), y)], colour, "square", 8))
-        body.append(_text(width - right + 8, y + 4, row.verdict, "start", f' fill="{colour}"') + "</g>")
-    return _svg(width, height, "forest plot of the A/B ratio of every benchmark", body)
+        body.append(_text(width - right + 8, y + 4, row.words, "start", f' fill="{colour}"') + "</g>")
+    # the plot a reader looks at first: larger on a wide screen
+    return _svg(width, height, "forest plot of the A/B ratio of every benchmark", body, grow=1.3)
 
 
-def _spaced(scale: Scale, ticks: Sequence[float], gap: float = 44) -> list[float]:
-    """The ticks at least ``gap`` pixels apart, 1 (no difference) first."""
+def _spaced(scale: Scale, ticks: Sequence[float], gap: float | None = None) -> list[float]:
+    """The ticks whose labels do not touch: ``gap`` pixels apart on a vertical axis, on a horizontal one
+    half of both labels' widths and 10 pixels; the two outer ones first (they bound the data:
+    ``ratio_ticks``), then 1 (no difference), then by their distance from 1."""
+    if not ticks:
+        return []
+    ends = [min(ticks), max(ticks)]
+
+    def apart(a: float, b: float) -> bool:
+        room = gap if gap is not None else (len(f"{a:g}") + len(f"{b:g}")) * CHAR_WIDTH / 2 + 10
+        return abs(scale(a) - scale(b)) >= room
+
     kept: list[float] = []
-    for tick in sorted(ticks, key=lambda t: (t != 1, abs(math.log(t)) if t > 0 else 0)):
-        if all(abs(scale(tick) - scale(k)) >= gap for k in kept):
+    for tick in sorted(ticks, key=lambda t: (t not in ends, t != 1, abs(math.log(t)) if t > 0 else 0)):
+        if all(apart(tick, k) for k in kept):
             kept.append(tick)
     return sorted(kept)
-
-
-def _ratio_ticks(low: float, high: float) -> list[float]:
-    candidates = [0.1, 0.2, 0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2, 5, 10]
-    inside = [t for t in candidates if low <= t <= high]
-    if len(inside) >= 3:
-        return inside
-    return [round(t, 4) for t in nice_ticks(low, high, 4) if t > 0]
 
 
 @dataclass
@@ -345,20 +335,61 @@ class Series:
         return "round" if self.name != "B" else "square"
 
 
-def _value_format(unit: str | None):
-    return lambda v: units.quantity(v, unit)
+KEY_LINE = 16  # the height of a line of a plot's key
+NOTE_CHAR = 6.0  # the width of a character of the 10-pixel notes
 
 
-def _legend(x: float, y: float, entries: Sequence[tuple[str, str, str]], note: str = "") -> list[str]:
-    """A one-line legend from (x, y): a mark and a word per entry, then ``note``."""
-    out = []
-    for label, colour, cap in entries:
-        out.append(_marks([(x + 4, y - 4)], colour, cap, 8))
-        out.append(_text(x + 14, y, label))
-        x += 24 + 8 * len(label)
-    if note:
-        out.append(_text(x + 4, y, note, extra=' fill="#555"'))
-    return out
+def _mark_glyph(colour: str, cap: str, hollow: bool = False):
+    return lambda x, y: _marks([(x + 5, y - 4)], colour, cap, 7 if hollow else 8, hollow)
+
+
+def _line_glyph(colour: str, dashed: bool = False):
+    dash = ' stroke-dasharray="5 2"' if dashed else ""
+    return lambda x, y: f'<path d="M{_n(x)} {_n(y - 4)}h14" stroke="{colour}" stroke-width="2"{dash}/>'
+
+
+def _median_glyph(x: float, y: float) -> str:
+    return f'<path d="M{_n(x + 6)} {_n(y - 11)}v12" stroke="#000" stroke-width="2"/>'
+
+
+def _bracket_glyph(x: float, y: float) -> str:
+    return f'<path d="M{_n(x)} {_n(y - 7)}v5h14v-5" fill="none" stroke="#000"/>'
+
+
+def _key(x: float, width: float, entries: Sequence[tuple[str, object]], notes: Sequence[str] = ()) -> tuple[
+        list[str], float]:
+    """A plot's key, from its top: each entry a glyph (a function of x and the baseline y drawing one mark,
+    14 pixels wide) and its words, a new line when the width is used up; then each note in small grey
+    type, wrapped to the width. The elements, and the height they take."""
+    import textwrap
+
+    out: list[str] = []
+    y, left = 0.0, x
+    for words, glyph in entries:
+        room = 20 + len(words) * CHAR_WIDTH + 14
+        if left > x and left + room > width - 8:
+            left, y = x, y + KEY_LINE
+        out += [glyph(left, y + 13), _text(left + 20, y + 13, words)]
+        left += room
+    y += KEY_LINE if entries else 0
+    for note in notes:
+        for line in textwrap.wrap(note, max(int((width - x - 8) / NOTE_CHAR), 20)):
+            out.append(_text(x, y + 11, line, extra=' fill="#555" font-size="10"'))
+            y += 13
+    return out, y + 4
+
+
+def _sides(series: Sequence[Series]) -> list[tuple[str, object]]:
+    """The key's entries naming the sides by their marks; none for a single series (a stat report's
+    runs: a legend "A" said nothing)."""
+    return [(s.name, _mark_glyph(s.colour, s.cap)) for s in series] if len(series) > 1 else []
+
+
+def _y_title(x: float, middle: float, text: str) -> str:
+    """A value axis's title, along the axis (rotated)."""
+    return (f'<text x="{_n(x)}" y="{_n(middle)}" text-anchor="middle" class="axis-title y" '
+            f'transform="rotate(-90 {_n(x)} {_n(middle)})">'
+            f'{bounded(text, NAME_SHOWN)}</text>')
 
 
 def _extent(series: Sequence[Series], before: bool = False) -> list[float]:
@@ -386,48 +417,94 @@ def _thinned_note(series: Sequence[Series], how: str) -> str:
     return f"{', '.join(counts)} runs: {how}" if counts else ""
 
 
+# a strip plot gives each side an axis of its own when the sides do not overlap and one of them would span
+# less than this share of an axis shared by both: matmul's two builds, 4.5x apart, were each a glyph
+STRIP_SHARED = 0.15
+
+
+def _median(ordered: np.ndarray) -> float:
+    n = len(ordered)
+    # halves: the sum of two values near the float limit would overflow
+    return float(ordered[n // 2]) if n % 2 else float(ordered[n // 2 - 1]) / 2 + float(ordered[n // 2]) / 2
+
+
 def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple[float | None, float | None]],
-          label: str, width: int = 440) -> str:
-    """Each side's runs on one row (jittered so that ties stay visible), its median as a bar and its SPA
-    interval as a bracket under the row. Beyond ``limit`` runs, the row holds ``limit`` evenly spaced
-    order statistics instead (their density along the row is the runs' density), as the plot says."""
-    scale = Scale(*padded(_extent(series)), 60, width - 20)
-    height = 40 + 50 * len(series) + 40
-    body = _axis_x(scale, nice_ticks(scale.low, scale.high, 4), height - 40, 20, label, _value_format(unit))
-    note = _thinned_note(series, f"{series[0].limit:,} quantiles each, min and max kept")
-    if note:
-        body.append(_text(60, 12, note, extra=' fill="#555" font-size="10"'))
+          label: str, width: int = 440, bracket: str = "interval") -> str:
+    """Each side's runs on one row (jittered so that ties stay visible), its median as a bar and its
+    interval from ``intervals`` as a bracket under the row, both explained in the key (``bracket``: what
+    the interval is). ``label`` names what is measured; the axis title adds the unit its ticks print in
+    (``value_axis``). Sides that do not overlap, one of which would be squeezed to a sliver of a shared
+    axis (``STRIP_SHARED``), get an axis each, and the plot says how far apart their medians are. Beyond
+    ``limit`` runs, the row holds ``limit`` evenly spaced order statistics instead (their density along
+    the row is the runs' density), as the plot says."""
+    def ends(s: Series) -> list[float]:
+        low, high = intervals.get(s.name, (None, None))
+        return _extent([s]) + [v for v in (low, high) if v is not None and math.isfinite(v)]
+
+    every = [v for s in series for v in ends(s)]
+    axis = value_axis(label, unit, every)
+    low, high = padded(every)
+    ranges = [(min(ends(s)), max(ends(s))) for s in series if ends(s)]
+    apart = len(ranges) > 1 and all(a[1] < b[0] or b[1] < a[0] for i, a in enumerate(ranges) for b in ranges[i + 1:])
+    own = apart and any(hi - lo < STRIP_SHARED * (high - low) for lo, hi in ranges)
+    entries = _sides(series) + [("median", _median_glyph)]
+    entries += [(bracket, _bracket_glyph)] if any(None not in intervals.get(s.name, (None,)) for s in series) else []
+    medians = [_median(s.ordered) for s in series if len(s.ordered)]
+    notes = [_thinned_note(series, f"{series[0].limit:,} quantiles each, min and max kept")]
+    if own and len(medians) == 2 and medians[1]:
+        notes.append(f"each side on an axis of its own: the medians are {medians[0] / medians[1]:.3g}× apart (A/B)")
+    body, top = _key(60, width, entries, [n for n in notes if n])
+    named = len(series) > 1
+    y = top + 24
+    shared = Scale(low, high, 60, width - 20)
     for row, s in enumerate(series):
-        y = 40 + 50 * row
-        body.append(_text(50, y + 4, s.name, "end", ' font-weight="bold"'))
+        scale = Scale(*padded(ends(s)), 60, width - 20) if own else shared
+        if named:
+            body.append(_text(50, y + 4, s.name, "end", ' font-weight="bold"'))
         drawn = s.ordered[_evenly_spaced(len(s.ordered), s.limit)] if s.thinned else s.values
         jitter = [((i * 0.618034) % 1 - 0.5) * 22 for i in range(len(drawn))]
         body.append(_marks([(scale(v), y + j) for v, j in zip(drawn, jitter)], s.colour, s.cap, 5))
         if len(s.ordered):
-            n, ordered = len(s.ordered), s.ordered
-            # halves: the sum of two values near the float limit would overflow
-            middle = float(ordered[n // 2]) if n % 2 else float(ordered[n // 2 - 1]) / 2 + float(ordered[n // 2]) / 2
+            middle = _median(s.ordered)
             body.append(f'<line x1="{_n(scale(middle))}" x2="{_n(scale(middle))}" y1="{y - 15}" y2="{y + 15}" '
                         f'stroke="#000" stroke-width="2"><title>median {esc(units.quantity(middle, unit))}'
                         f'</title></line>')
-        low, high = intervals.get(s.name, (None, None))
-        if low is not None and high is not None:
-            x0, x1 = scale(low), scale(high)
-            body.append(f'<path d="M{_n(x0)} {y + 14}v5H{_n(x1)}v-5" fill="none" stroke="#000"><title>SPA '
-                        f'interval {esc(units.interval(low, high, unit))}</title></path>')
-    return _svg(width, height, f"runs of A and B: {label}{f'; {note}' if note else ''}", body)
+        low_end, high_end = intervals.get(s.name, (None, None))
+        if low_end is not None and high_end is not None:
+            x0, x1 = scale(low_end), scale(high_end)
+            body.append(f'<path d="M{_n(x0)} {y + 14}v5H{_n(x1)}v-5" fill="none" stroke="#000"><title>{esc(bracket)} '
+                        f'{esc(units.interval(low_end, high_end, unit))}</title></path>')
+        if own or row == len(series) - 1:
+            ticks = axis.ticks(scale.low, scale.high, 5)
+            last = row == len(series) - 1
+            body += _axis_x(scale, ticks, y + 28, y - 20 if own else top + 4, axis.title if last else "",
+                            lambda t, ticks=ticks: axis.text(t, ticks))
+            y += 28 + 40 if last else 28 + 44
+        else:
+            y += 50
+    note = "; ".join(n for n in notes if n)
+    return _svg(width, int(y), f"runs{' of A and B' if named else ''}: {axis.title}{f'; {note}' if note else ''}",
+                body)
 
 
 def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 440) -> str:
-    """The empirical cumulative distribution of each side: a step line per side (A solid, B dashed). Beyond
-    ``limit`` runs the steps go through ``limit`` evenly spaced order statistics: the line is then off by at
-    most 1/limit in probability (a fraction of a pixel at 1,000)."""
+    """The empirical cumulative distribution of each side: a step line per side (A solid, B dashed), the
+    share of runs at or below each value. Beyond ``limit`` runs the steps go through ``limit`` evenly
+    spaced order statistics: the line is then off by at most 1/limit in probability (a fraction of a pixel
+    at 1,000)."""
+    axis = value_axis(label, unit, _extent(series))
     scale = Scale(*padded(_extent(series)), 60, width - 20)
-    height = 220
-    prob = Scale(0, 1, height - 40, 20)
-    body = _axis_x(scale, nice_ticks(scale.low, scale.high, 4), height - 40, 20, label, _value_format(unit))
-    for p in (0, 0.5, 1):
+    note = _thinned_note(series, f"{series[0].limit:,} quantiles each")
+    entries = [(s.name, _line_glyph(s.colour, s.name == "B")) for s in series] if len(series) > 1 else []
+    body, top = _key(60, width, entries, [note] if note else [])
+    height = int(top) + 200
+    prob = Scale(0, 1, height - 40, top + 10)
+    ticks = axis.ticks(scale.low, scale.high, 5)
+    body += _axis_x(scale, ticks, height - 40, top + 10, axis.title, lambda t: axis.text(t, ticks))
+    for p in (0, 0.25, 0.5, 0.75, 1):
+        body.append(f'<line x1="60" x2="{width - 20}" y1="{_n(prob(p))}" y2="{_n(prob(p))}" stroke="#eee"/>')
         body.append(_text(54, prob(p) + 4, f"{p:g}", "end"))
+    body.append(_y_title(16, (prob(0) + prob(1)) / 2, "share of runs ≤ value"))
     for s in series:
         ordered, n = s.ordered, len(s.ordered)
         if not n:
@@ -437,28 +514,35 @@ def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 44
             steps.append(f"H{_n(scale(ordered[rank]))}V{_n(prob((rank + 1) / n))}")
         dash = ' stroke-dasharray="6 3"' if s.name == "B" else ""
         body.append(f'<path d="{"".join(steps)}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')
-    note = _thinned_note(series, f"{series[0].limit:,} quantiles each")
-    body += _legend(70, 12, [(s.name, s.colour, s.cap) for s in series])
-    if note:
-        body.append(_text(width - 20, 12, note, "end", ' fill="#555" font-size="10"'))
-    return _svg(width, height, f"empirical CDF of A and B: {label}{f'; {note}' if note else ''}", body)
+    named = " of A and B" if len(series) > 1 else ""
+    return _svg(width, height, f"empirical CDF{named}: {axis.title}{f'; {note}' if note else ''}", body)
 
 
-def run_order(series: Sequence[Series], unit: str | None, label: str, width: int = 900) -> str:
+def run_order(series: Sequence[Series], unit: str | None, label: str, width: int = 540) -> str:
     """Every run's value against its place in the order of runs (warm-ups before 0, hollow); flagged runs
     are hollow rings too, so drift, warm-up and interference show. Beyond ``limit`` runs a side, ``bins``
     bins of consecutive runs: a line from each bin's minimum to its maximum, its median marked, and the
     flagged runs and warm-ups thinned to each bin's extremes (``_in_order``), as the plot says."""
     longest = max((len(s.values) for s in series), default=1)
     warm = max((len(s.before) for s in series), default=0)
+    marked = any(s.flagged or s.before for s in series)
+    entries = _sides(series) + ([("warm-up or flagged as interfered-with", _mark_glyph("#444", "round", True))]
+                                if marked else [])
+    note = _thinned_note(series, f"{series[0].bins if series else 0} bins of consecutive runs, each a line "
+                                 f"from min to max, median marked")
+    body, top = _key(90, width, entries, [note] if note else [])
+    height = int(top) + 200
     xs = Scale(-warm - 0.5, max(longest, 1) - 0.5, 90, width - 20)
-    height = 240
-    ys = Scale(*padded(_extent(series, before=True)), height - 40, 26)
-    body = _axis_x(xs, [t for t in nice_ticks(0, max(longest - 1, 1), 6) if t == int(t)], height - 40, 20,
-                   "run (in the order taken; warm-ups before 0)", lambda t: f"{int(t)}")
-    for tick in nice_ticks(ys.low, ys.high, 3):
+    extent = _extent(series, before=True)
+    axis = value_axis(label, unit, extent)
+    ys = Scale(*padded(extent), height - 40, top + 10)
+    body += _axis_x(xs, [t for t in nice_ticks(0, max(longest - 1, 1), 6) if t == int(t)], height - 40, top + 10,
+                    "run (in the order taken; warm-ups before 0)", lambda t: f"{int(t)}")
+    ticks = axis.ticks(ys.low, ys.high, 4)
+    for tick in ticks:
         body.append(f'<line x1="90" x2="{width - 20}" y1="{_n(ys(tick))}" y2="{_n(ys(tick))}" stroke="#eee"/>')
-        body.append(_text(86, ys(tick) + 4, units.quantity(tick, unit), "end", ' font-size="10"'))
+        body.append(_text(84, ys(tick) + 4, axis.text(tick, ticks), "end", ' class="ytick"'))
+    body.append(_y_title(16, (height - 40 + top + 10) / 2, axis.title))
     for s in series:
         flagged = [(i, s.values[i]) for i in sorted(s.flagged)]
         warmups = [(i - len(s.before), v) for i, v in enumerate(s.before)]
@@ -468,15 +552,9 @@ def run_order(series: Sequence[Series], unit: str | None, label: str, width: int
             body.append(_marks([(xs(i), ys(v)) for i, v in enumerate(s.values) if i not in s.flagged],
                                s.colour, s.cap, 5))
         body.append(_marks([(xs(i), ys(v)) for i, v in _in_order(flagged, s.limit) + _in_order(warmups, s.limit)],
-                           s.colour,
-                           s.cap, 6, hollow=True))
-    marked = any(s.flagged or s.before for s in series)
-    notes = ["hollow: warm-up or flagged as interfered-with" if marked else "",
-             _thinned_note(series, f"{series[0].bins if series else 0} bins of consecutive runs, each a line "
-                                   f"from min to max, median marked")]
-    note = "; ".join(n for n in notes if n)
-    body += _legend(90, 12, [(s.name, s.colour, s.cap) for s in series], note)
-    return _svg(width, height, f"runs in order: {label}{f'; {note}' if note else ''}", body)
+                           s.colour, s.cap, 6, hollow=True))
+    said = "; ".join(n for n in ("hollow: warm-up or flagged as interfered-with" if marked else "", note) if n)
+    return _svg(width, height, f"runs in order: {axis.title}{f'; {said}' if said else ''}", body)
 
 
 def _bins(s: Series, xs: Scale, ys: Scale) -> str:
@@ -519,7 +597,7 @@ def _in_order(points: Sequence[tuple[int, float]], limit: int = MARK_LIMIT) -> l
 
 
 def sequence(rounds: Sequence[int], estimate: Sequence[float], low: Sequence[float], high: Sequence[float],
-             margin: float, width: int = 900) -> str:
+             margin: float, width: int = 640) -> str:
     """A confidence sequence of the A/B ratio over rounds (``perfctl ab``): the band it covers at each
     round, its estimate, and the equivalence band. Beyond MARK_LIMIT rounds, MARK_LIMIT evenly spaced rounds
     (the first and the last among them), as the plot says."""
@@ -529,15 +607,17 @@ def sequence(rounds: Sequence[int], estimate: Sequence[float], low: Sequence[flo
         kept = _evenly_spaced(len(rounds))
         rounds, estimate, low, high = ([values[k] for k in kept] for values in (rounds, estimate, low, high))
     finite = [v for v in (*low, *high, *estimate) if v is not None and v > 0 and math.isfinite(v)]
-    lo, hi = min(finite + [1 - margin]) * 0.98, max(finite + [1 + margin]) * 1.02
+    ticks = ratio_ticks(min(finite + [1 - margin]), max(finite + [1 + margin]), margin)
+    lo, hi = ticks[0], ticks[-1]
     height = 260
     xs = Scale(min(rounds, default=0), max(rounds, default=1), 60, width - 20)
     ys = Scale(lo, hi, height - 40, 20, log=True)
     body = [f'<rect x="60" y="{_n(ys(1 + margin))}" width="{width - 80}" '
             f'height="{_n(ys(1 - margin) - ys(1 + margin))}" fill="{BAND}" opacity="0.18"/>']
     body += _axis_x(xs, nice_ticks(xs.low, xs.high, 6), height - 40, 20, "round", lambda t: f"{int(t)}")
-    for tick in _spaced(Scale(lo, hi, 0, height - 60, log=True), _ratio_ticks(lo, hi), 16):
+    for tick in _spaced(ys, ticks, 16):
         body.append(_text(56, ys(tick) + 4, f"{tick:g}", "end"))
+    body.append(_y_title(14, (height - 20) / 2, "A/B ratio (log scale)"))
     pairs = [(r, a, b) for r, a, b in zip(rounds, low, high) if a is not None and b is not None and a > 0]
     if pairs:
         top = "".join(f"{'M' if i == 0 else 'L'}{_n(xs(r))} {_n(ys(b))}" for i, (r, _, b) in enumerate(pairs))
@@ -553,7 +633,7 @@ def sequence(rounds: Sequence[int], estimate: Sequence[float], low: Sequence[flo
                 body)
 
 
-def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width: int = 900) -> str:
+def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width: int = 640) -> str:
     """One row per machine, one mark per event at its time (seconds since the epoch): ``(time, tone,
     text)`` with ``tone`` a key of VERDICT_COLOURS and ``text`` shown on hover and, for the last mark of a
     row, beside it."""
@@ -561,7 +641,7 @@ def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width
     low, high = (min(times), max(times)) if times else (0.0, 1.0)
     if high - low < 60:
         low, high = low - 30, high + 30
-    label_width, right = 200, 150
+    label_width, right = 160, 120
     height = 30 + 22 * max(1, len(rows)) + 40
     xs = Scale(low, high, label_width, width - right)
     body = _axis_x(xs, [low, (low + high) / 2, high], height - 40, 20, "time of the audit (UTC)", _when)

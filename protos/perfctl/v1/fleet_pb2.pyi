@@ -602,3 +602,216 @@ class GetAuditReportRequest(_message.Message):
     AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
     audit_id: str
     def __init__(self, audit_id: _Optional[str] = ...) -> None: ...
+
+class ChangeSide(_message.Message):
+    __slots__ = ("job_id", "commit", "time_ns", "points", "runs", "median")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    MEDIAN_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    commit: str
+    time_ns: int
+    points: int
+    runs: int
+    median: float
+    def __init__(self, job_id: _Optional[str] = ..., commit: _Optional[str] = ..., time_ns: _Optional[int] = ..., points: _Optional[int] = ..., runs: _Optional[int] = ..., median: _Optional[float] = ...) -> None: ...
+
+class Change(_message.Message):
+    __slots__ = ("id", "machine", "benchmark", "argv", "metric", "line", "state", "before", "after", "ratio", "low", "high", "confidence", "margin", "verdict", "finding", "p_value", "regression", "note", "link", "fixed_by", "detected_ns", "updated_ns", "on_request")
+    class LineEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    RATIO_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    MARGIN_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    FINDING_FIELD_NUMBER: _ClassVar[int]
+    P_VALUE_FIELD_NUMBER: _ClassVar[int]
+    REGRESSION_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    FIXED_BY_FIELD_NUMBER: _ClassVar[int]
+    DETECTED_NS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_NS_FIELD_NUMBER: _ClassVar[int]
+    ON_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    machine: str
+    benchmark: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    metric: str
+    line: _containers.ScalarMap[str, str]
+    state: str
+    before: ChangeSide
+    after: ChangeSide
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    margin: float
+    verdict: str
+    finding: str
+    p_value: float
+    regression: bool
+    note: str
+    link: str
+    fixed_by: str
+    detected_ns: int
+    updated_ns: int
+    on_request: bool
+    def __init__(self, id: _Optional[str] = ..., machine: _Optional[str] = ..., benchmark: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., metric: _Optional[str] = ..., line: _Optional[_Mapping[str, str]] = ..., state: _Optional[str] = ..., before: _Optional[_Union[ChangeSide, _Mapping]] = ..., after: _Optional[_Union[ChangeSide, _Mapping]] = ..., ratio: _Optional[float] = ..., low: _Optional[float] = ..., high: _Optional[float] = ..., confidence: _Optional[float] = ..., margin: _Optional[float] = ..., verdict: _Optional[str] = ..., finding: _Optional[str] = ..., p_value: _Optional[float] = ..., regression: _Optional[bool] = ..., note: _Optional[str] = ..., link: _Optional[str] = ..., fixed_by: _Optional[str] = ..., detected_ns: _Optional[int] = ..., updated_ns: _Optional[int] = ..., on_request: _Optional[bool] = ...) -> None: ...
+
+class ListChangesRequest(_message.Message):
+    __slots__ = ("machine", "benchmark", "since_ns", "states", "page_size", "page_token")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    SINCE_NS_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    benchmark: str
+    since_ns: int
+    states: _containers.RepeatedScalarFieldContainer[str]
+    page_size: int
+    page_token: str
+    def __init__(self, machine: _Optional[str] = ..., benchmark: _Optional[str] = ..., since_ns: _Optional[int] = ..., states: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListChangesResponse(_message.Message):
+    __slots__ = ("changes", "next_page_token")
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[Change]
+    next_page_token: str
+    def __init__(self, changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateChangeRequest(_message.Message):
+    __slots__ = ("change_id", "state", "note", "link")
+    CHANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    change_id: str
+    state: str
+    note: str
+    link: str
+    def __init__(self, change_id: _Optional[str] = ..., state: _Optional[str] = ..., note: _Optional[str] = ..., link: _Optional[str] = ...) -> None: ...
+
+class UpdateChangeResponse(_message.Message):
+    __slots__ = ("change",)
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    change: Change
+    def __init__(self, change: _Optional[_Union[Change, _Mapping]] = ...) -> None: ...
+
+class HistoryPoint(_message.Message):
+    __slots__ = ("job_id", "commit", "time_ns", "order", "runs", "median", "q1", "q3", "min", "max")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    MEDIAN_FIELD_NUMBER: _ClassVar[int]
+    Q1_FIELD_NUMBER: _ClassVar[int]
+    Q3_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    commit: str
+    time_ns: int
+    order: str
+    runs: int
+    median: float
+    q1: float
+    q3: float
+    min: float
+    max: float
+    def __init__(self, job_id: _Optional[str] = ..., commit: _Optional[str] = ..., time_ns: _Optional[int] = ..., order: _Optional[str] = ..., runs: _Optional[int] = ..., median: _Optional[float] = ..., q1: _Optional[float] = ..., q3: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
+
+class HistorySeries(_message.Message):
+    __slots__ = ("series_id", "machine", "benchmark", "argv", "metric", "line", "unit", "first_point", "points", "changes", "ordered", "points_without_order", "points_capped", "changes_capped")
+    class LineEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SERIES_ID_FIELD_NUMBER: _ClassVar[int]
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_POINT_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    ORDERED_FIELD_NUMBER: _ClassVar[int]
+    POINTS_WITHOUT_ORDER_FIELD_NUMBER: _ClassVar[int]
+    POINTS_CAPPED_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_CAPPED_FIELD_NUMBER: _ClassVar[int]
+    series_id: int
+    machine: str
+    benchmark: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    metric: str
+    line: _containers.ScalarMap[str, str]
+    unit: str
+    first_point: int
+    points: _containers.RepeatedCompositeFieldContainer[HistoryPoint]
+    changes: _containers.RepeatedCompositeFieldContainer[Change]
+    ordered: bool
+    points_without_order: int
+    points_capped: int
+    changes_capped: int
+    def __init__(self, series_id: _Optional[int] = ..., machine: _Optional[str] = ..., benchmark: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., metric: _Optional[str] = ..., line: _Optional[_Mapping[str, str]] = ..., unit: _Optional[str] = ..., first_point: _Optional[int] = ..., points: _Optional[_Iterable[_Union[HistoryPoint, _Mapping]]] = ..., changes: _Optional[_Iterable[_Union[Change, _Mapping]]] = ..., ordered: _Optional[bool] = ..., points_without_order: _Optional[int] = ..., points_capped: _Optional[int] = ..., changes_capped: _Optional[int] = ...) -> None: ...
+
+class GetHistoryRequest(_message.Message):
+    __slots__ = ("machine", "labels", "benchmark", "metric", "order_by", "page_size", "page_token")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    BENCHMARK_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    labels: _containers.ScalarMap[str, str]
+    benchmark: str
+    metric: str
+    order_by: str
+    page_size: int
+    page_token: str
+    def __init__(self, machine: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., benchmark: _Optional[str] = ..., metric: _Optional[str] = ..., order_by: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetHistoryResponse(_message.Message):
+    __slots__ = ("series", "next_page_token")
+    SERIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    series: _containers.RepeatedCompositeFieldContainer[HistorySeries]
+    next_page_token: str
+    def __init__(self, series: _Optional[_Iterable[_Union[HistorySeries, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

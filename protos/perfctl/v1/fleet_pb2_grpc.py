@@ -5,7 +5,7 @@ import warnings
 
 from perfctl.v1 import fleet_pb2 as perfctl_dot_v1_dot_fleet__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.84.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -376,6 +376,21 @@ class QueryServiceStub:
                 request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditReportRequest.SerializeToString,
                 response_deserializer=perfctl_dot_v1_dot_fleet__pb2.AuditRecord.FromString,
                 _registered_method=True)
+        self.ListChanges = channel.unary_unary(
+                '/perfctl.v1.QueryService/ListChanges',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.ListChangesRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.ListChangesResponse.FromString,
+                _registered_method=True)
+        self.UpdateChange = channel.unary_unary(
+                '/perfctl.v1.QueryService/UpdateChange',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.UpdateChangeRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.UpdateChangeResponse.FromString,
+                _registered_method=True)
+        self.GetHistory = channel.unary_unary(
+                '/perfctl.v1.QueryService/GetHistory',
+                request_serializer=perfctl_dot_v1_dot_fleet__pb2.GetHistoryRequest.SerializeToString,
+                response_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServiceServicer:
@@ -447,6 +462,24 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListChanges(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateChange(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetHistory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -504,6 +537,21 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.GetAuditReport,
                     request_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetAuditReportRequest.FromString,
                     response_serializer=perfctl_dot_v1_dot_fleet__pb2.AuditRecord.SerializeToString,
+            ),
+            'ListChanges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChanges,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.ListChangesRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.ListChangesResponse.SerializeToString,
+            ),
+            'UpdateChange': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateChange,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.UpdateChangeRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.UpdateChangeResponse.SerializeToString,
+            ),
+            'GetHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHistory,
+                    request_deserializer=perfctl_dot_v1_dot_fleet__pb2.GetHistoryRequest.FromString,
+                    response_serializer=perfctl_dot_v1_dot_fleet__pb2.GetHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -803,6 +851,87 @@ class QueryService:
             '/perfctl.v1.QueryService/GetAuditReport',
             perfctl_dot_v1_dot_fleet__pb2.GetAuditReportRequest.SerializeToString,
             perfctl_dot_v1_dot_fleet__pb2.AuditRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChanges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/ListChanges',
+            perfctl_dot_v1_dot_fleet__pb2.ListChangesRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.ListChangesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateChange(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/UpdateChange',
+            perfctl_dot_v1_dot_fleet__pb2.UpdateChangeRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.UpdateChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/perfctl.v1.QueryService/GetHistory',
+            perfctl_dot_v1_dot_fleet__pb2.GetHistoryRequest.SerializeToString,
+            perfctl_dot_v1_dot_fleet__pb2.GetHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
