@@ -31,6 +31,7 @@ from perfctl.cli.options import (
     probability,
     verbosity,
 )
+from perfctl.cli.scan import each_point, scan_options
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
 from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, WALL_TIME, compared_metric, metric_label, side_letter
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
@@ -85,6 +86,7 @@ def add_parser(sub) -> None:
                     help="which slowdown exits 3: relevant (default: a difference shown, with B slower) or beyond "
                          "(the whole sequence below 1 - margin)")
     control_options(ab)
+    scan_options(ab)
     ab.add_argument("--name", help="benchmark name of every command's samples (default: the first command's "
                                    "basename); the commands are told apart by the label ab=A, ab=B, ...")
     ab.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
@@ -107,6 +109,11 @@ def commands(words: list[str]) -> list[list[str]]:
 
 
 def run(args) -> int:
+    # a scan: one A/B comparison per value, each command given the same value, each with its own verdict
+    return each_point(args, "perfctl ab", _run_one)
+
+
+def _run_one(args) -> int:
     from perfctl.agent import inventory, session
     from perfctl.agent.measurement import (
         ComparedRounds,

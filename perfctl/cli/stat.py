@@ -28,6 +28,7 @@ from perfctl.cli.options import (
     positive_int,
     verbosity,
 )
+from perfctl.cli.scan import each_point, scan_options
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 
@@ -43,6 +44,7 @@ def add_parser(sub) -> None:
     stat.add_argument("--warmup", type=non_negative_int, default=0, metavar="K",
                       help="warmup runs before the measured ones, recorded and flagged")
     control_options(stat)
+    scan_options(stat)
     stat.add_argument("--name", help="benchmark name (default: the command's basename)")
     out = stat.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
@@ -56,6 +58,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    return each_point(args, "perfctl stat", _run_one)  # once, or once per value of a parameter scan
+
+
+def _run_one(args) -> int:
     from perfctl.agent import inventory, session
     from perfctl.agent.measurement import Measurement, Rounds
     from perfctl.agent.runner import RunError

@@ -1,0 +1,160 @@
+"""Parameter scans, as hyperfine takes them: `-P NAME MIN MAX [-D STEP]` and `-L NAME a,b,c` (several -L
+give every combination). One benchmark per value, `{NAME}` replaced in every word of the command, named
+`NAME=value` after the benchmark's name and labelled NAME=value in every sample (docs/stat.md, "Parameter
+scans"). `perfctl stat` and `perfctl ab` add the options with :func:`scan_options` and run through
+:func:`each_point`; everything about a scan is checked before anything runs."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, EXIT_USAGE
+from perfctl.model import parse_label
+
+MAX_POINTS = 1000  # a scan of more values is more likely a typo (-P n 1 1000000) than a plan
+
+
+def scan_options(command) -> None:
+    """-P/--parameter-scan, -D/--parameter-step-size and -L/--parameter-list, with hyperfine's meanings."""
+    command.add_argument("-P", "--parameter-scan", nargs=3, metavar=("NAME", "MIN", "MAX"),
+                         help="one benchmark per value of NAME from MIN to MAX (inclusive), {NAME} replaced in "
+                              "the command; integers, or decimals with -D (docs/stat.md)")
+    command.add_argument("-D", "--parameter-step-size", metavar="STEP",
+                         help="step of -P (default 1; may be a decimal, e.g. 0.5)")
+    command.add_argument("-L", "--parameter-list", nargs=2, action="append", metavar=("NAME", "VALUES"),
+                         help="one benchmark per comma-separated value of NAME, {NAME} replaced in the command "
+                              f"(repeatable: every combination; at most {MAX_POINTS} benchmarks)")
+
+
+@dataclass(frozen=True)
+class ScanPoint:
+    """One value of the scan (one per parameter): ``{"n": "1000"}``."""
+
+    values: dict[str, str]
+
+    @property
+    def suffix(self) -> str:
+        """What follows the benchmark's name: ``n=1000`` (``n=1000 mode=fast`` for several parameters)."""
+        return " ".join(f"{name}={value}" for name, value in self.values.items())
+
+    def substitute(self, words: list[str]) -> list[str]:
+        """``words`` with every ``{NAME}`` replaced by its value, as hyperfine does in its command string."""
+        out = []
+        for word in words:
+            for name, value in self.values.items():
+                word = word.replace("{" + name + "}", value)
+            out.append(word)
+        return out
+
+
+def scan_points(args, command: str) -> list[ScanPoint]:
+    """The scan's points from the options, in order (-P ascending, -L as given, the last -L varying
+    fastest), or [] without a scan; UsageError in one line before anything runs for a bad scan: MIN above
+    MAX, a step that is not positive, a NAME the command does not use or given twice, more than
+    MAX_POINTS benchmarks."""
+    from perfctl.output import UsageError
+
+    scan, step, lists = args.parameter_scan, args.parameter_step_size, args.parameter_list or []
+    if step is not None and scan is None:
+        raise UsageError(f"{command}: -D/--parameter-step-size needs -P/--parameter-scan")
+    if scan is not None and lists:  # hyperfine refuses them together too
+        raise UsageError(f"{command}: -P/--parameter-scan and -L/--parameter-list exclude each other")
+    axes: list[tuple[str, list[str]]] = []
+    if scan is not None:
+        axes.append((scan[0], _range(command, *scan, step)))
+    for name, values in lists:
+        axes.append((name, values.split(",")))
+    seen: set[str] = set()
+    words = " ".join(args.cmd)
+    for name, values in axes:
+        option = "-P" if scan is not None else "-L"
+        for value in values:
+            try:
+                parse_label(f"{name}={value}", option)
+            except ValueError as err:
+                raise UsageError(f"{command}: {err}") from None
+        if name in seen:
+            raise UsageError(f"{command}: {option} {name}: parameter given twice")
+        seen.add(name)
+        if "{" + name + "}" not in words:
+            raise UsageError(f"{command}: {option} {name}: the command does not use {{{name}}}")
+    count = 1
+    for _, values in axes:
+        count *= len(values)
+    if count > MAX_POINTS:
+        raise UsageError(f"{command}: the parameter scan gives {count} benchmarks, at most {MAX_POINTS}")
+    names = [name for name, _ in axes]
+    return [ScanPoint(dict(zip(names, combination))) for combination in itertools.product(*(v for _, v in axes))]
+
+
+def _range(command: str, name: str, low: str, high: str, step: str | None) -> list[str]:
+    """MIN, MIN+STEP, ... up to MAX inclusive, in exact decimal arithmetic (0.1 steps do not drift)."""
+    from perfctl.output import UsageError
+
+    def number(text: str, what: str) -> Decimal:
+        try:
+            value = Decimal(text)
+        except InvalidOperation:
+            value = Decimal("NaN")
+        if not value.is_finite():
+            raise UsageError(f"{command}: -P {name}: {what} is not a number: {text!r}")
+        if step is None and value != value.to_integral_value():  # hyperfine: decimals need a step
+            raise UsageError(f"{command}: -P {name}: {what} {text} is not an integer (decimals need -D STEP)")
+        return value
+
+    start, end = number(low, "MIN"), number(high, "MAX")
+    delta = Decimal(1) if step is None else number(step, "-D STEP")
+    if start > end:
+        raise UsageError(f"{command}: -P {name}: MIN {low} is above MAX {high}")
+    if delta <= 0:
+        raise UsageError(f"{command}: -D {step}: the step must be positive")
+    count = int((end - start) / delta) + 1
+    if count > MAX_POINTS:
+        raise UsageError(f"{command}: the parameter scan gives {count} benchmarks, at most {MAX_POINTS}")
+    return [_shown(start + i * delta) for i in range(count)]
+
+
+def _shown(value: Decimal) -> str:
+    """A value as the command gets it: 3 for an integer, 0.5 for a decimal (never 5E-1)."""
+    return str(value.quantize(1)) if value == value.to_integral_value() else format(value.normalize(), "f")
+
+
+def each_point(args, command: str, run_one) -> int:
+    """``run_one(args)`` for the command as given, or once per point of the scan with the command's words
+    substituted, the benchmark named ``NAME NAME=value`` (--name, else the basename of the first word, as
+    without a scan) and labelled NAME=value; the exit code of the most serious point (a signal stops the
+    scan at once). Each point is its own benchmark: its verdict or table holds on its own."""
+    from perfctl.output import UsageError
+
+    points = scan_points(args, command)
+    if not points:
+        return run_one(args)
+    taken = {text.partition("=")[0] for text in args.label}
+    clash = next((name for name in points[0].values if name in taken), None)
+    if clash is not None:
+        raise UsageError(f"{command}: --label {clash}=...: {clash} is a parameter of the scan (its samples are "
+                         "labelled with its value)")
+    worst = EXIT_OK
+    for point in points:
+        each = copy.copy(args)
+        each.cmd = point.substitute(args.cmd)
+        first = next((word for word in each.cmd if word != "--"), "")
+        each.name = f"{args.name or os.path.basename(first)} {point.suffix}"
+        each.label = [*args.label, *(f"{name}={value}" for name, value in point.values.items())]
+        code = run_one(each)
+        if code > 128:  # stopped by a signal: the rest of the scan does not run
+            return code
+        worst = max(worst, code, key=_seriousness)
+    return worst
+
+
+# most serious first, as perfctl/exit_codes.py outcome_exit orders them
+_SERIOUSNESS = (EXIT_RUN_FAILED, EXIT_USAGE, EXIT_SLOWDOWN, EXIT_NO_VERDICT, EXIT_OK)
+
+
+def _seriousness(code: int) -> int:
+    return -_SERIOUSNESS.index(code) if code in _SERIOUSNESS else -len(_SERIOUSNESS)
