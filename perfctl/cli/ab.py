@@ -113,7 +113,7 @@ def run(args) -> int:
     return each_point(args, "perfctl ab", _run_one)
 
 
-def _run_one(args) -> int:
+def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     from perfctl.agent import inventory, session
     from perfctl.agent.measurement import (
         ComparedRounds,

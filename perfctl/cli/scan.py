@@ -124,15 +124,16 @@ def _shown(value: Decimal) -> str:
 
 
 def each_point(args, command: str, run_one) -> int:
-    """``run_one(args)`` for the command as given, or once per point of the scan with the command's words
-    substituted, the benchmark named ``NAME NAME=value`` (--name, else the basename of the first word, as
-    without a scan) and labelled NAME=value; the exit code of the most serious point (a signal stops the
-    scan at once). Each point is its own benchmark: its verdict or table holds on its own."""
+    """``run_one(args, None)`` for the command as given, or ``run_one(args, point)`` once per point of the
+    scan with the command's words substituted, the benchmark named ``NAME NAME=value`` (--name, else the
+    basename of the first word, as without a scan) and labelled NAME=value. The exit code of the most
+    serious point; a signal stops the scan at once. Each point is its own benchmark: its verdict or table
+    holds on its own."""
     from perfctl.output import UsageError
 
     points = scan_points(args, command)
     if not points:
-        return run_one(args)
+        return run_one(args, None)
     taken = {text.partition("=")[0] for text in args.label}
     clash = next((name for name in points[0].values if name in taken), None)
     if clash is not None:
@@ -145,7 +146,7 @@ def each_point(args, command: str, run_one) -> int:
         first = next((word for word in each.cmd if word != "--"), "")
         each.name = f"{args.name or os.path.basename(first)} {point.suffix}"
         each.label = [*args.label, *(f"{name}={value}" for name, value in point.values.items())]
-        code = run_one(each)
+        code = run_one(each, point)
         if code > 128:  # stopped by a signal: the rest of the scan does not run
             return code
         worst = max(worst, code, key=_seriousness)

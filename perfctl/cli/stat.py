@@ -58,10 +58,18 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    return each_point(args, "perfctl stat", _run_one)  # once, or once per value of a parameter scan
+    reports: list = []  # (point, StatReport) of each value of a scan: one HTML report plots them all
+    code = each_point(args, "perfctl stat", lambda each, point: _run_one(each, point, reports))
+    if args.html and reports:  # a scan stopped by a signal still reports the values it measured
+        from perfctl.report.html import write_report
+        from perfctl.report.stat_scan import ScanReport
+
+        write_report(ScanReport(reports, " ".join(command_of(args))), html_output(args), "perfctl stat",
+                     quiet=args.quiet)
+    return code
 
 
-def _run_one(args) -> int:
+def _run_one(args, point, reports: list) -> int:
     from perfctl.agent import inventory, session
     from perfctl.agent.measurement import Measurement, Rounds
     from perfctl.agent.runner import RunError
@@ -122,7 +130,9 @@ def _run_one(args) -> int:
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
     code = write_summary(report, "table", summary_console, "perfctl stat", stopped_by)
-    if args.html and summary.runs + summary.warmups:
+    if args.html and summary.runs + summary.warmups and point is not None:
+        reports.append((point, report))
+    elif args.html and summary.runs + summary.warmups:
         from perfctl.report.html import write_report
 
         write_report(report, html_output(args), "perfctl stat", quiet=args.quiet)

@@ -1,0 +1,64 @@
+"""The HTML report of a `perfctl stat` parameter scan (`-P`/`-L`, perfctl/cli/scan.py): each measured
+event's median with its interval against the parameter, one line, then a row per value with each event's
+median and a link-free summary of its runs (docs/report.md, "Parameter scans")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from perfctl import units
+from perfctl.report import Report, scanplot, svg
+from perfctl.report.html import _cell, _table, document, esc, name
+
+
+class ScanReport(Report):
+    """The (ScanPoint, StatReport) of each value measured, in the scan's order; ``command`` as typed."""
+
+    formats = ("html",)
+
+    def __init__(self, points: Sequence, command: str):
+        self.points, self.command = list(points), command
+
+    def html(self) -> str:
+        from perfctl.analysis.summary import describe
+
+        reports = [report for _, report in self.points]
+        parameters = list(self.points[0][0].values)
+        # the last parameter varies fastest (cli/scan.py): it is the axis, a line per value of the others
+        axis = parameters[-1]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, (point, _) in enumerate(self.points):
+            groups.setdefault(tuple(point.values[p] for p in parameters[:-1]), []).append(i)
+        events = [label for label in reports[0].summary.events if reports[0].summary.events[label].values]
+        plots = []
+        for label in events:
+            unit = reports[0].summary.events[label].unit
+            for others, indexes in groups.items():
+                line = [scanplot.median_interval(_values(reports[i], label)) for i in indexes]
+                title = " ".join(f"{p}={v}" for p, v in zip(parameters, others)) or label
+                plots.append(scanplot.plot(axis, [self.points[i][0].values[axis] for i in indexes],
+                                           [scanplot.ScanLine(title, *zip(*line))], label, unit))
+        rows = []
+        for point, report in self.points:
+            cells = []
+            for label in events:
+                values = _values(report, label)
+                median = describe(values).median if values else None
+                unit = report.summary.events[label].unit if label in report.summary.events else None
+                cells.append(_cell(median, "-" if median is None else units.quantity(median, unit), "median"))
+            rows.append(f"<tr><td>{esc(point.suffix)}</td>{_cell(report.summary.runs, field='n')}"
+                        + "".join(cells) + "</tr>")
+        title = f"perfctl stat: {self.command} ({len(self.points)} values of {', '.join(parameters)})"
+        body = [f"<h1>{name(title)}</h1>", scanplot.section(f"Each event against {axis}", plots),
+                "<h2 id=values>Medians at each value</h2>",
+                _table(("value", "runs", *(f"{e} (median)" for e in events)), rows, "values")]
+        failed = [f"{p.suffix}: {r.summary.runs - r.summary.outcomes.get('ok', 0)} of {r.summary.runs} runs failed"
+                  for p, r in self.points if r.summary.runs != r.summary.outcomes.get("ok", 0)]
+        if failed:
+            body.append("<p class=note>" + esc("; ".join(failed)) + "</p>")
+        return document(svg.bounded(title, 200), body)
+
+
+def _values(report, label: str) -> list[float]:
+    event = report.summary.events.get(label)
+    return list(event.values) if event is not None else []
