@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from perfctl import units
 from perfctl.analysis.verdicts import Verdict
-from perfctl.report import svg
+from perfctl.report import scanplot, svg
 from perfctl.report.svg import esc
 
 OPEN_LIMIT = 20
@@ -192,6 +192,7 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
         # each name bounded (svg.tooltip), not the list: a bound on the list would cut it after a few names
         rest.append(f"<p class=note>only in A: {', '.join(map(svg.tooltip, _capped(comparison.only_a))) or '-'}; "
                     f"only in B: {', '.join(map(svg.tooltip, _capped(comparison.only_b))) or '-'}</p>")
+    rest.append(scanplot.section("Parameter scans", _scan_plots(rows, metric_units, datasets)))
     if datasets is not None:
         rest.append(_inventories(datasets[0].machine, datasets[1].machine))
     if sequence:
@@ -229,6 +230,29 @@ def compare_page(comparison, context, rows: Sequence[dict], statement: Sequence[
                                            percent(p.confidence)))
     body.append(notes_part)
     return document(f"perfctl: {context.a} vs {context.b}", body, script=filtered)
+
+
+def _scan_plots(rows: Sequence[dict], metric_units: dict, datasets) -> list[str]:
+    """Each parameter scan among the benchmarks compared (report/scanplot.py), per metric: A's and B's
+    medians with their intervals against the parameter; without the runs at hand (a comparison the server
+    made) the medians only."""
+    plots = []
+    for metric in dict.fromkeys(r["metric"] for r in rows):
+        by_name = {r["benchmark"]: r for r in rows if r["metric"] == metric}
+        for (base, parameter), points in scanplot.scans(list(by_name)).items():
+            lines = []
+            for side, dataset in zip("AB", datasets or (None, None)):
+                if dataset is None:
+                    medians = [by_name[b][f"median_{side.lower()}"] for _, b in points]
+                    lines.append(scanplot.ScanLine(side, medians, [None] * len(points), [None] * len(points)))
+                    continue
+                found = [dataset.benchmarks.get(b) for _, b in points]
+                line = [scanplot.median_interval(bench.metrics.get(_label(dataset, b, metric), []) if bench else [])
+                        for bench, (_, b) in zip(found, points)]
+                lines.append(scanplot.ScanLine(side, *zip(*line)))
+            plots.append(f"<p class=note>{name(base)}: {esc(metric)} against {esc(parameter)}</p>"
+                         + scanplot.plot(parameter, [v for v, _ in points], lines, metric, metric_units.get(metric)))
+    return plots
 
 
 def _method(footer: str, statement: Sequence[str], legend: str, caveats: dict[str, list[str]]) -> str:
