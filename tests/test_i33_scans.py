@@ -1,0 +1,151 @@
+"""Issue 33, parameter scans: hyperfine's `-P NAME MIN MAX [-D STEP]` and `-L NAME a,b,c` in `perfctl stat`
+and `perfctl ab` (perfctl/cli/scan.py), one benchmark per value named and labelled NAME=value, the errors
+of a bad scan before anything runs, compare pairing the values, and the reports' plot of the metric
+against the parameter (perfctl/report/scanplot.py) in a real Chromium. Real programs (head, true), real
+counters (task-clock, valgrind's instruction counts)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from browser import Browser, chromium
+from conftest import one_line, perfctl
+
+HEAD = ["head", "-c", "{n}", "/dev/zero"]
+
+
+def samples(text: str) -> list[dict]:
+    return [r for r in map(json.loads, text.splitlines()) if r.get("type") == "sample"]
+
+
+def test_stat_P_measures_each_value_named_and_labelled_with_it():
+    done = perfctl("stat", "-r", "2", "-e", "task-clock", "--json", "-P", "n", "1", "3", "--", *HEAD)
+    assert done.returncode == 0, done.stderr
+    runs = samples(done.stdout)
+    assert [(s["benchmark"]["name"], s["labels"], s["benchmark"]["argv"]) for s in runs] == [
+        (f"head n={n}", {"n": str(n)}, ["head", "-c", str(n), "/dev/zero"]) for n in (1, 1, 2, 2, 3, 3)]
+    # a table per value, each titled by its command
+    assert re.findall(r"perfctl stat: head -c (\d) /dev/zero", done.stderr) == ["1", "2", "3"]
+
+
+def test_stat_P_with_a_decimal_step_and_L_lists_take_every_combination():
+    done = perfctl("stat", "-r", "1", "-e", "task-clock", "--json", "-P", "x", "0", "1", "-D", "0.25",
+                   "--name", "t", "--", "true", "{x}")
+    assert done.returncode == 0, done.stderr
+    assert [s["benchmark"]["argv"][1] for s in samples(done.stdout)] == ["0", "0.25", "0.5", "0.75", "1"]
+    done = perfctl("stat", "-r", "1", "-e", "task-clock", "--json", "--label", "build=x", "-L", "a", "p,q",
+                   "-L", "b", "2,1", "--", "true", "{a}-{b}", "{a}")
+    assert done.returncode == 0, done.stderr
+    runs = samples(done.stdout)
+    assert [s["benchmark"]["name"] for s in runs] == ["true a=p b=2", "true a=p b=1", "true a=q b=2",
+                                                      "true a=q b=1"]
+    assert runs[1]["labels"] == {"build": "x", "a": "p", "b": "1"}
+    assert runs[2]["benchmark"]["argv"] == ["true", "q-2", "q"]
+
+
+@pytest.mark.parametrize("scan, says", [
+    (["-P", "n", "5", "1"], "MIN 5 is above MAX 1"),
+    (["-P", "n", "1", "5", "-D", "0"], "the step must be positive"),
+    (["-D", "2"], "-D/--parameter-step-size needs -P/--parameter-scan"),
+    (["-P", "n", "1", "2.5"], "MAX 2.5 is not an integer"),
+    (["-P", "n", "1", "x"], "MAX is not a number: 'x'"),
+    (["-P", "m", "1", "3"], "the command does not use {m}"),
+    (["-P", "n", "1", "5000"], "gives 5000 benchmarks, at most 1000"),
+    (["-L", "n", "1,2", "-L", "n", "3"], "parameter given twice"),
+    (["-L", "n", ",".join(map(str, range(40))), "-L", "m", ",".join(map(str, range(40)))],
+     "gives 1600 benchmarks, at most 1000"),
+    (["-P", "n", "1", "2", "-L", "n", "3"], "exclude each other"),
+    (["-L", "n!", "1"], "-L 'n!=1'"),
+    (["-L", "n", "1", "--label", "n=2"], "n is a parameter of the scan"),
+])
+def test_a_bad_scan_is_one_line_and_exit_2_before_anything_runs(tmp_path, scan, says):
+    output = tmp_path / "samples.jsonl"
+    command = [*HEAD, "{m}"] if "-L" in scan and "m" in scan else HEAD
+    done = perfctl("stat", "-r", "1", "-e", "task-clock", "-o", str(output), *scan, "--", *command)
+    line = one_line(done, "perfctl stat: ", code=2)
+    assert says in line, line
+    assert not output.exists()  # nothing ran, nothing was written
+
+
+def test_ab_with_L_settles_each_value_as_its_own_pair_and_exits_on_the_worst(tmp_path):
+    """valgrind's exact instruction counts: at n=1 both sides run the same command (equivalent at once);
+    at n=400000 B copies 400,000 bytes more than A, a relevant slowdown: the scan exits 3."""
+    output = tmp_path / "ab.jsonl"
+    done = perfctl("ab", "--backend", "dbi", "--max-runs", "6", "--seed", "1", "-o", str(output), "-L", "n",
+                   "1,400000", "--", "head", "-c", "1", "/dev/zero", ":::", *HEAD, timeout=600)
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    verdicts = re.findall(r"^B (\w+)", done.stdout, re.M)
+    assert verdicts[0] == "equivalent" and verdicts[1] == "slower", done.stdout
+    runs = samples(output.read_text())
+    assert {(s["benchmark"]["name"], s["labels"]["ab"], s["labels"]["n"]) for s in runs} == {
+        ("head n=1", "A", "1"), ("head n=1", "B", "1"), ("head n=400000", "A", "400000"),
+        ("head n=400000", "B", "400000")}
+
+
+# -- the reports' plot ---------------------------------------------------------------------------------
+
+
+def _plot_svg_facts(page) -> list[dict]:
+    return page.evaluate("""Array.from(document.querySelectorAll('#scans ~ .plots svg, .plot.scan svg'))
+        .map(function (s) { return {
+            lines: Array.from(s.querySelectorAll('polyline.scan-line')).map(function (l) {
+                return {side: l.dataset.side, points: l.points.numberOfItems}; }),
+            ticks: Array.from(s.querySelectorAll('g.axis text.tick')).map(function (t) {
+                return [t.textContent, parseFloat(t.getAttribute('x'))]; }),
+            title: (s.querySelector('g.axis text.axis-title') || {}).textContent}; })""")
+
+
+@pytest.mark.skipif(chromium() is None, reason="probe: no chromium on PATH (deploy/setup.sh installs it)")
+def test_stat_and_compare_reports_plot_the_metric_against_the_parameter(tmp_path):
+    files = {}
+    for side in "AB":
+        files[side] = tmp_path / f"{side}.jsonl"
+        html = tmp_path / f"stat-{side}.html"
+        done = perfctl("stat", "-q", "-r", "3", "-e", "task-clock", "-o", str(files[side]), "--html", str(html),
+                       "-L", "n", "10,1000,100000", "--", *HEAD)
+        assert done.returncode == 0, done.stderr
+    compared = tmp_path / "compare.html"
+    done = perfctl("compare", "-q", str(files["A"]), str(files["B"]), "--html", str(compared))
+    assert done.returncode in (0, 3, 4), done.stderr
+    document = json.loads(perfctl("compare", str(files["A"]), str(files["B"]), "--format", "json").stdout)
+    # the values pair by name, each with its own
+    assert {(r["benchmark"], r["n_a"], r["n_b"]) for r in document["benchmarks"]} >= {
+        (f"head n={n}", 3, 3) for n in (10, 1000, 100000)}
+    with Browser(width=900, height=900) as browser:
+        stat_page = browser.open(str(tmp_path / "stat-A.html"))
+        assert stat_page.events.errors == []
+        plots = _plot_svg_facts(stat_page)
+        compare_page = browser.open(str(compared))
+        assert compare_page.events.errors == []
+        compare_plots = _plot_svg_facts(compare_page)
+    assert plots and all(len(p["lines"]) == 1 and p["lines"][0]["points"] == 3 for p in plots), plots
+    assert compare_plots, compare_plots
+    for plot in plots + compare_plots:
+        assert [text for text, _ in plot["ticks"]] == ["10", "1000", "100000"], plot
+        assert plot["title"] == "n"
+        # five decades: a log axis, the values evenly apart
+        xs = [x for _, x in plot["ticks"]]
+        assert abs((xs[1] - xs[0]) - (xs[2] - xs[1])) < 1, xs
+    assert all(sorted(line["side"] for line in p["lines"]) == ["A", "B"] for p in compare_plots), compare_plots
+
+
+def test_list_values_are_plotted_in_the_order_given_and_numbers_linearly():
+    from perfctl.report.scanplot import ScanLine, plot, scans
+
+    def ticks(svg: str) -> list[tuple[str, float]]:
+        return [(t, float(x)) for x, t in re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="middle" '
+                                                      r'class="tick">([^<]*)<', svg)]
+
+    line = ScanLine("A", [3.0, 1.0, 2.0], [2.5, 0.5, 1.5], [3.5, 1.5, 2.5])
+    listed = ticks(plot("mode", ["fast", "slow", "auto"], [line], "task-clock", "ns"))
+    assert [t for t, _ in listed] == ["fast", "slow", "auto"]
+    numbers = ticks(plot("n", ["1", "2", "4"], [line], "task-clock", "ns"))
+    assert [t for t, _ in numbers] == ["1", "2", "4"]
+    (_, x1), (_, x2), (_, x4) = numbers
+    assert abs((x4 - x2) - 2 * (x2 - x1)) < 1  # two decades or less: a linear axis
+    # a scan is two values or more of one parameter after one base name; other names are not scans
+    assert scans(["sort n=1", "sort n=2", "sort", "head n=1", "a=b", "x m=1 n=2", "x m=1 n=3"]) == {
+        ("sort", "n"): [("1", "sort n=1"), ("2", "sort n=2")], ("x m=1", "n"): [("2", "x m=1 n=2"),
+                                                                             ("3", "x m=1 n=3")]}
