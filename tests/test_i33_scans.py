@@ -94,7 +94,11 @@ def _plot_svg_facts(page) -> list[dict]:
                 return {side: l.dataset.side, points: l.points.numberOfItems}; }),
             ticks: Array.from(s.querySelectorAll('g.axis text.tick')).map(function (t) {
                 return [t.textContent, parseFloat(t.getAttribute('x'))]; }),
-            title: (s.querySelector('g.axis text.axis-title') || {}).textContent}; })""")
+            title: (s.querySelector('g.axis text.axis-title') || {}).textContent,
+            outside: Array.from(s.querySelectorAll('text')).filter(function (t) {
+                var b = t.getBBox(); return !t.hasAttribute('transform')  // rotated: its box is in its own turned frame
+                    && (b.x < -1 || b.x + b.width > s.viewBox.baseVal.width + 1); })
+                .map(function (t) { return t.textContent; })}; })""")
 
 
 @pytest.mark.skipif(chromium() is None, reason="probe: no chromium on PATH (deploy/setup.sh installs it)")
@@ -125,6 +129,7 @@ def test_stat_and_compare_reports_plot_the_metric_against_the_parameter(tmp_path
     for plot in plots + compare_plots:
         assert [text for text, _ in plot["ticks"]] == ["10", "1000", "100000"], plot
         assert plot["title"] == "n"
+        assert plot["outside"] == [], plot  # every label inside the plot
         # five decades: a log axis, the values evenly apart
         xs = [x for _, x in plot["ticks"]]
         assert abs((xs[1] - xs[0]) - (xs[2] - xs[1])) < 1, xs

@@ -85,8 +85,11 @@ def plot(parameter: str, values: Sequence[str], lines: Sequence[ScanLine], metri
     body, top = svg._key(90, width, entries if len(lines) > 1 else [], [note + ("; log axis" if log else "")])
     height = int(top) + 220
     low_x, high_x = min(where), max(where)
-    if not log and low_x != high_x:  # room for the first and last whiskers
-        pad = (high_x - low_x) * 0.04
+    if log:  # room for the first and last whiskers and their values' labels, in the axis's own terms
+        pad = (high_x / low_x) ** 0.06
+        low_x, high_x = low_x / pad, high_x * pad
+    elif low_x != high_x:
+        pad = (high_x - low_x) * 0.06
         low_x, high_x = low_x - pad, high_x + pad
     xs = svg.Scale(low_x, high_x, 90, width - 20, log)
     ends = [v for line in lines for v in (*line.medians, *line.lows, *line.highs) if v is not None]
