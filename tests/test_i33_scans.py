@@ -59,6 +59,7 @@ def test_stat_P_with_a_decimal_step_and_L_lists_take_every_combination():
     (["-P", "n", "1", "2", "-L", "n", "3"], "exclude each other"),
     (["-L", "n!", "1"], "-L 'n!=1'"),
     (["-L", "n", "1", "--label", "n=2"], "n is a parameter of the scan"),
+    (["-L", "n", "1,2", "--csv"], "--csv cannot tell a scan's values apart"),
 ])
 def test_a_bad_scan_is_one_line_and_exit_2_before_anything_runs(tmp_path, scan, says):
     output = tmp_path / "samples.jsonl"
@@ -154,3 +155,10 @@ def test_list_values_are_plotted_in_the_order_given_and_numbers_linearly():
     assert scans(["sort n=1", "sort n=2", "sort", "head n=1", "a=b", "x m=1 n=2", "x m=1 n=3"]) == {
         ("sort", "n"): [("1", "sort n=1"), ("2", "sort n=2")], ("x m=1", "n"): [("2", "x m=1 n=2"),
                                                                              ("3", "x m=1 n=3")]}
+
+
+def test_without_a_scan_the_benchmark_and_its_labels_are_as_before():
+    done = perfctl("stat", "-r", "1", "-e", "task-clock", "--json", "--name", "plain", "--", "true")
+    assert done.returncode == 0, done.stderr
+    (run,) = samples(done.stdout)
+    assert run["benchmark"]["name"] == "plain" and "labels" not in run

@@ -87,6 +87,8 @@ def scan_points(args, command: str) -> list[ScanPoint]:
         count *= len(values)
     if count > MAX_POINTS:
         raise UsageError(f"{command}: the parameter scan gives {count} benchmarks, at most {MAX_POINTS}")
+    if not axes:  # the product of no axes is one empty point: no scan is none
+        return []
     names = [name for name, _ in axes]
     return [ScanPoint(dict(zip(names, combination))) for combination in itertools.product(*(v for _, v in axes))]
 
@@ -134,6 +136,9 @@ def each_point(args, command: str, run_one) -> int:
     points = scan_points(args, command)
     if not points:
         return run_one(args, None)
+    if getattr(args, "csv", False):  # stat's per-run CSV has no benchmark column: the values would mix
+        raise UsageError(f"{command}: --csv cannot tell a scan's values apart (no benchmark column); use --json "
+                         "or -o FILE, whose samples carry the value as a label")
     taken = {text.partition("=")[0] for text in args.label}
     clash = next((name for name in points[0].values if name in taken), None)
     if clash is not None:
