@@ -70,6 +70,11 @@ def test_a_bad_scan_is_one_line_and_exit_2_before_anything_runs(tmp_path, scan, 
     assert not output.exists()  # nothing ran, nothing was written
 
 
+def test_ab_with_a_scan_refuses_one_json_document_for_many_comparisons(tmp_path):
+    done = perfctl("ab", "--format", "json", "-L", "n", "1,2", "--", *HEAD, ":::", *HEAD)
+    assert "--format json takes one comparison, not a scan" in one_line(done, "perfctl ab: ", code=2)
+
+
 def test_ab_with_L_settles_each_value_as_its_own_pair_and_exits_on_the_worst(tmp_path):
     """valgrind's exact instruction counts: at n=1 both sides run the same command (equivalent at once);
     at n=400000 B copies 400,000 bytes more than A, a relevant slowdown: the scan exits 3."""

@@ -139,6 +139,9 @@ def each_point(args, command: str, run_one) -> int:
     if getattr(args, "csv", False):  # stat's per-run CSV has no benchmark column: the values would mix
         raise UsageError(f"{command}: --csv cannot tell a scan's values apart (no benchmark column); use --json "
                          "or -o FILE, whose samples carry the value as a label")
+    if getattr(args, "format", None) == "json":  # a document per value would not be one JSON document
+        raise UsageError(f"{command}: --format json takes one comparison, not a scan; -o FILE keeps every value's "
+                         "samples and `perfctl compare FILE@ab=A FILE@ab=B --format json` judges them in one document")
     taken = {text.partition("=")[0] for text in args.label}
     clash = next((name for name in points[0].values if name in taken), None)
     if clash is not None:
