@@ -10,6 +10,9 @@ every sample already recorded.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -59,11 +62,19 @@ class Hooks:
             return
         output = sys.stderr if self.show_output else subprocess.DEVNULL
         try:
-            ended = subprocess.run([HOOK_SHELL, "-c", command], stdin=subprocess.DEVNULL, stdout=output,
-                                   stderr=output, cwd=self.cwd, check=False)
+            # a session of its own: a stop signal that ends perfctl while the hook runs kills the hook's whole
+            # group (a pipeline's every process), not only the shell
+            process = subprocess.Popen([HOOK_SHELL, "-c", command], stdin=subprocess.DEVNULL, stdout=output,
+                                       stderr=output, cwd=self.cwd, start_new_session=True)
         except OSError as err:
             raise HookFailed(f"--{hook} could not start ({err.strerror}): {command}") from None
-        if ended.returncode != 0:
-            status = (f"killed by signal {-ended.returncode}" if ended.returncode < 0
-                      else f"exit status {ended.returncode}")
+        try:
+            returncode = process.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
+        if returncode != 0:
+            status = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
             raise HookFailed(f"--{hook} failed ({status}): {command}")

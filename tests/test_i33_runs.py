@@ -4,9 +4,13 @@ summary), the hint for a shell command line given without it, and the hooks arou
 
 from __future__ import annotations
 
+import signal
 import statistics
+import subprocess
+import sys
+import uuid
 
-from conftest import one_line, perfctl, read_records
+from conftest import one_line, perfctl, processes_with, read_records, signal_when
 
 from perfctl.units import quantity
 
@@ -107,3 +111,15 @@ def test_ab_with_shell_and_hooks_one_per_command(tmp_path):
     said = one_line(perfctl("ab", "--prepare", "true", "--prepare", "true", "--prepare", "true", "--",
                             "/bin/true", ":::", "/bin/true"), "perfctl ab: ", code=2)
     assert "--prepare given 3 times" in said
+
+
+def test_a_stop_during_a_hook_kills_the_hooks_whole_pipeline(tmp_path):
+    # a duration of its own names this test's hook processes, wherever they are reparented
+    marker = f"300.{uuid.uuid4().int % 10**12:012d}"
+    hook = f"sleep {marker} | sleep {marker}"
+    process = subprocess.Popen([sys.executable, "-m", "perfctl", "stat", "-r", "2", "-e", EVENTS, "--setup", hook,
+                                "--", "/bin/true"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sleeps = f"sleep\0{marker}\0"  # the sleeps' own command lines (NUL-separated), not perfctl's nor the shell's
+    signal_when(process, lambda: len(processes_with(sleeps)) == 2, signal.SIGTERM, "the setup's start")
+    assert process.returncode == 128 + signal.SIGTERM
+    assert processes_with(sleeps) == []

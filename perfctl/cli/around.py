@@ -6,6 +6,7 @@ them). docs/stat.md, "Shell commands" and "Set-up around runs"."""
 from __future__ import annotations
 
 import os
+import shlex
 
 from perfctl.output import UsageError
 
@@ -31,15 +32,22 @@ def around_options(command) -> None:
                          help="run CMD (sh -c) once per command after its last run, not counted")
 
 
+def shown(args, cmd: list[str]) -> str:
+    """A command as a summary's title shows it: a --shell command line quoted, as the shell gets it."""
+    return shlex.join(cmd) if args.shell else " ".join(cmd)
+
+
 def shell_command(args, words: list[str]) -> list[str]:
     """The argv a command's words run as: themselves, or with --shell ``SHELL -c 'WORDS'``."""
     return [args.shell, "-c", " ".join(words)] if args.shell else words
 
 
 def default_name(args, words: list[str]) -> str:
-    """A benchmark's default name: its program's basename (under --shell, the command line's first word)."""
-    first = " ".join(words).split()[0] if args.shell and " ".join(words).split() else words[0]
-    return os.path.basename(first)
+    """A benchmark's default name: its program's basename (under --shell, the command line's first word, or
+    the shell's for an empty line)."""
+    if not args.shell:
+        return os.path.basename(words[0])
+    return os.path.basename((" ".join(words).split() or [args.shell])[0])
 
 
 def not_found(command: str, err, words: list[str], args) -> UsageError:

@@ -6,7 +6,15 @@ import argparse
 import contextlib
 import os
 
-from perfctl.cli.around import around_options, default_name, hooks_of, measure_shell_cost, not_found, shell_command
+from perfctl.cli.around import (
+    around_options,
+    default_name,
+    hooks_of,
+    measure_shell_cost,
+    not_found,
+    shell_command,
+    shown,
+)
 from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
@@ -126,7 +134,7 @@ def run(args) -> int:
     except OutputError as err:
         raise outputs.failed(err, summary.runs) from None
 
-    title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
+    title = f"perfctl stat: {shown(args, cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
     code = write_summary(report, "table", summary_console, "perfctl stat", stopped_by)
