@@ -81,10 +81,11 @@ class Measurement:
         has its own: wire.job_run_uuid). Its --prepare runs first, and the command's --setup before its first
         run (agent/hooks.py: HookFailed when one fails)."""
         if self.hooks is not None:
-            if which not in self._set_up:
-                self._set_up.append(which)
-                self.hooks.run("setup", which)
-            self.hooks.run("prepare", which)
+            with self.runner.unpinned():  # a hook is not the benchmark: the loop's pinning is not for it
+                if which not in self._set_up:
+                    self._set_up.append(which)
+                    self.hooks.run("setup", which)
+                self.hooks.run("prepare", which)
         sample = measure_once(self.context, self.commands[which], run_index=run_index, warmup=warmup,
                               sample_uuid=sample_uuid or next(self._uuids), extra=extra)
         if self._record is not None:

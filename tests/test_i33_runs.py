@@ -60,14 +60,19 @@ def test_a_shell_command_line_without_shell_gets_the_hint(tmp_path):
 
 
 def test_prepare_runs_before_every_run_setup_and_cleanup_once(tmp_path):
-    log = tmp_path / "hooks.log"
+    log, cpus = tmp_path / "hooks.log", tmp_path / "cpus.log"
     # the prepare also burns CPU (hashing 32 MB): outside the counted interval, /bin/true's task-clock stays small
     result = perfctl("stat", "-r", "3", "--warmup", "2", "-e", EVENTS, "-o", str(tmp_path / "s.jsonl"),
                      "--setup", f"echo setup >> {log}", "--cleanup", f"echo cleanup >> {log}",
-                     "--prepare", f"echo prepare >> {log}; head -c 32000000 /dev/zero | md5sum",
+                     "--prepare", f"echo prepare >> {log}; grep Cpus_allowed_list /proc/self/status >> {cpus}; "
+                                  "head -c 32000000 /dev/zero | md5sum",
                      "--", "/bin/true")
     assert result.returncode == 0, result.stderr
     assert log.read_text().split() == ["setup", *["prepare"] * 5, "cleanup"]
+    # every prepare may run on the CPUs perfctl may (the runs' loop pins perfctl's thread, not its hooks)
+    with open("/proc/self/status") as status:
+        ours = next(line for line in status if line.startswith("Cpus_allowed_list"))
+    assert cpus.read_text().splitlines(keepends=True) == [ours] * 5
     runs = samples(tmp_path / "s.jsonl")
     assert len(runs) == 5  # hooks' runs are not samples
     assert max(reading(r, "task-clock") for r in runs) < 20e6  # ns; hashing 32 MB takes ~50 ms of CPU
