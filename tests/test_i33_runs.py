@@ -59,6 +59,13 @@ def test_a_shell_command_line_without_shell_gets_the_hint(tmp_path):
     assert "command not found" in said and "--shell" not in said
 
 
+def test_shell_with_the_dbi_backend_is_refused():
+    """valgrind counts only the process it starts: under --shell, the shell and none of the command line."""
+    said = one_line(perfctl("stat", "--backend", "dbi", "--shell", "--", "sort /etc/hostname | cat"),
+                    "perfctl stat: ", code=2)
+    assert "--shell with --backend dbi would count the shell alone" in said
+
+
 def test_prepare_runs_before_every_run_setup_and_cleanup_once(tmp_path):
     log, cpus = tmp_path / "hooks.log", tmp_path / "cpus.log"
     # the prepare also burns CPU (hashing 32 MB): outside the counted interval, /bin/true's task-clock stays small

@@ -141,7 +141,7 @@ def run(args) -> int:
     if SIDE_LABEL in sample_labels:
         raise UsageError(f"perfctl ab: --label {SIDE_LABEL}=... is perfctl ab's own (it tells the commands apart)")
     metric = _metric(args.metric, specs)
-    sides = [Side(side_letter(i), shell_command(args, words)) for i, words in enumerate(groups)]
+    sides = [Side(side_letter(i), shell_command(args, words, "perfctl ab")) for i, words in enumerate(groups)]
     name = args.name or default_name(args, groups[0])
     hooks = hooks_of(args, len(sides), control, "perfctl ab")
     identified = []

@@ -37,9 +37,16 @@ def shown(args, cmd: list[str]) -> str:
     return shlex.join(cmd) if args.shell else " ".join(cmd)
 
 
-def shell_command(args, words: list[str]) -> list[str]:
-    """The argv a command's words run as: themselves, or with --shell ``SHELL -c 'WORDS'``."""
-    return [args.shell, "-c", " ".join(words)] if args.shell else words
+def shell_command(args, words: list[str], command: str) -> list[str]:
+    """The argv a command's words run as: themselves, or with --shell ``SHELL -c 'WORDS'``. A UsageError
+    naming ``command`` for --shell with the dbi backend: valgrind counts the process it starts and not those
+    it execs or forks (no --trace-children), so it would count the shell alone."""
+    if not args.shell:
+        return words
+    if "dbi" in args.backend:
+        raise UsageError(f"{command}: --shell with --backend dbi would count the shell alone (valgrind does not "
+                         "follow the programs the shell starts): run the program without --shell")
+    return [args.shell, "-c", " ".join(words)]
 
 
 def default_name(args, words: list[str]) -> str:

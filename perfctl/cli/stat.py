@@ -76,7 +76,7 @@ def run(args) -> int:
     words = command_of(args)
     if not words:
         raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
-    cmd = shell_command(args, words)
+    cmd = shell_command(args, words, "perfctl stat")
     specs, control, sample_labels = prepare(args, "perfctl stat")  # before anything runs or any file is opened
     hooks = hooks_of(args, 1, control, "perfctl stat")
     try:
