@@ -59,11 +59,14 @@ def test_a_shell_command_line_without_shell_gets_the_hint(tmp_path):
     assert "command not found" in said and "--shell" not in said
 
 
-def test_shell_with_the_dbi_backend_is_refused():
+def test_shell_with_the_dbi_backend_or_a_command_line_for_its_value_is_refused():
     """valgrind counts only the process it starts: under --shell, the shell and none of the command line."""
     said = one_line(perfctl("stat", "--backend", "dbi", "--shell", "--", "sort /etc/hostname | cat"),
                     "perfctl stat: ", code=2)
     assert "--shell with --backend dbi would count the shell alone" in said
+    # without --, the command line is taken for --shell's value: said, not run as a shell
+    said = one_line(perfctl("ab", "--shell", "sort /etc/hostname | cat", ":::", "true"), "perfctl ab: ", code=2)
+    assert "--shell took 'sort /etc/hostname | cat' as the shell to run: put -- before the command" in said
 
 
 def test_prepare_runs_before_every_run_setup_and_cleanup_once(tmp_path):

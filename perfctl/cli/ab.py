@@ -8,7 +8,7 @@ import random
 import time
 
 from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, FAIL_ON
-from perfctl.cli.around import around_options, default_name, hooks_of, not_found, shell_command
+from perfctl.cli.around import around_options, check_shell, default_name, hooks_of, not_found, shell_command
 from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
@@ -123,6 +123,7 @@ def run(args) -> int:
     from perfctl.failures import rounds_stopped
     from perfctl.report.ab import AbReport, AbResult, Side
 
+    check_shell(args, "perfctl ab")
     groups = commands(command_of(args))
     if len(groups) >= 2 and not all(groups):
         empty = next(i for i, group in enumerate(groups) if not group)
@@ -141,7 +142,7 @@ def run(args) -> int:
     if SIDE_LABEL in sample_labels:
         raise UsageError(f"perfctl ab: --label {SIDE_LABEL}=... is perfctl ab's own (it tells the commands apart)")
     metric = _metric(args.metric, specs)
-    sides = [Side(side_letter(i), shell_command(args, words, "perfctl ab")) for i, words in enumerate(groups)]
+    sides = [Side(side_letter(i), shell_command(args, words)) for i, words in enumerate(groups)]
     name = args.name or default_name(args, groups[0])
     hooks = hooks_of(args, len(sides), control, "perfctl ab")
     identified = []

@@ -37,16 +37,24 @@ def shown(args, cmd: list[str]) -> str:
     return shlex.join(cmd) if args.shell else " ".join(cmd)
 
 
-def shell_command(args, words: list[str], command: str) -> list[str]:
-    """The argv a command's words run as: themselves, or with --shell ``SHELL -c 'WORDS'``. A UsageError
-    naming ``command`` for --shell with the dbi backend: valgrind counts the process it starts and not those
-    it execs or forks (no --trace-children), so it would count the shell alone."""
+def check_shell(args, command: str) -> None:
+    """A UsageError naming ``command`` for a --shell that cannot be meant: a SHELL with shell syntax (argparse
+    took the command line for --shell's value: ``--shell 'CMD'`` without ``--``), or --shell with the dbi
+    backend, where valgrind counts the process it starts and not those it forks or execs (no
+    --trace-children): the shell alone."""
     if not args.shell:
-        return words
+        return
+    if any(mark in args.shell for mark in SHELL_SYNTAX):
+        raise UsageError(f"{command}: --shell took {args.shell!r} as the shell to run: put -- before the command "
+                         f"({command} --shell -- 'CMD'), or give the shell as --shell=SHELL")
     if "dbi" in args.backend:
         raise UsageError(f"{command}: --shell with --backend dbi would count the shell alone (valgrind does not "
                          "follow the programs the shell starts): run the program without --shell")
-    return [args.shell, "-c", " ".join(words)]
+
+
+def shell_command(args, words: list[str]) -> list[str]:
+    """The argv a command's words run as: themselves, or with --shell ``SHELL -c 'WORDS'``."""
+    return [args.shell, "-c", " ".join(words)] if args.shell else words
 
 
 def default_name(args, words: list[str]) -> str:

@@ -8,6 +8,7 @@ import os
 
 from perfctl.cli.around import (
     around_options,
+    check_shell,
     default_name,
     hooks_of,
     measure_shell_cost,
@@ -73,10 +74,11 @@ def run(args) -> int:
     from perfctl.agent.runner import RunError
     from perfctl.report.stat import StatReport, StatSummary
 
+    check_shell(args, "perfctl stat")
     words = command_of(args)
     if not words:
         raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
-    cmd = shell_command(args, words, "perfctl stat")
+    cmd = shell_command(args, words)
     specs, control, sample_labels = prepare(args, "perfctl stat")  # before anything runs or any file is opened
     hooks = hooks_of(args, 1, control, "perfctl stat")
     try:
