@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from perfctl.agent.events import EventSpec, uncorrectable
+from perfctl.agent.hooks import HookFailed, Hooks
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import RunControl, Runner
 from perfctl.agent.session import Backend, Command, RunContext, measure_once, uuids
@@ -45,8 +46,11 @@ class Measurement:
     """
 
     def __init__(self, backend: Backend, control: RunControl, machine_id: str, *, job_id: str | None = None,
-                 runner: Runner | None = None, record: Callable[[Sample], object] | None = None):
+                 runner: Runner | None = None, record: Callable[[Sample], object] | None = None,
+                 hooks: Hooks | None = None):
         self._owns_runner = runner is None
+        self.hooks = hooks
+        self._set_up: list[int] = []  # commands whose --setup ran: each gets its --cleanup in close()
         self.runner = Runner() if runner is None else runner
         self.runner.loop_runs = True  # the same start as `perfctl stat`'s, for ab and the fleet alike
         self.backend, self.control = backend, control
@@ -74,19 +78,42 @@ class Measurement:
     def measure(self, which: int, *, run_index: int, warmup: bool, sample_uuid: str | None = None,
                 extra: dict | None = None) -> Sample:
         """One run of command ``which``, recorded; ``sample_uuid`` defaults to a random one (a job's run k
-        has its own: wire.job_run_uuid)."""
+        has its own: wire.job_run_uuid). Its --prepare runs first, and the command's --setup before its first
+        run (agent/hooks.py: HookFailed when one fails)."""
+        if self.hooks is not None:
+            with self.runner.unpinned():  # a hook is not the benchmark: the loop's pinning is not for it
+                if which not in self._set_up:
+                    self._set_up.append(which)
+                    self.hooks.run("setup", which)
+                self.hooks.run("prepare", which)
         sample = measure_once(self.context, self.commands[which], run_index=run_index, warmup=warmup,
                               sample_uuid=sample_uuid or next(self._uuids), extra=extra)
         if self._record is not None:
             self._record(sample)
         return sample
 
+    def measure_unrecorded(self, which: int, *, run_index: int) -> Sample:
+        """One run of command ``which`` that is not a sample: not recorded, no hooks (stat's runs of the
+        --shell with an empty command, which measure the shell's own cost)."""
+        return measure_once(self.context, self.commands[which], run_index=run_index, warmup=False,
+                            sample_uuid=next(self._uuids))
+
     def close(self) -> None:
-        """The loops end (and the thread they pinned gets its CPUs back); a runner made here is closed."""
+        """The loops end (and the thread they pinned gets its CPUs back); a runner made here is closed. Then
+        every command set up gets its --cleanup, each tried: the first that fails is raised (HookFailed)."""
         if self._owns_runner:
             self.runner.close()
         else:
             self.runner.close_loops()
+        failed = None
+        for which in self._set_up:
+            try:
+                self.hooks.run("cleanup", which)
+            except HookFailed as err:
+                failed = failed or err
+        self._set_up.clear()
+        if failed is not None:
+            raise failed
 
 
 def job_seed(job_id: str) -> int:

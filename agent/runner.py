@@ -154,6 +154,21 @@ class Runner:
                                                  self._cgroup, cpus)
         return loop
 
+    @contextlib.contextmanager
+    def unpinned(self):
+        """Within the block this thread has back the CPUs a loop pinned it away from (:meth:`looped`), so that
+        what it starts there (a --prepare hook: agent/hooks.py) may run on every CPU, as it would without
+        perfctl; pinned again after."""
+        if self._home_cpus is None:
+            yield
+            return
+        pinned = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, self._home_cpus)
+        try:
+            yield
+        finally:
+            os.sched_setaffinity(0, pinned)
+
     def counting_cgroup(self) -> tuple[RunCgroup | None, str | None]:
         """(the cgroup every run's benchmark is born in, None) when a gate can move itself into it right
         before its exec (the static gate, a cgroup made for this runner): how the perf_event backend opens its

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import time
 
 from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, FAIL_ON
+from perfctl.cli.around import around_options, check_shell, default_name, hooks_of, not_found, shell_command
 from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
@@ -87,6 +87,7 @@ def add_parser(sub) -> None:
                          "(the whole sequence below 1 - margin)")
     control_options(ab)
     scan_options(ab)
+    around_options(ab)
     ab.add_argument("--name", help="benchmark name of every command's samples (default: the first command's "
                                    "basename); the commands are told apart by the label ab=A, ab=B, ...")
     ab.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
@@ -115,6 +116,7 @@ def run(args) -> int:
 
 def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     from perfctl.agent import inventory, session
+    from perfctl.agent.hooks import HookFailed
     from perfctl.agent.measurement import (
         ComparedRounds,
         Measurement,
@@ -128,6 +130,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     from perfctl.failures import rounds_stopped
     from perfctl.report.ab import AbReport, AbResult, Side
 
+    check_shell(args, "perfctl ab")
     groups = commands(command_of(args))
     if len(groups) >= 2 and not all(groups):
         empty = next(i for i, group in enumerate(groups) if not group)
@@ -146,12 +149,15 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     if SIDE_LABEL in sample_labels:
         raise UsageError(f"perfctl ab: --label {SIDE_LABEL}=... is perfctl ab's own (it tells the commands apart)")
     metric = _metric(args.metric, specs)
-    sides = [Side(side_letter(i), argv) for i, argv in enumerate(groups)]
-    name = args.name or os.path.basename(groups[0][0])
-    try:
-        identified = [session.identify(side.argv, control, name) for side in sides]
-    except RunError as err:
-        raise UsageError(f"perfctl ab: {err}") from None
+    sides = [Side(side_letter(i), shell_command(args, words)) for i, words in enumerate(groups)]
+    name = args.name or default_name(args, groups[0])
+    hooks = hooks_of(args, len(sides), control, "perfctl ab")
+    identified = []
+    for side, words in zip(sides, groups):
+        try:
+            identified.append(session.identify(side.argv, control, name))
+        except RunError as err:
+            raise not_found("perfctl ab", err, words, args) from None
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     result = AbResult(sides, {}, metric or "", args.margin, args.confidence, seed, "max-runs", output=args.output)
@@ -176,7 +182,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     # the rule owns --min-runs: a comparison is never settled before it, however the rounds end (docs/ab.md)
     sequential = Sequential(SequentialRule(metric, args.margin, args.confidence, args.min_runs), len(sides))
     suite = sequential.suite
-    measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv))
+    measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv), hooks=hooks)
     policy = interference(args)
     compared = ComparedRounds(measurement, Rounds(len(sides), args.warmup, seed), sequential, seed,
                               max_rounds=args.max_runs, max_seconds=args.max_time,
@@ -207,12 +213,16 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
             closing = ClosingMeanwhile(backend)
-            measurement.close()
-            outputs.close()
+            try:
+                measurement.close()  # --cleanup runs here
+            finally:
+                outputs.close()
     except Interrupted as signalled:
         stopped_by, result.stop = signalled, "interrupted"
     except RunFailed as failed:
         result.stop, result.failure = "failed", rounds_stopped(sides[failed.which].label, failed.sample)
+    except HookFailed as failed:
+        result.stop, result.failure = "failed", f"perfctl ab: {failed}"
     except Unusable as unusable:
         result.stop, result.failure = "unusable", f"perfctl ab: {unusable}"
     except RunError as err:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import os
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -131,6 +130,8 @@ def each_point(args, command: str, run_one) -> int:
     basename of the first word, as without a scan) and labelled NAME=value. The exit code of the most
     serious point; a signal stops the scan at once. Each point is its own benchmark: its verdict or table
     holds on its own."""
+    from perfctl.cli.around import default_name
+    from perfctl.cli.options import command_of
     from perfctl.output import UsageError
 
     points = scan_points(args, command)
@@ -151,8 +152,7 @@ def each_point(args, command: str, run_one) -> int:
     for point in points:
         each = copy.copy(args)
         each.cmd = point.substitute(args.cmd)
-        first = next((word for word in each.cmd if word != "--"), "")
-        each.name = f"{args.name or os.path.basename(first)} {point.suffix}"
+        each.name = f"{args.name or default_name(each, command_of(each))} {point.suffix}"
         each.label = [*args.label, *(f"{name}={value}" for name, value in point.values.items())]
         code = run_one(each, point)
         if code > 128:  # stopped by a signal: the rest of the scan does not run

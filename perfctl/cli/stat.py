@@ -6,6 +6,16 @@ import argparse
 import contextlib
 import os
 
+from perfctl.cli.around import (
+    around_options,
+    check_shell,
+    default_name,
+    hooks_of,
+    measure_shell_cost,
+    not_found,
+    shell_command,
+    shown,
+)
 from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
@@ -29,6 +39,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.cli.scan import each_point, scan_options
+from perfctl.exit_codes import EXIT_RUN_FAILED
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 
@@ -45,6 +56,7 @@ def add_parser(sub) -> None:
                       help="warmup runs before the measured ones, recorded and flagged")
     control_options(stat)
     scan_options(stat)
+    around_options(stat)
     stat.add_argument("--name", help="benchmark name (default: the command's basename)")
     out = stat.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
@@ -71,19 +83,23 @@ def run(args) -> int:
 
 def _run_one(args, point, reports: list) -> int:
     from perfctl.agent import inventory, session
+    from perfctl.agent.hooks import HookFailed
     from perfctl.agent.measurement import Measurement, Rounds
     from perfctl.agent.runner import RunError
     from perfctl.report.stat import StatReport, StatSummary
 
-    cmd = command_of(args)
-    if not cmd:
+    check_shell(args, "perfctl stat")
+    words = command_of(args)
+    if not words:
         raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
+    cmd = shell_command(args, words)
     specs, control, sample_labels = prepare(args, "perfctl stat")  # before anything runs or any file is opened
+    hooks = hooks_of(args, 1, control, "perfctl stat")
     try:
         # bad commands fail here, before any file is touched; identified once (it hashes the executable and inputs)
-        identified = session.identify(cmd, control, args.name)
+        identified = session.identify(cmd, control, args.name or default_name(args, words))
     except RunError as err:
-        raise UsageError(f"perfctl stat: {err}") from None
+        raise not_found("perfctl stat", err, words, args) from None
 
     machine_readable = args.json or args.csv
     if not machine_readable and stdout_closed():  # the summary goes there: it would be lost without a word
@@ -94,39 +110,47 @@ def _run_one(args, point, reports: list) -> int:
 
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl stat", outputs)
-    measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv))
+    measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv), hooks=hooks)
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
         () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
     total = args.warmup + args.repeat
     # a hidden bar is not made: rich's progress costs every start its import, and every run ~10 us
     progress = None if args.no_progress or args.quiet or not interactive(stderr=True) else _progress(total)
     stopped_by: Interrupted | None = None
+    hook_failed: HookFailed | None = None
     closing = None
     try:
         try:
             corrector, summary.correction_note = measurement.correct(inv, identified, specs)
             measurement.add(identified, sample_labels, corrector)
+            if args.shell:
+                summary.shell = measure_shell_cost(args, measurement, control, "perfctl stat")
+            extra = {"shell": summary.shell.record()} if summary.shell else None
             with progress or contextlib.nullcontext():
                 task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total) if progress else None
                 raise_received_stop()  # a stop whose Interrupted was lost on the way ends the runs here
                 for warmup, run_index, which in Rounds(1, args.warmup).order(args.repeat):
-                    summary.add(measurement.measure(which, run_index=run_index, warmup=warmup))
+                    summary.add(measurement.measure(which, run_index=run_index, warmup=warmup, extra=extra))
                     if progress:
                         progress.advance(task)
                     raise_received_stop()
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
             closing = ClosingMeanwhile(backend)
-            measurement.close()
-            outputs.close()
+            try:
+                measurement.close()  # --cleanup runs here
+            finally:
+                outputs.close()
     except Interrupted as signalled:
         stopped_by = signalled
+    except HookFailed as failed:
+        hook_failed = failed
     except RunError as err:
         raise UsageError(f"perfctl stat: {err}") from None
     except OutputError as err:
         raise outputs.failed(err, summary.runs) from None
 
-    title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
+    title = f"perfctl stat: {shown(args, cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
     code = write_summary(report, "table", summary_console, "perfctl stat", stopped_by)
@@ -140,6 +164,10 @@ def _run_one(args, point, reports: list) -> int:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")
     closing.join()
+    if hook_failed is not None and stopped_by is None:
+        where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
+        say(f"perfctl stat: {hook_failed}; stopped after {summary.runs} measured runs{where}")
+        return EXIT_RUN_FAILED
     return code
 
 

@@ -54,6 +54,7 @@ class StatSummary:
     # labels of the hardware events asked for on a machine without a PMU: their unsupported lines (and the
     # correction note, which then says the same) fold into one
     no_pmu_events: frozenset[str] = frozenset()
+    shell: ShellCost | None = None  # --shell: the shell's own cost, measured before the runs
     _identity: RunIdentity = field(default_factory=RunIdentity, repr=False, compare=False)  # the runs added
 
     def add(self, sample: Sample) -> None:
@@ -114,7 +115,43 @@ class StatSummary:
                 for finding in check(entry.values).findings]
 
 
-__all__ = ["NORMAL", "QUIET", "VERBOSE", "EventSummary", "StatReport", "StatSummary", "unsupported_lines"]
+# Events a shell's cost adds to its command's in every run, whose medians are subtracted (docs/stat.md, "Shell
+# commands"). The others are not: context switches, migrations and interrupts come from the machine and the
+# scheduler rather than from the work of the spawn, and their medians are mostly 0 either way.
+SHELL_SUBTRACTED = (WALL_TIME, "task-clock", "instructions", "page-faults", "minor-faults")
+
+
+@dataclass
+class ShellCost:
+    """``shell`` run with an empty command (perfctl/cli/around.py measures it before the benchmark's runs,
+    which are not samples): its runs' summary, and each event's median, the cost hyperfine subtracts."""
+
+    shell: str
+    runs: StatSummary
+
+    def medians(self) -> dict[str, float]:
+        """The median of every event counted in the shell's runs, by label."""
+        return {label: entry.description.median for label, entry in self.runs.events.items() if entry.values}
+
+    def record(self) -> dict:
+        """What every sample records of it (``extra.shell``, docs/samples.md)."""
+        return {"argv": [self.shell, "-c", ""], "runs": self.runs.runs, "median": self.medians()}
+
+    def lines(self, summary: StatSummary) -> list[str]:
+        """The shell's medians, and the command's medians less them for the events that are subtracted."""
+        shell = self.medians()
+        units = {label: entry.unit for label, entry in self.runs.events.items()}
+        subtracted = [label for label in shell if label.split(":")[0].split(" ")[0] in SHELL_SUBTRACTED
+                      and label in summary.events and summary.events[label].values]
+        cost = ", ".join(f"{label} {quantity(value, units[label])}" for label, value in shell.items()
+                         if label in subtracted)
+        less = ", ".join(f"{label} {quantity(summary.events[label].description.median - shell[label], units[label])}"
+                         for label in subtracted)
+        return [f"shell {self.shell} -c '' (median of {self.runs.runs} runs before these, not samples): {cost}",
+                f"medians less the shell's: {less} (other events include the shell)"]
+
+
+__all__ = ["NORMAL", "QUIET", "VERBOSE", "EventSummary", "ShellCost", "StatReport", "StatSummary", "unsupported_lines"]
 
 
 def unsupported_lines(summary: StatSummary, verbosity: int = NORMAL) -> list[str]:
@@ -173,6 +210,8 @@ def render(summary: StatSummary, console: Console, title: str, verbosity: int = 
     """The summary table and what it leaves out. QUIET prints only the failed runs."""
     if verbosity > QUIET:
         _render_table(summary, console, title, verbosity)
+        for line in summary.shell.lines(summary) if summary.shell else ():
+            _prose(console, visible(line))
         for line in unsupported_lines(summary, verbosity):
             bold, _, rest = line.partition(" ")
             _prose(console, visible(line), "bold" if bold == "unsupported" else None, len(bold))

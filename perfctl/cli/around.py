@@ -1,0 +1,108 @@
+"""What stat and ab take from hyperfine about how a command is run: ``--shell[=SHELL]`` (the command runs as
+``SHELL -c 'CMD'``, and stat measures the shell's own cost), the hint when a single argument looks like a
+shell command, and the hooks around the runs, ``--prepare``, ``--setup``, ``--cleanup`` (agent/hooks.py runs
+them). docs/stat.md, "Shell commands" and "Set-up around runs"."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from perfctl.output import UsageError
+
+DEFAULT_SHELL = "/bin/sh"  # hyperfine's default on Unix
+# Runs of the shell with an empty command before the benchmark's, whose medians are its cost (hyperfine times
+# 50 and takes their mean; a median of 10 is as steady against a slow first run, at a fifth of the cost).
+SHELL_COST_RUNS = 10
+# What in a single argument means a shell command line rather than a program's path.
+SHELL_SYNTAX = ("|", ";", "&&", "||", ">", "<", "$(", "`", "*", " ")
+
+
+def around_options(command) -> None:
+    """--shell and the hooks, for stat and ab alike (each hook once for every command, or in ab once per
+    command, in order, as hyperfine takes them)."""
+    command.add_argument("--shell", nargs="?", const=DEFAULT_SHELL, metavar="SHELL",
+                         help=f"run the command as SHELL -c 'CMD' (default {DEFAULT_SHELL}); stat measures the "
+                              "shell's own cost and reports each event less it")
+    command.add_argument("--prepare", action="append", metavar="CMD",
+                         help="run CMD (sh -c) before every run, not counted (e.g. dropping caches)")
+    command.add_argument("--setup", action="append", metavar="CMD",
+                         help="run CMD (sh -c) once per command before its first run, not counted")
+    command.add_argument("--cleanup", action="append", metavar="CMD",
+                         help="run CMD (sh -c) once per command after its last run, not counted")
+
+
+def shown(args, cmd: list[str]) -> str:
+    """A command as a summary's title shows it: a --shell command line quoted, as the shell gets it."""
+    return shlex.join(cmd) if args.shell else " ".join(cmd)
+
+
+def check_shell(args, command: str) -> None:
+    """A UsageError naming ``command`` for a --shell that cannot be meant: a SHELL with shell syntax (argparse
+    took the command line for --shell's value: ``--shell 'CMD'`` without ``--``), or --shell with the dbi
+    backend, where valgrind counts the process it starts and not those it forks or execs (no
+    --trace-children): the shell alone."""
+    if not args.shell:
+        return
+    if any(mark in args.shell for mark in SHELL_SYNTAX):
+        raise UsageError(f"{command}: --shell took {args.shell!r} as the shell to run: put -- before the command "
+                         f"({command} --shell -- 'CMD'), or give the shell as --shell=SHELL")
+    if "dbi" in args.backend:
+        raise UsageError(f"{command}: --shell with --backend dbi would count the shell alone (valgrind does not "
+                         "follow the programs the shell starts): run the program without --shell")
+
+
+def shell_command(args, words: list[str]) -> list[str]:
+    """The argv a command's words run as: themselves, or with --shell ``SHELL -c 'WORDS'``."""
+    return [args.shell, "-c", " ".join(words)] if args.shell else words
+
+
+def default_name(args, words: list[str]) -> str:
+    """A benchmark's default name: its program's basename (under --shell, the command line's first word, or
+    the shell's for an empty line)."""
+    if not args.shell:
+        return os.path.basename(words[0])
+    return os.path.basename((" ".join(words).split() or [args.shell])[0])
+
+
+def not_found(command: str, err, words: list[str], args) -> UsageError:
+    """The UsageError for a command that cannot run (session.identify's RunError); a single argument with
+    shell syntax, run without --shell, gets the hint of how to run it as a shell command."""
+    message = f"{command}: {err}"
+    if not args.shell and len(words) == 1 and any(mark in words[0] for mark in SHELL_SYNTAX):
+        message += f"; {words[0]!r} looks like a shell command: use --shell, or sh -c {words[0]!r}"
+    return UsageError(message)
+
+
+def hooks_of(args, commands: int, control, command: str):
+    """The hooks the options give (agent/hooks.Hooks), None without any, or a UsageError naming ``command``."""
+    from perfctl.agent.hooks import Hooks
+
+    try:
+        return Hooks.of(commands, control.cwd, control.show_output, prepare=args.prepare, setup=args.setup,
+                        cleanup=args.cleanup)
+    except ValueError as err:
+        raise UsageError(f"{command}: {err}") from None
+
+
+def measure_shell_cost(args, measurement, control, command: str):
+    """The shell's own cost (report/stat.ShellCost): SHELL_COST_RUNS runs of ``SHELL -c ''`` before the
+    benchmark's, through the same backend and gate, not samples. A UsageError when the shell cannot run or
+    its empty command fails."""
+    from perfctl.agent import session
+    from perfctl.agent.runner import RunError
+    from perfctl.failures import describe_failure
+    from perfctl.report.stat import ShellCost, StatSummary
+
+    try:
+        which = measurement.add(session.identify([args.shell, "-c", ""], control))
+    except RunError as err:
+        raise UsageError(f"{command}: --shell {args.shell}: {err}") from None
+    runs = StatSummary()
+    for run_index in range(SHELL_COST_RUNS):
+        sample = measurement.measure_unrecorded(which, run_index=run_index)
+        if sample.outcome != "ok":
+            raise UsageError(f"{command}: --shell {args.shell} with an empty command failed: "
+                             f"{describe_failure(sample)}")
+        runs.add(sample)
+    return ShellCost(args.shell, runs)
