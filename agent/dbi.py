@@ -34,6 +34,7 @@ _BBV_SOURCE = "valgrind exp-bbv --instr-count-only=yes"
 _TOTALS = {"instructions": re.compile(rb"Total instructions: (\d+)"),
            "rep-iterations": re.compile(rb"Total reps: (\d+)"),
            "fldcw-instructions": re.compile(rb"Total fldcw instructions: (\d+)")}
+_NOT_RUN = b"cachegrind did not run: the benchmark failed under exp-bbv first"
 
 
 def _reason(spec: EventSpec) -> str | None:
@@ -76,12 +77,15 @@ class DbiBackend:
             (self._bbv, ["--tool=exp-bbv", "--instr-count-only=yes", "--bb-out-file=/dev/null"], _bbv_totals),
             (self._cachegrind, cachegrind.FLAGS, cachegrind.totals)) if wanted]
         for flags, parse in tools:
+            if exit_ is not None and exit_.outcome != "ok":
+                # a failed run stands: cachegrind would run a failing benchmark again
+                logs.append(_NOT_RUN)
+                break
             exit_, log = self._run(runner, argv, control, flags)
             logs.append(log)
             totals.update(parse(log))
-            if exit_.outcome != "ok":  # a failed run stands: the next tool would run a failing benchmark again
-                break
-        return exit_, [self._reading(spec, totals, b"".join(logs)) for spec in self._specs]
+        return exit_, [self._reading(spec, totals, logs[-1] if spec.name in cachegrind.EVENTS else logs[0])
+                       for spec in self._specs]
 
     def _run(self, runner: Runner, argv: list[str], control: RunControl, flags: list[str]) -> tuple[Exit, bytes]:
         fd = self._log.fileno()
@@ -99,6 +103,8 @@ class DbiBackend:
         reason = self._reasons[spec.label]
         if reason is not None:
             return Reading(**base, status="unsupported", reason=reason)
+        if log == _NOT_RUN:
+            return Reading(**base, status="error", reason=log.decode())
         if spec.name not in totals:
             last = [line for line in log.decode(errors="replace").splitlines() if line.strip()][-1:] or ["no output"]
             return Reading(**base, status="error", reason=f"valgrind printed no totals: {last[0][:300]}")

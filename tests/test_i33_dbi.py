@@ -155,3 +155,20 @@ def test_rounds_to_settle_of_an_exact_metric_is_the_check_or_min_rounds():
     early = SequentialComparison(min_rounds=1)
     early.add(1000, 1000, exact=True)
     assert early.rounds_to_settle() == EXACT_ROUNDS
+
+
+@needs_valgrind
+def test_a_binary_cachegrind_cannot_run_is_a_failed_run_with_the_reason(tmp_path):
+    bogus = tmp_path / "bogus"
+    bogus.write_bytes(b"\x7fELF" + bytes(range(200)))
+    bogus.chmod(0o755)
+    out = tmp_path / "s.jsonl"
+    result = perfctl("stat", "-r", "1", "--backend", "dbi", "-e", "instructions,estimated-cycles", "-o", str(out),
+                     "--", str(bogus))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    sample = next(json.loads(line) for line in out.read_text().splitlines() if '"type":"sample"' in line)
+    # valgrind hands a file the kernel cannot exec to /bin/sh, which exp-bbv counts as it fails; cachegrind
+    # does not run the failing benchmark again, and its reading says so
+    assert sample["outcome"] != "ok" and sample["readings"][0]["event"] == "instructions"
+    estimate = sample["readings"][1]
+    assert estimate["status"] == "error" and "failed under exp-bbv first" in estimate["reason"]
