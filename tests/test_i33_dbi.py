@@ -96,6 +96,15 @@ def test_ab_calls_the_same_binary_equivalent_in_the_fewest_rounds(programs, min_
 
 
 @needs_valgrind
+def test_ab_says_in_words_that_an_exact_ratio_is_known(programs):
+    result = perfctl("ab", "--backend", "dbi", "-e", "instructions", "--min-runs", "2", "--",
+                     str(programs / "work"), "1", ":::", str(programs / "work"), "1", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "settled after 2 rounds" in result.stdout
+    assert "B: exact counts (dbi), every round repeating the first" in " ".join(result.stdout.split())
+
+
+@needs_valgrind
 @pytest.mark.parametrize("fail_on", ["relevant", "beyond"])
 def test_ab_gates_a_one_percent_instruction_change_exactly(programs, tmp_path, fail_on):
     variant = tmp_path / "work-101"
