@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from perfctl.agent import cachegrind
 from perfctl.model import SCOPE_SUFFIX
 
 # perf_event_attr.type values (linux/perf_event.h)
@@ -85,9 +86,10 @@ _INTERRUPTS = {
     "timer-interrupts": ("irq_vectors:local_timer_entry", "timer:hrtimer_expire_entry"),
     "device-interrupts": ("irq:irq_handler_entry",),
 }
-# Counted only by the dbi backend (valgrind exp-bbv): rep-prefixed iterations and x87 control-word loads,
-# the inputs of the rep and fldcw corrections (../shared/notes/counter-artifacts.md, section 2).
-_DBI = {"rep-iterations": "count", "fldcw-instructions": "count"}
+# Counted only by the dbi backend: rep-prefixed iterations and x87 control-word loads (valgrind exp-bbv), the
+# inputs of the rep and fldcw corrections (../shared/notes/counter-artifacts.md, section 2), and cachegrind's
+# simulated cache events with the cycle estimate of iai-callgrind (agent/cachegrind.py: a model).
+_DBI = {"rep-iterations": "count", "fldcw-instructions": "count", **cachegrind.EVENTS}
 _ALIASES = {
     "cpu-cycles": "cycles",
     "branch-instructions": "branches",

@@ -19,7 +19,7 @@ from perfctl.agent.hooks import HookFailed, Hooks
 from perfctl.agent.machine import Inventory
 from perfctl.agent.runner import RunControl, Runner
 from perfctl.agent.session import Backend, Command, RunContext, measure_once, uuids
-from perfctl.model import Benchmark, Sample, side_letter
+from perfctl.model import DETERMINISTIC_BACKENDS, Benchmark, Sample, side_letter
 
 
 def corrector_for(inventory: Inventory, identified: tuple[list[str], Benchmark], control: RunControl,
@@ -180,9 +180,14 @@ class Sequential:
         self.suite = SequentialSuite(commands, rule.margin, rule.confidence, rule.min_rounds)
         self.rounds = self.left_out = 0
 
-    def add(self, values: dict[int, float]) -> None:
-        self.suite.add_round(values)
+    def add(self, values: dict[int, float], exact: bool = False) -> None:
+        self.suite.add_round(values, exact)
         self.rounds += 1
+
+    def exact(self, samples: Iterable[Sample]) -> bool:
+        """Whether a round's values are counts of a deterministic backend (analysis/ab.py's exact rule)."""
+        readings = [sample.reading(self.rule.metric) for sample in samples]
+        return all(reading is not None and reading.backend in DETERMINISTIC_BACKENDS for reading in readings)
 
     def usable(self, which: int, sample: Sample, round_: int) -> float:
         """The metric value of command ``which``'s run in measured round ``round_`` (from 0); Unusable, saying
@@ -252,7 +257,7 @@ class ComparedRounds:
                 self.excluded_rounds += 1
             else:
                 self.sequential.add({which: self.sequential.usable(which, sample, round_)
-                                     for which, sample in samples.items()})
+                                     for which, sample in samples.items()}, self.sequential.exact(samples.values()))
             # a comparison whose rounds are not alike leaves at once (that is final); a settled one (settled
             # only from min_rounds on) too
             undecided = set(self.sequential.suite.undecided())

@@ -172,7 +172,7 @@ def resolve(spec: EventSpec, cpu_vendor: str, cpu_family: int) -> Opener:
     if spec.kind == "raw":
         return Opener(spec, TYPE_RAW, spec.config)
     if spec.kind == "dbi":
-        return Opener(spec, unsupported="counted only by the dbi backend (valgrind exp-bbv): --backend dbi")
+        return Opener(spec, unsupported="counted only by the dbi backend (valgrind): --backend dbi")
     if spec.kind == "store":
         config, what = _store_encoding(cpu_vendor, cpu_family)
         if config is None:

@@ -53,6 +53,18 @@ point) and the ratio before and after. Alike rounds are called not alike with pr
 / k (alpha / k for the CS, alpha / 2k for each of the other two tests); the chance that a settled verdict is
 wrong stays at most alpha / k.
 
+An exact metric (a count that is a deterministic function of the program and its inputs: the dbi backend's
+valgrind counts, model.DETERMINISTIC_BACKENDS) needs no confidence sequence. Under that model one run of each
+side gives the ratio exactly; the rounds after the first check the model, each side's count repeating its
+first exactly. From EXACT_ROUNDS (2) rounds on, while every round repeats the first, the comparison's
+interval is the point [a/b, a/b] (``method`` "exact"), read off as any interval and settled at
+max(min_rounds, EXACT_ROUNDS) rounds: the fewest the check allows, where the median's CS needs 6 at 95% (the
+sign test's 2 * 2^-n <= alpha, the least any distribution-free interval of a median can do). This is the
+rule of exact-count CI tools (iai-callgrind compares one run of each side and has no interval at all); its
+verdict is right whenever the model holds, so it spends none of alpha. A round that does not repeat the
+first (a multi-threaded benchmark, an environment that changed) ends the exact rule for good: the CS of all
+the rounds decides from then on, as for any metric.
+
 Pure: no I/O.
 """
 
@@ -81,6 +93,10 @@ T_OPT = 10
 MIN_CONFIDENCE, MAX_CONFIDENCE = 0.5, 1 - 1e-9
 # How far rounds_to_settle looks ahead, as a multiple of the rounds done.
 LOOK_AHEAD = 1000
+# Rounds of an exact metric after which its ratio is taken as known: the first gives it, the second checks
+# that each side's count repeats (module docstring).
+EXACT_ROUNDS = 2
+EXACT = "exact"
 # A round given by its log ratio alone is taken at the ratio exp(d); beyond this exp overflows, and a ratio
 # of exp(709) lies beyond every threshold as the true one does.
 LARGEST_LOG = 709.0
@@ -210,15 +226,21 @@ class SequentialComparison:
         self.not_alike_at: int | None = None
         self._not_alike_by = ""
         self._change: Change | None = None  # computed once asked, for the rounds at that time
+        # whether every round so far was of an exact metric and repeated the first round's (a, b) exactly
+        self._repeats, self._first = True, (0.0, 0.0)
 
     @property
     def rounds(self) -> int:
         return len(self._sorted)
 
-    def add(self, a: float, b: float) -> None:
-        """One round's values of the metric for A and B (both finite and > 0: the ratio needs them)."""
+    def add(self, a: float, b: float, exact: bool = False) -> None:
+        """One round's values of the metric for A and B (both finite and > 0: the ratio needs them);
+        ``exact``: both are counts of a deterministic backend (the module docstring's exact rule)."""
         if not (math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0):
             raise ValueError(f"a round needs finite values above 0 for A and B, got {a!r} and {b!r}")
+        if not self._sorted:
+            self._first = (a, b)
+        self._repeats = self._repeats and exact and (a, b) == self._first
         quotient = a / b  # log of the quotient: a ratio held exactly (a == b) gives exactly 0
         # where the quotient under- or overflows, the difference of the logs
         self._add(math.log(quotient) if 0 < quotient < math.inf else math.log(a) - math.log(b), a, b)
@@ -227,6 +249,7 @@ class SequentialComparison:
         """One round given by its log ratio alone (simulations): its exact ratio is taken to be exp(d)."""
         if not math.isfinite(d):  # a NaN would leave the sorted rounds out of order, and every CS after wrong
             raise ValueError(f"a round's log ratio must be finite, got {d!r}")
+        self._repeats = False
         self._add(d, math.exp(min(d, LARGEST_LOG)), 1.0)
 
     def _add(self, d: float, a: float, b: float) -> None:
@@ -256,10 +279,19 @@ class SequentialComparison:
         high = self._sorted[upper - 1] if upper <= t else math.inf
         return low, high
 
+    @property
+    def exact(self) -> bool:
+        """Whether the exact rule gives the interval (the module docstring): EXACT_ROUNDS rounds or more of an
+        exact metric, every one repeating the first."""
+        return self._repeats and len(self._sorted) >= EXACT_ROUNDS
+
     def _sequence(self) -> tuple[float | None, float | None]:
         """The CS of all the rounds so far as ratios (None: that end not bounded), each end on the side of 1
-        and of the band's edges its exact ratio lies (the module docstring)."""
+        and of the band's edges its exact ratio lies (the module docstring); the point a/b under the exact
+        rule."""
         t = len(self._sorted)
+        if self.exact:
+            return self._point()
         lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
         count = self._ratios.count
         low = place_end(math.exp(self._sorted[lower - 1]), rank_side(count, lower), self.margin) \
@@ -267,6 +299,12 @@ class SequentialComparison:
         high = place_end(math.exp(self._sorted[upper - 1]), rank_side(count, upper), self.margin) \
             if upper <= t else None
         return low, high
+
+    def _point(self) -> tuple[float, float]:
+        """The exact rule's interval: the first round's ratio at both ends, on the side of 1 and of the
+        band's edges its exact ratio lies."""
+        point = place_end(math.exp(self._sorted[0]), rank_side(self._ratios.count, 1), self.margin)
+        return point, point
 
     def _estimate(self) -> float | None:
         """exp of the median log ratio, placed as the CS's ends are: it lies between them as its rounds do."""
@@ -309,7 +347,8 @@ class SequentialComparison:
                           verdict=relevance(*read_off(low, high, self.margin)),
                           beyond=beyond(low, high, self.margin),
                           settled=t >= self.min_rounds and settles(low, high, self.margin),
-                          contradicted=self.contradicted, margin=self.margin, alpha=self.alpha, method=self.method,
+                          contradicted=self.contradicted, margin=self.margin, alpha=self.alpha,
+                          method=EXACT if self.exact else self.method,
                           change=self.change(), min_rounds=self.min_rounds)
 
     def rounds_to_settle(self) -> int | None:
@@ -323,6 +362,8 @@ class SequentialComparison:
             return None
         if self.settled:
             return t_now
+        if self._repeats:  # an exact metric settles once the check is done, if its point does
+            return max(self.min_rounds, EXACT_ROUNDS) if settles(*self._point(), self.margin) else None
         observed, count = self._sorted, self._ratios.count
 
         def projected(proportion: float) -> float:
@@ -376,13 +417,14 @@ class SequentialSuite:
                                                     **kwargs)
                             for i in range(1, commands)}
 
-    def add_round(self, values: dict[int, float]) -> None:
+    def add_round(self, values: dict[int, float], exact: bool = False) -> None:
         """One round's metric values by command index; the baseline's (0) must be there, a command absent
-        from the round (settled and left out) adds nothing."""
+        from the round (settled and left out) adds nothing. ``exact``: the values are counts of a
+        deterministic backend (the module docstring's exact rule)."""
         baseline = values[0]
         for i, value in values.items():
             if i:
-                self.comparisons[i].add(baseline, value)
+                self.comparisons[i].add(baseline, value, exact)
 
     def unsettled(self) -> list[int]:
         return [i for i, comparison in self.comparisons.items() if not comparison.settled]

@@ -18,6 +18,10 @@ SCHEMA_VERSION = 1
 READING_STATUSES = ("ok", "unsupported", "multiplexed", "error")
 OUTCOMES = ("ok", "failed", "signal", "timeout")
 BACKENDS = ("perf_event", "perf-stat", "dbi", "ebpf")
+# Backends whose counts are deterministic functions of the program and its inputs (valgrind simulates the
+# program and lays out its memory itself; perfctl gives every run the same environment): ab's exact rule
+# (analysis/ab.py; docs/backends.md says what was checked).
+DETERMINISTIC_BACKENDS = ("dbi",)
 # A reading's privilege scope, and the suffix its label carries (perf's ``instructions:u``): the one owner
 # of both, for the event parser (agent/events.py), every backend, the readers and the server's validation.
 SCOPES = ("user", "kernel", "all")

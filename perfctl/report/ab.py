@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from perfctl import units
-from perfctl.analysis.ab import Settlement
+from perfctl.analysis.ab import EXACT, Settlement
 from perfctl.analysis.verdicts import DEFAULT_FAIL_ON, FAIL_ON, Verdict, finding, margin_words
 from perfctl.exit_codes import outcome_exit
+from perfctl.model import DETERMINISTIC_BACKENDS
 from perfctl.output import Interrupted, paragraph, show
 from perfctl.report import NORMAL, QUIET, Report, finite
 from perfctl.text import cell, visible
@@ -223,6 +224,10 @@ class AbReport(Report):
             elif (self.verbosity > QUIET and not s.settled) or (self.verbosity <= QUIET and slowdown(s, self.fail_on)):
                 # a settled verdict is the headline's; what is left open says what would settle it
                 paragraph(console, visible(f"{side.label}: {reading(s, side.label)}" + _settling_note(side, s, r)))
+        exact = [side.label for side, s in rows if s.method == EXACT]
+        if exact and self.verbosity > QUIET:  # the table's "sequence" of these is a point, not a CS
+            paragraph(console, f"{', '.join(exact)}: exact counts ({', '.join(DETERMINISTIC_BACKENDS)}), every round "
+                               "repeating the first: the ratio is known, not estimated (docs/ab.md, CI without a PMU)")
         if r.excluded_rounds:
             paragraph(console, f"{r.excluded_rounds} rounds left out: a run was interfered with (--exclude-interfered)")
         if r.failure:
