@@ -80,6 +80,7 @@ from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.ratio_edges import RoundRatios, place_end, rank_side
 from perfctl.analysis.summary import linear_quantile
 from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, Verdict, beyond, read_off, relevance
+from perfctl.model import EXACT_ROUNDS
 
 # The median's CS: Theorem 1 of Howard & Ramdas (a fixed quantile) with the two-sided beta-binomial mixture
 # boundary (analysis/sequential.py), tuned to be tightest at T_OPT rounds. Against Theorem 3's double
@@ -93,9 +94,6 @@ T_OPT = 10
 MIN_CONFIDENCE, MAX_CONFIDENCE = 0.5, 1 - 1e-9
 # How far rounds_to_settle looks ahead, as a multiple of the rounds done.
 LOOK_AHEAD = 1000
-# Rounds of an exact metric after which its ratio is taken as known: the first gives it, the second checks
-# that each side's count repeats (module docstring).
-EXACT_ROUNDS = 2
 EXACT = "exact"
 # A round given by its log ratio alone is taken at the ratio exp(d); beyond this exp overflows, and a ratio
 # of exp(709) lies beyond every threshold as the true one does.

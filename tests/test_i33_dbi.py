@@ -12,7 +12,8 @@ import pytest
 from conftest import measure, perfctl, value
 
 from perfctl.agent import cachegrind, calibration
-from perfctl.analysis.ab import EXACT, EXACT_ROUNDS, SequentialComparison
+from perfctl.analysis.ab import EXACT, SequentialComparison
+from perfctl.model import EXACT_ROUNDS
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="probe: valgrind not on PATH")
 CACHE_EVENTS = [name for name in cachegrind.EVENTS if name != cachegrind.ESTIMATED]
@@ -89,8 +90,8 @@ def test_ab_calls_the_same_binary_equivalent_in_the_fewest_rounds(programs, min_
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     (comparison,) = report["comparisons"]
-    # the fewest rounds the rule allows: --min-runs (default 5), and never fewer than the 2 of the check
-    assert report["rounds"] == comparison["min_rounds"] == (min_runs or 5)
+    # the fewest rounds the rule allows: the 2 of the check (--min-runs' default with --backend dbi)
+    assert report["rounds"] == comparison["min_rounds"] == EXACT_ROUNDS
     assert comparison["method"] == EXACT and comparison["verdict"] == "equivalence" and comparison["settled"]
     assert comparison["ratio"] == comparison["low"] == comparison["high"] == 1.0
 

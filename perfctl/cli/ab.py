@@ -33,7 +33,16 @@ from perfctl.cli.options import (
 )
 from perfctl.cli.scan import each_point, scan_options
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
-from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, WALL_TIME, compared_metric, metric_label, side_letter
+from perfctl.model import (
+    DEFAULT_METRICS,
+    DETERMINISTIC_BACKENDS,
+    EXACT_ROUNDS,
+    SIDE_LABEL,
+    WALL_TIME,
+    compared_metric,
+    metric_label,
+    side_letter,
+)
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 SEPARATOR = ":::"
@@ -77,7 +86,8 @@ def add_parser(sub) -> None:
                     help=f"at most N measured runs of each command (default {DEFAULT_MAX_RUNS})")
     ab.add_argument("--max-time", type=duration, metavar="DURATION", help="stop after this long (90s, 15m, 2h)")
     ab.add_argument("--min-runs", type=positive_int, metavar="K",
-                    help=f"no verdict is settled before K rounds (default {DEFAULT_MIN_RUNS}, at most --max-runs)")
+                    help=f"no verdict is settled before K rounds (default {DEFAULT_MIN_RUNS}; {EXACT_ROUNDS} with "
+                         "--backend dbi, whose counts repeat exactly; at most --max-runs)")
     ab.add_argument("--warmup", type=non_negative_int, default=0, metavar="K",
                     help="warmup runs of each command before the rounds, recorded and flagged")
     ab.add_argument("--seed", type=non_negative_int, metavar="S",
@@ -141,8 +151,9 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
                          "CMD_B ARGS)")
     if len(groups) > MAX_COMMANDS:
         raise UsageError(f"perfctl ab: at most {MAX_COMMANDS} commands, got {len(groups)}")
-    if args.min_runs is None:
-        args.min_runs = min(DEFAULT_MIN_RUNS, args.max_runs)
+    if args.min_runs is None:  # a deterministic backend's counts settle at the exact rule's rounds (docs/ab.md)
+        exact = set(args.backend) <= set(DETERMINISTIC_BACKENDS)
+        args.min_runs = min(EXACT_ROUNDS if exact else DEFAULT_MIN_RUNS, args.max_runs)
     elif args.min_runs > args.max_runs:
         raise UsageError(f"perfctl ab: --min-runs {args.min_runs} is above --max-runs {args.max_runs}")
     specs, control, sample_labels = prepare(args, "perfctl ab")
