@@ -47,6 +47,8 @@ def add_parser(sub) -> None:
     out = stat.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
     out.add_argument("--csv", action="store_true", help="per-run CSV on stdout (summary on stderr)")
+    stat.add_argument("--format", choices=("table", "markdown"), default="table",
+                      help="the summary's format: a table, or a GitHub Markdown table (for a CI comment)")
     stat.add_argument("--html", metavar="FILE", help="also write the HTML report of the runs to FILE "
                                                      "(docs/report.md)")
     force_option(stat, "--html FILE")
@@ -115,7 +117,7 @@ def run(args) -> int:
     title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
-    code = write_summary(report, "table", summary_console, "perfctl stat", stopped_by)
+    code = write_summary(report, args.format, summary_console, "perfctl stat", stopped_by)
     if args.html and summary.runs + summary.warmups:
         from perfctl.report.html import write_report
 
