@@ -88,7 +88,8 @@ def add_parser(sub) -> None:
     ab.add_argument("--name", help="benchmark name of every command's samples (default: the first command's "
                                    "basename); the commands are told apart by the label ab=A, ab=B, ...")
     ab.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
-    ab.add_argument("--format", choices=("table", "json"), default="table", help="the summary's format")
+    ab.add_argument("--format", choices=("table", "json", "markdown", "csv"), default="table",
+                    help="the summary's format (markdown: a GitHub table for a CI comment; csv: a row per command)")
     loudness(ab, quiet="no table: only slowdowns, failures and errors")
     ab.add_argument("cmd", nargs=argparse.REMAINDER, metavar=f"-- CMD_A ARGS {SEPARATOR} CMD_B ARGS [{SEPARATOR} ...]")
 
@@ -184,6 +185,11 @@ def run(args) -> int:
             sides[which].warmups += 1
         else:
             sides[which].runs += 1
+            value = sample.metric_value(metric)  # each command's own runs, in the metric's unit
+            if value is not None:
+                sides[which].values.append(value)
+                counted = sample.reading(metric)
+                sides[which].unit = "ns" if counted is None else counted.unit
         raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
 
     def rounded() -> None:
