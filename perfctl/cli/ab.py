@@ -13,6 +13,7 @@ from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
     SampleOutputs,
+    asked_metric,
     check_outputs,
     control_options,
     open_backend,
@@ -32,7 +33,7 @@ from perfctl.cli.options import (
     verbosity,
 )
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
-from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, WALL_TIME, compared_metric, metric_label, side_letter
+from perfctl.model import DEFAULT_METRICS, SIDE_LABEL, compared_metric, side_letter
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
 
 SEPARATOR = ":::"
@@ -139,7 +140,7 @@ def run(args) -> int:
     specs, control, sample_labels = prepare(args, "perfctl ab")
     if SIDE_LABEL in sample_labels:
         raise UsageError(f"perfctl ab: --label {SIDE_LABEL}=... is perfctl ab's own (it tells the commands apart)")
-    metric = _metric(args.metric, specs)
+    metric = asked_metric(args.metric, specs, "perfctl ab")
     sides = [Side(side_letter(i), argv) for i, argv in enumerate(groups)]
     name = args.name or os.path.basename(groups[0][0])
     try:
@@ -231,19 +232,6 @@ def run(args) -> int:
         say(f"perfctl: interrupted after {result.rounds} rounds ({stopped_by.name}){where}")
     closing.join()
     return code
-
-
-def _metric(asked: str | None, specs) -> str | None:
-    """The --metric asked for, checked against the events measured (``instructions`` is ``instructions:u``,
-    as in compare); None: the default, chosen once the backend says what it can count."""
-    if asked is None:
-        return None
-    measured = {spec.label for spec in specs}
-    label = metric_label(asked, measured)
-    if label is None:
-        raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: {WALL_TIME}, "
-                         f"{', '.join(sorted(measured))}; -e adds events)")
-    return label
 
 
 def _live(args):

@@ -55,6 +55,7 @@ class StatSummary:
     # labels of the hardware events asked for on a machine without a PMU: their unsupported lines (and the
     # correction note, which then says the same) fold into one
     no_pmu_events: frozenset[str] = frozenset()
+    precision_note: str = ""  # how --until-precise or --max-time ended the runs (cli/stat.py RunBudget)
     _identity: RunIdentity = field(default_factory=RunIdentity, repr=False, compare=False)  # the runs added
 
     def add(self, sample: Sample) -> None:
@@ -172,7 +173,8 @@ class StatReport(Report):
         lines = [f"**{markdown_text(self.title)}**", "", "| " + " | ".join(columns) + " |",
                  "|" + "|".join(":---" if c == "event" else "---:" for c in columns) + "|"]
         lines += ["| " + " | ".join(markdown_text(row[c]) for c in columns) + " |" for row in rows]
-        under = notes + unsupported_lines(self.summary, self.verbosity)
+        under = [self.summary.precision_note] * bool(self.summary.precision_note) + notes + unsupported_lines(
+            self.summary, self.verbosity)
         return "\n".join(lines + ([""] + [markdown_text(n) + "  " for n in under] if under else [])) + "\n"
 
     def html(self) -> str:
@@ -191,6 +193,8 @@ def render(summary: StatSummary, console: Console, title: str, verbosity: int = 
     """The summary table and what it leaves out. QUIET prints only the failed runs."""
     if verbosity > QUIET:
         _render_table(summary, console, title, verbosity)
+        if summary.precision_note:
+            _prose(console, summary.precision_note, "bold", len(summary.precision_note.partition(":")[0]))
         for line in unsupported_lines(summary, verbosity):
             bold, _, rest = line.partition(" ")
             _prose(console, visible(line), "bold" if bold == "unsupported" else None, len(bold))
