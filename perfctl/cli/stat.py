@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import time
 
 from perfctl.cli.measure import (
     ClosingMeanwhile,
@@ -151,7 +152,7 @@ def run(args) -> int:
     except OutputError as err:
         raise outputs.failed(err, summary.runs) from None
 
-    summary.precision_note = budget.note(args.repeat)
+    summary.precision_note = budget.note(args.repeat, stopped_by is not None)
     title = f"perfctl stat: {' '.join(cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
@@ -172,16 +173,16 @@ class RunBudget:
     or --max-time spent. ``done`` after each measured run; ``note`` says how the runs ended."""
 
     def __init__(self, target: float | None, metric: str, max_time: float | None):
-        from perfctl.analysis.precision import MedianPrecision
-
         self.metric, self.max_time, self.ended = metric, max_time, None
-        self.precise = None if target is None else MedianPrecision(target)
+        self.precise = None
+        if target is not None:  # imported only then: analysis/ab.py is not every stat's start-up cost
+            from perfctl.analysis.precision import MedianPrecision
+
+            self.precise = MedianPrecision(target)
         self.state, self.unit = None, "ns"
         self._started: float | None = None
 
     def done(self, sample) -> bool:
-        import time
-
         now = time.monotonic()
         # the time budget counts from the first measured run's end: warmups are not the measurement's
         self._started = now if self._started is None else self._started
@@ -199,7 +200,7 @@ class RunBudget:
             return True
         return False
 
-    def note(self, repeat: int) -> str:
+    def note(self, repeat: int, interrupted: bool = False) -> str:
         """The line under the table: whether --until-precise's target was reached, in how many runs."""
         from perfctl.units import percent, quantity
 
@@ -215,7 +216,8 @@ class RunBudget:
         if s.reached:
             return (f"precision {target} of the median {self.metric} reached after {s.runs} runs: median "
                     f"{quantity(s.median, unit)}, {sequence} (±{s.relative:.2%})")
-        why = "--max-time reached" if self.ended == "max-time" else f"-r {repeat} reached"
+        why = ("interrupted" if interrupted else "--max-time reached" if self.ended == "max-time"
+               else f"-r {repeat} reached")
         now = "unbounded" if s.relative == float("inf") else f"±{s.relative:.2%}"
         return (f"precision {target} of the median {self.metric} not reached ({why}): after {s.runs} runs the "
                 f"{sequence} is {now}")
