@@ -231,11 +231,12 @@ def _prose(console: Console, text: str, style: str | None = None, styled: int = 
 
 # The table's columns: the event, how many runs it summarizes, then its statistics, then perf stat's derived
 # figure (analysis/derived.py). stderr% is perf stat's "( +- x% )": the standard error of the mean over the
-# mean. A terminal too narrow for all of them leaves out these first, in this order (a line under the table
-# says so): the standard error is stderr% x mean, the mean stands beside the median, and the derived
-# figures then print under the table. A name or a number is never cut.
+# mean. A terminal too narrow for all of them leaves out these first, in this order: the derived figures,
+# which then print under the table (nothing is lost), then (a line under the table says so) the standard
+# error, which is stderr% x mean, and the mean, which stands beside the median. A name or a number is never
+# cut.
 _COLUMNS = ("event", "n", "median", "mean", "stderr", "stderr%", "CV", "min", "max", "derived")
-_LEFT_OUT_FIRST = ("stderr", "mean", "derived")
+_LEFT_OUT_FIRST = ("derived", "stderr", "mean")
 # at most this many stability warnings under the table (-v prints them all), then one line of advice
 _STABILITY_LINES = 4
 
@@ -300,6 +301,19 @@ def _stacked(console: Console, rows: list[dict[str, str]], columns: list[str]) -
         console.print(Text("  " + line), soft_wrap=True)
 
 
+def _pairs(console: Console, lead: str, pairs: list[str]) -> None:
+    """``lead`` (bold) and ``pairs`` separated by "; ", as many to a line as fit; a pair ("page-faults 79.586
+    K/sec") is never split between lines, as a number and its unit must stay together."""
+    line = Text(lead, style="bold")
+    for number, pair in enumerate(pairs):
+        piece = pair + (";" if number < len(pairs) - 1 else "")
+        if cell_len(line.plain) + 1 + cell_len(piece) > console.width and line.plain.strip():
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
+            line = Text("  ")
+        line.append((" " if line.plain.strip() else "") + piece)
+    console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
 def _render_table(summary: StatSummary, console: Console, title: str, verbosity: int = NORMAL) -> None:
     rows, notes = _rows(summary, verbosity)
     _prose(console, visible(title), "bold", len(visible(title)))  # a long command wraps, indented
@@ -323,8 +337,8 @@ def _render_table(summary: StatSummary, console: Console, title: str, verbosity:
         _prose(console, note)
     if "derived" in left_out:  # perf stat's figures are what its users read: under the table, not lost
         left_out.remove("derived")
-        said = [f"{row['event']} {row['derived']}" for row in rows if row["derived"]]
-        _prose(console, f"derived (as perf stat): {'; '.join(said)}", "bold", len("derived"))
+        _pairs(console, "derived (as perf stat):", [f"{row['event']} {row['derived']}" for row in rows
+                                                     if row["derived"]])
     if left_out:
         _prose(console, f"({' and '.join(left_out)} left out to fit {console.width} columns: a wider terminal "
                         "or --width shows them)")
