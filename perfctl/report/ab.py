@@ -55,13 +55,14 @@ class Side:
 
 def absolute(side: Side) -> str:
     """A command's own runs in the metric's unit, as hyperfine prints "Time (mean ± σ)" and "Range (min …
-    max)": "median 12.304 ms ± 0.410 ms (σ), range 11.902 ms … 13.120 ms"."""
+    max)": "median 12.304 ms ± 410.017 µs (σ), min 11.902 ms, max 13.120 ms" (no "…": it reads as a cut
+    number on a terminal)."""
     d = side.description
     if d is None:
         return "no measured run counted the metric"
     spread = "" if math.isnan(d.sd) else f" ± {units.quantity(d.sd, side.unit)} (σ)"
-    return (f"median {units.quantity(d.median, side.unit)}{spread}, range {units.quantity(d.min, side.unit)} … "
-            f"{units.quantity(d.max, side.unit)}")
+    return (f"median {units.quantity(d.median, side.unit)}{spread}, min {units.quantity(d.min, side.unit)}, "
+            f"max {units.quantity(d.max, side.unit)}")
 
 
 def _absolute_fields(side: Side) -> dict:

@@ -325,6 +325,8 @@ def _render_table(summary: StatSummary, console: Console, title: str, verbosity:
     for column in _LEFT_OUT_FIRST:
         if _width(rows, columns) <= console.width:
             break
+        if column not in columns:  # no derived column: no event has a figure
+            continue
         columns.remove(column)
         left_out.append(column)
     # no rows when every run failed: the lines under the title say so
