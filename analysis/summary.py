@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Description:
-    """n, median, mean, standard error of the mean, coefficient of variation, min and max.
+    """n, median, mean, standard error of the mean, coefficient of variation, min, max and standard deviation.
 
     ``stderr`` is s/sqrt(n) with the sample standard deviation s (ddof=1); ``cv`` is s/mean. Both are
     NaN for n < 2, and ``cv`` is NaN when the mean is 0: no spread can be claimed from one value.
@@ -23,6 +23,7 @@ class Description:
     cv: float
     min: float
     max: float
+    sd: float = math.nan  # the sample standard deviation (hyperfine's σ)
 
 
 def describe(values) -> Description:
@@ -56,7 +57,7 @@ def describe(values) -> Description:
         n=n, median=statistics.median(data), mean=mean,
         stderr=sd / math.sqrt(n) if n > 1 else math.nan,
         cv=sd / abs(mean) if n > 1 and mean != 0 else math.nan,
-        min=lo, max=hi,
+        min=lo, max=hi, sd=sd,
     )
 
 

@@ -298,7 +298,7 @@ def test_a_format_a_report_does_not_have_isone_line():
     from perfctl.report.info import InfoReport
     from perfctl.report.stat import StatReport, StatSummary
 
-    with pytest.raises(UsageError, match=r"^no JSON report for stat \(it has table, html\)$"):
+    with pytest.raises(UsageError, match=r"^no JSON report for stat \(it has table, markdown, html\)$"):
         write(StatReport(StatSummary(), "t"), "json", None)
     with pytest.raises(UsageError, match="^no HTML report for info"):
         write(InfoReport(None, []), "html", None)

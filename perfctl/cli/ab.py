@@ -13,6 +13,7 @@ from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
     SampleOutputs,
+    asked_metric,
     check_outputs,
     control_options,
     open_backend,
@@ -38,9 +39,7 @@ from perfctl.model import (
     DETERMINISTIC_BACKENDS,
     EXACT_ROUNDS,
     SIDE_LABEL,
-    WALL_TIME,
     compared_metric,
-    metric_label,
     side_letter,
 )
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
@@ -101,7 +100,8 @@ def add_parser(sub) -> None:
     ab.add_argument("--name", help="benchmark name of every command's samples (default: the first command's "
                                    "basename); the commands are told apart by the label ab=A, ab=B, ...")
     ab.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
-    ab.add_argument("--format", choices=("table", "json"), default="table", help="the summary's format")
+    ab.add_argument("--format", choices=("table", "json", "markdown", "csv"), default="table",
+                    help="the summary's format (markdown: a GitHub table for a CI comment; csv: a row per command)")
     loudness(ab, quiet="no table: only slowdowns, failures and errors")
     ab.add_argument("cmd", nargs=argparse.REMAINDER, metavar=f"-- CMD_A ARGS {SEPARATOR} CMD_B ARGS [{SEPARATOR} ...]")
 
@@ -159,7 +159,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     specs, control, sample_labels = prepare(args, "perfctl ab")
     if SIDE_LABEL in sample_labels:
         raise UsageError(f"perfctl ab: --label {SIDE_LABEL}=... is perfctl ab's own (it tells the commands apart)")
-    metric = _metric(args.metric, specs)
+    metric = asked_metric(args.metric, specs, "perfctl ab")
     sides = [Side(side_letter(i), shell_command(args, words)) for i, words in enumerate(groups)]
     name = args.name or default_name(args, groups[0])
     hooks = hooks_of(args, len(sides), control, "perfctl ab")
@@ -208,6 +208,11 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
             sides[which].warmups += 1
         else:
             sides[which].runs += 1
+            value = sample.metric_value(metric)  # each command's own runs, in the metric's unit
+            if value is not None:
+                sides[which].values.append(value)
+                counted = sample.reading(metric)
+                sides[which].unit = "ns" if counted is None else counted.unit
         raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
 
     def rounded() -> None:
@@ -253,19 +258,6 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
         say(f"perfctl: interrupted after {result.rounds} rounds ({stopped_by.name}){where}")
     closing.join()
     return code
-
-
-def _metric(asked: str | None, specs) -> str | None:
-    """The --metric asked for, checked against the events measured (``instructions`` is ``instructions:u``,
-    as in compare); None: the default, chosen once the backend says what it can count."""
-    if asked is None:
-        return None
-    measured = {spec.label for spec in specs}
-    label = metric_label(asked, measured)
-    if label is None:
-        raise UsageError(f"perfctl ab: --metric {asked!r} is not measured (measured: {WALL_TIME}, "
-                         f"{', '.join(sorted(measured))}; -e adds events)")
-    return label
 
 
 def _live(args):

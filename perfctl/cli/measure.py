@@ -224,3 +224,18 @@ class ClosingMeanwhile:
         self._thread.join()
         if self._error is not None:
             raise self._error
+
+
+def asked_metric(asked: str | None, specs, command: str) -> str | None:
+    """The --metric asked for (ab's, stat's --until-precise), checked against the events measured
+    (``instructions`` is ``instructions:u``, as in compare); None: the default, chosen by the command."""
+    from perfctl.model import WALL_TIME, metric_label
+
+    if asked is None:
+        return None
+    measured = {spec.label for spec in specs}
+    label = metric_label(asked, measured)
+    if label is None:
+        raise UsageError(f"{command}: --metric {asked!r} is not measured (measured: {WALL_TIME}, "
+                         f"{', '.join(sorted(measured))}; -e adds events)")
+    return label

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import time
 
 from perfctl.cli.around import (
     around_options,
@@ -20,6 +21,7 @@ from perfctl.cli.measure import (
     ClosingMeanwhile,
     OutputError,
     SampleOutputs,
+    asked_metric,
     check_outputs,
     control_options,
     html_output,
@@ -30,6 +32,7 @@ from perfctl.cli.measure import (
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     command_of,
+    duration,
     exit_status,
     force_option,
     interference,
@@ -40,7 +43,24 @@ from perfctl.cli.options import (
 )
 from perfctl.cli.scan import each_point, scan_options
 from perfctl.exit_codes import EXIT_RUN_FAILED
+from perfctl.model import WALL_TIME
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
+
+DEFAULT_REPEAT = 10
+# with --until-precise -r is a budget: hyperfine's run count for a 1 ms command in 3 s, enough for ±1% at a
+# CV of ~5% (docs/stat.md)
+DEFAULT_PRECISE_REPEAT = 1000
+
+
+def precision(text: str) -> float:
+    """An argparse type: a relative precision as a percentage, "1%" or "1" (0.01), between 0 and 100."""
+    try:
+        value = float(text.strip().removesuffix("%")) / 100
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r} (e.g. 1%)") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be above 0% and below 100%, got {text}")
+    return value
 
 
 def add_parser(sub) -> None:
@@ -51,7 +71,16 @@ def add_parser(sub) -> None:
                                              "must not be written (docs/outputs.md)", f"{SIGNAL_EXIT}: the run "
                                              "in progress is killed with its process tree, finished runs are "
                                              "kept (docs/stat.md)"))
-    stat.add_argument("-r", "--repeat", type=positive_int, default=10, metavar="N", help="measured runs (default 10)")
+    stat.add_argument("-r", "--repeat", type=positive_int, metavar="N",
+                      help=f"measured runs (default {DEFAULT_REPEAT}; with --until-precise the most, default "
+                           f"{DEFAULT_PRECISE_REPEAT})")
+    # stat's precision target (docs/stat.md, "How many runs"): one block, so that merges stay simple
+    stat.add_argument("--until-precise", type=precision, metavar="PCT",
+                      help="run until the median's 95%% confidence sequence is within ±PCT of it (1%%), or -r or "
+                           "--max-time ends the runs first")
+    stat.add_argument("--metric", metavar="METRIC", help=f"the metric --until-precise watches (default {WALL_TIME})")
+    stat.add_argument("--max-time", type=duration, metavar="DURATION",
+                      help="stop the measured runs after this long (90s, 15m)")
     stat.add_argument("--warmup", type=non_negative_int, default=0, metavar="K",
                       help="warmup runs before the measured ones, recorded and flagged")
     control_options(stat)
@@ -61,6 +90,8 @@ def add_parser(sub) -> None:
     out = stat.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON Lines samples on stdout (summary on stderr)")
     out.add_argument("--csv", action="store_true", help="per-run CSV on stdout (summary on stderr)")
+    stat.add_argument("--format", choices=("table", "markdown"), default="table",
+                      help="the summary's format: a table, or a GitHub Markdown table (for a CI comment)")
     stat.add_argument("--html", metavar="FILE", help="also write the HTML report of the runs to FILE "
                                                      "(docs/report.md)")
     force_option(stat, "--html FILE")
@@ -95,6 +126,11 @@ def _run_one(args, point, reports: list) -> int:
     cmd = shell_command(args, words)
     specs, control, sample_labels = prepare(args, "perfctl stat")  # before anything runs or any file is opened
     hooks = hooks_of(args, 1, control, "perfctl stat")
+    if args.metric is not None and args.until_precise is None:
+        raise UsageError("perfctl stat: --metric is what --until-precise watches; give --until-precise too")
+    metric = asked_metric(args.metric, specs, "perfctl stat") or WALL_TIME
+    if args.repeat is None:
+        args.repeat = DEFAULT_REPEAT if args.until_precise is None else DEFAULT_PRECISE_REPEAT
     try:
         # bad commands fail here, before any file is touched; identified once (it hashes the executable and inputs)
         identified = session.identify(cmd, control, args.name or default_name(args, words))
@@ -114,6 +150,7 @@ def _run_one(args, point, reports: list) -> int:
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
         () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
     total = args.warmup + args.repeat
+    budget = RunBudget(args.until_precise, metric, args.max_time)
     # a hidden bar is not made: rich's progress costs every start its import, and every run ~10 us
     progress = None if args.no_progress or args.quiet or not interactive(stderr=True) else _progress(total)
     stopped_by: Interrupted | None = None
@@ -130,10 +167,13 @@ def _run_one(args, point, reports: list) -> int:
                 task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total) if progress else None
                 raise_received_stop()  # a stop whose Interrupted was lost on the way ends the runs here
                 for warmup, run_index, which in Rounds(1, args.warmup).order(args.repeat):
-                    summary.add(measurement.measure(which, run_index=run_index, warmup=warmup, extra=extra))
+                    sample = measurement.measure(which, run_index=run_index, warmup=warmup, extra=extra)
+                    summary.add(sample)
                     if progress:
                         progress.advance(task)
                     raise_received_stop()
+                    if not warmup and budget.done(sample):
+                        break
         finally:
             # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
             closing = ClosingMeanwhile(backend)
@@ -150,10 +190,11 @@ def _run_one(args, point, reports: list) -> int:
     except OutputError as err:
         raise outputs.failed(err, summary.runs) from None
 
+    summary.precision_note = budget.note(args.repeat, stopped_by is not None)
     title = f"perfctl stat: {shown(args, cmd)}  ({summary.runs} runs" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
-    code = write_summary(report, "table", summary_console, "perfctl stat", stopped_by)
+    code = write_summary(report, args.format, summary_console, "perfctl stat", stopped_by)
     if args.html and summary.runs + summary.warmups and point is not None:
         reports.append((point, report))
     elif args.html and summary.runs + summary.warmups:
@@ -169,6 +210,61 @@ def _run_one(args, point, reports: list) -> int:
         say(f"perfctl stat: {hook_failed}; stopped after {summary.runs} measured runs{where}")
         return EXIT_RUN_FAILED
     return code
+
+
+class RunBudget:
+    """When stat's measured runs stop before -r: --until-precise's target reached (analysis/precision.py),
+    or --max-time spent. ``done`` after each measured run; ``note`` says how the runs ended."""
+
+    def __init__(self, target: float | None, metric: str, max_time: float | None):
+        self.metric, self.max_time, self.ended = metric, max_time, None
+        self.precise = None
+        if target is not None:  # imported only then: analysis/ab.py is not every stat's start-up cost
+            from perfctl.analysis.precision import MedianPrecision
+
+            self.precise = MedianPrecision(target)
+        self.state, self.unit = None, "ns"
+        self._started: float | None = None
+
+    def done(self, sample) -> bool:
+        now = time.monotonic()
+        # the time budget counts from the first measured run's end: warmups are not the measurement's
+        self._started = now if self._started is None else self._started
+        if self.precise is not None and sample.outcome == "ok":
+            value = sample.metric_value(self.metric)
+            if value is not None:
+                counted = sample.reading(self.metric)
+                self.unit = "ns" if counted is None else counted.unit  # wall-time has no reading: ns
+                self.state = self.precise.add(value)
+                if self.state.reached:
+                    self.ended = "reached"
+                    return True
+        if self.max_time is not None and now - self._started >= self.max_time:
+            self.ended = "max-time"
+            return True
+        return False
+
+    def note(self, repeat: int, interrupted: bool = False) -> str:
+        """The line under the table: whether --until-precise's target was reached, in how many runs."""
+        from perfctl.units import percent, quantity
+
+        if self.precise is None:
+            return "--max-time reached before the -r runs" if self.ended == "max-time" else ""
+        target = f"±{self.precise.target * 100:g}%"
+        s = self.state
+        if s is None:
+            return f"precision {target} of the median {self.metric} not reached: no run counted it"
+        unit = self.unit
+        ends = ("-" if s.low is None else quantity(s.low, unit), "-" if s.high is None else quantity(s.high, unit))
+        sequence = f"{percent(s.confidence)} confidence sequence [{ends[0]}, {ends[1]}]"
+        if s.reached:
+            return (f"precision {target} of the median {self.metric} reached after {s.runs} runs: median "
+                    f"{quantity(s.median, unit)}, {sequence} (±{s.relative:.2%})")
+        why = ("interrupted" if interrupted else "--max-time reached" if self.ended == "max-time"
+               else f"-r {repeat} reached")
+        now = "unbounded" if s.relative == float("inf") else f"±{s.relative:.2%}"
+        return (f"precision {target} of the median {self.metric} not reached ({why}): after {s.runs} runs the "
+                f"{sequence} is {now}")
 
 
 def _progress(total: int):

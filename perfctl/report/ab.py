@@ -12,11 +12,12 @@ from rich.table import Table
 
 from perfctl import units
 from perfctl.analysis.ab import EXACT, Settlement
+from perfctl.analysis.summary import Description, describe
 from perfctl.analysis.verdicts import DEFAULT_FAIL_ON, FAIL_ON, Verdict, finding, margin_words
 from perfctl.exit_codes import outcome_exit
 from perfctl.model import DETERMINISTIC_BACKENDS
 from perfctl.output import Interrupted, paragraph, show
-from perfctl.report import NORMAL, QUIET, Report, finite
+from perfctl.report import NORMAL, QUIET, Report, csv_text, finite, markdown_text
 from perfctl.text import cell, visible
 
 STOPS = {
@@ -45,6 +46,31 @@ class Side:
     argv: list[str]
     runs: int = 0
     warmups: int = 0
+    values: list[float] = field(default_factory=list)  # the metric of each measured run that counted it
+    unit: str = "ns"
+
+    @property
+    def description(self) -> Description | None:
+        return describe(self.values) if self.values else None
+
+
+def absolute(side: Side) -> str:
+    """A command's own runs in the metric's unit, as hyperfine prints "Time (mean ± σ)" and "Range (min …
+    max)": "median 12.304 ms ± 410.017 µs (σ), min 11.902 ms, max 13.120 ms" (no "…": it reads as a cut
+    number on a terminal)."""
+    d = side.description
+    if d is None:
+        return "no measured run counted the metric"
+    spread = "" if math.isnan(d.sd) else f" ± {units.quantity(d.sd, side.unit)} (σ)"
+    return (f"median {units.quantity(d.median, side.unit)}{spread}, min {units.quantity(d.min, side.unit)}, "
+            f"max {units.quantity(d.max, side.unit)}")
+
+
+def _absolute_fields(side: Side) -> dict:
+    """A command's own statistics as JSON and CSV fields, in the metric's unit (``unit``)."""
+    d = side.description
+    return {"unit": side.unit, **{key: None if d is None else getattr(d, key)
+                                  for key in ("median", "mean", "sd", "min", "max")}}
 
 
 @dataclass
@@ -155,7 +181,7 @@ def headline(result: AbResult, exit_code: int, fail_on: str) -> str:
 
 class AbReport(Report):
     kind = "ab"
-    formats = ("table", "json")
+    formats = ("table", "json", "markdown", "csv")
 
     def __init__(self, result: AbResult, fail_on: str = DEFAULT_FAIL_ON, verbosity: int = NORMAL,
                  interrupted: Interrupted | None = None):
@@ -177,9 +203,11 @@ class AbReport(Report):
             "headline": headline(r, self.exit_code(), self.fail_on), "metric": r.metric, "margin": r.margin,
             "confidence": r.confidence, "seed": r.seed, "stop": r.stop,
             "rounds": r.rounds, "excluded_rounds": r.excluded_rounds, "failure": r.failure, "output": r.output,
-            "baseline": {"label": r.sides[0].label, "argv": r.sides[0].argv, "runs": r.sides[0].runs},
+            "baseline": {"label": r.sides[0].label, "argv": r.sides[0].argv, "runs": r.sides[0].runs,
+                         **_absolute_fields(r.sides[0])},
             "comparisons": [{
-                "label": side.label, "argv": side.argv, "runs": side.runs, "finding": said(s, side.label),
+                "label": side.label, "argv": side.argv, "runs": side.runs, **_absolute_fields(side),
+                "finding": said(s, side.label),
                 **_settlement_fields(s),
                 "method": s.method, "rounds_to_settle": r.to_settle.get(side.label),
             } for side in r.sides[1:] if (s := r.settlements.get(side.label)) is not None],
@@ -218,6 +246,9 @@ class AbReport(Report):
                 table.add_row(side.label, cell(" ".join(side.argv)), str(side.runs), _number(s.ratio), sequence,
                               verdict)
             show(console, table, lead=-1)
+            for side in r.sides:  # each command's own runs, in the metric's unit (hyperfine's lines)
+                paragraph(console, visible(f"{side.label}: {r.metric} {absolute(side)} ({side.runs} runs)"),
+                          hang=len(side.label) + 2)
         for side, s in rows:
             if s.change is not None:  # what exit 4 is about: said even with -q
                 paragraph(console, change_line(side.label, s))
@@ -237,6 +268,42 @@ class AbReport(Report):
             # not wrapped: the command is to be pasted as printed
             console.print(visible(f"samples: {r.output} (fixed-n comparison afterwards: perfctl compare {sides} "
                                   "--paired)"), highlight=False, markup=False, soft_wrap=True)
+
+
+    def _rows(self) -> list[tuple[Side, Settlement | None]]:
+        """Each command with its settlement against A (None for A itself, and a command not compared)."""
+        r = self.result
+        return [(side, r.settlements.get(side.label) if i else None) for i, side in enumerate(r.sides)]
+
+    def csv(self) -> str:
+        """One row per command: its own statistics in the metric's unit, and its comparison with A."""
+        r = self.result
+        rows = []
+        for side, s in self._rows():
+            row = {"label": side.label, "command": " ".join(side.argv), "metric": r.metric, "runs": side.runs,
+                   **_absolute_fields(side)}
+            if s is not None:
+                row.update({"ratio": s.ratio, "low": s.low, "high": s.high, "verdict": said(s, side.label),
+                            "settled": s.settled})
+            rows.append(finite(row))
+        return csv_text(rows, ("label", "command", "metric", "runs", "unit", "median", "mean", "sd", "min", "max",
+                               "ratio", "low", "high", "verdict", "settled"))
+
+    def markdown(self) -> str:
+        """The headline, then a GitHub table of the commands (as a CI posts it in a comment)."""
+        r = self.result
+        ratio = "ratio A/B" if len(r.sides) == 2 else "ratio A/cmd"
+        lines = [markdown_text(headline(r, self.exit_code(), self.fail_on)), "",
+                 f"| | command | runs | {markdown_text(r.metric)} | {ratio} | "
+                 f"{units.percent(r.confidence)} sequence | verdict |", "|:---|:---|---:|---:|---:|:---|:---|"]
+        for side, s in self._rows():
+            compared = ("baseline", "", "") if s is None else (_number(s.ratio), _sequence(s) if s.alike else "-",
+                                                                said(s, side.label))
+            cells = (side.label, " ".join(side.argv), str(side.runs), absolute(side), *compared)
+            lines.append("| " + " | ".join(markdown_text(c) for c in cells) + " |")
+        lines += ["", markdown_text(f"{r.rounds} rounds, stopped: {STOPS.get(r.stop, r.stop)}; margin "
+                                    f"{margin_words(r.margin)}; seed {r.seed}")]
+        return "\n".join(lines) + "\n"
 
 
 def change_line(label: str, s: Settlement) -> str:

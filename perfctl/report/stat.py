@@ -12,13 +12,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from perfctl.analysis.derived import figures, relative_stderr, scaled
 from perfctl.analysis.stability import Finding, check, merged
 from perfctl.analysis.summary import Description, describe
 from perfctl.dataset import RunIdentity
 from perfctl.failures import describe_failure
 from perfctl.model import LABELLED, WALL_TIME, InterferencePolicy, Sample, counter_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
-from perfctl.report import NORMAL, QUIET, VERBOSE, Report
+from perfctl.report import NORMAL, QUIET, VERBOSE, Report, markdown_text
 from perfctl.text import visible
 from perfctl.units import quantity
 
@@ -55,6 +56,7 @@ class StatSummary:
     # correction note, which then says the same) fold into one
     no_pmu_events: frozenset[str] = frozenset()
     shell: ShellCost | None = None  # --shell: the shell's own cost, measured before the runs
+    precision_note: str = ""  # how --until-precise or --max-time ended the runs (cli/stat.py RunBudget)
     _identity: RunIdentity = field(default_factory=RunIdentity, repr=False, compare=False)  # the runs added
 
     def add(self, sample: Sample) -> None:
@@ -113,6 +115,12 @@ class StatSummary:
         finding), events in the table's order; a stable measurement finds nothing."""
         return [(entry.label, finding) for entry in self.events.values() if entry.values
                 for finding in check(entry.values).findings]
+
+    def derived(self) -> dict[str, str]:
+        """perf stat's derived figures (analysis/derived.py), by event label, as perf prints them."""
+        means = {entry.label: (entry.description.mean, entry.unit) for entry in self.events.values()
+                 if entry.values}
+        return {label: scaled(figure) for label, figure in figures(means).items()}
 
 
 # Events a shell's cost adds to its command's in every run, whose medians are subtracted (docs/stat.md, "Shell
@@ -184,7 +192,7 @@ class StatReport(Report):
     """The summary of the measured runs under ``title``; ``interrupted`` when a stop signal ended them."""
 
     kind = "stat"
-    formats = ("table", "html")
+    formats = ("table", "markdown", "html")
 
     def __init__(self, summary: StatSummary, title: str, verbosity: int = NORMAL,
                  interrupted: Interrupted | None = None, inventory: dict | None = None):
@@ -193,6 +201,18 @@ class StatReport(Report):
 
     def table(self, console: Console) -> None:
         render(self.summary, console, self.title, self.verbosity)
+
+    def markdown(self) -> str:
+        """The summary as a GitHub table (every column: a page does not run out of width), the lines under
+        the terminal's table after it."""
+        rows, notes = _rows(self.summary, self.verbosity)
+        columns = [c for c in _COLUMNS if c != "derived" or any(row["derived"] for row in rows)]
+        lines = [f"**{markdown_text(self.title)}**", "", "| " + " | ".join(columns) + " |",
+                 "|" + "|".join(":---" if c == "event" else "---:" for c in columns) + "|"]
+        lines += ["| " + " | ".join(markdown_text(row[c]) for c in columns) + " |" for row in rows]
+        under = [self.summary.precision_note] * bool(self.summary.precision_note) + notes + unsupported_lines(
+            self.summary, self.verbosity)
+        return "\n".join(lines + ([""] + [markdown_text(n) + "  " for n in under] if under else [])) + "\n"
 
     def html(self) -> str:
         from perfctl.report.html import stat_page
@@ -212,6 +232,8 @@ def render(summary: StatSummary, console: Console, title: str, verbosity: int = 
         _render_table(summary, console, title, verbosity)
         for line in summary.shell.lines(summary) if summary.shell else ():
             _prose(console, visible(line))
+        if summary.precision_note:
+            _prose(console, summary.precision_note, "bold", len(summary.precision_note.partition(":")[0]))
         for line in unsupported_lines(summary, verbosity):
             bold, _, rest = line.partition(" ")
             _prose(console, visible(line), "bold" if bold == "unsupported" else None, len(bold))
@@ -246,11 +268,14 @@ def _prose(console: Console, text: str, style: str | None = None, styled: int = 
                       soft_wrap=True)
 
 
-# The table's columns: the event, how many runs it summarizes, then its statistics. A terminal too narrow
-# for all of them leaves out these first, in this order (a line under the table says so): the standard
-# error is CV x mean / sqrt(n), and the mean stands beside the median. A name or a number is never cut.
-_COLUMNS = ("event", "n", "median", "mean", "stderr", "CV", "min", "max")
-_LEFT_OUT_FIRST = ("stderr", "mean")
+# The table's columns: the event, how many runs it summarizes, then its statistics, then perf stat's derived
+# figure (analysis/derived.py). stderr% is perf stat's "( +- x% )": the standard error of the mean over the
+# mean. A terminal too narrow for all of them leaves out these first, in this order: the derived figures,
+# which then print under the table (nothing is lost), then (a line under the table says so) the standard
+# error, which is stderr% x mean, and the mean, which stands beside the median. A name or a number is never
+# cut.
+_COLUMNS = ("event", "n", "median", "mean", "stderr", "stderr%", "CV", "min", "max", "derived")
+_LEFT_OUT_FIRST = ("derived", "stderr", "mean")
 # at most this many stability warnings under the table (-v prints them all), then one line of advice
 _STABILITY_LINES = 4
 
@@ -258,6 +283,7 @@ _STABILITY_LINES = 4
 def _rows(summary: StatSummary, verbosity: int) -> tuple[list[dict[str, str]], list[str]]:
     """The table's cells per event (column -> text) and the notes printed under it ("event: note")."""
     rows, notes = [], []
+    derived = summary.derived()
     for entry in summary.events.values():
         if entry.unsupported is not None and not entry.values:
             continue
@@ -273,12 +299,14 @@ def _rows(summary: StatSummary, verbosity: int) -> tuple[list[dict[str, str]], l
             notes.append(visible(f"{entry.label}: {'; '.join(said)}"))
         d = entry.description
         if d is None:
-            rows.append({"event": label, "n": "0", **{c: "-" for c in _COLUMNS[2:]}})
+            rows.append({"event": label, "n": "0", **{c: "-" for c in _COLUMNS[2:-1]}, "derived": ""})
             continue
+        spread = relative_stderr(d.stderr, d.mean)
         rows.append({"event": label, "n": str(d.n), "median": quantity(d.median, entry.unit),
                      "mean": quantity(d.mean, entry.unit), "stderr": quantity(d.stderr, entry.unit),
+                     "stderr%": "-" if math.isnan(spread) else f"±{spread:.2%}",
                      "CV": "-" if math.isnan(d.cv) else f"{d.cv:.2%}", "min": quantity(d.min, entry.unit),
-                     "max": quantity(d.max, entry.unit)})
+                     "max": quantity(d.max, entry.unit), "derived": derived.get(entry.label, "")})
     return rows, notes
 
 
@@ -303,7 +331,7 @@ def _stacked(console: Console, rows: list[dict[str, str]], columns: list[str]) -
     for row in rows:
         _prose(console, row["event"], "bold", len(row["event"]))
         line = ""
-        for column in columns[1:]:
+        for column in (c for c in columns[1:] if row[c]):  # an event without a derived figure has no pair
             pair = f"{column} {row[column]}"
             if line and 2 + cell_len(line) + 2 + cell_len(pair) > console.width:
                 console.print(Text("  " + line), soft_wrap=True)
@@ -312,15 +340,32 @@ def _stacked(console: Console, rows: list[dict[str, str]], columns: list[str]) -
         console.print(Text("  " + line), soft_wrap=True)
 
 
+def _pairs(console: Console, lead: str, pairs: list[str]) -> None:
+    """``lead`` (bold) and ``pairs`` separated by "; ", as many to a line as fit; a pair ("page-faults 79.586
+    K/sec") is never split between lines, as a number and its unit must stay together."""
+    line = Text(lead, style="bold")
+    for number, pair in enumerate(pairs):
+        piece = pair + (";" if number < len(pairs) - 1 else "")
+        if cell_len(line.plain) + 1 + cell_len(piece) > console.width and line.plain.strip():
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
+            line = Text("  ")
+        line.append((" " if line.plain.strip() else "") + piece)
+    console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
 def _render_table(summary: StatSummary, console: Console, title: str, verbosity: int = NORMAL) -> None:
     rows, notes = _rows(summary, verbosity)
     _prose(console, visible(title), "bold", len(visible(title)))  # a long command wraps, indented
-    # n is the title's "(N runs" for every event, unless failed, interfered or erroneous runs made it less
-    columns = [c for c in _COLUMNS if c != "n" or any(row["n"] != str(summary.runs) for row in rows)]
+    # n is the title's "(N runs" for every event, unless failed, interfered or erroneous runs made it less;
+    # derived only when an event has a figure
+    columns = [c for c in _COLUMNS if (c != "n" or any(row["n"] != str(summary.runs) for row in rows))
+               and (c != "derived" or any(row["derived"] for row in rows))]
     left_out = []
     for column in _LEFT_OUT_FIRST:
         if _width(rows, columns) <= console.width:
             break
+        if column not in columns:  # no derived column: no event has a figure
+            continue
         columns.remove(column)
         left_out.append(column)
     # no rows when every run failed: the lines under the title say so
@@ -331,6 +376,10 @@ def _render_table(summary: StatSummary, console: Console, title: str, verbosity:
         _stacked(console, rows, [c for c in _COLUMNS if c in columns or c in _LEFT_OUT_FIRST])
     for note in notes:
         _prose(console, note)
+    if "derived" in left_out:  # perf stat's figures are what its users read: under the table, not lost
+        left_out.remove("derived")
+        _pairs(console, "derived (as perf stat):", [f"{row['event']} {row['derived']}" for row in rows
+                                                     if row["derived"]])
     if left_out:
         _prose(console, f"({' and '.join(left_out)} left out to fit {console.width} columns: a wider terminal "
                         "or --width shows them)")

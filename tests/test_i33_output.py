@@ -1,0 +1,205 @@
+"""Issue 33, what perf stat and hyperfine users read: stat's derived figures (IPC, CPUs utilized, rates, the
+"( +- x% )" column), stat --format markdown, ab's absolute times and its Markdown and CSV, and stat
+--until-precise with its coverage under the stopping rule."""
+
+import csv
+import io
+import json
+import math
+import random
+import re
+import statistics
+
+import pytest
+from conftest import measure, needs_pmu, one_line, perfctl, read_records, sample_of, value
+
+from perfctl.analysis.derived import Figure, figures, relative_stderr, scaled
+from perfctl.analysis.precision import MedianPrecision
+
+
+def _samples(path):
+    return [sample_of(record) for record in read_records(path)[1:] if not record.get("warmup")]
+
+
+def _row(text: str, event: str) -> str:
+    return next(line for line in text.splitlines() if re.match(rf"{re.escape(event)}\s", line))
+
+
+# --- perf stat's derived figures ----------------------------------------------------------------------------
+
+def test_stat_prints_perf_stats_figures_from_its_own_runs(programs, tmp_path):
+    """CPUs utilized (task-clock over wall time), page-faults per second of task-clock and the relative
+    standard error of the mean, each as perf computes it from the means of the runs written to -o."""
+    out = tmp_path / "s.jsonl"
+    result = perfctl("stat", "-r", "4", "-e", "page-faults,task-clock", "--width", "250", "-o", str(out), "--",
+                     str(programs / "pagetouch"), "200")
+    assert result.returncode == 0, result.stderr
+    samples = _samples(out)
+    wall = [s.wall_ns for s in samples]
+    clock = [value(s, "task-clock") for s in samples]
+    faults = [value(s, "page-faults") for s in samples]
+    header = result.stdout.splitlines()[1].split()
+    assert header[-2:] == ["max", "derived"] and "stderr%" in header, result.stdout
+    utilized = statistics.mean(clock) / statistics.mean(wall)
+    assert f"{utilized:.3f} CPUs utilized" in _row(result.stdout, "task-clock"), result.stdout
+    rate = statistics.mean(faults) / (statistics.mean(clock) / 1e9)
+    assert scaled(Figure(rate, "/sec")) in _row(result.stdout, "page-faults"), result.stdout
+    spread = statistics.stdev(clock) / math.sqrt(len(clock)) / statistics.mean(clock)
+    assert f"±{spread:.2%}" in _row(result.stdout, "task-clock"), result.stdout
+    assert "derived" not in _row(result.stdout, "wall-time")
+
+
+def test_a_narrow_terminal_prints_the_derived_figures_under_the_table(programs):
+    result = perfctl("stat", "-r", "2", "-e", "page-faults,task-clock", "--width", "80", "--",
+                     str(programs / "pagetouch"), "50")
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80, result.stdout
+    said = " ".join(result.stdout.split())
+    assert "derived (as perf stat): page-faults " in said and "task-clock " in said and "CPUs utilized" in said
+
+
+def test_ipc_is_the_ratio_of_the_means_of_instructions_and_cycles_of_one_scope(programs):
+    """Without a PMU no cycles are counted here: the derivation is fed two real counts of a real run in their
+    place (page-faults as "instructions", the task-clock's ns as "cycles"), and the scope must match."""
+    samples = measure([programs / "pagetouch", "100"], ["page-faults", "task-clock"], runs=3)
+    faults = statistics.mean(value(s, "page-faults") for s in samples)
+    clock = statistics.mean(value(s, "task-clock") for s in samples)
+    found = figures({"instructions:u": (faults, "count"), "cycles:u": (clock, "count"), "cycles:k": (1.0, "count")})
+    assert found["instructions:u"] == Figure(faults / clock, "insn per cycle")
+    assert "instructions:k" not in found and "instructions" not in found  # no instructions of those scopes
+    assert figures({"instructions:u": (faults, "count"), "cycles:k": (clock, "count")}) == {}
+    assert math.isnan(relative_stderr(math.nan, 5.0)) and math.isnan(relative_stderr(1.0, 0.0))
+
+
+@needs_pmu
+def test_ipc_on_real_hardware_counters(programs):
+    result = perfctl("stat", "-r", "3", "-e", "instructions:u,cycles:u", "--width", "250", "--",
+                     str(programs / "sort"), "20000")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"\d+\.\d{3} insn per cycle", _row(result.stdout, "instructions:u")), result.stdout
+    assert "GHz" in _row(result.stdout, "cycles:u"), result.stdout
+
+
+def test_stat_markdown_is_a_github_table_of_every_event():
+    result = perfctl("stat", "-r", "2", "-e", "page-faults,task-clock", "--format", "markdown", "--", "/bin/true")
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    assert rows[0].split("|")[1:-1] == [f" {c} " for c in ("event", "n", "median", "mean", "stderr", "stderr%", "CV",
+                                                             "min", "max", "derived")], rows[0]
+    assert re.fullmatch(r"\|(:?---:?\|)+", rows[1]), rows[1]
+    assert {row.split("|")[1].strip() for row in rows[2:]} == {"wall-time", "page-faults", "task-clock"}
+    assert all(row.count("|") == rows[0].count("|") for row in rows), result.stdout
+
+
+# --- ab: each command's own figures, Markdown and CSV ---------------------------------------------------------
+
+def test_ab_prints_each_commands_median_spread_and_range_in_every_format(programs, tmp_path):
+    out = tmp_path / "ab.jsonl"
+    def ab(*options):
+        return perfctl("ab", "--max-runs", "6", "--metric", "page-faults", "--seed", "7", *options, "--",
+                       str(programs / "pagetouch"), "100", ":::", str(programs / "pagetouch"), "400")
+
+    table = ab("-o", str(out), "--width", "200")
+    assert table.returncode in (0, 3, 4), table.stderr
+    faults = {side: [value(s, "page-faults") for s in _samples(out) if s.labels["ab"] == side] for side in "AB"}
+    for side in "AB":
+        low, high = min(faults[side]), max(faults[side])
+        median = statistics.median(faults[side])
+        line = next(line for line in table.stdout.splitlines() if line.startswith(f"{side}: page-faults"))
+        assert f"median {median:g}" in line.replace(",", "") and f"min {low:g}, max {high:g}" in line, line
+    document = json.loads(ab("--format", "json").stdout)
+    assert document["baseline"]["unit"] == "count" and document["baseline"]["median"] > 0
+    assert document["comparisons"][0]["median"] > document["baseline"]["median"]  # four times the pages
+    rows = list(csv.DictReader(io.StringIO(ab("--format", "csv").stdout)))
+    assert [row["label"] for row in rows] == ["A", "B"] and rows[0]["ratio"] == "" and float(rows[1]["ratio"]) < 1
+    assert all(float(row["min"]) <= float(row["median"]) <= float(row["max"]) for row in rows)
+    markdown = ab("--format", "markdown").stdout
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    assert len(lines) == 4 and "baseline" in lines[2] and "median" in lines[3], markdown
+
+
+# --- stat --until-precise ----------------------------------------------------------------------------------
+
+def test_until_precise_stops_at_the_first_run_whose_sequence_is_narrow_enough(programs, tmp_path):
+    """The runs stop where the median's sequence, recomputed from the written samples, first is within the
+    target; the line under the table says so."""
+    out = tmp_path / "p.jsonl"
+    result = perfctl("stat", "--until-precise", "5%", "-r", "300", "-o", str(out), "--width", "200", "--",
+                     str(programs / "spin"), "0.001")
+    assert result.returncode == 0, result.stderr
+    walls = [s.wall_ns for s in _samples(out)]
+    precision = MedianPrecision(0.05)
+    states = [precision.add(w) for w in walls]
+    first = next((i for i, s in enumerate(states) if s.reached), None)
+    if first is None:  # a machine too busy for ±5% in 300 runs: all 300 run, and the line says so
+        assert len(walls) == 300 and "not reached (-r 300 reached)" in result.stdout, result.stdout
+    else:
+        assert len(walls) == first + 1, (len(walls), first)
+        assert f"reached after {len(walls)} runs" in result.stdout, result.stdout
+
+
+def test_until_precise_watches_the_metric_asked_and_keeps_the_time_budget(programs):
+    counted = perfctl("stat", "--until-precise", "1%", "--metric", "page-faults", "--width", "200", "--",
+                      str(programs / "pagetouch"), "100")
+    assert counted.returncode == 0, counted.stderr
+    runs = int(re.search(r"reached after (\d+) runs", counted.stdout)[1])
+    assert f"({runs} runs" in counted.stdout.splitlines()[0] and runs < 1000, counted.stdout
+    timed = perfctl("stat", "--until-precise", "0.001%", "--max-time", "1s", "--width", "200", "--",
+                    str(programs / "spin"), "0.02")
+    assert timed.returncode == 0, timed.stderr
+    assert "not reached (--max-time reached)" in timed.stdout, timed.stdout
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--until-precise", "0"], "must be above 0% and below 100%"),
+    (["--until-precise", "one"], "not a percentage"),
+    (["--metric", "page-faults"], "--metric is what --until-precise watches"),
+    (["--until-precise", "1%", "--metric", "no-such"], "--metric 'no-such' is not measured"),
+])
+def test_until_precise_bad_input_is_one_line_and_exit_2(argv, said):
+    assert said in one_line(perfctl("stat", *argv, "--", "/bin/true"), "perfctl stat: ", code=2)
+
+
+@pytest.mark.parametrize("population", ["lognormal", "heavy", "ties"])
+def test_until_precise_covers_the_true_median_under_its_stopping_rule(population):
+    """By simulation: stopping at the first run where the 90% sequence is within ±5% (or at 400 runs), the
+    sequence at the stop covers the population's median in at least 90% of 400 trials, less three Monte
+    Carlo standard errors. A rule that peeked at a fixed-n interval would fall below."""
+    rng = random.Random(33)
+    draw, median = {
+        "lognormal": (lambda: math.exp(rng.gauss(0, 0.15)), 1.0),
+        "heavy": (lambda: 1 + 0.05 * rng.paretovariate(1.5), 1 + 0.05 * 2 ** (1 / 1.5)),
+        "ties": (lambda: float(100 + rng.choice((0, 1, 1, 2, 3))), 101.0),
+    }[population]
+    trials, confidence, covered, runs = 400, 0.9, 0, []
+    for _ in range(trials):
+        precision = MedianPrecision(0.05, confidence)
+        for _ in range(400):
+            state = precision.add(draw())
+            if state.reached:
+                break
+        runs.append(state.runs)
+        covered += state.low is not None and state.high is not None and state.low <= median <= state.high
+    error = math.sqrt(confidence * (1 - confidence) / trials)
+    assert covered / trials >= confidence - 3 * error, (covered / trials, statistics.mean(runs))
+    assert statistics.median(runs) < 400  # the rule stops: the test is of stopped sequences
+
+
+def test_the_coverage_check_catches_a_fixed_n_interval_peeked_at_every_run():
+    """The check above can fail: a 90% normal interval of the median (asymptotic standard error 1.2533 s /
+    √n), looked at after every run with the same stopping rule, covers the median of the same log-normal
+    runs less often than 90% less three Monte Carlo standard errors."""
+    rng = random.Random(33)
+    trials, confidence, covered = 400, 0.9, 0
+    for _ in range(trials):
+        values = []
+        for n in range(1, 401):
+            values.append(math.exp(rng.gauss(0, 0.15)))
+            if n < 3:
+                continue
+            median = statistics.median(values)
+            half = 1.645 * 1.2533 * statistics.stdev(values) / math.sqrt(n)
+            if half <= 0.05 * median:
+                break
+        covered += median - half <= 1.0 <= median + half
+    assert covered / trials < confidence - 3 * math.sqrt(confidence * (1 - confidence) / trials)
