@@ -26,6 +26,7 @@ import reprlib
 from collections.abc import Sequence
 
 from perfctl import units
+from perfctl.analysis.derived import Figure, relative_stderr, scaled
 from perfctl.analysis.verdicts import Verdict
 from perfctl.report import scanplot, svg
 from perfctl.report.svg import esc
@@ -595,8 +596,12 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
     body = [f"<h1>{name(title)}</h1>",
             f"<p class=statement>{summary.runs} measured runs ({summary.outcomes.get('ok', 0)} ok), "
             f"{summary.warmups} warm-ups; {len(summary.interfered)} runs flagged as interfered-with</p>"]
+    if summary.precision_note:  # --until-precise: whether the target was reached, as under the terminal's table
+        body.append(f"<p class=statement id=precision>{esc(summary.precision_note)}</p>")
     rows, sections, constant = [], [], []
     measured = [e for e in summary.events.values() if e.values]
+    # perf stat's derived figures, as the terminal's table has them: a column only when an event has one
+    figures = summary.figures()
     for i, event in enumerate(measured):
         d = describe(event.values)
         # a counter that read the same in every run: one line says it, three plots of one value said nothing
@@ -605,10 +610,11 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
         rows.append(f'<tr data-event="{svg.tooltip(event.label)}"><td>{shown}</td>'
                     f'{_cell(d.n, field="n")}{_cell(d.median, units.quantity(d.median, event.unit), "median")}'
                     f'{_cell(d.mean, units.quantity(d.mean, event.unit), "mean")}'
-                    f'{_cell(d.cv, "-" if not math.isfinite(d.cv) else f"{d.cv:.2%}", "cv")}'
+                    f'{_percent(relative_stderr(d.stderr, d.mean), "stderr%", "±")}{_percent(d.cv, "cv")}'
                     f'{_cell(d.min, units.quantity(d.min, event.unit), "min")}'
                     f'{_cell(d.max, units.quantity(d.max, event.unit), "max")}'
-                    f'<td>{esc(event.backend)}{esc(f" ({event.source})" if event.source else "")}</td></tr>')
+                    + (_derived(figures.get(event.label)) if figures else "")
+                    + f'<td>{esc(event.backend)}{esc(f" ({event.source})" if event.source else "")}</td></tr>')
         if still:
             constant.append(f"{name(event.label)} {esc(units.quantity(d.min, event.unit))}")
             continue
@@ -621,7 +627,8 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
                         f"<summary><h3>{name(event.label)}</h3></summary><div class=plots>"
                         + "".join(f'<div class="plot">{p}</div>' for p in plots) + "</div></details></section>")
     unsupported = [e for e in summary.events.values() if not e.values and e.unsupported]
-    body.append(_table(("event", "n", "median", "mean", "CV", "min", "max", "backend (source)"), rows, "events"))
+    head = ("event", "n", "median", "mean", "stderr%", "CV", "min", "max") + ("derived",) * bool(figures)
+    body.append(_table(head + ("backend (source)",), rows, "events"))
     if unsupported:
         # each item bounded (svg.esc), not the list, which may be long and is worth reading whole
         body.append("<p class=note>not counted here: " + "; ".join(esc(f"{e.label}: {e.unsupported}")
@@ -649,4 +656,18 @@ def _age(ns: int) -> str:
     if seconds < 0:
         return "in the future"
     return f"{seconds / 86400:.1f} days ago" if seconds >= 86400 else f"{seconds / 3600:.1f} hours ago"
+
+
+def _percent(value: float, field: str, sign: str = "") -> str:
+    """A fraction shown as a percentage ("-" when there is none: one run, a mean of 0), its raw value kept."""
+    return _cell(value, "-" if not math.isfinite(value) else f"{sign}{value:.2%}", field)
+
+
+def _derived(figure: Figure | None) -> str:
+    """perf stat's figure of one event (analysis/derived.py ``Figure``), as perf prints it, or an empty cell;
+    ``data-what`` says what it is ("insn per cycle", "CPUs utilized", "/sec", "GHz") beside its raw value."""
+    if figure is None:
+        return "<td></td>"
+    return (f'<td class="num word" data-field="derived" data-value="{figure.value!r}" data-what="{esc(figure.what)}">'
+            f"{esc(scaled(figure))}</td>")
 

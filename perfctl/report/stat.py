@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from perfctl.analysis.derived import figures, relative_stderr, scaled
+from perfctl.analysis.derived import Figure, figures, relative_stderr, scaled
 from perfctl.analysis.stability import Finding, check, merged
 from perfctl.analysis.summary import Description, describe
 from perfctl.dataset import RunIdentity
@@ -116,11 +116,14 @@ class StatSummary:
         return [(entry.label, finding) for entry in self.events.values() if entry.values
                 for finding in check(entry.values).findings]
 
+    def figures(self) -> dict[str, Figure]:
+        """perf stat's derived figures (analysis/derived.py) of the means over the runs, by event label."""
+        return figures({entry.label: (entry.description.mean, entry.unit) for entry in self.events.values()
+                        if entry.values})
+
     def derived(self) -> dict[str, str]:
-        """perf stat's derived figures (analysis/derived.py), by event label, as perf prints them."""
-        means = {entry.label: (entry.description.mean, entry.unit) for entry in self.events.values()
-                 if entry.values}
-        return {label: scaled(figure) for label, figure in figures(means).items()}
+        """perf stat's derived figures, by event label, as perf prints them."""
+        return {label: scaled(figure) for label, figure in self.figures().items()}
 
 
 # Events a shell's cost adds to its command's in every run, whose medians are subtracted (docs/stat.md, "Shell
