@@ -5,8 +5,10 @@ only register and send samples as NAME; a client may query and submit jobs. Toke
 ``authorization: Bearer TOKEN`` metadata, so only over TLS except on loopback (perfctl/security.py).
 ``perfctl token add`` writes lines with fresh random tokens.
 
-The file is re-read when it changes (checked at most once a second), so tokens are added and revoked
-without a restart, and the server never keeps serving tokens from a file it would refuse to start with:
+The file is re-read when it changes (checked at most once a second, and at once for a token it does not
+know: a token just added is honoured at its first call, as a replica started a moment before sees it), so
+tokens are added and revoked without a restart, and the server never keeps serving tokens from a file it
+would refuse to start with:
 
 - a file with no tokens (empty, or only comments) revokes every token; at start it is refused ("no tokens");
 - a file that goes missing, turns readable by group or others, passes to an owner other than the server's
@@ -78,8 +80,9 @@ class Tokens:
             return ("error", err.errno)
         return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid)
 
-    def _refresh(self) -> None:
-        if self._path is None or time.monotonic() - self._checked < 1.0:
+    def _refresh(self, now: bool = False) -> None:
+        """Re-read the file if it changed: checked at most once a second, or ``now``."""
+        if self._path is None or (not now and time.monotonic() - self._checked < 1.0):
             return
         self._checked = time.monotonic()
         state = self._file_state(self._path)
@@ -134,6 +137,13 @@ class Tokens:
             return None
         self._refresh()
         digest = _digest(token)
+        principal = self._known(digest)
+        if principal is None:  # a token added since the last check (a stat per unknown token, no more)
+            self._refresh(now=True)
+            principal = self._known(digest)
+        return principal
+
+    def _known(self, digest: bytes) -> Principal | None:
         for known, principal in self._entries.items():
             if hmac.compare_digest(known, digest):
                 return principal

@@ -62,6 +62,19 @@ def test_a_tokens_file_that_is_emptied_loosened_broken_or_removed_revokes_every_
     assert any("has no tokens" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
 
 
+def test_a_token_added_a_moment_after_the_file_was_read_is_known_at_its_first_call(tmp_path):
+    """A replica that read the tokens file less than a second before an agent's token was added refused
+    the agent's first call ("missing or unknown token": the CI's replica test saw it); an unknown token now
+    has the file checked at once. A known token's calls still check it at most once a second."""
+    path = str(tmp_path / "tokens")
+    add_token(path, "client", "tester")
+    tokens = Tokens.load(path)
+    added = add_token(path, "agent", "box-new")  # within the second of the load: the periodic check skips
+    principal = tokens.identify(added)
+    assert principal is not None and principal.name == "box-new" and principal.role == "agent"
+    assert tokens.identify("no-such-token") is None
+
+
 def _revoke(fleet: Fleet, name: str) -> None:
     """Remove NAME's line from the tokens file, as an operator would (rewritten in place, mode kept)."""
     lines = open(fleet.tokens).read().splitlines(keepends=True)
