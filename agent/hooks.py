@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from perfctl.model import HOOKS
 
 HOOK_SHELL = "/bin/sh"
+SETPRIV = "/usr/bin/setpriv"  # util-linux, essential on Debian: a job's hook drops to its user (Hooks._as_job)
 
 
 class HookFailed(Exception):
@@ -75,8 +76,8 @@ class Hooks:
         if self.programs is None:
             executable, argv, how = HOOK_SHELL, [HOOK_SHELL, "-c", command], {}
         else:
-            executable, words = self.programs[command]
-            argv, how = list(words), self._as_job()
+            executable, argv = self._as_job(*self.programs[command])
+            how = {"env": dict(self.control.env)}
         try:
             # a session of its own: a stop signal that ends perfctl while the hook runs kills the hook's whole
             # group (a pipeline's every process), not only the shell
@@ -97,13 +98,17 @@ class Hooks:
             status = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
             raise HookFailed(f"--{hook} failed ({status}): {command}")
 
-    def _as_job(self) -> dict:
-        """Popen's arguments that run a fleet job's hook as its runs are: the job's environment and user."""
-        how = {"env": dict(self.control.env)}
-        if self.control.user_ids is not None:
-            uid, gid, groups = self.control.user_ids
-            how.update(user=uid, group=gid, extra_groups=groups)
-        return how
+    def _as_job(self, executable: str, words: tuple[str, ...]) -> tuple[str, list[str]]:
+        """(executable, argv) that run a fleet job's hook as its runs are run: as the job's user. Not Popen's
+        user=: a change of user makes CPython fork rather than vfork, and in the agent a forked child runs
+        gRPC's fork handlers, which crash it (SIGSEGV in its event engine) before its exec; setpriv(1) changes
+        user after a vfork, as the static gate does for the runs (agent/run/spawn.py)."""
+        if self.control.user_ids is None:
+            return executable, list(words)
+        uid, gid, groups = self.control.user_ids
+        return SETPRIV, [SETPRIV, f"--reuid={uid}", f"--regid={gid}",
+                         f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups", "--",
+                         executable, *words[1:]]
 
     @staticmethod
     def _kill(process: subprocess.Popen) -> None:

@@ -66,7 +66,7 @@ def test_a_job_runs_its_prepare_setup_and_cleanup_around_its_runs_as_its_user(ho
                         "--setup", f"{hook} setup {log}", "--prepare", f"{hook} 'prepare' {log}",
                         "--cleanup", f"{hook} cleanup {log}", "--", "/bin/true", ":::", "/bin/true")
     job = finished_job(fleet, server.address, job_id)
-    assert job["state"] == "done" and job["samples"] == 8, job
+    assert job["state"] == "done" and job["samples"] == 8, (job["state"], job["message"], job["samples"])
     lines = _lines(log)
     nobody = pwd.getpwnam("nobody").pw_uid
     assert {line.split()[1] for line in lines} == {str(nobody)}, lines  # the job's user, not the agent's root
