@@ -24,14 +24,14 @@ def around_options(command) -> None:
     command.add_argument("--shell", nargs="?", const=DEFAULT_SHELL, metavar="SHELL",
                          help=f"run the command as SHELL -c 'CMD' (default {DEFAULT_SHELL}); stat measures the "
                               "shell's own cost and reports each event less it")
-    hook_options(command, "sh -c")
+    hook_options(command, "sh -c", " (e.g. dropping caches)")
 
 
-def hook_options(command, how: str) -> None:
+def hook_options(command, how: str, example: str = "") -> None:
     """--prepare, --setup and --cleanup; ``how`` says how CMD runs (stat and ab: sh -c; a fleet job: its
     words, no shell, its program allowed by the agent)."""
     command.add_argument("--prepare", action="append", metavar="CMD",
-                         help=f"run CMD ({how}) before every run, not counted (e.g. dropping caches)")
+                         help=f"run CMD ({how}) before every run, not counted{example}")
     command.add_argument("--setup", action="append", metavar="CMD",
                          help=f"run CMD ({how}) once per command before its first run, not counted")
     command.add_argument("--cleanup", action="append", metavar="CMD",
