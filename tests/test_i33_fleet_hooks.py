@@ -161,3 +161,13 @@ def test_submit_says_what_is_wrong_with_a_hook_before_it_calls_the_server(tmp_pa
         assert result.returncode == 2 and result.stderr.startswith("perfctl submit: ") and said in result.stderr, \
             result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_hooks_words_are_a_shells_words_and_only_unquoted_operators_are_refused():
+    from perfctl.model import job_hook_words
+
+    assert job_hook_words("/opt/b/reset --mode 'a b' \";\" x\\ y") == ["/opt/b/reset", "--mode", "a b", ";", "x y"]
+    assert job_hook_words("/opt/b/it\\'s\\ fine") == ["/opt/b/it's fine"]  # a POSIX escape: no operator check
+    for hostile in ("a | b", "a;b", "a && b", "a > f", "(a)", "a &"):
+        with pytest.raises(ValueError, match="shell operator"):
+            job_hook_words(hostile)
