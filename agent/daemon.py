@@ -39,7 +39,7 @@ from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.allowlist import NotAllowed, allowed_program
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, check_tracepoints, parse_events
-from perfctl.agent.hooks import HookFailed, Hooks
+from perfctl.agent.hooks import HookFailed, Hooks, kill_hooks
 from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, Unusable, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import GroupCommit, Spool, SpooledRun, SpoolError, SpoolFull
@@ -401,7 +401,8 @@ class Agent:
             self._commit(held)
             raise
         except HookFailed as failed:  # as stat and ab say it: the hook, its status, its command; runs kept
-            end = ("failed", f"{failed}; the runs measured before it are kept")
+            # a hook the agent's stop killed: the job resumes at its next run when the agent restarts
+            end = None if self.stopping.is_set() else ("failed", f"{failed}; the runs measured before it are kept")
         if self._commit(held) and end is not None:
             self._spool_write(self.spool.set_job_state, job_id, *end)
 
@@ -516,6 +517,7 @@ class Agent:
         self.stopping.set()
         self.job_wakeup.set()
         self._runner.kill_running()
+        kill_hooks()
 
 
 def _say_awaits() -> None:

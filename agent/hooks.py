@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from perfctl.model import HOOKS
 
 HOOK_SHELL = "/bin/sh"
+# The process groups of the hooks running now: a stopped agent kills them (kill_hooks), as it kills its run.
+live_hooks: set[int] = set()
 SETPRIV = "/usr/bin/setpriv"  # util-linux, essential on Debian: a job's hook drops to its user (Hooks._as_job)
 
 
@@ -86,6 +88,7 @@ class Hooks:
         except OSError as err:
             raise HookFailed(f"--{hook} could not start ({err.strerror}): {command}") from None
         timeout = getattr(self.control, "timeout_s", None)
+        live_hooks.add(process.pid)
         try:
             returncode = process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -94,6 +97,8 @@ class Hooks:
         except BaseException:
             self._kill(process)
             raise
+        finally:
+            live_hooks.discard(process.pid)
         if returncode != 0:
             status = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
             raise HookFailed(f"--{hook} failed ({status}): {command}")
@@ -115,3 +120,11 @@ class Hooks:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def kill_hooks() -> None:
+    """Kill every hook running now with its process group; safe from another thread (how a stopped agent ends
+    a job's hook as it ends its run: the hook then fails, and the agent, stopping, resumes the job later)."""
+    for pid in list(live_hooks):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)

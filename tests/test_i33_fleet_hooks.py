@@ -6,6 +6,7 @@ the server refuses hostile hooks before any agent sees them."""
 import os
 import pwd
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from fleet import (
     start_server,
     submit_job,
     wait_connected,
+    wait_for,
 )
 
 from perfctl.server.validation import MAX_ARG_BYTES, MAX_ARGV
@@ -171,3 +173,29 @@ def test_a_hooks_words_are_a_shells_words_and_only_unquoted_operators_are_refuse
     for hostile in ("a | b", "a;b", "a && b", "a > f", "(a)", "a &"):
         with pytest.raises(ValueError, match="shell operator"):
             job_hook_words(hostile)
+
+
+@needs_root
+def test_a_stopped_agent_kills_the_hook_it_runs_and_leaves_the_job_to_resume(hooked):
+    """Last here: it stops the module's agent. A hook that would run for minutes does not hold the agent's
+    stop (it is killed as a run is), and the job is not failed by it: it resumes when the agent restarts."""
+    fleet, server, directory = hooked
+    slow = directory / "slow.sh"
+    slow.write_text(f'#!/bin/sh\necho $$ > {directory}/slow.pid\nexec sleep 600\n')
+    os.chmod(slow, 0o755)
+    job_id = submit_job(fleet, server.address, "box-a", "-r", "1", "--prepare", str(slow), "--", "/bin/true")
+    pid_file = directory / "slow.pid"
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 60, "the hook to start"))
+    assert fleet.kill("box-a", signal.SIGTERM) == 0, fleet.log("box-a")[-3000:]
+    wait_for(lambda: not _alive(pid), 30, "the hook to be killed")
+    job = listed_jobs(fleet, server.address)[job_id]
+    assert job["state"] not in ("failed", "refused", "done"), (job["state"], job["message"])
+    assert "--prepare" not in fleet.log("box-a"), fleet.log("box-a")[-3000:]
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
