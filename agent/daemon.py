@@ -39,6 +39,7 @@ from perfctl import __version__, security, wire
 from perfctl.agent import inventory, session
 from perfctl.agent.allowlist import NotAllowed, allowed_program
 from perfctl.agent.events import DEFAULT_EVENTS, UnknownEvent, check_tracepoints, parse_events
+from perfctl.agent.hooks import HookFailed, Hooks, kill_hooks
 from perfctl.agent.measurement import Measurement, SequentialRule, SettlingRounds, Unusable, job_order
 from perfctl.agent.runner import RunError, Runner, make_control
 from perfctl.agent.spool import GroupCommit, Spool, SpooledRun, SpoolError, SpoolFull
@@ -47,8 +48,10 @@ from perfctl.agent.uplink import SPOOL_RETRY_MAX, Uplink
 from perfctl.failures import describe_failure, rounds_stopped
 from perfctl.model import (
     BACKENDS,
+    HOOKS,
     SIDE_LABEL,
     compared_metric,
+    job_hook_words,
     labels_problem,
     parse_backends,
     side_letter,
@@ -87,6 +90,26 @@ class AgentConfig:
 
 class _JobEnds(Exception):
     """A job ends before its runs: (state, message) as the spool records it."""
+
+
+def _job_hooks(job, control, allow: list[str], workdir: str) -> Hooks | None:
+    """The job's --prepare/--setup/--cleanup (agent/hooks.py), None without any. Each is split into words,
+    never given to a shell, and its program passes the allowlist as the job's commands do (allowed_program,
+    before any file is looked at): _JobEnds "refused" naming the hook otherwise, checked again here (the
+    server may be older or hostile). RunError when an allowed program is missing."""
+    programs, path = {}, dict(control.env).get("PATH")
+    for hook in HOOKS:
+        for command in getattr(job, hook):
+            try:
+                words = job_hook_words(command)
+                programs[command] = (allowed_program(words[0], allow, path, workdir), tuple(words))
+            except (ValueError, NotAllowed) as err:
+                raise _JobEnds("refused", f"--{hook} {command}: {err}") from None
+    try:
+        return Hooks.of(len(job.commands), control.cwd, False, programs=programs, control=control,
+                        **{hook: list(getattr(job, hook)) for hook in HOOKS})
+    except ValueError as err:
+        raise _JobEnds("refused", str(err)) from None
 
 
 def _sequential_rule(job, support: dict[str, str | None]) -> tuple[SequentialRule | None, str | None]:
@@ -309,6 +332,7 @@ class Agent:
             except NotAllowed as err:
                 raise _JobEnds("refused", str(err)) from None
             programs.append((argv, command.name or None, real))
+        hooks = _job_hooks(job, control, self.config.allow, self.config.workdir)
         if job.HasField("sequential"):  # one benchmark name, the commands told apart by the label ab
             programs = [(argv, programs[0][1], real) for argv, _, real in programs]
         specs = parse_events(list(job.events) or list(DEFAULT_EVENTS))
@@ -323,7 +347,8 @@ class Agent:
             rule, problem = _sequential_rule(job, backend.support())
             if problem:
                 raise _JobEnds("refused", problem)
-        measurement = Measurement(backend, control, self.inventory.machine_id, job_id=job_id, runner=self._runner)
+        measurement = Measurement(backend, control, self.inventory.machine_id, job_id=job_id, runner=self._runner,
+                                  hooks=hooks)
         for which, ident in enumerate(identified):  # each command its own corrector, as ab's sides have
             corrector, statement = measurement.correct(self.inventory, ident, specs)
             if statement:
@@ -358,7 +383,10 @@ class Agent:
                 return
             self._measure(job_id, job, measurement, rule, next_index)
         finally:
-            measurement.close()  # its loops end: the worker thread gets its CPUs back between jobs
+            try:
+                measurement.close()  # its loops end: the worker thread gets its CPUs back between jobs
+            except HookFailed as err:  # a --cleanup after a stop or a failed run: the job's end is said already
+                log.error("job %s: %s", job_id, err)
 
     def _measure(self, job_id: str, job: pb.Job, measurement: Measurement, rule: SequentialRule | None,
                  next_index: int) -> None:
@@ -367,9 +395,14 @@ class Agent:
         held = GroupCommit(self.spool.group_bytes())
         try:
             end = self._runs(job_id, job, measurement, rule, next_index, held)
+            if end is not None:  # its --cleanup before its end is told, so that a failing one fails the job
+                measurement.clean_up()
         except RunError:  # the job fails (_work says why); the runs measured before it are kept
             self._commit(held)
             raise
+        except HookFailed as failed:  # as stat and ab say it: the hook, its status, its command; runs kept
+            # a hook the agent's stop killed: the job resumes at its next run when the agent restarts
+            end = None if self.stopping.is_set() else ("failed", f"{failed}; the runs measured before it are kept")
         if self._commit(held) and end is not None:
             self._spool_write(self.spool.set_job_state, job_id, *end)
 
@@ -484,6 +517,7 @@ class Agent:
         self.stopping.set()
         self.job_wakeup.set()
         self._runner.kill_running()
+        kill_hooks()
 
 
 def _say_awaits() -> None:

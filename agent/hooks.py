@@ -2,10 +2,13 @@
 caches), ``--setup`` once per command before its first run, ``--cleanup`` once per command after its last
 (docs/stat.md, "Set-up around runs").
 
-Each runs through ``/bin/sh -c`` as perfctl's own user, in the benchmark's working directory, outside the
-counted interval: the counters of a run open on its gate, which starts after its prepare has ended. Their
-runs are not samples. A hook that does not exit 0 raises HookFailed; the measurement stops there, keeping
-every sample already recorded.
+For stat and ab each runs through ``/bin/sh -c`` as perfctl's own user, in the benchmark's working directory.
+In a fleet job (agent/daemon.py) a hook is never given to a shell: it is split into words (perfctl/model.py
+job_hook_words) and its program passes the agent's allowlist as the job's commands do, then runs as the job's
+user, in its clean environment and working directory, within the job's --timeout (docs/operations.md,
+"Jobs"). Either way it runs outside the counted interval: the counters of a run open on its gate, which
+starts after its prepare has ended. Their runs are not samples. A hook that does not exit 0 raises
+HookFailed; the measurement stops there, keeping every sample already recorded.
 """
 
 from __future__ import annotations
@@ -15,9 +18,15 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from perfctl.model import HOOKS
+
 HOOK_SHELL = "/bin/sh"
+# The process groups of the hooks running now: a stopped agent kills them (kill_hooks), as it kills its run.
+live_hooks: set[int] = set()
+SETPRIV = "/usr/bin/setpriv"  # util-linux, essential on Debian: a job's hook drops to its user (Hooks._as_job)
 
 
 class HookFailed(Exception):
@@ -36,15 +45,20 @@ class Hooks:
     cleanup: tuple[str | None, ...]
     cwd: str
     show_output: bool = False
+    # A fleet job's hooks: each hook's (real executable, words), its program allowlisted by the agent; they run
+    # without a shell under ``control`` (its user, environment and timeout). None: /bin/sh -c as perfctl's user.
+    programs: Mapping[str, tuple[str, tuple[str, ...]]] | None = None
+    control: object | None = None  # agent/runner.RunControl, with programs
 
     @classmethod
-    def of(cls, commands: int, cwd: str, show_output: bool, **given: list[str] | None) -> Hooks | None:
+    def of(cls, commands: int, cwd: str, show_output: bool, *, programs=None, control=None,
+           **given: list[str] | None) -> Hooks | None:
         """The hooks of ``commands`` commands from the options (``prepare=``, ``setup=``, ``cleanup=``: the
         commands given, in order): one given applies to every command, as many as commands one each, as
         hyperfine takes them. None when none is given; ValueError naming the option when the count fits
-        neither."""
+        neither. ``programs`` and ``control``: a fleet job's (the fields' comments)."""
         per_command = {}
-        for name in ("prepare", "setup", "cleanup"):
+        for name in HOOKS:
             values = given.get(name) or []
             if len(values) not in (0, 1, commands):
                 raise ValueError(f"--{name} given {len(values)} times: give it once (for every command) or "
@@ -52,7 +66,7 @@ class Hooks:
             per_command[name] = tuple(values) * commands if len(values) == 1 else tuple(values) or (None,) * commands
         if not any(any(hooks) for hooks in per_command.values()):
             return None
-        return cls(**per_command, cwd=cwd, show_output=show_output)
+        return cls(**per_command, cwd=cwd, show_output=show_output, programs=programs, control=control)
 
     def run(self, hook: str, which: int) -> None:
         """Run command ``which``'s ``hook`` ("prepare", "setup", "cleanup"), if it has one; HookFailed unless
@@ -61,20 +75,56 @@ class Hooks:
         if command is None:
             return
         output = sys.stderr if self.show_output else subprocess.DEVNULL
+        if self.programs is None:
+            executable, argv, how = HOOK_SHELL, [HOOK_SHELL, "-c", command], {}
+        else:
+            executable, argv = self._as_job(*self.programs[command])
+            how = {"env": dict(self.control.env)}
         try:
             # a session of its own: a stop signal that ends perfctl while the hook runs kills the hook's whole
             # group (a pipeline's every process), not only the shell
-            process = subprocess.Popen([HOOK_SHELL, "-c", command], stdin=subprocess.DEVNULL, stdout=output,
-                                       stderr=output, cwd=self.cwd, start_new_session=True)
+            process = subprocess.Popen(argv, executable=executable, stdin=subprocess.DEVNULL, stdout=output,
+                                       stderr=output, cwd=self.cwd, start_new_session=True, **how)
         except OSError as err:
             raise HookFailed(f"--{hook} could not start ({err.strerror}): {command}") from None
+        timeout = getattr(self.control, "timeout_s", None)
+        live_hooks.add(process.pid)
         try:
-            returncode = process.wait()
+            returncode = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._kill(process)
+            raise HookFailed(f"--{hook} timed out after {timeout:g} s (the job's --timeout): {command}") from None
         except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            self._kill(process)
             raise
+        finally:
+            live_hooks.discard(process.pid)
         if returncode != 0:
             status = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
             raise HookFailed(f"--{hook} failed ({status}): {command}")
+
+    def _as_job(self, executable: str, words: tuple[str, ...]) -> tuple[str, list[str]]:
+        """(executable, argv) that run a fleet job's hook as its runs are run: as the job's user. Not Popen's
+        user=: a change of user makes CPython fork rather than vfork, and in the agent a forked child runs
+        gRPC's fork handlers, which crash it (SIGSEGV in its event engine) before its exec; setpriv(1) changes
+        user after a vfork, as the static gate does for the runs (agent/run/spawn.py)."""
+        if self.control.user_ids is None:
+            return executable, list(words)
+        uid, gid, groups = self.control.user_ids
+        return SETPRIV, [SETPRIV, f"--reuid={uid}", f"--regid={gid}",
+                         f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups", "--",
+                         executable, *words[1:]]
+
+    @staticmethod
+    def _kill(process: subprocess.Popen) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def kill_hooks() -> None:
+    """Kill every hook running now with its process group; safe from another thread (how a stopped agent ends
+    a job's hook as it ends its run: the hook then fails, and the agent, stopping, resumes the job later)."""
+    for pid in list(live_hooks):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)

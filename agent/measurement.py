@@ -100,17 +100,23 @@ class Measurement:
 
     def close(self) -> None:
         """The loops end (and the thread they pinned gets its CPUs back); a runner made here is closed. Then
-        every command set up gets its --cleanup, each tried: the first that fails is raised (HookFailed)."""
+        :meth:`clean_up`."""
         if self._owns_runner:
             self.runner.close()
         else:
             self.runner.close_loops()
+        self.clean_up()
+
+    def clean_up(self) -> None:
+        """Every command set up gets its --cleanup, once, each tried: the first that fails is raised
+        (HookFailed). A fleet job calls it before it reports its end, so a failing cleanup fails the job."""
         failed = None
-        for which in self._set_up:
-            try:
-                self.hooks.run("cleanup", which)
-            except HookFailed as err:
-                failed = failed or err
+        with self.runner.unpinned():  # a hook is not the benchmark (a no-op once the loops are closed)
+            for which in self._set_up:
+                try:
+                    self.hooks.run("cleanup", which)
+                except HookFailed as err:
+                    failed = failed or err
         self._set_up.clear()
         if failed is not None:
             raise failed

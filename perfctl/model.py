@@ -11,6 +11,7 @@ import functools
 import math
 import operator
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -345,3 +346,34 @@ def interference_share(readings, wall_ns: int) -> float | None:
         if fields.get("event") == INTERFERENCE_EVENT and fields.get("status") == "error":
             return math.inf
     return None
+
+
+# hyperfine's hooks around a benchmark's runs (agent/hooks.py), in the order they are given.
+HOOKS = ("prepare", "setup", "cleanup")
+# The characters of the shell's control operators (;, |, &&, <, >, ...): unquoted in a fleet job's hook, they
+# would reach its program as words, not do what a shell does with them.
+_SHELL_OPERATORS = frozenset("();<>|&")
+
+
+def job_hook_words(command: str) -> list[str]:
+    """A fleet job's hook split into words as a shell would (shlex), never run by one: ValueError when it has
+    no words, cannot be split (an unclosed quote) or holds a shell operator outside quotes (``;``, ``|``,
+    ``&&``, ``>``...), which its program would get as a word. The server, ``perfctl submit`` and the agent
+    judge a hook by this one rule (the operators' check is a help, not a guard: no shell ever reads them)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as err:
+        raise ValueError(f"cannot be split into words ({err})") from None
+    lexer = shlex.shlex(command, posix=False, punctuation_chars=True)  # keeps quotes: a quoted ';' is a word
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # a backslash-escaped quote, which only POSIX rules read: the words are all there is
+        tokens = []
+    if not words:
+        raise ValueError("has no words")
+    operators = [token for token in tokens if set(token) <= _SHELL_OPERATORS]
+    if operators:
+        raise ValueError(f"has the shell operator {operators[0]!r}: a job's hook runs without a shell (put "
+                         "the commands in a script the agent allows)")
+    return words

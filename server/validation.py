@@ -12,11 +12,13 @@ import re
 
 from perfctl.analysis.verdicts import FAMILIES
 from perfctl.model import (
+    HOOKS,
     OUTCOMES,
     READING_STATUSES,
     SCOPES,
     SIDE_LABEL,
     WALL_TIME,
+    job_hook_words,
     labels_problem,
     parse_backends,
 )
@@ -234,6 +236,9 @@ def validate_job(job) -> str | None:
             problem = problem or _text(argument, MAX_ARG_BYTES, f"commands[{number}].argv[{index}]")
         if problem:
             return problem
+    problem = _hooks_problem(job)
+    if problem:
+        return problem
     if not 1 <= job.repetitions <= 100_000 or job.warmups > 1000:
         return "repetitions must be 1-100000 and warmups at most 1000"
     if len(job.events) > 64 or any(not _EVENT.match(e) for e in job.events):
@@ -260,6 +265,27 @@ def validate_job(job) -> str | None:
     if problem is None and job.ByteSize() > MAX_JOB_BYTES:
         return f"the job is {job.ByteSize():,} bytes (its commands' arguments): at most {MAX_JOB_BYTES:,}"
     return problem
+
+
+def _hooks_problem(job) -> str | None:
+    """A job's --prepare/--setup/--cleanup: none, one (for every command) or one per command, each bounded as
+    an argument is and split into words as the agent will (agent/hooks.py job_hook_words: no shell), at most
+    MAX_ARGV of them. Whether its program is allowed only the agent knows."""
+    for hook in HOOKS:
+        commands = getattr(job, hook)
+        if len(commands) not in (0, 1, len(job.commands)):
+            return f"{hook}: {len(commands)} commands; give none, one (for every command) or one per command"
+        for index, command in enumerate(commands):
+            problem = _text(command, MAX_ARG_BYTES, f"{hook}[{index}]")
+            if problem:
+                return problem
+            try:
+                words = job_hook_words(command)
+            except ValueError as err:
+                return f"{hook}[{index}] {err}"
+            if len(words) > MAX_ARGV:
+                return f"{hook}[{index}]: more than {MAX_ARGV} words"
+    return None
 
 
 def _sequential_problem(job) -> str | None:

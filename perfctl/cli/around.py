@@ -24,12 +24,18 @@ def around_options(command) -> None:
     command.add_argument("--shell", nargs="?", const=DEFAULT_SHELL, metavar="SHELL",
                          help=f"run the command as SHELL -c 'CMD' (default {DEFAULT_SHELL}); stat measures the "
                               "shell's own cost and reports each event less it")
+    hook_options(command, "sh -c", " (e.g. dropping caches)")
+
+
+def hook_options(command, how: str, example: str = "") -> None:
+    """--prepare, --setup and --cleanup; ``how`` says how CMD runs (stat and ab: sh -c; a fleet job: its
+    words, no shell, its program allowed by the agent)."""
     command.add_argument("--prepare", action="append", metavar="CMD",
-                         help="run CMD (sh -c) before every run, not counted (e.g. dropping caches)")
+                         help=f"run CMD ({how}) before every run, not counted{example}")
     command.add_argument("--setup", action="append", metavar="CMD",
-                         help="run CMD (sh -c) once per command before its first run, not counted")
+                         help=f"run CMD ({how}) once per command before its first run, not counted")
     command.add_argument("--cleanup", action="append", metavar="CMD",
-                         help="run CMD (sh -c) once per command after its last run, not counted")
+                         help=f"run CMD ({how}) once per command after its last run, not counted")
 
 
 def shown(args, cmd: list[str]) -> str:
@@ -83,6 +89,27 @@ def hooks_of(args, commands: int, control, command: str):
                         cleanup=args.cleanup)
     except ValueError as err:
         raise UsageError(f"{command}: {err}") from None
+
+
+def job_hooks(args, commands: int, command: str) -> dict[str, list[str]]:
+    """A fleet job's hooks from the options (fleet.proto Job's prepare, setup, cleanup), checked as the server
+    and the agent will (how many, each split into words without a shell: perfctl/model.py job_hook_words), or
+    a UsageError naming ``command``. Whether each program is allowed only the agent knows."""
+    from perfctl.agent.hooks import Hooks
+    from perfctl.model import HOOKS, job_hook_words
+
+    given = {hook: getattr(args, hook) or [] for hook in HOOKS}
+    try:
+        Hooks.of(commands, "/", False, **given)
+        for hook, values in given.items():
+            for value in values:
+                try:
+                    job_hook_words(value)
+                except ValueError as err:
+                    raise ValueError(f"--{hook} {value}: {err}") from None
+    except ValueError as err:
+        raise UsageError(f"{command}: {err}") from None
+    return given
 
 
 def measure_shell_cost(args, measurement, control, command: str):

@@ -10,6 +10,7 @@ import uuid
 
 from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, FAIL_ON
 from perfctl.cli.ab import DEFAULT_MIN_RUNS, SEPARATOR, commands, confidence
+from perfctl.cli.around import hook_options, job_hooks
 from perfctl.cli.options import (
     SIGNAL_EXIT,
     backends,
@@ -52,6 +53,7 @@ def add_parser(sub) -> None:
     submit.add_argument("--timeout", type=seconds, metavar="S", help="kill a run after S seconds (per run; "
                         "--wait-timeout bounds the wait)")
     label_option(submit, "every run of the jobs")
+    hook_options(submit, "its words, no shell; its program must be allowed by the agent's --allow")
     sequential = submit.add_argument_group(
         "until settled", "with two or more commands: run them in rounds in a random order and stop each job as "
         "soon as every command's comparison with the first is settled, as perfctl ab does (docs/ab.md); -r is "
@@ -96,7 +98,8 @@ def run(args) -> int:
         raise UsageError("perfctl submit: --wait-timeout bounds --wait, which is not given")
     job = pb.Job(commands=[pb.Command(name=args.name or os.path.basename(g[0]), argv=g) for g in groups],
                  repetitions=args.repeat, warmups=args.warmup, events=events, backend=",".join(args.backend),
-                 timeout_seconds=args.timeout or 0, labels=labels(args))
+                 timeout_seconds=args.timeout or 0, labels=labels(args),
+                 **job_hooks(args, len(groups), "perfctl submit"))
     if args.until_settled:
         _until_settled(args, job, groups)
     elif args.max_runs is not None:

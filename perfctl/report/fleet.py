@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfctl.exit_codes import EXIT_WAIT_TIMEOUT, outcome_exit  # noqa: F401 - EXIT_WAIT_TIMEOUT re-exported
+from perfctl.model import HOOKS
 from perfctl.output import show
 from perfctl.report import QUIET, Report, finite, json_text
 from perfctl.text import cell, visible
@@ -167,7 +168,7 @@ class JobsReport(Report):
                  "samples": j.samples, "runs": runs_expected(j.job), "submitted_ns": j.submitted_ns,
                  "updated_ns": j.updated_ns, "commands": [list(c.argv) for c in j.job.commands],
                  "repetitions": j.job.repetitions, "warmups": j.job.warmups, "labels": dict(j.job.labels),
-                 "failed_runs": failed_runs(j)}
+                 **{hook: list(getattr(j.job, hook)) for hook in HOOKS}, "failed_runs": failed_runs(j)}
                 for j in self.jobs]
 
     def table(self, console: Console) -> None:
@@ -175,11 +176,17 @@ class JobsReport(Report):
         for j in self.jobs:
             if self.verbosity <= QUIET and not went_wrong(j):
                 continue
-            table.add_row(*map(cell, (j.job_id[:8], j.machine, j.state, _runs(j),
-                                      " ::: ".join(" ".join(c.argv) for c in j.job.commands), ago(j.updated_ns),
-                                      j.message)))
+            table.add_row(*map(cell, (j.job_id[:8], j.machine, j.state, _runs(j), _commands(j.job),
+                                      ago(j.updated_ns), j.message)))
         if table.row_count or self.verbosity > QUIET:
             console.print(table)
+
+
+def _commands(job) -> str:
+    """A job's commands as the jobs table shows them, after its hooks as submit's options (--prepare CMD ...),
+    each given once for every command or once per command."""
+    hooks = [f"--{hook} {shlex.quote(command)}" for hook in HOOKS for command in getattr(job, hook)]
+    return " ".join([*hooks, " ::: ".join(" ".join(c.argv) for c in job.commands)])
 
 
 def runs_expected(job) -> int:

@@ -204,7 +204,7 @@ class Command(_message.Message):
     def __init__(self, name: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds", "labels", "sequential", "stored_runs")
+    __slots__ = ("job_id", "commands", "repetitions", "warmups", "events", "backend", "timeout_seconds", "labels", "sequential", "stored_runs", "prepare", "setup", "cleanup")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -222,6 +222,9 @@ class Job(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
     STORED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    PREPARE_FIELD_NUMBER: _ClassVar[int]
+    SETUP_FIELD_NUMBER: _ClassVar[int]
+    CLEANUP_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     commands: _containers.RepeatedCompositeFieldContainer[Command]
     repetitions: int
@@ -232,7 +235,10 @@ class Job(_message.Message):
     labels: _containers.ScalarMap[str, str]
     sequential: Sequential
     stored_runs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., sequential: _Optional[_Union[Sequential, _Mapping]] = ..., stored_runs: _Optional[_Iterable[int]] = ...) -> None: ...
+    prepare: _containers.RepeatedScalarFieldContainer[str]
+    setup: _containers.RepeatedScalarFieldContainer[str]
+    cleanup: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., repetitions: _Optional[int] = ..., warmups: _Optional[int] = ..., events: _Optional[_Iterable[str]] = ..., backend: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., sequential: _Optional[_Union[Sequential, _Mapping]] = ..., stored_runs: _Optional[_Iterable[int]] = ..., prepare: _Optional[_Iterable[str]] = ..., setup: _Optional[_Iterable[str]] = ..., cleanup: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Sequential(_message.Message):
     __slots__ = ("margin", "confidence", "metric", "min_rounds")
