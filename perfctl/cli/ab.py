@@ -85,8 +85,8 @@ def add_parser(sub) -> None:
                     help=f"at most N measured runs of each command (default {DEFAULT_MAX_RUNS})")
     ab.add_argument("--max-time", type=duration, metavar="DURATION", help="stop after this long (90s, 15m, 2h)")
     ab.add_argument("--min-runs", type=positive_int, metavar="K",
-                    help=f"no verdict is settled before K rounds (default {DEFAULT_MIN_RUNS}; {EXACT_ROUNDS} with "
-                         "--backend dbi, whose counts repeat exactly; at most --max-runs)")
+                    help=f"no verdict is settled before K rounds (default {DEFAULT_MIN_RUNS}; {EXACT_ROUNDS} for a "
+                         "count of --backend dbi, which repeats exactly; at most --max-runs)")
     ab.add_argument("--warmup", type=non_negative_int, default=0, metavar="K",
                     help="warmup runs of each command before the rounds, recorded and flagged")
     ab.add_argument("--seed", type=non_negative_int, metavar="S",
@@ -151,10 +151,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
                          "CMD_B ARGS)")
     if len(groups) > MAX_COMMANDS:
         raise UsageError(f"perfctl ab: at most {MAX_COMMANDS} commands, got {len(groups)}")
-    if args.min_runs is None:  # a deterministic backend's counts settle at the exact rule's rounds (docs/ab.md)
-        exact = set(args.backend) <= set(DETERMINISTIC_BACKENDS)
-        args.min_runs = min(EXACT_ROUNDS if exact else DEFAULT_MIN_RUNS, args.max_runs)
-    elif args.min_runs > args.max_runs:
+    if args.min_runs is not None and args.min_runs > args.max_runs:
         raise UsageError(f"perfctl ab: --min-runs {args.min_runs} is above --max-runs {args.max_runs}")
     specs, control, sample_labels = prepare(args, "perfctl ab")
     if SIDE_LABEL in sample_labels:
@@ -190,6 +187,9 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
         backend.close()
         raise
     result.metric = metric
+    if args.min_runs is None:  # a deterministic backend's own count settles at the exact rule's rounds (docs/ab.md)
+        exact = set(args.backend) <= set(DETERMINISTIC_BACKENDS) and metric in backend.support()
+        args.min_runs = min(EXACT_ROUNDS if exact else DEFAULT_MIN_RUNS, args.max_runs)
     # the rule owns --min-runs: a comparison is never settled before it, however the rounds end (docs/ab.md)
     sequential = Sequential(SequentialRule(metric, args.margin, args.confidence, args.min_runs), len(sides))
     suite = sequential.suite
