@@ -18,14 +18,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from perfctl.model import HOOKS
+from perfctl.text import visible
 
 HOOK_SHELL = "/bin/sh"
 # The process groups of the hooks running now: a stopped agent kills them (kill_hooks), as it kills its run.
+# The lock and the flag close the window between a hook's start and its entry here: a hook started after a
+# stop is killed at once, not left running past it.
 live_hooks: set[int] = set()
+_live_lock = threading.Lock()
+_stopped = False
 SETPRIV = "/usr/bin/setpriv"  # util-linux, essential on Debian: a job's hook drops to its user (Hooks._as_job)
 
 
@@ -86,14 +92,18 @@ class Hooks:
             process = subprocess.Popen(argv, executable=executable, stdin=subprocess.DEVNULL, stdout=output,
                                        stderr=output, cwd=self.cwd, start_new_session=True, **how)
         except OSError as err:
-            raise HookFailed(f"--{hook} could not start ({err.strerror}): {command}") from None
+            raise HookFailed(f"--{hook} could not start ({err.strerror}): {visible(command)}") from None
         timeout = getattr(self.control, "timeout_s", None)
-        live_hooks.add(process.pid)
+        with _live_lock:
+            live_hooks.add(process.pid)
+            if _stopped:
+                _killpg(process.pid)
         try:
             returncode = process.wait(timeout)
         except subprocess.TimeoutExpired:
             self._kill(process)
-            raise HookFailed(f"--{hook} timed out after {timeout:g} s (the job's --timeout): {command}") from None
+            raise HookFailed(f"--{hook} timed out after {timeout:g} s (the job's --timeout): "
+                             f"{visible(command)}") from None
         except BaseException:
             self._kill(process)
             raise
@@ -101,7 +111,7 @@ class Hooks:
             live_hooks.discard(process.pid)
         if returncode != 0:
             status = f"killed by signal {-returncode}" if returncode < 0 else f"exit status {returncode}"
-            raise HookFailed(f"--{hook} failed ({status}): {command}")
+            raise HookFailed(f"--{hook} failed ({status}): {visible(command)}")
 
     def _as_job(self, executable: str, words: tuple[str, ...]) -> tuple[str, list[str]]:
         """(executable, argv) that run a fleet job's hook as its runs are run: as the job's user. Not Popen's
@@ -117,14 +127,22 @@ class Hooks:
 
     @staticmethod
     def _kill(process: subprocess.Popen) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        _killpg(process.pid)
         process.wait()
+
+
+def _killpg(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def kill_hooks() -> None:
     """Kill every hook running now with its process group; safe from another thread (how a stopped agent ends
-    a job's hook as it ends its run: the hook then fails, and the agent, stopping, resumes the job later)."""
-    for pid in list(live_hooks):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    a job's hook as it ends its run: the hook then fails, and the agent, stopping, resumes the job later, its
+    setup again included). A hook that starts after it is killed at once: a stop is never held up by a
+    --cleanup, which is bounded only by the job's --timeout, past the agent's stop limit."""
+    global _stopped
+    with _live_lock:
+        _stopped = True  # a hook that starts from now on (a cleanup during the stop) is killed as it starts
+        for pid in live_hooks:
+            _killpg(pid)

@@ -50,7 +50,9 @@ class Measurement:
                  hooks: Hooks | None = None):
         self._owns_runner = runner is None
         self.hooks = hooks
-        self._set_up: list[int] = []  # commands whose --setup ran: each gets its --cleanup in close()
+        # commands whose --setup was started (a failed one too: it may have done part of its work); each gets
+        # its --cleanup in close()
+        self._set_up: list[int] = []
         self.runner = Runner() if runner is None else runner
         self.runner.loop_runs = True  # the same start as `perfctl stat`'s, for ab and the fleet alike
         self.backend, self.control = backend, control
@@ -108,7 +110,7 @@ class Measurement:
         self.clean_up()
 
     def clean_up(self) -> None:
-        """Every command set up gets its --cleanup, once, each tried: the first that fails is raised
+        """Every command whose --setup was started gets its --cleanup, once, each tried: the first that fails is raised
         (HookFailed). A fleet job calls it before it reports its end, so a failing cleanup fails the job."""
         failed = None
         with self.runner.unpinned():  # a hook is not the benchmark (a no-op once the loops are closed)

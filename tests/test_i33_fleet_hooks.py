@@ -199,3 +199,36 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+def test_a_hook_started_after_a_stop_is_killed_at_once_and_its_failure_is_one_line(tmp_path):
+    """kill_hooks used to kill only the hooks already registered: one started in the moment between its
+    Popen and its registration, or after the stop (a --cleanup during it), ran on, bounded only by the job's
+    --timeout, past the agent's stop limit. And a hook with a newline made a two-line failure. In a process of
+    its own: the stop is for good in the process that takes it."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys, time\n"
+        "from perfctl.agent.hooks import HookFailed, Hooks, kill_hooks\n"
+        f"hooks = Hooks.of(1, {str(tmp_path)!r}, False, prepare=['echo x\\nfalse'], setup=['sleep 60'])\n"
+        "try:\n"
+        "    hooks.run('prepare', 0)\n"
+        "except HookFailed as err:\n"
+        "    print(err)\n"
+        "kill_hooks()\n"
+        "start = time.monotonic()\n"
+        "try:\n"
+        "    hooks.run('setup', 0)\n"
+        "except HookFailed as err:\n"
+        "    print(err)\n"
+        "print(f'{time.monotonic() - start:.1f}')\n")
+    began = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
+    assert result.returncode == 0, result.stderr
+    first, second, took = result.stdout.splitlines()
+    assert first == "--prepare failed (exit status 1): echo x\\nfalse", first
+    assert second == "--setup failed (killed by signal 9): sleep 60", second
+    assert float(took) < 30 and time.monotonic() - began < 50  # not the sleep's 60 s
