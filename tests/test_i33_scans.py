@@ -51,7 +51,7 @@ def test_stat_P_with_a_decimal_step_and_L_lists_take_every_combination():
     (["-D", "2"], "-D/--parameter-step-size needs -P/--parameter-scan"),
     (["-P", "n", "1", "2.5"], "MAX 2.5 is not an integer"),
     (["-P", "n", "1", "x"], "MAX is not a number: 'x'"),
-    (["-P", "m", "1", "3"], "the command does not use {m}"),
+    (["-P", "m", "1", "3"], "neither the command nor a hook uses {m}"),
     (["-P", "n", "1", "5000"], "gives 5000 benchmarks, at most 1000"),
     (["-L", "n", "1,2", "-L", "n", "3"], "parameter given twice"),
     (["-L", "n", ",".join(map(str, range(40))), "-L", "m", ",".join(map(str, range(40)))],

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from perfctl import units
 from perfctl.report import Report, scanplot, svg
-from perfctl.report.html import _cell, _table, document, esc, name
+from perfctl.report.html import document, esc, html_table, name, td
 
 
 class ScanReport(Report):
@@ -45,13 +45,13 @@ class ScanReport(Report):
                 values = _values(report, label)
                 median = describe(values).median if values else None
                 unit = report.summary.events[label].unit if label in report.summary.events else None
-                cells.append(_cell(median, "-" if median is None else units.quantity(median, unit), "median"))
-            rows.append(f"<tr><td>{esc(point.suffix)}</td>{_cell(report.summary.runs, field='n')}"
+                cells.append(td(median, "-" if median is None else units.quantity(median, unit), "median"))
+            rows.append(f"<tr><td>{esc(point.suffix)}</td>{td(report.summary.runs, field='n')}"
                         + "".join(cells) + "</tr>")
         title = f"perfctl stat: {self.command} ({len(self.points)} values of {', '.join(parameters)})"
         body = [f"<h1>{name(title)}</h1>", scanplot.section(f"Each event against {axis}", plots),
                 "<h2 id=values>Medians at each value</h2>",
-                _table(("value", "runs", *(f"{e} (median)" for e in events)), rows, "values")]
+                html_table(("value", "runs", *(f"{e} (median)" for e in events)), rows, "values")]
         failed = [f"{p.suffix}: {r.summary.runs - r.summary.outcomes.get('ok', 0)} of {r.summary.runs} runs failed"
                   for p, r in self.points if r.summary.runs != r.summary.outcomes.get("ok", 0)]
         if failed:
