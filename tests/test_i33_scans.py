@@ -222,7 +222,7 @@ def test_compare_plots_a_P_scan_in_numeric_order(tmp_path):
 @pytest.mark.skipif(shutil.which("sh") is None, reason="probe: no sh")
 def test_the_stat_scan_report_says_each_values_shell_cost_and_failed_runs(tmp_path):
     """What the terminal prints under each value's table is in the scan's HTML too, by value: the shell's
-    cost under --shell, the runs that failed (n=2's command exits 1)."""
+    cost under --shell, the runs that failed (n=1's command exits 1)."""
     html = tmp_path / "scan.html"
     done = perfctl("stat", "-q", "-r", "2", "-e", "task-clock", "--shell", "--html", str(html), "-L", "n", "0,1",
                    "--", "head -c 1 /dev/zero >/dev/null; exit {n}")

@@ -22,12 +22,12 @@ def scan_options(command) -> None:
     """-P/--parameter-scan, -D/--parameter-step-size and -L/--parameter-list, with hyperfine's meanings."""
     command.add_argument("-P", "--parameter-scan", nargs=3, metavar=("NAME", "MIN", "MAX"),
                          help="one benchmark per value of NAME from MIN to MAX (inclusive), {NAME} replaced in "
-                              "the command; integers, or decimals with -D (docs/stat.md)")
+                              "the command and the hooks; integers, or decimals with -D (docs/stat.md)")
     command.add_argument("-D", "--parameter-step-size", metavar="STEP",
                          help="step of -P (default 1; may be a decimal, e.g. 0.5)")
     command.add_argument("-L", "--parameter-list", nargs=2, action="append", metavar=("NAME", "VALUES"),
                          help="one benchmark per comma-separated value of NAME, {NAME} replaced in the command "
-                              f"(repeatable: every combination; at most {MAX_POINTS} benchmarks)")
+                              f"and the hooks (repeatable: every combination; at most {MAX_POINTS} benchmarks)")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from perfctl.report.html import document, esc, html_table, name, td
 
 
 class ScanReport(Report):
-    """The (ScanPoint, StatReport) of each value measured, in the scan's order; ``command`` as typed."""
+    """The (ScanPoint, StatReport) of each value run, in the scan's order (one without runs is listed, with
+    why); ``command`` as typed."""
 
     formats = ("html",)
 
