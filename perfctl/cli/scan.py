@@ -1,8 +1,9 @@
 """Parameter scans, as hyperfine takes them: `-P NAME MIN MAX [-D STEP]` and `-L NAME a,b,c` (several -L
 give every combination). One benchmark per value, `{NAME}` replaced in every word of the command and of
 the hooks (--prepare, --setup, --cleanup, as hyperfine does), named `NAME=value` after the benchmark's name
-and labelled NAME=value in every sample (docs/stat.md, "Parameter scans"). `perfctl stat` and `perfctl ab` add the options with :func:`scan_options` and run through
-:func:`each_point`; everything about a scan is checked before anything runs."""
+and labelled NAME=value in every sample (docs/stat.md, "Parameter scans"). `perfctl stat` and `perfctl ab`
+add the options with :func:`scan_options` and run through :func:`each_point`; everything about a scan is
+checked before anything runs."""
 
 from __future__ import annotations
 
