@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 from browser import Browser, chromium
@@ -51,7 +52,7 @@ def test_stat_P_with_a_decimal_step_and_L_lists_take_every_combination():
     (["-D", "2"], "-D/--parameter-step-size needs -P/--parameter-scan"),
     (["-P", "n", "1", "2.5"], "MAX 2.5 is not an integer"),
     (["-P", "n", "1", "x"], "MAX is not a number: 'x'"),
-    (["-P", "m", "1", "3"], "the command does not use {m}"),
+    (["-P", "m", "1", "3"], "neither the command nor a hook uses {m}"),
     (["-P", "n", "1", "5000"], "gives 5000 benchmarks, at most 1000"),
     (["-L", "n", "1,2", "-L", "n", "3"], "parameter given twice"),
     (["-L", "n", ",".join(map(str, range(40))), "-L", "m", ",".join(map(str, range(40)))],
@@ -60,6 +61,7 @@ def test_stat_P_with_a_decimal_step_and_L_lists_take_every_combination():
     (["-L", "n!", "1"], "-L 'n!=1'"),
     (["-L", "n", "1", "--label", "n=2"], "n is a parameter of the scan"),
     (["-L", "n", "1,2", "--csv"], "--csv cannot tell a scan's values apart"),
+    (["-L", "n", "1,2,1"], "-L n: value '1' given twice"),
 ])
 def test_a_bad_scan_is_one_line_and_exit_2_before_anything_runs(tmp_path, scan, says):
     output = tmp_path / "samples.jsonl"
@@ -70,9 +72,61 @@ def test_a_bad_scan_is_one_line_and_exit_2_before_anything_runs(tmp_path, scan, 
     assert not output.exists()  # nothing ran, nothing was written
 
 
-def test_ab_with_a_scan_refuses_one_json_document_for_many_comparisons(tmp_path):
-    done = perfctl("ab", "--format", "json", "-L", "n", "1,2", "--", *HEAD, ":::", *HEAD)
-    assert "--format json takes one comparison, not a scan" in one_line(done, "perfctl ab: ", code=2)
+@pytest.mark.parametrize("form", ["json", "csv"])
+def test_ab_with_a_scan_refuses_one_document_for_many_comparisons(form):
+    # csv: a document per value, each with its header and no column for the value, is not one CSV document
+    done = perfctl("ab", "--format", form, "-L", "n", "1,2", "--", *HEAD, ":::", *HEAD)
+    assert f"--format {form} takes one comparison, not a scan" in one_line(done, "perfctl ab: ", code=2)
+
+
+def _program(path, marker) -> str:
+    """An executable script that leaves ``marker`` behind when it runs."""
+    path.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_every_points_program_is_checked_before_the_first_point_runs(tmp_path):
+    """-L v a,b -- ./prog-{v} without prog-b: exit 2 naming the value before prog-a runs once, nothing
+    written (stat's --html of the scan used to be lost midway)."""
+    marker = tmp_path / "ran"
+    _program(tmp_path / "prog-a", marker)
+    output, html = tmp_path / "samples.jsonl", tmp_path / "scan.html"
+    done = perfctl("stat", "-r", "1", "-e", "task-clock", "-o", str(output), "--html", str(html), "-L", "v", "a,b",
+                   "--", str(tmp_path / "prog-{v}"))
+    line = one_line(done, "perfctl stat: v=b: command not found: ", code=2)
+    assert line.endswith("prog-b"), line
+    assert not marker.exists() and not output.exists() and not html.exists()
+
+
+def test_the_hooks_get_the_value_and_may_be_the_only_words_using_it(tmp_path):
+    """hyperfine replaces {NAME} in --prepare, --setup and --cleanup: each point's hooks run with its value,
+    in their order; a NAME only a hook uses is a scan of the same command."""
+    log = tmp_path / "hooks.log"
+    done = perfctl("stat", "-r", "2", "-e", "task-clock", "--json", "-L", "n", "1,2",
+                   "--setup", f"echo setup {{n}} >> {log}", "--prepare", f"echo prepare {{n}} >> {log}",
+                   "--cleanup", f"echo cleanup {{n}} >> {log}", "--", "true")
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().split("\n") == [
+        "setup 1", "prepare 1", "prepare 1", "cleanup 1", "setup 2", "prepare 2", "prepare 2", "cleanup 2", ""]
+    runs = samples(done.stdout)
+    assert [(s["benchmark"]["name"], s["benchmark"]["argv"]) for s in runs] == [
+        ("true n=1", ["true"]), ("true n=1", ["true"]), ("true n=2", ["true"]), ("true n=2", ["true"])]
+
+
+def test_the_default_name_is_the_program_as_typed_so_the_points_are_one_scan(tmp_path):
+    """-L cc a,b -- ./bench-{cc}: the points are named bench-{cc} cc=a and bench-{cc} cc=b, one base (the
+    substituted names, bench-a and bench-b, were two scans of one value each: no plot in compare)."""
+    from perfctl.report.scanplot import scans
+
+    for cc in "ab":
+        _program(tmp_path / f"bench-{cc}", tmp_path / "ran")
+    done = perfctl("stat", "-r", "1", "-e", "task-clock", "--json", "-L", "cc", "a,b", "--",
+                   str(tmp_path / "bench-{cc}"))
+    assert done.returncode == 0, done.stderr
+    names = [s["benchmark"]["name"] for s in samples(done.stdout)]
+    assert names == ["bench-{cc} cc=a", "bench-{cc} cc=b"]
+    assert scans(names) == {("bench-{cc}", "cc"): [("a", names[0]), ("b", names[1])]}
 
 
 def test_ab_with_L_settles_each_value_as_its_own_pair_and_exits_on_the_worst(tmp_path):
@@ -140,6 +194,59 @@ def test_stat_and_compare_reports_plot_the_metric_against_the_parameter(tmp_path
         xs = [x for _, x in plot["ticks"]]
         assert abs((xs[1] - xs[0]) - (xs[2] - xs[1])) < 1, xs
     assert all(sorted(line["side"] for line in p["lines"]) == ["A", "B"] for p in compare_plots), compare_plots
+
+
+def test_compare_plots_a_P_scan_in_numeric_order(tmp_path):
+    """compare's rows come sorted by name (head n=1, head n=10, head n=11, ..., head n=2): the plot joins
+    the points in numeric order, its ticks ascending, a line that never doubles back."""
+    files = []
+    for side in "AB":
+        files.append(tmp_path / f"{side}.jsonl")
+        done = perfctl("stat", "-q", "-r", "1", "-e", "task-clock", "-o", str(files[-1]), "-P", "n", "1", "12",
+                       "--", *HEAD)
+        assert done.returncode == 0, done.stderr
+    page = tmp_path / "compare.html"
+    done = perfctl("compare", "-q", *map(str, files), "--html", str(page))
+    assert done.returncode in (0, 3, 4), done.stderr
+    text = page.read_text()
+    (plot,) = re.findall(r'<div class="plot scan">(.*?)</svg>', text, re.S)
+    lines = re.findall(r'<polyline class="scan-line" data-side="(\w)"[^>]* points="([^"]*)"', plot)
+    assert [side for side, _ in lines] == ["A", "B"]
+    for _, points in lines:
+        xs = [float(point.split(",")[0]) for point in points.split()]
+        assert len(xs) == 12 and xs == sorted(xs) and len(set(xs)) == 12, xs
+    ticks = [int(t) for t in re.findall(r'class="tick">(\d+)<', plot)]
+    assert ticks == sorted(ticks) and ticks[0] == 1 and ticks[-1] == 12, ticks
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="probe: no sh")
+def test_the_stat_scan_report_says_each_values_shell_cost_and_failed_runs(tmp_path):
+    """What the terminal prints under each value's table is in the scan's HTML too, by value: the shell's
+    cost under --shell, the runs that failed (n=1's command exits 1)."""
+    html = tmp_path / "scan.html"
+    done = perfctl("stat", "-q", "-r", "2", "-e", "task-clock", "--shell", "--html", str(html), "-L", "n", "0,1",
+                   "--", "head -c 1 /dev/zero >/dev/null; exit {n}")
+    assert done.returncode == 1, done.stderr
+    notes = re.search(r"<h2 id=notes>Notes</h2><ul>(.*?)</ul>", html.read_text(), re.S).group(1)
+    items = re.findall(r"<li>(.*?)</li>", notes)
+    for n in "01":
+        assert any(item.startswith(f"n={n}: shell /bin/sh -c &#x27;&#x27;") for item in items), items
+        assert any(item.startswith(f"n={n}: medians less the shell&#x27;s:") for item in items), items
+    assert "n=1: 2 of 2 runs failed" in items and not any(i.startswith("n=0: 2 of") for i in items), items
+
+
+@pytest.mark.xfail(strict=True, reason="needs cli/stat.py to keep a value without runs for the scan's --html "
+                                        "(the lead's one-line change: append every point's report)")
+def test_the_stat_scan_report_keeps_a_value_without_runs(tmp_path):
+    """n=1's --setup fails: no runs, exit 1; the report still lists n=1, with why, and plots the others."""
+    html = tmp_path / "scan.html"
+    done = perfctl("stat", "-q", "-r", "1", "-e", "task-clock", "--html", str(html), "-L", "n", "1,2,3",
+                   "--setup", "test {n} != 1", "--", *HEAD)
+    assert done.returncode == 1, done.stderr
+    text = html.read_text()
+    assert re.findall(r"<tr><td>(n=\d)</td>", text) == ["n=1", "n=2", "n=3"]
+    assert "<li>n=1: no measured runs" in text
+    assert re.search(r'<polyline class="scan-line"[^>]* points="\S+ \S+"', text)
 
 
 def test_list_values_are_plotted_in_the_order_given_and_numbers_linearly():

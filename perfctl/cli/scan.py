@@ -1,8 +1,9 @@
 """Parameter scans, as hyperfine takes them: `-P NAME MIN MAX [-D STEP]` and `-L NAME a,b,c` (several -L
-give every combination). One benchmark per value, `{NAME}` replaced in every word of the command, named
-`NAME=value` after the benchmark's name and labelled NAME=value in every sample (docs/stat.md, "Parameter
-scans"). `perfctl stat` and `perfctl ab` add the options with :func:`scan_options` and run through
-:func:`each_point`; everything about a scan is checked before anything runs."""
+give every combination). One benchmark per value, `{NAME}` replaced in every word of the command and of
+the hooks (--prepare, --setup, --cleanup, as hyperfine does), named `NAME=value` after the benchmark's name
+and labelled NAME=value in every sample (docs/stat.md, "Parameter scans"). `perfctl stat` and `perfctl ab`
+add the options with :func:`scan_options` and run through :func:`each_point`; everything about a scan is
+checked before anything runs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, EXIT_USAGE
-from perfctl.model import parse_label
+from perfctl.model import HOOKS, parse_label
 
 MAX_POINTS = 1000  # a scan of more values is more likely a typo (-P n 1 1000000) than a plan
 
@@ -21,12 +22,12 @@ def scan_options(command) -> None:
     """-P/--parameter-scan, -D/--parameter-step-size and -L/--parameter-list, with hyperfine's meanings."""
     command.add_argument("-P", "--parameter-scan", nargs=3, metavar=("NAME", "MIN", "MAX"),
                          help="one benchmark per value of NAME from MIN to MAX (inclusive), {NAME} replaced in "
-                              "the command; integers, or decimals with -D (docs/stat.md)")
+                              "the command and the hooks; integers, or decimals with -D (docs/stat.md)")
     command.add_argument("-D", "--parameter-step-size", metavar="STEP",
                          help="step of -P (default 1; may be a decimal, e.g. 0.5)")
     command.add_argument("-L", "--parameter-list", nargs=2, action="append", metavar=("NAME", "VALUES"),
                          help="one benchmark per comma-separated value of NAME, {NAME} replaced in the command "
-                              f"(repeatable: every combination; at most {MAX_POINTS} benchmarks)")
+                              f"and the hooks (repeatable: every combination; at most {MAX_POINTS} benchmarks)")
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,14 @@ def scan_points(args, command: str) -> list[ScanPoint]:
     if scan is not None:
         axes.append((scan[0], _range(command, *scan, step)))
     for name, values in lists:
-        axes.append((name, values.split(",")))
+        given = values.split(",")
+        twice = next((value for i, value in enumerate(given) if value in given[:i]), None)
+        if twice is not None:  # two benchmarks of one name: compare would pool them, the report plot one
+            raise UsageError(f"{command}: -L {name}: value {twice!r} given twice")
+        axes.append((name, given))
     seen: set[str] = set()
-    words = " ".join(args.cmd)
+    # the hooks take the values too, as hyperfine's --prepare, --setup and --cleanup do
+    words = " ".join([*args.cmd, *(hook for hooks in _hooks(args).values() for hook in hooks)])
     for name, values in axes:
         option = "-P" if scan is not None else "-L"
         for value in values:
@@ -80,7 +86,7 @@ def scan_points(args, command: str) -> list[ScanPoint]:
             raise UsageError(f"{command}: {option} {name}: parameter given twice")
         seen.add(name)
         if "{" + name + "}" not in words:
-            raise UsageError(f"{command}: {option} {name}: the command does not use {{{name}}}")
+            raise UsageError(f"{command}: {option} {name}: neither the command nor a hook uses {{{name}}}")
     count = 1
     for _, values in axes:
         count *= len(values)
@@ -124,12 +130,13 @@ def _shown(value: Decimal) -> str:
     return str(value.quantize(1)) if value == value.to_integral_value() else format(value.normalize(), "f")
 
 
-def each_point(args, command: str, run_one) -> int:
+def each_point(args, command: str, run_one, programs=lambda words: words[:1]) -> int:
     """``run_one(args, None)`` for the command as given, or ``run_one(args, point)`` once per point of the
-    scan with the command's words substituted, the benchmark named ``NAME NAME=value`` (--name, else the
-    basename of the first word, as without a scan) and labelled NAME=value. The exit code of the most
-    serious point; a signal stops the scan at once. Each point is its own benchmark: its verdict or table
-    holds on its own."""
+    scan with the command's and the hooks' words substituted, the benchmark named ``NAME NAME=value``
+    (--name, else the basename of the first word as typed, as without a scan) and labelled NAME=value.
+    ``programs(words)``: the programs among a command's words (ab: each command's first); every point's are
+    checked to run before the first point runs. The exit code of the most serious point; a signal stops
+    the scan at once. Each point is its own benchmark: its verdict or table holds on its own."""
     from perfctl.cli.around import default_name
     from perfctl.cli.options import command_of
     from perfctl.output import UsageError
@@ -140,25 +147,61 @@ def each_point(args, command: str, run_one) -> int:
     if getattr(args, "csv", False):  # stat's per-run CSV has no benchmark column: the values would mix
         raise UsageError(f"{command}: --csv cannot tell a scan's values apart (no benchmark column); use --json "
                          "or -o FILE, whose samples carry the value as a label")
-    if getattr(args, "format", None) == "json":  # a document per value would not be one JSON document
-        raise UsageError(f"{command}: --format json takes one comparison, not a scan; -o FILE keeps every value's "
-                         "samples and `perfctl compare FILE@ab=A FILE@ab=B --format json` judges them in one document")
+    form = getattr(args, "format", None)
+    if form in ("json", "csv"):  # a document per value, each with its header, would not be one document
+        raise UsageError(f"{command}: --format {form} takes one comparison, not a scan; -o FILE keeps every "
+                         f"value's samples and `perfctl compare FILE@ab=A FILE@ab=B --format {form}` judges them "
+                         "in one document")
     taken = {text.partition("=")[0] for text in args.label}
     clash = next((name for name in points[0].values if name in taken), None)
     if clash is not None:
         raise UsageError(f"{command}: --label {clash}=...: {clash} is a parameter of the scan (its samples are "
                          "labelled with its value)")
+    _check_programs(args, command, points, programs)
     worst = EXIT_OK
     for point in points:
         each = copy.copy(args)
         each.cmd = point.substitute(args.cmd)
-        each.name = f"{args.name or default_name(each, command_of(each))} {point.suffix}"
+        for hook, commands in _hooks(args).items():
+            setattr(each, hook, point.substitute(commands))
+        # named after the words as typed (bench-{cc}, not bench-gcc): every point shares the base name that
+        # makes the points one scan in compare's report (report/scanplot.py)
+        each.name = f"{args.name or default_name(args, command_of(args))} {point.suffix}"
         each.label = [*args.label, *(f"{name}={value}" for name, value in point.values.items())]
         code = run_one(each, point)
         if code > 128:  # stopped by a signal: the rest of the scan does not run
             return code
         worst = max(worst, code, key=_seriousness)
     return worst
+
+
+def _check_programs(args, command: str, points: list[ScanPoint], programs) -> None:
+    """A UsageError, as the point's own run would give it (cli/around.py not_found), for the first point
+    whose program cannot run (``-L v a,b -- ./prog-{v}`` without prog-b): found before any point runs, not
+    midway with the values before it measured and stat's --html of the scan never written. Resolved only
+    (agent/run/control.py resolve_command), not hashed: each point's run identifies its command again."""
+    from perfctl.agent.run.control import resolve_command
+    from perfctl.agent.runner import RunError
+    from perfctl.cli.around import not_found
+    from perfctl.cli.measure import prepare
+    from perfctl.cli.options import command_of
+
+    if args.shell:  # the program is the shell, the same at every point: the first point's run checks it
+        return
+    _, control, _ = prepare(args, command)  # the PATH the runs get (--clean-env's included)
+    path = dict(control.env).get("PATH")
+    for point in points:
+        words = point.substitute(command_of(args))
+        for program in programs(words):
+            try:
+                resolve_command(program, path)
+            except RunError as err:
+                raise not_found(f"{command}: {point.suffix}", err, words, args) from None
+
+
+def _hooks(args) -> dict[str, list[str]]:
+    """The hooks given (cli/around.py hook_options), by option: {"prepare": [CMD, ...], ...}."""
+    return {hook: getattr(args, hook) for hook in HOOKS if getattr(args, hook, None)}
 
 
 # most serious first, as perfctl/exit_codes.py outcome_exit orders them

@@ -31,8 +31,19 @@ from perfctl.analysis.changepoints import FEWEST_POINTS
 from perfctl.output import paragraph, show
 from perfctl.report import QUIET, VERBOSE, Report, finite, markdown_text
 from perfctl.report.axes import nice_ticks, padded, value_axis
-from perfctl.report.html import _cell, _table, document, name, tone
-from perfctl.report.svg import VERDICT_COLOURS, Scale, _axis_x, _marks, _n, _svg, _text, _y_title, esc, fitted
+from perfctl.report.html import document, html_table, name, td, tone
+from perfctl.report.svg import (
+    VERDICT_COLOURS,
+    Scale,
+    axis_x,
+    esc,
+    fitted,
+    mark_path,
+    px,
+    svg_element,
+    text_element,
+    y_title,
+)
 from perfctl.text import cell, visible
 from perfctl.units import quantity, ratio
 
@@ -457,15 +468,15 @@ def changes_table(rows: Sequence[dict], table_id: str) -> str:
     out = []
     for row in rows:
         finding = row["finding"].replace("after ", "B ", 1)  # report/html.py's tones read "B slower"
-        out.append("<tr>" + (_cell(row["id"], numeric=False, css="word") if stored else "")
-                   + _cell(row["benchmark"], numeric=False, css="name")
-                   + _cell(row["machine"], numeric=False) + _cell(row["metric"], numeric=False, css="metric")
-                   + _cell(f"{point_name(row['before'])} → {point_name(row['after'])}", numeric=False)
-                   + _cell(row["after"]["time_ns"], when(row["after"]["time_ns"]), "after_time_ns")
-                   + _cell(row["ratio"], change_ratio(row), "ratio")
+        out.append("<tr>" + (td(row["id"], numeric=False, css="word") if stored else "")
+                   + td(row["benchmark"], numeric=False, css="name")
+                   + td(row["machine"], numeric=False) + td(row["metric"], numeric=False, css="metric")
+                   + td(f"{point_name(row['before'])} → {point_name(row['after'])}", numeric=False)
+                   + td(row["after"]["time_ns"], when(row["after"]["time_ns"]), "after_time_ns")
+                   + td(row["ratio"], change_ratio(row), "ratio")
                    + f'<td class="tone-{tone(finding)}">{esc(row["finding"])}</td>'
-                   + (_cell(row["state"], numeric=False, css="word") + _note(row) if stored else "") + "</tr>")
-    return _table(head, out, table_id)
+                   + (td(row["state"], numeric=False, css="word") + _note(row) if stored else "") + "</tr>")
+    return html_table(head, out, table_id)
 
 
 def _note(row: dict) -> str:
@@ -494,15 +505,16 @@ def _section(series: dict, index: int) -> str:
     if series["changes"]:
         parts.append(changes_table(series["changes"], f"changes-{index}"))
     shown = points[-POINTS_LISTED:]
-    rows = ["<tr>" + _cell(point_name(p), numeric=False, css="word") + _cell(p["job"], numeric=False)
-            + _cell(p["time_ns"], when(p["time_ns"]), "time_ns") + _cell(p["runs"], f"{p['runs']:,}", "runs")
-            + _cell(p["median"], units.quantity(p["median"], unit), "median")
-            + _cell(p["q1"], units.quantity(p["q1"], unit), "q1") + _cell(p["q3"], units.quantity(p["q3"], unit), "q3")
-            + _cell(p["min"], units.quantity(p["min"], unit), "min")
-            + _cell(p["max"], units.quantity(p["max"], unit), "max") + "</tr>" for p in shown]
+    rows = ["<tr>" + td(point_name(p), numeric=False, css="word") + td(p["job"], numeric=False)
+            + td(p["time_ns"], when(p["time_ns"]), "time_ns") + td(p["runs"], f"{p['runs']:,}", "runs")
+            + td(p["median"], units.quantity(p["median"], unit), "median")
+            + td(p["q1"], units.quantity(p["q1"], unit), "q1") + td(p["q3"], units.quantity(p["q3"], unit), "q3")
+            + td(p["min"], units.quantity(p["min"], unit), "min")
+            + td(p["max"], units.quantity(p["max"], unit), "max") + "</tr>" for p in shown]
     said = f"{len(points):,} points" + (f", the last {len(shown):,} listed" if len(shown) < len(points) else "")
     parts.append(f"<details><summary>{said}</summary>"
-                 + _table(("point", "job", "time", "runs", "median", "q1", "q3", "min", "max"), rows) + "</details>")
+                 + html_table(("point", "job", "time", "runs", "median", "q1", "q3", "min", "max"), rows)
+                 + "</details>")
     return "".join(parts)
 
 
@@ -520,26 +532,26 @@ def history_plot(series: dict, width: int = PLOT_WIDTH, height: int = PLOT_HEIGH
     body = _x_axis(points, xs, height)
     ticks = axis.ticks(ys.low, ys.high, 4)
     for tick in ticks:
-        body.append(f'<line x1="{LEFT}" x2="{width - RIGHT}" y1="{_n(ys(tick))}" y2="{_n(ys(tick))}" stroke="#eee"/>')
-        body.append(_text(LEFT - 6, ys(tick) + 4, axis.text(tick, ticks), "end", ' class="ytick"'))
-    body.append(_y_title(16, (height - BOTTOM + TOP) / 2, axis.title))
-    whiskers = "".join(f"M{_n(xs(i))} {_n(ys(p['min']))}V{_n(ys(p['max']))}" for i, p in enumerate(points))
-    bars = "".join(f"M{_n(xs(i))} {_n(ys(p['q1']))}V{_n(ys(p['q3']))}" for i, p in enumerate(points))
+        body.append(f'<line x1="{LEFT}" x2="{width - RIGHT}" y1="{px(ys(tick))}" y2="{px(ys(tick))}" stroke="#eee"/>')
+        body.append(text_element(LEFT - 6, ys(tick) + 4, axis.text(tick, ticks), "end", ' class="ytick"'))
+    body.append(y_title(16, (height - BOTTOM + TOP) / 2, axis.title))
+    whiskers = "".join(f"M{px(xs(i))} {px(ys(p['min']))}V{px(ys(p['max']))}" for i, p in enumerate(points))
+    bars = "".join(f"M{px(xs(i))} {px(ys(p['q1']))}V{px(ys(p['q3']))}" for i, p in enumerate(points))
     colour = "#0072B2"
     body.append(f'<path class="whiskers" d="{whiskers}" stroke="#999" stroke-width="1"/>')
-    body.append(f'<path class="bars" d="{bars}" stroke="{colour}" stroke-width="{_n(max(1.0, min(8.0, step * 0.6)))}" '
+    body.append(f'<path class="bars" d="{bars}" stroke="{colour}" stroke-width="{px(max(1.0, min(8.0, step * 0.6)))}" '
                 'opacity="0.45"/>')
-    body.append(_marks([(xs(i), ys(p["median"])) for i, p in enumerate(points)], colour, "round",
-                       max(2.0, min(6.0, step * 0.8))))
+    body.append(mark_path([(xs(i), ys(p["median"])) for i, p in enumerate(points)], colour, "round",
+                          max(2.0, min(6.0, step * 0.8))))
     body += _levels(series, xs, ys) + _change_marks(changes, points, xs, ys, height)
     for i, p in enumerate(points):  # the hover: one transparent column per point
         said = (f"{point_name(p)} · job {p['job']} · {when(p['time_ns'])} · {p['runs']:,} runs · median "
                 f"{units.quantity(p['median'], unit)} (q1–q3 {units.quantity(p['q1'], unit)} – "
                 f"{units.quantity(p['q3'], unit)})")
-        body.append(f'<rect class="point" x="{_n(xs(i) - step / 2)}" y="{TOP}" width="{_n(step)}" '
+        body.append(f'<rect class="point" x="{px(xs(i) - step / 2)}" y="{TOP}" width="{px(step)}" '
                     f'height="{height - BOTTOM - TOP}" fill="transparent"><title>{esc(said)}</title></rect>')
     label = f"history of {series_title(series, str)}: {len(points):,} points, {len(changes):,} changes"
-    return _svg(width, height, label, body, grow=1.9)
+    return svg_element(width, height, label, body, grow=1.9)
 
 
 def _x_axis(points: Sequence[dict], xs: Scale, height: int) -> list[str]:
@@ -548,8 +560,8 @@ def _x_axis(points: Sequence[dict], xs: Scale, height: int) -> list[str]:
         return []
     places = [int(t) for t in nice_ticks(0, len(points) - 1, 6, integer=True)] or [0]
     room = (xs.end - xs.start) / max(len(places), 1)
-    return _axis_x(xs, places, height - BOTTOM, TOP, f"point, in order ({time_span(points)})",
-                   lambda t: fitted(point_name(points[int(t)]), room - 8))
+    return axis_x(xs, places, height - BOTTOM, TOP, f"point, in order ({time_span(points)})",
+                  lambda t: fitted(point_name(points[int(t)]), room - 8))
 
 
 def _levels(series: dict, xs: Scale, ys: Scale) -> list[str]:
@@ -561,7 +573,7 @@ def _levels(series: dict, xs: Scale, ys: Scale) -> list[str]:
     cuts = [index.get(row["after"]["job"], 0) for row in changes]
     levels = [changes[0]["before"]["median"]] + [row["after"]["median"] for row in changes]
     bounds = [0] + cuts + [count]
-    path = "".join(f"M{_n(xs(start - 0.5))} {_n(ys(level))}H{_n(xs(stop - 0.5))}"
+    path = "".join(f"M{px(xs(start - 0.5))} {px(ys(level))}H{px(xs(stop - 0.5))}"
                    for start, stop, level in zip(bounds, bounds[1:], levels))
     return [f'<path class="levels" d="{path}" stroke="#333" stroke-width="1.5" fill="none"/>']
 
@@ -581,9 +593,9 @@ def _change_marks(changes: Sequence[dict], points: Sequence[dict], xs: Scale, ys
         anchor = "end" if x > (xs.start + xs.end) / 2 else "start"
         shift = -4 if anchor == "end" else 4
         out.append(f'<g class="change"><title>{esc(said)}</title>'
-                   f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{TOP - 4}" y2="{height - BOTTOM}" stroke="{colour}" '
+                   f'<line x1="{px(x)}" x2="{px(x)}" y1="{TOP - 4}" y2="{height - BOTTOM}" stroke="{colour}" '
                    f'stroke-width="2" stroke-dasharray="5 3"/>'
-                   + _text(x + shift, TOP - 8 - 12 * (n % 2), fitted(change_ratio(row), 260), anchor,
-                           f' fill="{colour}" class="change-label"') + "</g>")
+                   + text_element(x + shift, TOP - 8 - 12 * (n % 2), fitted(change_ratio(row), 260), anchor,
+                                  f' fill="{colour}" class="change-label"') + "</g>")
     return out
 

@@ -95,7 +95,7 @@ def name(text) -> str:
     return shown if shown == whole else f'<span title="{whole}">{shown}</span>'
 
 
-def _cell(value, text: str | None = None, field: str | None = None, numeric: bool = True, css: str = "") -> str:
+def td(value, text: str | None = None, field: str | None = None, numeric: bool = True, css: str = "") -> str:
     """A table cell showing ``text`` (or the value in plain form) that keeps the raw value for scripts;
     ``css`` its class when it is not a number (CSS: ``word`` never wraps, ``name`` and ``metric`` wrap
     anywhere but keep a minimum width)."""
@@ -108,7 +108,7 @@ def _cell(value, text: str | None = None, field: str | None = None, numeric: boo
     return f'<td{f" class={css}" if css else ""}{attributes}>{shown}</td>'
 
 
-def _table(head: Sequence[str], rows: Sequence[str], table_id: str = "", wrapped: bool = True) -> str:
+def html_table(head: Sequence[str], rows: Sequence[str], table_id: str = "", wrapped: bool = True) -> str:
     """A table in a box of its own that scrolls sideways (``wrapped``), so that a table wider than a narrow
     window never widens the page."""
     identity = f' id="{table_id}"' if table_id else ""
@@ -338,15 +338,15 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, orde
             f'<td class=name>{shown}</td>'
             f'<td class="tone-{tone(r["finding"])}" data-field="finding" data-value="{esc(r["finding"])}">'
             f'{esc(r["finding"])}</td>'
-            f'{_cell(r["ratio_a_over_b"], units.ratio(r["ratio_a_over_b"]), "ratio_a_over_b")}'
-            f'{_cell(r["ratio_low"], low, "ratio_low")}'
-            f'{_cell(r["ratio_high"], high, "ratio_high")}'
-            f'{_cell(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
-            f'{_cell(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
-            f'{_cell(r["n_a"], field="n_a")}{_cell(r["n_b"], field="n_b")}'
-            + (_cell(r["metric"], numeric=False, css="metric") if several else "")
-            + f'{_cell(r["verdict"], field="verdict", numeric=False, css="word")}'
-            f'{_cell(r["margin"], field="margin", numeric=False, css="word")}</tr>')
+            f'{td(r["ratio_a_over_b"], units.ratio(r["ratio_a_over_b"]), "ratio_a_over_b")}'
+            f'{td(r["ratio_low"], low, "ratio_low")}'
+            f'{td(r["ratio_high"], high, "ratio_high")}'
+            f'{td(r["median_a"], units.quantity(r["median_a"], unit), "median_a")}'
+            f'{td(r["median_b"], units.quantity(r["median_b"], unit), "median_b")}'
+            f'{td(r["n_a"], field="n_a")}{td(r["n_b"], field="n_b")}'
+            + (td(r["metric"], numeric=False, css="metric") if several else "")
+            + f'{td(r["verdict"], field="verdict", numeric=False, css="word")}'
+            f'{td(r["margin"], field="margin", numeric=False, css="word")}</tr>')
     if sum(map(len, out)) > svg.TABLE_BYTES:
         spent, kept = 0, set()
         for i in sorted(range(len(out)), key=lambda k: order[k]):
@@ -365,7 +365,7 @@ def _verdict_table(rows: Sequence[dict], metric_units: dict, margin: float, orde
     chunks = [out[k:k + TABLE_CHUNK] for k in range(0, len(out), TABLE_CHUNK)] or [[]]
     return ("<div class=wide id=verdicts>"
             + "".join(f'<div class=rows style="contain-intrinsic-size:auto {ROW_HEIGHT * (len(c) + 1)}px">'
-                      + _table(head, c, wrapped=False) + "</div>" for c in chunks) + "</div>", len(out))
+                      + html_table(head, c, wrapped=False) + "</div>" for c in chunks) + "</div>", len(out))
 
 
 def _plain(value) -> str:
@@ -437,10 +437,10 @@ def _inventories(a: dict | None, b: dict | None) -> str:
             else "the two inventories are the same")
     same = [row for k, row in zip(keys, rows) if k not in differing]
     return (f"<h2 id=machines>Machines</h2><p>{said}</p>"
-            + (_table(("item", "A", "B"), [row for k, row in zip(keys, rows) if k in differing], "inventories")
+            + (html_table(("item", "A", "B"), [row for k, row in zip(keys, rows) if k in differing], "inventories")
                if differing else "")
             + (f"<details><summary>{len(same)} items the same on both</summary>"
-               + _table(("item", "A", "B"), same, "same-inventory") + "</details>" if same else ""))
+               + html_table(("item", "A", "B"), same, "same-inventory") + "</details>" if same else ""))
 
 
 def _benchmark_section(index: int, row: dict, result, context, datasets, open_all: bool, p, limit: int,
@@ -463,7 +463,7 @@ def _benchmark_section(index: int, row: dict, result, context, datasets, open_al
     if row["warnings"]:
         facts.append(("warnings", "; ".join(row["warnings"])))
     parts = [f'<section id="b{index}"><details{" open" if open_all else ""}>{head}',
-             _table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
+             html_table((), [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in facts])]
     if datasets is not None:
         # the bracket of the strip plot, in words: SPA's interval of the value a proportion of runs stay under
         bracket = f"{spa_level} interval of the value {p.proportion:g} of runs stay under (SPA)"
@@ -512,13 +512,13 @@ def _counters(a_bench, b_bench) -> str:
         unit = a_bench.units.get(metric)
         ma, mb = _median(a), _median(b)
         ratio = ma / mb if mb else None
-        rows.append(f"<tr><td>{esc(metric)}</td>{_cell(ma, units.quantity(ma, unit))}"
-                    f"{_cell(mb, units.quantity(mb, unit))}"
-                    f"{_cell(ratio, '-' if ratio is None or not math.isfinite(ratio) else f'{ratio:.3f}')}</tr>")
+        rows.append(f"<tr><td>{esc(metric)}</td>{td(ma, units.quantity(ma, unit))}"
+                    f"{td(mb, units.quantity(mb, unit))}"
+                    f"{td(ratio, '-' if ratio is None or not math.isfinite(ratio) else f'{ratio:.3f}')}</tr>")
     if not rows:
         return ""
     return ("<p class=note>every counter both sides recorded (medians; the ratio of medians, A/B, is not a "
-            "test)</p>" + _table(("counter", "median A", "median B", "A/B of medians"), rows))
+            "test)</p>" + html_table(("counter", "median A", "median B", "A/B of medians"), rows))
 
 
 def _median(values: Sequence[float]) -> float:
@@ -549,17 +549,17 @@ def fleet_page(history: dict[str, list[dict]], drifts: dict[str, list[str]], spr
                 "untrusted (vermillion circle); hover a mark for its audit</p>")
     body.append("<h2 id=drift>Drift between consecutive audits</h2>")
     changes = [(m, c) for m, items in sorted(drifts.items()) for c in items]
-    body.append(_table(("machine", "what changed"), [f"<tr><td>{name(m)}</td><td>{esc(c)}</td></tr>"
-                                                     for m, c in changes], "drift")
+    body.append(html_table(("machine", "what changed"), [f"<tr><td>{name(m)}</td><td>{esc(c)}</td></tr>"
+                                                         for m, c in changes], "drift")
                 if changes else "<p>no machine changed between consecutive audits.</p>")
     body.append("<h2 id=spread>Spread of instruction counts per kernel (latest audits)</h2>")
     if not spread:
         body.append("<p>no latest audit carries a usable instruction count.</p>")
-    body.append(_table(("kernel", "machines", "source", "median", "CV across machines"),
-                       [f"<tr><td>{esc(r['kernel'])}</td>{_cell(r['machines'])}<td>{esc(r['source'])}</td>"
-                        f"{_cell(r['median'], units.count(r['median']))}"
-                        f"{_cell(r['cv'], _cv(r['cv']))}</tr>"
-                        for r in spread], "spread"))
+    body.append(html_table(("kernel", "machines", "source", "median", "CV across machines"),
+                           [f"<tr><td>{esc(r['kernel'])}</td>{td(r['machines'])}<td>{esc(r['source'])}</td>"
+                            f"{td(r['median'], units.count(r['median']))}"
+                            f"{td(r['cv'], _cv(r['cv']))}</tr>"
+                            for r in spread], "spread"))
     body.append("<h2 id=history>History per machine</h2>")
     for machine, reports in sorted(history.items()):
         lines = [f"<tr><td>{esc(_utc(r.get('time_ns')))}</td>"
@@ -568,7 +568,7 @@ def fleet_page(history: dict[str, list[dict]], drifts: dict[str, list[str]], spr
                  f"<td>{'; '.join(map(esc, r.get('reasons') or [])) or '-'}</td></tr>"
                  for r in reversed(reports)]
         body.append(f"<details open><summary><h3>{name(machine)}</h3> ({len(reports)} audits)</summary>"
-                    + _table(("time (UTC)", "verdict", "kernel", "microcode", "reasons"), lines) + "</details>")
+                    + html_table(("time (UTC)", "verdict", "kernel", "microcode", "reasons"), lines) + "</details>")
     if notes:
         body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return document("perfctl: fleet audits", body)
@@ -608,11 +608,11 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
         still = d.min == d.max
         shown = name(event.label) if still else f'<a href="#e{i}">{name(event.label)}</a>'
         rows.append(f'<tr data-event="{svg.tooltip(event.label)}"><td>{shown}</td>'
-                    f'{_cell(d.n, field="n")}{_cell(d.median, units.quantity(d.median, event.unit), "median")}'
-                    f'{_cell(d.mean, units.quantity(d.mean, event.unit), "mean")}'
+                    f'{td(d.n, field="n")}{td(d.median, units.quantity(d.median, event.unit), "median")}'
+                    f'{td(d.mean, units.quantity(d.mean, event.unit), "mean")}'
                     f'{_percent(relative_stderr(d.stderr, d.mean), "stderr%", "±")}{_percent(d.cv, "cv")}'
-                    f'{_cell(d.min, units.quantity(d.min, event.unit), "min")}'
-                    f'{_cell(d.max, units.quantity(d.max, event.unit), "max")}'
+                    f'{td(d.min, units.quantity(d.min, event.unit), "min")}'
+                    f'{td(d.max, units.quantity(d.max, event.unit), "max")}'
                     + (_derived(figures.get(event.label)) if figures else "")
                     + f'<td>{esc(event.backend)}{esc(f" ({event.source})" if event.source else "")}</td></tr>')
         if still:
@@ -628,7 +628,7 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
                         + "".join(f'<div class="plot">{p}</div>' for p in plots) + "</div></details></section>")
     unsupported = [e for e in summary.events.values() if not e.values and e.unsupported]
     head = ("event", "n", "median", "mean", "stderr%", "CV", "min", "max") + ("derived",) * bool(figures)
-    body.append(_table(head + ("backend (source)",), rows, "events"))
+    body.append(html_table(head + ("backend (source)",), rows, "events"))
     if unsupported:
         # each item bounded (svg.esc), not the list, which may be long and is worth reading whole
         body.append("<p class=note>not counted here: " + "; ".join(esc(f"{e.label}: {e.unsupported}")
@@ -644,8 +644,8 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
         items = flatten(inventory)
         keys += sorted(items.keys() - set(keys) - {"type"})
         body.append("<h2 id=machines>Machine</h2>"
-                    + _table(("item", "value"), [f"<tr><td>{esc(k)}</td><td>{esc(items[k])}</td></tr>"
-                                                 for k in keys], "inventory"))
+                    + html_table(("item", "value"), [f"<tr><td>{esc(k)}</td><td>{esc(items[k])}</td></tr>"
+                                                     for k in keys], "inventory"))
     if notes:
         body.append("<h2 id=notes>Notes</h2><ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return document(title, body)
@@ -660,7 +660,7 @@ def _age(ns: int) -> str:
 
 def _percent(value: float, field: str, sign: str = "") -> str:
     """A fraction shown as a percentage ("-" when there is none: one run, a mean of 0), its raw value kept."""
-    return _cell(value, "-" if not math.isfinite(value) else f"{sign}{value:.2%}", field)
+    return td(value, "-" if not math.isfinite(value) else f"{sign}{value:.2%}", field)
 
 
 def _derived(figure: Figure | None) -> str:

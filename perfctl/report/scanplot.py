@@ -2,7 +2,8 @@
 scan (`perfctl stat -P/-L`, perfctl/cli/scan.py), a line per side in compare's report and one line in
 stat's. A scan's benchmarks are found by name, ``BASE NAME=value`` (the name cli/scan.py gives each point):
 benchmarks that share BASE and NAME, two or more of them, are one scan. Numeric values go on a numeric
-axis (logarithmic when they span more than two decades), others in the order the scan gave them."""
+axis (logarithmic when they span more than two decades) in numeric order, others in the order they come
+(the scan's in stat's report, by name in compare's, whose benchmarks are sorted by name)."""
 
 from __future__ import annotations
 
@@ -75,14 +76,21 @@ def plot(parameter: str, values: Sequence[str], lines: Sequence[ScanLine], metri
          level: str = "95%", width: int = 540) -> str:
     """The medians of ``metric`` against the scan's ``values`` of ``parameter``: each line a polyline (class
     ``scan-line``, its side in ``data-side``) through its medians, a whisker for each interval; the
-    parameter's values label the axis (class ``tick``)."""
+    parameter's values label the axis (class ``tick``). Numeric values are drawn in numeric order whatever
+    order they come in (compare's rows come sorted by name: 1, 10, 11, 2), so a line never doubles back."""
     numbers = _numeric(values)
+    if numbers is not None:
+        order = sorted(range(len(values)), key=numbers.__getitem__)
+        values, numbers = [values[i] for i in order], [numbers[i] for i in order]
+        lines = [ScanLine(line.name, *([series[i] for i in order] for series in (line.medians, line.lows,
+                                                                                  line.highs)))
+                 for line in lines]
     positive = numbers is not None and min(numbers) > 0
     log = positive and max(numbers) / min(numbers) > LOG_SPAN
     where = numbers if numbers is not None else list(range(len(values)))
-    entries = [(line.name, svg._line_glyph(svg.COLOURS.get(line.name, "#444"))) for line in lines]
+    entries = [(line.name, svg.line_glyph(svg.COLOURS.get(line.name, "#444"))) for line in lines]
     note = f"median with its {level} interval (order statistics), at each value of {parameter}"
-    body, top = svg._key(90, width, entries if len(lines) > 1 else [], [note + ("; log axis" if log else "")])
+    body, top = svg.plot_key(90, width, entries if len(lines) > 1 else [], [note + ("; log axis" if log else "")])
     height = int(top) + 220
     low_x, high_x = min(where), max(where)
     if log:  # room for the first and last whiskers and their values' labels, in the axis's own terms
@@ -98,25 +106,25 @@ def plot(parameter: str, values: Sequence[str], lines: Sequence[ScanLine], metri
     picked = sorted({round(i * (len(values) - 1) / (MAX_TICKS - 1)) for i in range(MAX_TICKS)}
                     if len(values) > MAX_TICKS else range(len(values)))
     shown = {where[i]: values[i] for i in picked}
-    body += svg._axis_x(xs, list(shown), height - 50, top + 10, parameter, lambda t: shown[t])
+    body += svg.axis_x(xs, list(shown), height - 50, top + 10, parameter, lambda t: shown[t])
     ticks = axis.ticks(ys.low, ys.high, 4)
     for tick in ticks:
-        body.append(f'<line x1="90" x2="{width - 20}" y1="{svg._n(ys(tick))}" y2="{svg._n(ys(tick))}" '
+        body.append(f'<line x1="90" x2="{width - 20}" y1="{svg.px(ys(tick))}" y2="{svg.px(ys(tick))}" '
                     f'stroke="#eee"/>')
-        body.append(svg._text(84, ys(tick) + 4, axis.text(tick, ticks), "end", ' class="ytick"'))
-    body.append(svg._y_title(16, (height - 50 + top + 10) / 2, axis.title))
+        body.append(svg.text_element(84, ys(tick) + 4, axis.text(tick, ticks), "end", ' class="ytick"'))
+    body.append(svg.y_title(16, (height - 50 + top + 10) / 2, axis.title))
     for line in lines:
         colour = svg.COLOURS.get(line.name, "#444")
         points = [(xs(x), ys(m)) for x, m in zip(where, line.medians) if m is not None and math.isfinite(m)]
-        whiskers = "".join(f"M{svg._n(xs(x))} {svg._n(ys(lo))}V{svg._n(ys(hi))}"
+        whiskers = "".join(f"M{svg.px(xs(x))} {svg.px(ys(lo))}V{svg.px(ys(hi))}"
                            for x, lo, hi in zip(where, line.lows, line.highs) if lo is not None and hi is not None)
         if whiskers:
             body.append(f'<path class="scan-interval" d="{whiskers}" stroke="{colour}" stroke-width="1.5"/>')
         body.append(f'<polyline class="scan-line" data-side="{svg.tooltip(line.name)}" fill="none" '
                     f'stroke="{colour}" stroke-width="2" points="'
-                    + " ".join(f"{svg._n(x)},{svg._n(y)}" for x, y in points) + '"/>')
-        body.append(svg._marks(points, colour, "round" if line.name != "B" else "square", 7))
-    return svg._svg(width, height, f"{axis.title} against {parameter}: {note}", body)
+                    + " ".join(f"{svg.px(x)},{svg.px(y)}" for x, y in points) + '"/>')
+        body.append(svg.mark_path(points, colour, "round" if line.name != "B" else "square", 7))
+    return svg.svg_element(width, height, f"{axis.title} against {parameter}: {note}", body)
 
 
 def section(title: str, plots: Sequence[str]) -> str:

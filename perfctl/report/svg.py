@@ -156,7 +156,7 @@ def _log(value: float) -> float:
     return math.log(min(max(value, math.ulp(0.0)), sys.float_info.max))
 
 
-def _n(value: float) -> str:
+def px(value: float) -> str:
     """A coordinate. Never nan or inf (browsers reject the attribute): such a value is drawn at 0, and the
     callers drop marks whose value is not finite before they get here."""
     if not math.isfinite(value):
@@ -164,7 +164,7 @@ def _n(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def _svg(width: int, height: int, label: str, body: list[str], grow: float = 1.0) -> str:
+def svg_element(width: int, height: int, label: str, body: list[str], grow: float = 1.0) -> str:
     """One plot that scales down with the window (the page's CSS: max-width 100%, height auto); ``grow``
     above 1: it also scales up, to that many times its size, where the page has room."""
     style = f' style="width:100%;max-width:min(100%,{int(width * grow)}px)"' if grow > 1 else ""
@@ -173,12 +173,12 @@ def _svg(width: int, height: int, label: str, body: list[str], grow: float = 1.0
             f'font-family="sans-serif" font-size="{FONT}">' + "".join(body) + "</svg>")
 
 
-def _text(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
-    return f'<text x="{_n(x)}" y="{_n(y)}" text-anchor="{anchor}"{extra}>{bounded(text, NAME_SHOWN)}</text>'
+def text_element(x: float, y: float, text: str, anchor: str = "start", extra: str = "") -> str:
+    return f'<text x="{px(x)}" y="{px(y)}" text-anchor="{anchor}"{extra}>{bounded(text, NAME_SHOWN)}</text>'
 
 
-def _marks(points: Sequence[tuple[float, float]], colour: str, cap: str, width: float = 6,
-           hollow: bool = False) -> str:
+def mark_path(points: Sequence[tuple[float, float]], colour: str, cap: str, width: float = 6,
+              hollow: bool = False) -> str:
     """Many marks in one path: zero-length segments drawn with round or square caps (a 1,000-run series
     costs a path of some 12 KB, not a thousand elements)."""
     if not points:
@@ -186,24 +186,24 @@ def _marks(points: Sequence[tuple[float, float]], colour: str, cap: str, width: 
     points = [(x, y) for x, y in points if math.isfinite(x) and math.isfinite(y)]
     if not points:
         return ""
-    data = "".join(f"M{_n(x)} {_n(y)}h0" for x, y in points)
+    data = "".join(f"M{px(x)} {px(y)}h0" for x, y in points)
     if hollow:  # a ring: a wide cap in the colour under a narrower white one
         return (f'<path d="{data}" stroke="{colour}" stroke-width="{width + 3}" stroke-linecap="{cap}"/>'
                 f'<path d="{data}" stroke="#fff" stroke-width="{width - 1}" stroke-linecap="{cap}"/>')
     return f'<path d="{data}" stroke="{colour}" stroke-width="{width}" stroke-linecap="{cap}" opacity="0.75"/>'
 
 
-def _axis_x(scale: Scale, ticks: Sequence[float], y: float, top: float, label, fmt) -> list[str]:
+def axis_x(scale: Scale, ticks: Sequence[float], y: float, top: float, label, fmt) -> list[str]:
     """A horizontal axis at ``y``, its grid lines up to ``top``; one group (class ``axis``) whose tick labels
     and title carry the classes ``tick`` and ``axis-title``, for a reader's script and the tests."""
     out = ['<g class="axis">',
-           f'<line x1="{_n(scale.start)}" x2="{_n(scale.end)}" y1="{_n(y)}" y2="{_n(y)}" stroke="#444"/>']
+           f'<line x1="{px(scale.start)}" x2="{px(scale.end)}" y1="{px(y)}" y2="{px(y)}" stroke="#444"/>']
     for tick in ticks:
         x = scale(tick)
-        out.append(f'<line x1="{_n(x)}" x2="{_n(x)}" y1="{_n(top)}" y2="{_n(y)}" stroke="#ddd"/>')
-        out.append(_text(x, y + 14, fmt(tick), "middle", ' class="tick"'))
+        out.append(f'<line x1="{px(x)}" x2="{px(x)}" y1="{px(top)}" y2="{px(y)}" stroke="#ddd"/>')
+        out.append(text_element(x, y + 14, fmt(tick), "middle", ' class="tick"'))
     if label:
-        out.append(_text((scale.start + scale.end) / 2, y + 30, label, "middle", ' class="axis-title"'))
+        out.append(text_element((scale.start + scale.end) / 2, y + 30, label, "middle", ' class="axis-title"'))
     return out + ["</g>"]
 
 
@@ -254,13 +254,13 @@ def forest(rows: Sequence[ForestRow], margin: float) -> str:
     low, high = ticks[0], ticks[-1]
     # the end ticks' labels need room: the axis starts and ends half a label inside the plot
     scale = Scale(low, high, label_width + 12, width - right - 12, log=True)
-    body = [f'<rect x="{_n(scale(1 - margin))}" y="24" width="{_n(scale(1 + margin) - scale(1 - margin))}" '
+    body = [f'<rect x="{px(scale(1 - margin))}" y="24" width="{px(scale(1 + margin) - scale(1 - margin))}" '
             f'height="{height - 64}" fill="{BAND}" opacity="0.18"/>',
-            _text(scale(1 - margin), 16, f"equivalence band ±{margin:g}", "middle" if scale(1 - margin) > width / 2
-                  else "start", ' fill="#8a5a00"')]
-    body += _axis_x(scale, _spaced(scale, ticks), height - 40, 24, "A/B ratio (log scale; above 1: B faster)",
-                    lambda t: f"{t:g}")
-    body.append(f'<line x1="{_n(scale(1))}" x2="{_n(scale(1))}" y1="24" y2="{height - 40}" stroke="#222" '
+            text_element(scale(1 - margin), 16, f"equivalence band ±{margin:g}",
+                         "middle" if scale(1 - margin) > width / 2 else "start", ' fill="#8a5a00"')]
+    body += axis_x(scale, _spaced(scale, ticks), height - 40, 24, "A/B ratio (log scale; above 1: B faster)",
+                   lambda t: f"{t:g}")
+    body.append(f'<line x1="{px(scale(1))}" x2="{px(scale(1))}" y1="24" y2="{height - 40}" stroke="#222" '
                 f'stroke-dasharray="4 3"/>')
     for i, row in enumerate(rows):
         y = 40 + 18 * i
@@ -270,15 +270,15 @@ def forest(rows: Sequence[ForestRow], margin: float) -> str:
         interval = units.ratio(row.ratio, row.low, row.high)
         said = f"{row.words}, A/B {interval}" + (f" (SPARC: {row.verdict})" if row.finding else "")
         body.append(f'<g class="row"><title>{tooltip(row.label)}: {esc(said)}</title>'
-                    f'{link}{_text(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
+                    f'{link}{text_element(label_width - 8, y + 4, name, "end")}{"</a>" if link else ""}')
         if row.low is not None and row.high is not None:
-            body.append(f'<line x1="{_n(scale(row.low))}" x2="{_n(scale(row.high))}" y1="{y}" y2="{y}" '
+            body.append(f'<line x1="{px(scale(row.low))}" x2="{px(scale(row.high))}" y1="{y}" y2="{y}" '
                         f'stroke="{colour}" stroke-width="2.5"/>')
         if row.ratio is not None and row.ratio > 0:
-            body.append(_marks([(scale(row.ratio), y)], colour, "square", 8))
-        body.append(_text(width - right + 8, y + 4, row.words, "start", f' fill="{colour}"') + "</g>")
+            body.append(mark_path([(scale(row.ratio), y)], colour, "square", 8))
+        body.append(text_element(width - right + 8, y + 4, row.words, "start", f' fill="{colour}"') + "</g>")
     # the plot a reader looks at first: larger on a wide screen
-    return _svg(width, height, "forest plot of the A/B ratio of every benchmark", body, grow=1.3)
+    return svg_element(width, height, "forest plot of the A/B ratio of every benchmark", body, grow=1.3)
 
 
 def _spaced(scale: Scale, ticks: Sequence[float], gap: float | None = None) -> list[float]:
@@ -340,23 +340,23 @@ NOTE_CHAR = 6.0  # the width of a character of the 10-pixel notes
 
 
 def _mark_glyph(colour: str, cap: str, hollow: bool = False):
-    return lambda x, y: _marks([(x + 5, y - 4)], colour, cap, 7 if hollow else 8, hollow)
+    return lambda x, y: mark_path([(x + 5, y - 4)], colour, cap, 7 if hollow else 8, hollow)
 
 
-def _line_glyph(colour: str, dashed: bool = False):
+def line_glyph(colour: str, dashed: bool = False):
     dash = ' stroke-dasharray="5 2"' if dashed else ""
-    return lambda x, y: f'<path d="M{_n(x)} {_n(y - 4)}h14" stroke="{colour}" stroke-width="2"{dash}/>'
+    return lambda x, y: f'<path d="M{px(x)} {px(y - 4)}h14" stroke="{colour}" stroke-width="2"{dash}/>'
 
 
 def _median_glyph(x: float, y: float) -> str:
-    return f'<path d="M{_n(x + 6)} {_n(y - 11)}v12" stroke="#000" stroke-width="2"/>'
+    return f'<path d="M{px(x + 6)} {px(y - 11)}v12" stroke="#000" stroke-width="2"/>'
 
 
 def _bracket_glyph(x: float, y: float) -> str:
-    return f'<path d="M{_n(x)} {_n(y - 7)}v5h14v-5" fill="none" stroke="#000"/>'
+    return f'<path d="M{px(x)} {px(y - 7)}v5h14v-5" fill="none" stroke="#000"/>'
 
 
-def _key(x: float, width: float, entries: Sequence[tuple[str, object]], notes: Sequence[str] = ()) -> tuple[
+def plot_key(x: float, width: float, entries: Sequence[tuple[str, object]], notes: Sequence[str] = ()) -> tuple[
         list[str], float]:
     """A plot's key, from its top: each entry a glyph (a function of x and the baseline y drawing one mark,
     14 pixels wide) and its words, a new line when the width is used up; then each note in small grey
@@ -369,12 +369,12 @@ def _key(x: float, width: float, entries: Sequence[tuple[str, object]], notes: S
         room = 20 + len(words) * CHAR_WIDTH + 14
         if left > x and left + room > width - 8:
             left, y = x, y + KEY_LINE
-        out += [glyph(left, y + 13), _text(left + 20, y + 13, words)]
+        out += [glyph(left, y + 13), text_element(left + 20, y + 13, words)]
         left += room
     y += KEY_LINE if entries else 0
     for note in notes:
         for line in textwrap.wrap(note, max(int((width - x - 8) / NOTE_CHAR), 20)):
-            out.append(_text(x, y + 11, line, extra=' fill="#555" font-size="10"'))
+            out.append(text_element(x, y + 11, line, extra=' fill="#555" font-size="10"'))
             y += 13
     return out, y + 4
 
@@ -385,10 +385,10 @@ def _sides(series: Sequence[Series]) -> list[tuple[str, object]]:
     return [(s.name, _mark_glyph(s.colour, s.cap)) for s in series] if len(series) > 1 else []
 
 
-def _y_title(x: float, middle: float, text: str) -> str:
+def y_title(x: float, middle: float, text: str) -> str:
     """A value axis's title, along the axis (rotated)."""
-    return (f'<text x="{_n(x)}" y="{_n(middle)}" text-anchor="middle" class="axis-title y" '
-            f'transform="rotate(-90 {_n(x)} {_n(middle)})">'
+    return (f'<text x="{px(x)}" y="{px(middle)}" text-anchor="middle" class="axis-title y" '
+            f'transform="rotate(-90 {px(x)} {px(middle)})">'
             f'{bounded(text, NAME_SHOWN)}</text>')
 
 
@@ -453,38 +453,38 @@ def strip(series: Sequence[Series], unit: str | None, intervals: dict[str, tuple
     notes = [_thinned_note(series, f"{series[0].limit:,} quantiles each, min and max kept")]
     if own and len(medians) == 2 and medians[1]:
         notes.append(f"each side on an axis of its own: the medians are {medians[0] / medians[1]:.3g}× apart (A/B)")
-    body, top = _key(60, width, entries, [n for n in notes if n])
+    body, top = plot_key(60, width, entries, [n for n in notes if n])
     named = len(series) > 1
     y = top + 24
     shared = Scale(low, high, 60, width - 20)
     for row, s in enumerate(series):
         scale = Scale(*padded(ends(s)), 60, width - 20) if own else shared
         if named:
-            body.append(_text(50, y + 4, s.name, "end", ' font-weight="bold"'))
+            body.append(text_element(50, y + 4, s.name, "end", ' font-weight="bold"'))
         drawn = s.ordered[_evenly_spaced(len(s.ordered), s.limit)] if s.thinned else s.values
         jitter = [((i * 0.618034) % 1 - 0.5) * 22 for i in range(len(drawn))]
-        body.append(_marks([(scale(v), y + j) for v, j in zip(drawn, jitter)], s.colour, s.cap, 5))
+        body.append(mark_path([(scale(v), y + j) for v, j in zip(drawn, jitter)], s.colour, s.cap, 5))
         if len(s.ordered):
             middle = _median(s.ordered)
-            body.append(f'<line x1="{_n(scale(middle))}" x2="{_n(scale(middle))}" y1="{y - 15}" y2="{y + 15}" '
+            body.append(f'<line x1="{px(scale(middle))}" x2="{px(scale(middle))}" y1="{y - 15}" y2="{y + 15}" '
                         f'stroke="#000" stroke-width="2"><title>median {esc(units.quantity(middle, unit))}'
                         f'</title></line>')
         low_end, high_end = intervals.get(s.name, (None, None))
         if low_end is not None and high_end is not None:
             x0, x1 = scale(low_end), scale(high_end)
-            body.append(f'<path d="M{_n(x0)} {y + 14}v5H{_n(x1)}v-5" fill="none" stroke="#000"><title>{esc(bracket)} '
+            body.append(f'<path d="M{px(x0)} {y + 14}v5H{px(x1)}v-5" fill="none" stroke="#000"><title>{esc(bracket)} '
                         f'{esc(units.interval(low_end, high_end, unit))}</title></path>')
         if own or row == len(series) - 1:
             ticks = axis.ticks(scale.low, scale.high, 5)
             last = row == len(series) - 1
-            body += _axis_x(scale, ticks, y + 28, y - 20 if own else top + 4, axis.title if last else "",
-                            lambda t, ticks=ticks: axis.text(t, ticks))
+            body += axis_x(scale, ticks, y + 28, y - 20 if own else top + 4, axis.title if last else "",
+                           lambda t, ticks=ticks: axis.text(t, ticks))
             y += 28 + 40 if last else 28 + 44
         else:
             y += 50
     note = "; ".join(n for n in notes if n)
-    return _svg(width, int(y), f"runs{' of A and B' if named else ''}: {axis.title}{f'; {note}' if note else ''}",
-                body)
+    return svg_element(width, int(y),
+                       f"runs{' of A and B' if named else ''}: {axis.title}{f'; {note}' if note else ''}", body)
 
 
 def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 440) -> str:
@@ -495,27 +495,27 @@ def ecdf(series: Sequence[Series], unit: str | None, label: str, width: int = 44
     axis = value_axis(label, unit, _extent(series))
     scale = Scale(*padded(_extent(series)), 60, width - 20)
     note = _thinned_note(series, f"{series[0].limit:,} quantiles each")
-    entries = [(s.name, _line_glyph(s.colour, s.name == "B")) for s in series] if len(series) > 1 else []
-    body, top = _key(60, width, entries, [note] if note else [])
+    entries = [(s.name, line_glyph(s.colour, s.name == "B")) for s in series] if len(series) > 1 else []
+    body, top = plot_key(60, width, entries, [note] if note else [])
     height = int(top) + 200
     prob = Scale(0, 1, height - 40, top + 10)
     ticks = axis.ticks(scale.low, scale.high, 5)
-    body += _axis_x(scale, ticks, height - 40, top + 10, axis.title, lambda t: axis.text(t, ticks))
+    body += axis_x(scale, ticks, height - 40, top + 10, axis.title, lambda t: axis.text(t, ticks))
     for p in (0, 0.25, 0.5, 0.75, 1):
-        body.append(f'<line x1="60" x2="{width - 20}" y1="{_n(prob(p))}" y2="{_n(prob(p))}" stroke="#eee"/>')
-        body.append(_text(54, prob(p) + 4, f"{p:g}", "end"))
-    body.append(_y_title(16, (prob(0) + prob(1)) / 2, "share of runs ≤ value"))
+        body.append(f'<line x1="60" x2="{width - 20}" y1="{px(prob(p))}" y2="{px(prob(p))}" stroke="#eee"/>')
+        body.append(text_element(54, prob(p) + 4, f"{p:g}", "end"))
+    body.append(y_title(16, (prob(0) + prob(1)) / 2, "share of runs ≤ value"))
     for s in series:
         ordered, n = s.ordered, len(s.ordered)
         if not n:
             continue
-        steps = [f"M{_n(scale(ordered[0]))} {_n(prob(0))}"]
+        steps = [f"M{px(scale(ordered[0]))} {px(prob(0))}"]
         for rank in (_evenly_spaced(n, s.limit) if s.thinned else range(n)):
-            steps.append(f"H{_n(scale(ordered[rank]))}V{_n(prob((rank + 1) / n))}")
+            steps.append(f"H{px(scale(ordered[rank]))}V{px(prob((rank + 1) / n))}")
         dash = ' stroke-dasharray="6 3"' if s.name == "B" else ""
         body.append(f'<path d="{"".join(steps)}" fill="none" stroke="{s.colour}" stroke-width="2"{dash}/>')
     named = " of A and B" if len(series) > 1 else ""
-    return _svg(width, height, f"empirical CDF{named}: {axis.title}{f'; {note}' if note else ''}", body)
+    return svg_element(width, height, f"empirical CDF{named}: {axis.title}{f'; {note}' if note else ''}", body)
 
 
 def run_order(series: Sequence[Series], unit: str | None, label: str, width: int = 540) -> str:
@@ -530,31 +530,31 @@ def run_order(series: Sequence[Series], unit: str | None, label: str, width: int
                                 if marked else [])
     note = _thinned_note(series, f"{series[0].bins if series else 0} bins of consecutive runs, each a line "
                                  f"from min to max, median marked")
-    body, top = _key(90, width, entries, [note] if note else [])
+    body, top = plot_key(90, width, entries, [note] if note else [])
     height = int(top) + 200
     xs = Scale(-warm - 0.5, max(longest, 1) - 0.5, 90, width - 20)
     extent = _extent(series, before=True)
     axis = value_axis(label, unit, extent)
     ys = Scale(*padded(extent), height - 40, top + 10)
-    body += _axis_x(xs, [t for t in nice_ticks(0, max(longest - 1, 1), 6) if t == int(t)], height - 40, top + 10,
-                    "run (in the order taken; warm-ups before 0)", lambda t: f"{int(t)}")
+    body += axis_x(xs, [t for t in nice_ticks(0, max(longest - 1, 1), 6) if t == int(t)], height - 40, top + 10,
+                   "run (in the order taken; warm-ups before 0)", lambda t: f"{int(t)}")
     ticks = axis.ticks(ys.low, ys.high, 4)
     for tick in ticks:
-        body.append(f'<line x1="90" x2="{width - 20}" y1="{_n(ys(tick))}" y2="{_n(ys(tick))}" stroke="#eee"/>')
-        body.append(_text(84, ys(tick) + 4, axis.text(tick, ticks), "end", ' class="ytick"'))
-    body.append(_y_title(16, (height - 40 + top + 10) / 2, axis.title))
+        body.append(f'<line x1="90" x2="{width - 20}" y1="{px(ys(tick))}" y2="{px(ys(tick))}" stroke="#eee"/>')
+        body.append(text_element(84, ys(tick) + 4, axis.text(tick, ticks), "end", ' class="ytick"'))
+    body.append(y_title(16, (height - 40 + top + 10) / 2, axis.title))
     for s in series:
         flagged = [(i, s.values[i]) for i in sorted(s.flagged)]
         warmups = [(i - len(s.before), v) for i, v in enumerate(s.before)]
         if s.thinned:
             body.append(_bins(s, xs, ys))
         else:
-            body.append(_marks([(xs(i), ys(v)) for i, v in enumerate(s.values) if i not in s.flagged],
-                               s.colour, s.cap, 5))
-        body.append(_marks([(xs(i), ys(v)) for i, v in _in_order(flagged, s.limit) + _in_order(warmups, s.limit)],
-                           s.colour, s.cap, 6, hollow=True))
+            body.append(mark_path([(xs(i), ys(v)) for i, v in enumerate(s.values) if i not in s.flagged],
+                                  s.colour, s.cap, 5))
+        body.append(mark_path([(xs(i), ys(v)) for i, v in _in_order(flagged, s.limit) + _in_order(warmups, s.limit)],
+                              s.colour, s.cap, 6, hollow=True))
     said = "; ".join(n for n in ("hollow: warm-up or flagged as interfered-with" if marked else "", note) if n)
-    return _svg(width, height, f"runs in order: {axis.title}{f'; {said}' if said else ''}", body)
+    return svg_element(width, height, f"runs in order: {axis.title}{f'; {said}' if said else ''}", body)
 
 
 def _bins(s: Series, xs: Scale, ys: Scale) -> str:
@@ -571,13 +571,13 @@ def _bins(s: Series, xs: Scale, ys: Scale) -> str:
             continue
         x = xs((start + end - 1) / 2)
         low, high = float(inside.min()), float(inside.max())
-        lines.append(f"M{_n(x)} {_n(ys(low))}V{_n(ys(high))}")
+        lines.append(f"M{px(x)} {px(ys(low))}V{px(ys(high))}")
         # the upper median, an order statistic: no mean of two that could overflow near the float limit
         medians.append((x, ys(float(np.partition(inside, len(inside) // 2)[len(inside) // 2]))))
     if not lines:
         return ""
     return (f'<path d="{"".join(lines)}" stroke="{s.colour}" stroke-width="2" opacity="0.45"/>'
-            + _marks(medians, s.colour, s.cap, 4))
+            + mark_path(medians, s.colour, s.cap, 4))
 
 
 def _in_order(points: Sequence[tuple[int, float]], limit: int = MARK_LIMIT) -> list[tuple[int, float]]:
@@ -612,25 +612,25 @@ def sequence(rounds: Sequence[int], estimate: Sequence[float], low: Sequence[flo
     height = 260
     xs = Scale(min(rounds, default=0), max(rounds, default=1), 60, width - 20)
     ys = Scale(lo, hi, height - 40, 20, log=True)
-    body = [f'<rect x="60" y="{_n(ys(1 + margin))}" width="{width - 80}" '
-            f'height="{_n(ys(1 - margin) - ys(1 + margin))}" fill="{BAND}" opacity="0.18"/>']
-    body += _axis_x(xs, nice_ticks(xs.low, xs.high, 6), height - 40, 20, "round", lambda t: f"{int(t)}")
+    body = [f'<rect x="60" y="{px(ys(1 + margin))}" width="{width - 80}" '
+            f'height="{px(ys(1 - margin) - ys(1 + margin))}" fill="{BAND}" opacity="0.18"/>']
+    body += axis_x(xs, nice_ticks(xs.low, xs.high, 6), height - 40, 20, "round", lambda t: f"{int(t)}")
     for tick in _spaced(ys, ticks, 16):
-        body.append(_text(56, ys(tick) + 4, f"{tick:g}", "end"))
-    body.append(_y_title(14, (height - 20) / 2, "A/B ratio (log scale)"))
+        body.append(text_element(56, ys(tick) + 4, f"{tick:g}", "end"))
+    body.append(y_title(14, (height - 20) / 2, "A/B ratio (log scale)"))
     pairs = [(r, a, b) for r, a, b in zip(rounds, low, high) if a is not None and b is not None and a > 0]
     if pairs:
-        top = "".join(f"{'M' if i == 0 else 'L'}{_n(xs(r))} {_n(ys(b))}" for i, (r, _, b) in enumerate(pairs))
-        bottom = "".join(f"L{_n(xs(r))} {_n(ys(a))}" for r, a, _ in reversed(pairs))
+        top = "".join(f"{'M' if i == 0 else 'L'}{px(xs(r))} {px(ys(b))}" for i, (r, _, b) in enumerate(pairs))
+        bottom = "".join(f"L{px(xs(r))} {px(ys(a))}" for r, a, _ in reversed(pairs))
         body.append(f'<path d="{top}{bottom}Z" fill="{COLOURS["A"]}" opacity="0.25"/>')
-    line = "".join(f"{'M' if i == 0 else 'L'}{_n(xs(r))} {_n(ys(e))}" for i, (r, e) in
+    line = "".join(f"{'M' if i == 0 else 'L'}{px(xs(r))} {px(ys(e))}" for i, (r, e) in
                    enumerate((r, e) for r, e in zip(rounds, estimate) if e is not None and e > 0))
     if line:
         body.append(f'<path d="{line}" fill="none" stroke="{COLOURS["A"]}" stroke-width="2"/>')
     if note:
-        body.append(_text(60, 12, note, extra=' fill="#555" font-size="10"'))
-    return _svg(width, height, f"confidence sequence of the A/B ratio over rounds{f'; {note}' if note else ''}",
-                body)
+        body.append(text_element(60, 12, note, extra=' fill="#555" font-size="10"'))
+    return svg_element(width, height, f"confidence sequence of the A/B ratio over rounds{f'; {note}' if note else ''}",
+                       body)
 
 
 def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width: int = 640) -> str:
@@ -644,20 +644,20 @@ def timeline(rows: Sequence[tuple[str, Sequence[tuple[float, str, str]]]], width
     label_width, right = 160, 120
     height = 30 + 22 * max(1, len(rows)) + 40
     xs = Scale(low, high, label_width, width - right)
-    body = _axis_x(xs, [low, (low + high) / 2, high], height - 40, 20, "time of the audit (UTC)", _when)
+    body = axis_x(xs, [low, (low + high) / 2, high], height - 40, 20, "time of the audit (UTC)", _when)
     for i, (label, marks) in enumerate(rows):
         y = 34 + 22 * i
         name = fitted(visible(label), label_width - 16)
-        body.append(f"<g><title>{tooltip(label)}</title>{_text(label_width - 8, y + 4, name, 'end')}</g>")
+        body.append(f"<g><title>{tooltip(label)}</title>{text_element(label_width - 8, y + 4, name, 'end')}</g>")
         for tone, group in _by_tone(marks).items():
             colour = VERDICT_COLOURS.get(tone, VERDICT_COLOURS["other"])
-            body.append(_marks([(xs(t), y) for t in group], colour, "square" if tone != "slower" else "round", 9))
+            body.append(mark_path([(xs(t), y) for t in group], colour, "square" if tone != "slower" else "round", 9))
         for t, _, text in marks:
-            body.append(f'<circle cx="{_n(xs(t))}" cy="{y}" r="6" fill="transparent"><title>{esc(text)}</title>'
+            body.append(f'<circle cx="{px(xs(t))}" cy="{y}" r="6" fill="transparent"><title>{esc(text)}</title>'
                         f'</circle>')
         if marks:
-            body.append(_text(width - right + 8, y + 4, marks[-1][2].split(":")[0]))
-    return _svg(width, height, "audit verdicts of every machine over time", body)
+            body.append(text_element(width - right + 8, y + 4, marks[-1][2].split(":")[0]))
+    return svg_element(width, height, "audit verdicts of every machine over time", body)
 
 
 def _by_tone(marks) -> dict[str, list[float]]:
