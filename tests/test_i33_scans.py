@@ -235,8 +235,6 @@ def test_the_stat_scan_report_says_each_values_shell_cost_and_failed_runs(tmp_pa
     assert "n=1: 2 of 2 runs failed" in items and not any(i.startswith("n=0: 2 of") for i in items), items
 
 
-@pytest.mark.xfail(strict=True, reason="needs cli/stat.py to keep a value without runs for the scan's --html "
-                                        "(the lead's one-line change: append every point's report)")
 def test_the_stat_scan_report_keeps_a_value_without_runs(tmp_path):
     """n=1's --setup fails: no runs, exit 1; the report still lists n=1, with why, and plots the others."""
     html = tmp_path / "scan.html"

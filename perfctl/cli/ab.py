@@ -121,7 +121,8 @@ def commands(words: list[str]) -> list[list[str]]:
 
 def run(args) -> int:
     # a scan: one A/B comparison per value, each command given the same value, each with its own verdict
-    return each_point(args, "perfctl ab", _run_one)
+    return each_point(args, "perfctl ab", _run_one,
+                      programs=lambda words: [group[0] for group in commands(words) if group])
 
 
 def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)

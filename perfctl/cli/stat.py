@@ -195,7 +195,7 @@ def _run_one(args, point, reports: list) -> int:
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
     code = write_summary(report, args.format, summary_console, "perfctl stat", stopped_by)
-    if args.html and summary.runs + summary.warmups and point is not None:
+    if args.html and point is not None:  # a value without runs stays in the scan's report, said so
         reports.append((point, report))
     elif args.html and summary.runs + summary.warmups:
         from perfctl.report.html import write_report
