@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from perfctl.output import UsageError
+from perfctl.output import UsageError, say
 
 DEFAULT_SHELL = "/bin/sh"  # hyperfine's default on Unix
 # Runs of the shell with an empty command before the benchmark's, whose medians are its cost (hyperfine times
@@ -133,3 +133,36 @@ def measure_shell_cost(args, measurement, control, command: str):
                              f"{describe_failure(sample)}")
         runs.add(sample)
     return ShellCost(args.shell, runs)
+
+
+class ClosedAfterRuns:
+    """The end of stat's and ab's runs, however they end: ``measurement.close()`` (--cleanup runs there) while
+    the backend closes on a thread (``closing``: join it before returning), then the sample outputs.
+
+    A --cleanup that fails while something else is already ending the runs (a stop signal's Interrupted, a
+    failed run, an output error) does not replace it: that decides the exit (128+N for a signal: a scan stops
+    on it, cli/scan.py), and the cleanup's failure is said on its own line. Only when nothing else failed does
+    its HookFailed end the command."""
+
+    def __init__(self, measurement, backend, outputs, command: str):
+        self.measurement, self.backend, self.outputs, self.command = measurement, backend, outputs, command
+        self.closing = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        from perfctl.agent.hooks import HookFailed
+        from perfctl.cli.measure import ClosingMeanwhile
+
+        # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
+        self.closing = ClosingMeanwhile(self.backend)
+        try:
+            self.measurement.close()
+        except HookFailed as failed:
+            if error is None:
+                raise
+            say(f"{self.command}: {failed}")
+        finally:
+            self.outputs.close()
+        return False

@@ -8,6 +8,7 @@ import os
 import time
 
 from perfctl.cli.around import (
+    ClosedAfterRuns,
     around_options,
     check_shell,
     default_name,
@@ -18,7 +19,6 @@ from perfctl.cli.around import (
     shown,
 )
 from perfctl.cli.measure import (
-    ClosingMeanwhile,
     OutputError,
     SampleOutputs,
     asked_metric,
@@ -155,9 +155,9 @@ def _run_one(args, point, reports: list) -> int:
     progress = None if args.no_progress or args.quiet or not interactive(stderr=True) else _progress(total)
     stopped_by: Interrupted | None = None
     hook_failed: HookFailed | None = None
-    closing = None
+    closed = ClosedAfterRuns(measurement, backend, outputs, "perfctl stat")
     try:
-        try:
+        with closed:  # --cleanup runs at its end; its failure does not hide a signal's or a run's
             corrector, summary.correction_note = measurement.correct(inv, identified, specs)
             measurement.add(identified, sample_labels, corrector)
             if args.shell:
@@ -174,13 +174,6 @@ def _run_one(args, point, reports: list) -> int:
                     raise_received_stop()
                     if not warmup and budget.done(sample):
                         break
-        finally:
-            # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
-            closing = ClosingMeanwhile(backend)
-            try:
-                measurement.close()  # --cleanup runs here
-            finally:
-                outputs.close()
     except Interrupted as signalled:
         stopped_by = signalled
     except HookFailed as failed:
@@ -204,8 +197,8 @@ def _run_one(args, point, reports: list) -> int:
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")
-    closing.join()
-    if hook_failed is not None and stopped_by is None:
+    closed.closing.join()
+    if hook_failed is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl stat: {hook_failed}; stopped after {summary.runs} measured runs{where}")
         return EXIT_RUN_FAILED
