@@ -218,8 +218,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
             value = sample.metric_value(metric)  # each command's own runs, in the metric's unit
             if value is not None:
                 sides[which].values.append(value)
-                counted = sample.reading(metric)
-                sides[which].unit = "ns" if counted is None else counted.unit
+                sides[which].unit = sample.metric_unit(metric)
         raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
 
     def rounded() -> None:

@@ -23,7 +23,8 @@ def around_options(command) -> None:
     command, in order, as hyperfine takes them)."""
     command.add_argument("--shell", nargs="?", const=DEFAULT_SHELL, metavar="SHELL",
                          help=f"run the command as SHELL -c 'CMD' (default {DEFAULT_SHELL}); stat measures the "
-                              "shell's own cost and reports each event less it")
+                              "shell's own cost and prints, under the table, the medians of wall-time, "
+                              "task-clock, instructions and page faults less it")
     hook_options(command, "sh -c", " (e.g. dropping caches)")
 
 
@@ -44,12 +45,15 @@ def shown(args, cmd: list[str]) -> str:
 
 
 def check_shell(args, command: str) -> None:
-    """A UsageError naming ``command`` for a --shell that cannot be meant: a SHELL with shell syntax (argparse
-    took the command line for --shell's value: ``--shell 'CMD'`` without ``--``), or --shell with the dbi
-    backend, where valgrind counts the process it starts and not those it forks or execs (no
-    --trace-children): the shell alone."""
-    if not args.shell:
+    """A UsageError naming ``command`` for a --shell that cannot be meant: an empty SHELL (--shell=), a SHELL
+    with shell syntax (argparse took the command line for --shell's value: ``--shell 'CMD'`` without ``--``),
+    or --shell with the dbi backend, where valgrind counts the process it starts and not those it forks or
+    execs (no --trace-children): the shell alone."""
+    if args.shell is None:
         return
+    if not args.shell.strip():  # --shell= would otherwise run the command without any shell, quietly
+        raise UsageError(f"{command}: --shell= names no shell: give one (--shell=/bin/bash), or --shell alone for "
+                         f"{DEFAULT_SHELL}")
     if any(mark in args.shell for mark in SHELL_SYNTAX):
         raise UsageError(f"{command}: --shell took {args.shell!r} as the shell to run: put -- before the command "
                          f"({command} --shell -- 'CMD'), or give the shell as --shell=SHELL")
