@@ -12,7 +12,7 @@ import re
 import statistics
 
 import pytest
-from conftest import measure, needs_pmu, one_line, perfctl, read_records, sample_of, value
+from conftest import measure, needs_ebpf, needs_pmu, one_line, perfctl, read_records, sample_of, value
 
 from perfctl.analysis import sequential
 from perfctl.analysis.derived import Figure, figures, relative_stderr, scaled
@@ -175,6 +175,40 @@ def test_until_precise_under_shell_watches_the_metric_less_the_shells_median(tmp
         assert "shell /bin/sh -c '' (median of 10 runs before these, not samples): wall-time" in text, text
         assert ("medians less the shell's: wall-time " in text
                 and f"page-faults {quantity(statistics.median(less), 'count')} (other events" in text), text
+
+
+@needs_ebpf
+def test_until_precise_counts_only_the_runs_the_table_summarizes():
+    """--exclude-interfered leaves flagged runs out of the table, and out of --until-precise's count: with a
+    limit no run on a shared machine stays under, the target is reached after as many runs as the table has
+    (none when every run is flagged: then all -r run, and the line says no summarized run counted it)."""
+    result = perfctl("stat", "--backend", "perf_event,ebpf", "--exclude-interfered", "--interference-limit",
+                     "0.000001", "--until-precise", "20%", "-r", "30", "--width", "250", "--",
+                     "/bin/sh", "-c", "head -c 3000000 /dev/zero | md5sum")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    row = next((line for line in result.stdout.splitlines() if line.startswith("wall-time ")), None)
+    summarized = 0 if row is None else int(row.split()[1])
+    reached = re.search(r"reached after (\d+) runs", said)
+    if reached:
+        assert int(reached[1]) == summarized, said
+    else:
+        assert summarized == 0 and "(30 runs" in said and "no run the table summarizes counted it" in said, said
+
+
+def test_a_median_of_0_says_why_no_relative_precision_is_reached():
+    """A metric whose median is 0 (major faults of a cached /bin/true) is never within ±x% of it: the runs go
+    on to -r and the line says why rather than 'unbounded'."""
+    result = perfctl("stat", "--until-precise", "5%", "--metric", "major-faults", "-e", "major-faults", "-r", "12",
+                     "--width", "250", "--", "/bin/true")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "(12 runs" in said and "around a median of 0: no relative precision is reached" in said, said
+
+
+def test_an_empty_shell_is_refused():
+    said = one_line(perfctl("stat", "--shell=", "--", "true"), "perfctl stat: ", code=2)
+    assert "--shell= names no shell" in said
 
 
 def test_precision_is_the_larger_distance_to_an_end_over_the_median():

@@ -263,7 +263,7 @@ class RunBudget:
         target = f"{target} of the median {watched}"
         s = self.state
         if s is None:
-            return f"precision {target} not reached: no run counted it"
+            return f"precision {target} not reached: no run the table summarizes counted it"
         unit = self.unit
         ends = ("-" if s.low is None else quantity(s.low, unit), "-" if s.high is None else quantity(s.high, unit))
         sequence = f"{percent(s.confidence)} confidence sequence [{ends[0]}, {ends[1]}]"
