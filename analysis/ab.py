@@ -175,7 +175,10 @@ def settles(low: float | None, high: float | None, margin: float) -> bool:
 
 
 @lru_cache(maxsize=1 << 16)
-def _ranks(t: int, alpha: float, method: str, t_opt: int) -> tuple[int, int]:
+def median_cs_ranks(t: int, alpha: float, method: str = METHOD, t_opt: int = T_OPT) -> tuple[int, int]:
+    """The ranks (1-based, 0 and t + 1 for an unbounded end) of the median's confidence sequence after t
+    runs at risk alpha: Howard & Ramdas (2022), Theorem 1 with p = 1/2, the boundary ``method`` of
+    analysis/sequential.py tuned at ``t_opt`` runs. ab's comparisons and stat --until-precise read it."""
     if method == METHOD:  # without analysis/sequential.py, which imports numpy (~80 ms of every ab's start)
         return mixture_rank_pair(0.5, t, alpha, float(t_opt))
     from perfctl.analysis.sequential import quantile_cs_ranks
@@ -220,7 +223,8 @@ class SequentialComparison:
         self.contradicted = False
         # the two tests of alike rounds share alpha (module docstring)
         self._alike = AlikeTest(self.alpha / 2, seed=tie_seed)
-        self._stretches = StretchTest(self.alpha / 2, lambda n, alpha: _ranks(n, alpha, self.method, self.t_opt))
+        self._stretches = StretchTest(self.alpha / 2,
+                                      lambda n, alpha: median_cs_ranks(n, alpha, self.method, self.t_opt))
         self.not_alike_at: int | None = None
         self._not_alike_by = ""
         self._change: Change | None = None  # computed once asked, for the rounds at that time
@@ -272,7 +276,7 @@ class SequentialComparison:
     def _current(self) -> tuple[float, float]:
         """The CS of all the rounds so far (log scale; -inf/inf: that end not bounded)."""
         t = len(self._sorted)
-        lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
+        lower, upper = median_cs_ranks(t, self.alpha, self.method, self.t_opt)
         low = self._sorted[lower - 1] if lower >= 1 else -math.inf
         high = self._sorted[upper - 1] if upper <= t else math.inf
         return low, high
@@ -290,7 +294,7 @@ class SequentialComparison:
         t = len(self._sorted)
         if self.exact:
             return self._point()
-        lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
+        lower, upper = median_cs_ranks(t, self.alpha, self.method, self.t_opt)
         count = self._ratios.count
         low = place_end(math.exp(self._sorted[lower - 1]), rank_side(count, lower), self.margin) \
             if lower >= 1 else None
@@ -374,7 +378,7 @@ class SequentialComparison:
             return place_end(math.exp(linear_quantile(observed, proportion)), side, self.margin)
 
         def settled_at(t: int) -> bool:
-            lower, upper = _ranks(t, self.alpha, self.method, self.t_opt)
+            lower, upper = median_cs_ranks(t, self.alpha, self.method, self.t_opt)
             if lower < 1 or upper > t or t < self.min_rounds:
                 return False
             # the order statistics at those ranks, as proportions of the empirical distribution

@@ -4,7 +4,7 @@ anytime-valid confidence sequence says it (docs/stat.md, "How many runs").
 The sequence is perfctl ab's, for one command instead of a ratio (analysis/ab.py): Howard & Ramdas,
 "Sequential estimation of quantiles with applications to A/B-testing and best-arm identification",
 Bernoulli 28(3), 2022, Theorem 1 (a fixed quantile, p = 1/2) with the two-sided beta-binomial mixture
-boundary (analysis/mixture.py mixture_rank_pair), tuned as ab's at T_OPT runs. It covers the true median
+boundary (analysis/ab.py median_cs_ranks), tuned as ab's at T_OPT runs. It covers the true median
 at every number of runs at once with probability >= confidence, so stopping at the first run where it is
 narrow enough (a data-dependent time) keeps that confidence (Howard & Ramdas, section 1: a CS is valid at
 stopping times). The runs are taken as i.i.d. draws, as ab takes its rounds.
@@ -16,12 +16,10 @@ import bisect
 import math
 from dataclasses import dataclass
 
-from perfctl.analysis.ab import METHOD, T_OPT
-from perfctl.analysis.mixture import check_alpha, mixture_rank_pair
+from perfctl.analysis.ab import median_cs_ranks
+from perfctl.analysis.mixture import check_alpha
 from perfctl.analysis.summary import linear_quantile
 from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE
-
-assert METHOD == "beta_binomial"  # mixture_rank_pair is that method's ranks
 
 
 @dataclass(frozen=True)
@@ -68,6 +66,6 @@ class MedianPrecision:
         ordered, t = self._ordered, len(self._ordered)
         if not t:
             return Precision(0, math.nan, None, None, self.target, self.confidence)
-        lower, upper = mixture_rank_pair(0.5, t, self._alpha, float(T_OPT))
+        lower, upper = median_cs_ranks(t, self._alpha)  # ab's method and tuning (analysis/ab.py)
         return Precision(t, linear_quantile(ordered, 0.5), ordered[lower - 1] if lower >= 1 else None,
                          ordered[upper - 1] if upper <= t else None, self.target, self.confidence)

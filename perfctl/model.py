@@ -226,6 +226,11 @@ class Sample:
         reading = self.reading(metric)
         return float(reading.value) if reading is not None and reading.status == "ok" else None
 
+    def metric_unit(self, metric: str) -> str:
+        """The unit of ``metric_value(metric)``: its reading's, or ns for wall-time (which has no reading)."""
+        reading = None if metric == WALL_TIME else self.reading(metric)
+        return "ns" if reading is None else reading.unit
+
 
 def metric_label(metric: str, counted) -> str | None:
     """The label under which ``metric`` is counted among the labels ``counted``: the name itself, or with

@@ -138,3 +138,26 @@ def test_a_stop_during_a_hook_kills_the_hooks_whole_pipeline(tmp_path):
     signal_when(process, lambda: len(processes_with(sleeps)) == 2, signal.SIGTERM, "the setup's start")
     assert process.returncode == 128 + signal.SIGTERM
     assert processes_with(sleeps) == []
+
+
+def test_a_failing_cleanup_does_not_hide_a_stop_signal_nor_a_failed_run(tmp_path):
+    """--cleanup runs after the runs however they end; its failure is said, but a SIGTERM still exits 143
+    (a scan stops on it) and ab's failed run is still what its summary says."""
+    marker = f"300.{uuid.uuid4().int % 10**12:012d}"
+    output = tmp_path / "s.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "perfctl", "stat", "-r", "3", "-e", EVENTS, "-o", str(output),
+                                "--cleanup", "false", "--", "sleep", marker],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def running() -> bool:  # the benchmark's sleep, not perfctl, whose command line holds the same words
+        return bool(set(processes_with(f"sleep\0{marker}\0")) - {process.pid})
+
+    _, stderr = signal_when(process, running, signal.SIGTERM, "the run's start")
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    lines = stderr.strip().splitlines()
+    assert "perfctl stat: --cleanup failed (exit status 1): false" in lines, stderr
+    assert lines[-1] == "perfctl: interrupted after 0 measured runs (SIGTERM)", stderr
+    result = perfctl("ab", "--max-runs", "3", "-e", EVENTS, "--cleanup", "false", "--", "/bin/true", ":::",
+                     "/bin/false")
+    assert result.returncode == 1, result.stderr
+    assert "B's run 0 failed, so the rounds stopped" in result.stdout, result.stdout
+    assert "perfctl ab: --cleanup failed (exit status 1): false" in result.stderr, result.stderr

@@ -8,9 +8,16 @@ import random
 import time
 
 from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, FAIL_ON
-from perfctl.cli.around import around_options, check_shell, default_name, hooks_of, not_found, shell_command
+from perfctl.cli.around import (
+    ClosedAfterRuns,
+    around_options,
+    check_shell,
+    default_name,
+    hooks_of,
+    not_found,
+    shell_command,
+)
 from perfctl.cli.measure import (
-    ClosingMeanwhile,
     OutputError,
     SampleOutputs,
     asked_metric,
@@ -202,7 +209,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
                                   policy.flags(s.readings, s.wall_ns) for s in samples))
     live = _live(args)
     stopped_by: Interrupted | None = None
-    closing = None
+    closed = ClosedAfterRuns(measurement, backend, outputs, "perfctl ab")
 
     def measured(which: int, sample) -> None:
         if sample.warmup:
@@ -212,8 +219,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
             value = sample.metric_value(metric)  # each command's own runs, in the metric's unit
             if value is not None:
                 sides[which].values.append(value)
-                counted = sample.reading(metric)
-                sides[which].unit = "ns" if counted is None else counted.unit
+                sides[which].unit = sample.metric_unit(metric)
         raise_received_stop()  # a stop whose Interrupted was lost on the way ends the rounds here
 
     def rounded() -> None:
@@ -221,19 +227,12 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
         live.show(suite, sides, result, args, compared.started)
 
     try:
-        try:
+        with closed:  # --cleanup runs at its end; its failure does not hide a signal's or a run's
             for side, ident in zip(sides, identified):
                 corrector, _ = measurement.correct(inv, ident, specs)
                 measurement.add(ident, {**sample_labels, SIDE_LABEL: side.label}, corrector)
             with live:
                 result.stop = compared.run(measured, rounded)
-        finally:
-            # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
-            closing = ClosingMeanwhile(backend)
-            try:
-                measurement.close()  # --cleanup runs here
-            finally:
-                outputs.close()
     except Interrupted as signalled:
         stopped_by, result.stop = signalled, "interrupted"
     except RunFailed as failed:
@@ -257,7 +256,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if result.output else ""
         say(f"perfctl: interrupted after {result.rounds} rounds ({stopped_by.name}){where}")
-    closing.join()
+    closed.closing.join()
     return code
 
 

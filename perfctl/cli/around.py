@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from perfctl.output import UsageError
+from perfctl.output import UsageError, say
 
 DEFAULT_SHELL = "/bin/sh"  # hyperfine's default on Unix
 # Runs of the shell with an empty command before the benchmark's, whose medians are its cost (hyperfine times
@@ -23,7 +23,8 @@ def around_options(command) -> None:
     command, in order, as hyperfine takes them)."""
     command.add_argument("--shell", nargs="?", const=DEFAULT_SHELL, metavar="SHELL",
                          help=f"run the command as SHELL -c 'CMD' (default {DEFAULT_SHELL}); stat measures the "
-                              "shell's own cost and reports each event less it")
+                              "shell's own cost and prints, under the table, the medians of wall-time, "
+                              "task-clock, instructions and page faults less it")
     hook_options(command, "sh -c", " (e.g. dropping caches)")
 
 
@@ -44,12 +45,15 @@ def shown(args, cmd: list[str]) -> str:
 
 
 def check_shell(args, command: str) -> None:
-    """A UsageError naming ``command`` for a --shell that cannot be meant: a SHELL with shell syntax (argparse
-    took the command line for --shell's value: ``--shell 'CMD'`` without ``--``), or --shell with the dbi
-    backend, where valgrind counts the process it starts and not those it forks or execs (no
-    --trace-children): the shell alone."""
-    if not args.shell:
+    """A UsageError naming ``command`` for a --shell that cannot be meant: an empty SHELL (--shell=), a SHELL
+    with shell syntax (argparse took the command line for --shell's value: ``--shell 'CMD'`` without ``--``),
+    or --shell with the dbi backend, where valgrind counts the process it starts and not those it forks or
+    execs (no --trace-children): the shell alone."""
+    if args.shell is None:
         return
+    if not args.shell.strip():  # --shell= would otherwise run the command without any shell, quietly
+        raise UsageError(f"{command}: --shell= names no shell: give one (--shell=/bin/bash), or --shell alone for "
+                         f"{DEFAULT_SHELL}")
     if any(mark in args.shell for mark in SHELL_SYNTAX):
         raise UsageError(f"{command}: --shell took {args.shell!r} as the shell to run: put -- before the command "
                          f"({command} --shell -- 'CMD'), or give the shell as --shell=SHELL")
@@ -133,3 +137,36 @@ def measure_shell_cost(args, measurement, control, command: str):
                              f"{describe_failure(sample)}")
         runs.add(sample)
     return ShellCost(args.shell, runs)
+
+
+class ClosedAfterRuns:
+    """The end of stat's and ab's runs, however they end: ``measurement.close()`` (--cleanup runs there) while
+    the backend closes on a thread (``closing``: join it before returning), then the sample outputs.
+
+    A --cleanup that fails while something else is already ending the runs (a stop signal's Interrupted, a
+    failed run, an output error) does not replace it: that decides the exit (128+N for a signal: a scan stops
+    on it, cli/scan.py), and the cleanup's failure is said on its own line. Only when nothing else failed does
+    its HookFailed end the command."""
+
+    def __init__(self, measurement, backend, outputs, command: str):
+        self.measurement, self.backend, self.outputs, self.command = measurement, backend, outputs, command
+        self.closing = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        from perfctl.agent.hooks import HookFailed
+        from perfctl.cli.measure import ClosingMeanwhile
+
+        # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
+        self.closing = ClosingMeanwhile(self.backend)
+        try:
+            self.measurement.close()
+        except HookFailed as failed:
+            if error is None:
+                raise
+            say(f"{self.command}: {failed}")
+        finally:
+            self.outputs.close()
+        return False

@@ -8,6 +8,7 @@ import os
 import time
 
 from perfctl.cli.around import (
+    ClosedAfterRuns,
     around_options,
     check_shell,
     default_name,
@@ -18,7 +19,6 @@ from perfctl.cli.around import (
     shown,
 )
 from perfctl.cli.measure import (
-    ClosingMeanwhile,
     OutputError,
     SampleOutputs,
     asked_metric,
@@ -155,32 +155,28 @@ def _run_one(args, point, reports: list) -> int:
     progress = None if args.no_progress or args.quiet or not interactive(stderr=True) else _progress(total)
     stopped_by: Interrupted | None = None
     hook_failed: HookFailed | None = None
-    closing = None
+    closed = ClosedAfterRuns(measurement, backend, outputs, "perfctl stat")
     try:
-        try:
+        with closed:  # --cleanup runs at its end; its failure does not hide a signal's or a run's
             corrector, summary.correction_note = measurement.correct(inv, identified, specs)
             measurement.add(identified, sample_labels, corrector)
             if args.shell:
                 summary.shell = measure_shell_cost(args, measurement, control, "perfctl stat")
+                budget.less(summary.shell)
             extra = {"shell": summary.shell.record()} if summary.shell else None
             with progress or contextlib.nullcontext():
                 task = progress.add_task(f"{os.path.basename(cmd[0])}", total=total) if progress else None
                 raise_received_stop()  # a stop whose Interrupted was lost on the way ends the runs here
                 for warmup, run_index, which in Rounds(1, args.warmup).order(args.repeat):
+                    if not warmup:
+                        budget.start()
                     sample = measurement.measure(which, run_index=run_index, warmup=warmup, extra=extra)
-                    summary.add(sample)
+                    summarized = summary.add(sample)
                     if progress:
                         progress.advance(task)
                     raise_received_stop()
-                    if not warmup and budget.done(sample):
+                    if not warmup and budget.done(sample, summarized):
                         break
-        finally:
-            # a second signal is ignored (output.stop_on_signals): it must not cut the cleanup short
-            closing = ClosingMeanwhile(backend)
-            try:
-                measurement.close()  # --cleanup runs here
-            finally:
-                outputs.close()
     except Interrupted as signalled:
         stopped_by = signalled
     except HookFailed as failed:
@@ -204,8 +200,8 @@ def _run_one(args, point, reports: list) -> int:
     if stopped_by is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl: interrupted after {summary.runs} measured runs ({stopped_by.name}){where}")
-    closing.join()
-    if hook_failed is not None and stopped_by is None:
+    closed.closing.join()
+    if hook_failed is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl stat: {hook_failed}; stopped after {summary.runs} measured runs{where}")
         return EXIT_RUN_FAILED
@@ -214,7 +210,8 @@ def _run_one(args, point, reports: list) -> int:
 
 class RunBudget:
     """When stat's measured runs stop before -r: --until-precise's target reached (analysis/precision.py),
-    or --max-time spent. ``done`` after each measured run; ``note`` says how the runs ended."""
+    or --max-time spent. ``start`` before each measured run, ``done`` after it; ``note`` says how the runs
+    ended."""
 
     def __init__(self, target: float | None, metric: str, max_time: float | None):
         self.metric, self.max_time, self.ended = metric, max_time, None
@@ -224,22 +221,33 @@ class RunBudget:
 
             self.precise = MedianPrecision(target)
         self.state, self.unit = None, "ns"
+        self.shell: float | None = None  # --shell: the shell's median of the metric, taken off each run's value
         self._started: float | None = None
 
-    def done(self, sample) -> bool:
-        now = time.monotonic()
-        # the time budget counts from the first measured run's end: warmups are not the measurement's
-        self._started = now if self._started is None else self._started
-        if self.precise is not None and sample.outcome == "ok":
+    def less(self, shell) -> None:
+        """Watch each run's value less the shell's median of the metric (report/stat.ShellCost), as the
+        summary's medians less the shell's are: the target is then relative to the command's own cost. A
+        constant shift moves the sequence's ends with the median, so its coverage is unchanged."""
+        self.shell = shell.subtracted(self.metric)
+
+    def start(self) -> None:
+        """Before a measured run: the time budget counts from the first one's start (warmups are not the
+        measurement's)."""
+        if self._started is None:
+            self._started = time.monotonic()
+
+    def done(self, sample, summarized: bool) -> bool:
+        """After a measured run: whether the runs stop here. Only a run the table summarizes counts toward the
+        target (``summarized``: not failed, not left out by --exclude-interfered)."""
+        if self.precise is not None and summarized:
             value = sample.metric_value(self.metric)
             if value is not None:
-                counted = sample.reading(self.metric)
-                self.unit = "ns" if counted is None else counted.unit  # wall-time has no reading: ns
-                self.state = self.precise.add(value)
+                self.unit = sample.metric_unit(self.metric)
+                self.state = self.precise.add(value - (self.shell or 0.0))
                 if self.state.reached:
                     self.ended = "reached"
                     return True
-        if self.max_time is not None and now - self._started >= self.max_time:
+        if self.max_time is not None and time.monotonic() - self._started >= self.max_time:
             self.ended = "max-time"
             return True
         return False
@@ -251,20 +259,25 @@ class RunBudget:
         if self.precise is None:
             return "--max-time reached before the -r runs" if self.ended == "max-time" else ""
         target = f"±{self.precise.target * 100:g}%"
+        watched = self.metric if self.shell is None else f"{self.metric} less the shell's median"
+        target = f"{target} of the median {watched}"
         s = self.state
         if s is None:
-            return f"precision {target} of the median {self.metric} not reached: no run counted it"
+            return f"precision {target} not reached: no run the table summarizes counted it"
         unit = self.unit
         ends = ("-" if s.low is None else quantity(s.low, unit), "-" if s.high is None else quantity(s.high, unit))
         sequence = f"{percent(s.confidence)} confidence sequence [{ends[0]}, {ends[1]}]"
         if s.reached:
-            return (f"precision {target} of the median {self.metric} reached after {s.runs} runs: median "
-                    f"{quantity(s.median, unit)}, {sequence} (±{s.relative:.2%})")
+            return (f"precision {target} reached after {s.runs} runs: median {quantity(s.median, unit)}, "
+                    f"{sequence} (±{s.relative:.2%})")
         why = ("interrupted" if interrupted else "--max-time reached" if self.ended == "max-time"
                else f"-r {repeat} reached")
+        if s.median <= 0 and s.low is not None and s.high is not None:
+            # a relative precision of a median of 0 (or below, less the shell's) is no precision at all
+            now = f"{sequence}, around a median of {quantity(s.median, unit)}: no relative precision is reached"
+            return f"precision {target} not reached ({why}): after {s.runs} runs the {now}"
         now = "unbounded" if s.relative == float("inf") else f"±{s.relative:.2%}"
-        return (f"precision {target} of the median {self.metric} not reached ({why}): after {s.runs} runs the "
-                f"{sequence} is {now}")
+        return f"precision {target} not reached ({why}): after {s.runs} runs the {sequence} is {now}"
 
 
 def _progress(total: int):

@@ -596,8 +596,9 @@ def stat_page(summary, title: str, inventory: dict | None = None, notes: Sequenc
     body = [f"<h1>{name(title)}</h1>",
             f"<p class=statement>{summary.runs} measured runs ({summary.outcomes.get('ok', 0)} ok), "
             f"{summary.warmups} warm-ups; {len(summary.interfered)} runs flagged as interfered-with</p>"]
-    if summary.precision_note:  # --until-precise: whether the target was reached, as under the terminal's table
-        body.append(f"<p class=statement id=precision>{esc(summary.precision_note)}</p>")
+    # --shell's cost and --until-precise's outcome, as under the terminal's table
+    body += [f"<p class=statement{' id=precision' * (line is summary.precision_note)}>{esc(line)}</p>"
+             for line in summary.run_notes()]
     rows, sections, constant = [], [], []
     measured = [e for e in summary.events.values() if e.values]
     # perf stat's derived figures, as the terminal's table has them: a column only when an event has one

@@ -59,12 +59,13 @@ class StatSummary:
     precision_note: str = ""  # how --until-precise or --max-time ended the runs (cli/stat.py RunBudget)
     _identity: RunIdentity = field(default_factory=RunIdentity, repr=False, compare=False)  # the runs added
 
-    def add(self, sample: Sample) -> None:
+    def add(self, sample: Sample) -> bool:
         """One run: counted once (its uuid: a run added again is the same run, docs/samples.md), summarized
-        when InterferencePolicy.judge, the rule every reader of samples follows, says it is measured."""
+        when InterferencePolicy.judge, the rule every reader of samples follows, says it is measured.
+        Whether its values are in the table (an ok measured run that --exclude-interfered keeps)."""
         run = RunIdentity.run(sample.uuid, sample.machine_id)
         if self._identity.seen(run):
-            return
+            return False
         self._identity.read(run)
         # only the ebpf backend accounts for interference: a run without it is never flagged (nor looked at)
         reason, interfered = self.interference.judge(sample.warmup, sample.outcome,
@@ -72,17 +73,17 @@ class StatSummary:
                                                      sample.wall_ns)
         if reason == "warmup":
             self.warmups += 1
-            return
+            return False
         self.runs += 1
         self.outcomes[sample.outcome] += 1
         if sample.outcome != "ok":
             if len(self.failure_examples) < 3:
                 self.failure_examples.append(describe_failure(sample))
-            return
+            return False
         if interfered:
             self.interfered.append(sample.run_index)
         if reason is not None:
-            return
+            return False
         # get before setdefault: an EventSummary built per reading per run only to be dropped cost more than
         # the rest of add (bench/stat_rate.py)
         wall = self.events.get(WALL_TIME) or self.events.setdefault(WALL_TIME, EventSummary(WALL_TIME, "ns", "perfctl"))
@@ -105,6 +106,7 @@ class StatSummary:
                 entry.unsupported = reading.reason
             else:
                 entry.errors[reading.reason] += 1
+        return True
 
     @property
     def all_ok(self) -> bool:
@@ -120,6 +122,11 @@ class StatSummary:
         """perf stat's derived figures (analysis/derived.py) of the means over the runs, by event label."""
         return figures({entry.label: (entry.description.mean, entry.unit) for entry in self.events.values()
                         if entry.values})
+
+    def run_notes(self) -> list[str]:
+        """How the runs were taken, under the table in every format (terminal, Markdown, HTML): --shell's cost
+        and the medians less it, then how --until-precise or --max-time ended the runs."""
+        return (self.shell.lines(self) if self.shell else []) + [self.precision_note] * bool(self.precision_note)
 
     def derived(self) -> dict[str, str]:
         """perf stat's derived figures, by event label, as perf prints them."""
@@ -148,11 +155,18 @@ class ShellCost:
         """What every sample records of it (``extra.shell``, docs/samples.md)."""
         return {"argv": [self.shell, "-c", ""], "runs": self.runs.runs, "median": self.medians()}
 
+    def subtracted(self, label: str) -> float | None:
+        """The shell's median of the event ``label`` when it is one that is subtracted (SHELL_SUBTRACTED,
+        any scope, corrected or not) and the shell's runs counted it, else None."""
+        if label.split(":")[0].split(" ")[0] not in SHELL_SUBTRACTED:
+            return None
+        return self.medians().get(label)
+
     def lines(self, summary: StatSummary) -> list[str]:
         """The shell's medians, and the command's medians less them for the events that are subtracted."""
         shell = self.medians()
         units = {label: entry.unit for label, entry in self.runs.events.items()}
-        subtracted = [label for label in shell if label.split(":")[0].split(" ")[0] in SHELL_SUBTRACTED
+        subtracted = [label for label in shell if self.subtracted(label) is not None
                       and label in summary.events and summary.events[label].values]
         cost = ", ".join(f"{label} {quantity(value, units[label])}" for label, value in shell.items()
                          if label in subtracted)
@@ -213,8 +227,7 @@ class StatReport(Report):
         lines = [f"**{markdown_text(self.title)}**", "", "| " + " | ".join(columns) + " |",
                  "|" + "|".join(":---" if c == "event" else "---:" for c in columns) + "|"]
         lines += ["| " + " | ".join(markdown_text(row[c]) for c in columns) + " |" for row in rows]
-        under = [self.summary.precision_note] * bool(self.summary.precision_note) + notes + unsupported_lines(
-            self.summary, self.verbosity)
+        under = self.summary.run_notes() + notes + unsupported_lines(self.summary, self.verbosity)
         return "\n".join(lines + ([""] + [markdown_text(n) + "  " for n in under] if under else [])) + "\n"
 
     def html(self) -> str:
@@ -233,10 +246,9 @@ def render(summary: StatSummary, console: Console, title: str, verbosity: int = 
     """The summary table and what it leaves out. QUIET prints only the failed runs."""
     if verbosity > QUIET:
         _render_table(summary, console, title, verbosity)
-        for line in summary.shell.lines(summary) if summary.shell else ():
-            _prose(console, visible(line))
-        if summary.precision_note:
-            _prose(console, summary.precision_note, "bold", len(summary.precision_note.partition(":")[0]))
+        for line in summary.run_notes():  # the precision note's head in bold: reached or not
+            bold = len(line.partition(":")[0]) if line is summary.precision_note else 0
+            _prose(console, visible(line), "bold" if bold else None, bold)
         for line in unsupported_lines(summary, verbosity):
             bold, _, rest = line.partition(" ")
             _prose(console, visible(line), "bold" if bold == "unsupported" else None, len(bold))
