@@ -68,9 +68,7 @@ def _notes(summary) -> list[str]:
     if not summary.runs:
         return ["no measured runs (a failed --setup or hook, or a stop before the first run)"]
     failed = summary.runs - summary.outcomes.get("ok", 0)
-    return ([f"{failed} of {summary.runs} runs failed"] * bool(failed)
-            + [summary.precision_note] * bool(summary.precision_note)
-            + (summary.shell.lines(summary) if summary.shell else []))
+    return [f"{failed} of {summary.runs} runs failed"] * bool(failed) + summary.run_notes()
 
 
 def _values(report, label: str) -> list[float]:
