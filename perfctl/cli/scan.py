@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, EXIT_USAGE
-from perfctl.model import HOOKS, parse_label
+from perfctl.model import HOOKS, MAX_LABELS, label_problem
 
 MAX_POINTS = 1000  # a scan of more values is more likely a typo (-P n 1 1000000) than a plan
+# -P's numbers as a person writes them: ASCII digits, an optional sign and point, no exponent, no "_"
+# (Python's Decimal takes 1e999999999, 1_0 and Arabic-Indic digits, which overflow or surprise), and few
+# enough digits that MIN + i*STEP stays exact in Decimal's default 28-digit context.
+_PLAIN_NUMBER = re.compile(r"-?[0-9]{1,12}(\.[0-9]{1,12})?\Z")
 
 
 def scan_options(command) -> None:
@@ -68,6 +73,9 @@ def scan_points(args, command: str) -> list[ScanPoint]:
         axes.append((scan[0], _range(command, *scan, step)))
     for name, values in lists:
         given = values.split(",")
+        empty = next((i for i, value in enumerate(given) if not value), None)
+        if empty is not None:  # "echo n=" would run as a benchmark of its own, the value lost
+            raise UsageError(f"{command}: -L {name} {values!r}: value {empty + 1} is empty")
         twice = next((value for i, value in enumerate(given) if value in given[:i]), None)
         if twice is not None:  # two benchmarks of one name: compare would pool them, the report plot one
             raise UsageError(f"{command}: -L {name}: value {twice!r} given twice")
@@ -77,16 +85,23 @@ def scan_points(args, command: str) -> list[ScanPoint]:
     words = " ".join([*args.cmd, *(hook for hooks in _hooks(args).values() for hook in hooks)])
     for name, values in axes:
         option = "-P" if scan is not None else "-L"
+        # the name and each value become a label NAME=value (model.py label_problem owns what one is): a
+        # name holding "=" would split there (-L n=x 1 labelled n: x=1)
+        problem = label_problem(name, "")
+        if problem:
+            raise UsageError(f"{command}: {option} {name!r}: the parameter's name: {problem}")
         for value in values:
-            try:
-                parse_label(f"{name}={value}", option)
-            except ValueError as err:
-                raise UsageError(f"{command}: {err}") from None
+            problem = label_problem(name, value)
+            if problem:
+                raise UsageError(f"{command}: {option} {name} {value!r}: {problem}")
         if name in seen:
             raise UsageError(f"{command}: {option} {name}: parameter given twice")
         seen.add(name)
         if "{" + name + "}" not in words:
             raise UsageError(f"{command}: {option} {name}: neither the command nor a hook uses {{{name}}}")
+    if len(axes) + len(set(args.label)) > MAX_LABELS:  # each parameter labels every sample
+        raise UsageError(f"{command}: {len(axes)} parameters and {len(set(args.label))} --label give more than "
+                         f"{MAX_LABELS} labels per sample")
     count = 1
     for _, values in axes:
         count *= len(values)
@@ -103,12 +118,10 @@ def _range(command: str, name: str, low: str, high: str, step: str | None) -> li
     from perfctl.output import UsageError
 
     def number(text: str, what: str) -> Decimal:
-        try:
-            value = Decimal(text)
-        except InvalidOperation:
-            value = Decimal("NaN")
-        if not value.is_finite():
-            raise UsageError(f"{command}: -P {name}: {what} is not a number: {text!r}")
+        if not _PLAIN_NUMBER.match(text):
+            raise UsageError(f"{command}: -P {name}: {what} is not a plain decimal number (like 3, -2 or 0.25; "
+                             f"at most 12 digits either side of the point): {text[:40]!r}")
+        value = Decimal(text)
         if step is None and value != value.to_integral_value():  # hyperfine: decimals need a step
             raise UsageError(f"{command}: -P {name}: {what} {text} is not an integer (decimals need -D STEP)")
         return value
