@@ -117,7 +117,7 @@ def _run_one(args, point, reports: list) -> int:
     from perfctl.agent.hooks import HookFailed
     from perfctl.agent.measurement import Measurement, Rounds
     from perfctl.agent.runner import RunError
-    from perfctl.report.stat import StatReport, StatSummary
+    from perfctl.report.stat import StatReport, StatSummary, runs_word
 
     check_shell(args, "perfctl stat")
     words = command_of(args)
@@ -187,7 +187,7 @@ def _run_one(args, point, reports: list) -> int:
         raise outputs.failed(err, summary.runs) from None
 
     summary.precision_note = budget.note(args.repeat, stopped_by is not None)
-    title = f"perfctl stat: {shown(args, cmd)}  ({summary.runs} runs" + (
+    title = f"perfctl stat: {shown(args, cmd)}  ({summary.runs} {runs_word(summary.runs)}" + (
         f", {summary.warmups} warmups" if summary.warmups else "") + f", backend {'+'.join(backend.names)})"
     report = StatReport(summary, title, verbosity(args), stopped_by, inventory=inv)
     code = write_summary(report, args.format, summary_console, "perfctl stat", stopped_by)

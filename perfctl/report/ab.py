@@ -18,6 +18,7 @@ from perfctl.exit_codes import outcome_exit
 from perfctl.model import DETERMINISTIC_BACKENDS
 from perfctl.output import Interrupted, paragraph, show
 from perfctl.report import NORMAL, QUIET, Report, csv_text, finite, markdown_text
+from perfctl.report.stat import runs_word
 from perfctl.text import cell, visible
 
 STOPS = {
@@ -247,7 +248,8 @@ class AbReport(Report):
                               verdict)
             show(console, table, lead=-1)
             for side in r.sides:  # each command's own runs, in the metric's unit (hyperfine's lines)
-                paragraph(console, visible(f"{side.label}: {r.metric} {absolute(side)} ({side.runs} runs)"),
+                runs = f"{side.runs} {runs_word(side.runs)}"
+                paragraph(console, visible(f"{side.label}: {r.metric} {absolute(side)} ({runs})"),
                           hang=len(side.label) + 2)
         for side, s in rows:
             if s.change is not None:  # what exit 4 is about: said even with -q

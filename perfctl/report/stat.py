@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -168,12 +169,22 @@ class ShellCost:
         units = {label: entry.unit for label, entry in self.runs.events.items()}
         subtracted = [label for label in shell if self.subtracted(label) is not None
                       and label in summary.events and summary.events[label].values]
-        cost = ", ".join(f"{label} {quantity(value, units[label])}" for label, value in shell.items()
-                         if label in subtracted)
-        less = ", ".join(f"{label} {quantity(summary.events[label].description.median - shell[label], units[label])}"
-                         for label in subtracted)
-        return [f"shell {self.shell} -c '' (median of {self.runs.runs} runs before these, not samples): {cost}",
-                f"medians less the shell's: {less} (other events include the shell)"]
+        runs = f"{self.runs.runs} {runs_word(self.runs.runs)}"
+        head = f"shell {self.shell} -c '' (median of {runs} before these, not samples)"
+        if not subtracted:  # the command's runs counted none of them (all failed): nothing to take off
+            return [f"{head}: nothing subtracted, no run of the command was summarized"]
+        cost = ", ".join(f"{label} {quantity(shell[label], units[label])}" for label in subtracted)
+        less, below = [], []
+        for label in subtracted:
+            net = summary.events[label].description.median - shell[label]
+            if net < 0:  # as hyperfine's executor does (src/benchmark/executor.rs: `.max(0.0)`), and says so
+                below.append(label)
+            less.append(f"{label} {quantity(max(net, 0.0), units[label])}")
+        lines = [f"{head}: {cost}", f"medians less the shell's: {', '.join(less)} (other events include the shell)"]
+        if below:
+            lines.append(f"{', '.join(below)}: the command's median is below the shell's own, shown as 0: the "
+                         "command costs less than the shell's spread can tell (measure it without --shell)")
+        return lines
 
 
 __all__ = ["NORMAL", "QUIET", "VERBOSE", "EventSummary", "ShellCost", "StatReport", "StatSummary", "unsupported_lines"]
@@ -222,12 +233,18 @@ class StatReport(Report):
     def markdown(self) -> str:
         """The summary as a GitHub table (every column: a page does not run out of width), the lines under
         the terminal's table after it."""
+        failed = failed_lines(self.summary)
+        if self.verbosity <= QUIET:  # as the terminal's -q: only the failed runs
+            return "".join(markdown_text(line) + "  \n" for line in failed)
         rows, notes = _rows(self.summary, self.verbosity)
         columns = [c for c in _COLUMNS if c != "derived" or any(row["derived"] for row in rows)]
-        lines = [f"**{markdown_text(self.title)}**", "", "| " + " | ".join(columns) + " |",
-                 "|" + "|".join(":---" if c == "event" else "---:" for c in columns) + "|"]
-        lines += ["| " + " | ".join(markdown_text(row[c]) for c in columns) + " |" for row in rows]
-        under = self.summary.run_notes() + notes + unsupported_lines(self.summary, self.verbosity)
+        lines = [f"**{markdown_text(self.title)}**", ""]
+        if rows:  # every run failed: no table (a header over nothing), the lines saying why
+            lines += ["| " + " | ".join(columns) + " |",
+                      "|" + "|".join(":---" if c == "event" else "---:" for c in columns) + "|"]
+            lines += ["| " + " | ".join(markdown_text(row[c]) for c in columns) + " |" for row in rows]
+        under = (self.summary.run_notes() + notes + unsupported_lines(self.summary, self.verbosity)
+                 + interfered_lines(self.summary) + failed)
         return "\n".join(lines + ([""] + [markdown_text(n) + "  " for n in under] if under else [])) + "\n"
 
     def html(self) -> str:
@@ -252,33 +269,59 @@ def render(summary: StatSummary, console: Console, title: str, verbosity: int = 
         for line in unsupported_lines(summary, verbosity):
             bold, _, rest = line.partition(" ")
             _prose(console, visible(line), "bold" if bold == "unsupported" else None, len(bold))
-        if summary.interfered:
-            runs = ", ".join(str(i) for i in summary.interfered[:20]) + (
-                ", ..." if len(summary.interfered) > 20 else "")
-            action = ("left out of the statistics above" if summary.interference.exclude
-                      else "kept in the statistics above (--exclude-interfered leaves them out)")
-            flagged = f"{len(summary.interfered)} of {summary.runs} runs flagged"
-            _prose(console, f"{flagged}: {summary.interference.describe()} (runs {runs}); {action}", "bold yellow",
-                   len(flagged))
+        for line in interfered_lines(summary):
+            _prose(console, line, "bold yellow", len(line.partition(":")[0]))
+    for number, line in enumerate(failed_lines(summary)):
+        if number == 0:
+            _prose(console, line, "bold red", len(line.partition(" (")[0]))
+        else:
+            _prose(console, visible(line), indent=4)
+
+
+def interfered_lines(summary: StatSummary) -> list[str]:
+    """The runs --flag-interference flagged, and what was done with them (terminal and Markdown)."""
+    if not summary.interfered:
+        return []
+    runs = ", ".join(str(i) for i in summary.interfered[:20]) + (", ..." if len(summary.interfered) > 20 else "")
+    action = ("left out of the statistics above" if summary.interference.exclude
+              else "kept in the statistics above (--exclude-interfered leaves them out)")
+    return [f"{len(summary.interfered)} of {summary.runs} {runs_word(summary.runs)} flagged: "
+            f"{summary.interference.describe()} (runs {runs}); {action}"]
+
+
+def failed_lines(summary: StatSummary) -> list[str]:
+    """How many runs failed and how, then examples of their messages indented (terminal, -q and Markdown)."""
     failed = summary.runs - summary.outcomes["ok"]
-    if failed:
-        counts = ", ".join(f"{n} {k}" for k, n in sorted(summary.outcomes.items()) if k != "ok")
-        what = f"{failed} of {summary.runs} runs failed"
-        _prose(console, f"{what} ({counts}); they are recorded but not summarized", "bold red", len(what))
-        for line in summary.failure_examples:
-            _prose(console, visible(f"  {line}"), indent=4)
+    if not failed:
+        return []
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(summary.outcomes.items()) if k != "ok")
+    return ([f"{failed} of {summary.runs} {runs_word(summary.runs)} failed ({counts}); they are recorded but not "
+             "summarized"] + [f"  {line}" for line in summary.failure_examples])
+
+
+def runs_word(count: int) -> str:
+    """"run" or "runs" after a count ("1 run", "2 runs")."""
+    return "run" if count == 1 else "runs"
+
+
+_JOINED = "\x00"  # never in a line: visible() escapes control characters
+_FIGURE_UNIT = re.compile(r"(?<=[0-9]) (?=(?:ns|µs|ms|s|min|h|B|KiB|MiB|GiB|TiB|K|M|G|T)\b)")
 
 
 def _prose(console: Console, text: str, style: str | None = None, styled: int = 0, indent: int = 2) -> None:
     """A line of prose under the table, wrapped at the console's width with its continuation lines indented
     (``indent``), so a wrapped sentence never reads as a new one; its first ``styled`` characters in ``style``.
     Printed literally: no markup, no highlighting."""
-    line = Text(text, no_wrap=False)
+    # a figure and its unit are one word while wrapping ("task-clock 1.573" / "ms" would read as two):
+    # joined by a character that is no space (rich breaks at every whitespace, no-break space included),
+    # which is a space again when printed
+    line = Text(_FIGURE_UNIT.sub(_JOINED, text), no_wrap=False)
     if style and styled:
         line.stylize(style, 0, styled)
     lines = line.wrap(console, max(console.width - indent, 20))
     for number, part in enumerate(lines):
         part.rstrip()
+        part = Text(part.plain.replace(_JOINED, " "), spans=part.spans, end="")
         console.print(part if number == 0 else Text.assemble(" " * indent, part), highlight=False, markup=False,
                       soft_wrap=True)
 
