@@ -37,7 +37,10 @@ class Precision:
     @property
     def relative(self) -> float:
         """The larger distance from the median to an end of the sequence, over the median (inf while an end
-        is unbounded or the median is 0)."""
+        is unbounded or the median is 0), but 0 when the sequence is the median alone: a count that repeats
+        exactly, 0 included (an exact 0 is as settled as an exact 5)."""
+        if self.low is not None and self.low == self.high == self.median:
+            return 0.0
         if self.low is None or self.high is None or self.median <= 0:
             return math.inf
         return max(self.median - self.low, self.high - self.median) / self.median

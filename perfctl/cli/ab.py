@@ -184,16 +184,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     outputs = SampleOutputs("perfctl ab", args.output, "json" if args.json else None)
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl ab", outputs)
-    try:
-        metric = compared_metric(metric, backend.support())  # before any run: nothing is written
-    except ValueError as err:
-        outputs.close()
-        backend.close()
-        raise UsageError(f"perfctl ab: --metric {metric}: {err}; choose another --metric") from None
-    except UsageError:
-        outputs.close()
-        backend.close()
-        raise
+    metric = counted_metric(metric, backend, outputs, "perfctl ab")
     result.metric = metric
     if args.min_runs is None:  # a deterministic backend's own count settles at the exact rule's rounds (docs/ab.md)
         exact = set(args.backend) <= set(DETERMINISTIC_BACKENDS) and metric in backend.support()
@@ -264,6 +255,22 @@ def _live(args):
     """The live display on a terminal (stderr), else one that shows nothing."""
     disabled = args.no_progress or args.quiet or not interactive(stderr=True)
     return _NoLive() if disabled else _Live()
+
+
+def counted_metric(asked: str | None, backend, outputs, command: str) -> str:
+    """The metric the runs stop on (ab's verdict, stat's --until-precise), among what the opened ``backend``
+    counts here (model.py compared_metric); a UsageError before any run when it is not counted, the backend
+    and the outputs closed (nothing is written)."""
+    try:
+        return compared_metric(asked, backend.support())
+    except ValueError as err:
+        outputs.close()
+        backend.close()
+        raise UsageError(f"{command}: --metric {asked}: {err}; choose another --metric") from None
+    except UsageError:
+        outputs.close()
+        backend.close()
+        raise
 
 
 class _NoLive:

@@ -146,6 +146,10 @@ def _run_one(args, point, reports: list) -> int:
 
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl stat", outputs)
+    if args.until_precise is not None:  # a metric no run can count would run the whole budget for nothing
+        from perfctl.cli.ab import counted_metric
+
+        metric = counted_metric(metric, backend, outputs, "perfctl stat")
     measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv), hooks=hooks)
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
         () if inv.pmu.present else (s.label for s in specs if s.kind in ("hardware", "raw", "store"))))
@@ -215,6 +219,7 @@ class RunBudget:
 
     def __init__(self, target: float | None, metric: str, max_time: float | None):
         self.metric, self.max_time, self.ended = metric, max_time, None
+        self.failed_run: int | None = None
         self.precise = None
         if target is not None:  # imported only then: analysis/ab.py is not every stat's start-up cost
             from perfctl.analysis.precision import MedianPrecision
@@ -239,6 +244,11 @@ class RunBudget:
     def done(self, sample, summarized: bool) -> bool:
         """After a measured run: whether the runs stop here. Only a run the table summarizes counts toward the
         target (``summarized``: not failed, not left out by --exclude-interfered)."""
+        if self.precise is not None and sample.outcome != "ok":
+            # the target is a precision of the command's cost; a failing command has none to reach, and
+            # running out the budget (1000 runs by default) would only repeat the failure (docs/stat.md)
+            self.ended, self.failed_run = "failed", sample.run_index
+            return True
         if self.precise is not None and summarized:
             value = sample.metric_value(self.metric)
             if value is not None:
@@ -262,11 +272,18 @@ class RunBudget:
         watched = self.metric if self.shell is None else f"{self.metric} less the shell's median"
         target = f"{target} of the median {watched}"
         s = self.state
+        if self.ended == "failed":
+            runs = "" if s is None else f" after {s.runs} summarized runs"
+            return (f"precision {target} not reached: run {self.failed_run} failed{runs}; --until-precise stops at "
+                    "a failed run (a failing command has no cost to know precisely)")
         if s is None:
             return f"precision {target} not reached: no run the table summarizes counted it"
         unit = self.unit
         ends = ("-" if s.low is None else quantity(s.low, unit), "-" if s.high is None else quantity(s.high, unit))
         sequence = f"{percent(s.confidence)} confidence sequence [{ends[0]}, {ends[1]}]"
+        if s.reached and s.low == s.high == s.median:  # an exact count: every run the same, 0 included
+            return (f"precision {target} reached after {s.runs} runs: every run counted exactly "
+                    f"{quantity(s.median, unit)}, {sequence} (±0%)")
         if s.reached:
             return (f"precision {target} reached after {s.runs} runs: median {quantity(s.median, unit)}, "
                     f"{sequence} (±{s.relative:.2%})")
