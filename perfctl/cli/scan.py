@@ -191,12 +191,13 @@ def each_point(args, command: str, run_one, programs=lambda words: words[:1]) ->
 def _check_programs(args, command: str, points: list[ScanPoint], programs) -> None:
     """A UsageError, as the point's own run would give it (cli/around.py not_found), for the first point
     whose program cannot run (``-L v a,b -- ./prog-{v}`` without prog-b): found before any point runs, not
-    midway with the values before it measured and stat's --html of the scan never written. Resolved only
+    midway with the values before it measured and stat's --html of the scan never written; and -o or --html
+    naming a file a point's arguments name, as check_outputs refuses it for one command. Resolved only
     (agent/run/control.py resolve_command), not hashed: each point's run identifies its command again."""
     from perfctl.agent.run.control import resolve_command
     from perfctl.agent.runner import RunError
     from perfctl.cli.around import not_found
-    from perfctl.cli.measure import prepare
+    from perfctl.cli.measure import check_outputs, prepare
     from perfctl.cli.options import command_of
 
     if args.shell:  # the program is the shell, the same at every point: the first point's run checks it
@@ -205,11 +206,15 @@ def _check_programs(args, command: str, points: list[ScanPoint], programs) -> No
     path = dict(control.env).get("PATH")
     for point in points:
         words = point.substitute(command_of(args))
-        for program in programs(words):
+        resolved = dict.fromkeys(programs(words))
+        for program in resolved:
             try:
-                resolve_command(program, path)
+                resolved[program] = resolve_command(program, path)
             except RunError as err:
                 raise not_found(f"{command}: {point.suffix}", err, words, args) from None
+        # -o and --html must not be a file a later value's arguments name (-L f a.txt,b.txt -o b.txt): refused
+        # now, not after the values before it wrote their samples
+        check_outputs(args, f"{command}: {point.suffix}", [[resolved.get(word) or word for word in words]], control)
 
 
 def _hooks(args) -> dict[str, list[str]]:
