@@ -207,6 +207,10 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
             sides[which].warmups += 1
         else:
             sides[which].runs += 1
+            if sample.outcome != "ok":  # a failed run's time is the failure's, not the command's (stat's rule)
+                sides[which].failed += 1
+                raise_received_stop()
+                return
             value = sample.metric_value(metric)  # each command's own runs, in the metric's unit
             if value is not None:
                 sides[which].values.append(value)

@@ -47,7 +47,8 @@ class Side:
     argv: list[str]
     runs: int = 0
     warmups: int = 0
-    values: list[float] = field(default_factory=list)  # the metric of each measured run that counted it
+    failed: int = 0  # measured runs that failed: in ``runs``, never in ``values``
+    values: list[float] = field(default_factory=list)  # the metric of each measured ok run that counted it
     unit: str = "ns"
 
     @property
@@ -70,8 +71,8 @@ def absolute(side: Side) -> str:
 def _absolute_fields(side: Side) -> dict:
     """A command's own statistics as JSON and CSV fields, in the metric's unit (``unit``)."""
     d = side.description
-    return {"unit": side.unit, **{key: None if d is None else getattr(d, key)
-                                  for key in ("median", "mean", "sd", "min", "max")}}
+    return {"failed": side.failed, "unit": side.unit, **{key: None if d is None else getattr(d, key)
+                                                         for key in ("median", "mean", "sd", "min", "max")}}
 
 
 @dataclass
@@ -248,7 +249,8 @@ class AbReport(Report):
                               verdict)
             show(console, table, lead=-1)
             for side in r.sides:  # each command's own runs, in the metric's unit (hyperfine's lines)
-                runs = f"{side.runs} {runs_word(side.runs)}"
+                runs = f"{side.runs} {runs_word(side.runs)}" + (
+                    f", {side.failed} failed: not in these figures" if side.failed else "")
                 paragraph(console, visible(f"{side.label}: {r.metric} {absolute(side)} ({runs})"),
                           hang=len(side.label) + 2)
         for side, s in rows:
@@ -288,8 +290,8 @@ class AbReport(Report):
                 row.update({"ratio": s.ratio, "low": s.low, "high": s.high, "verdict": said(s, side.label),
                             "settled": s.settled})
             rows.append(finite(row))
-        return csv_text(rows, ("label", "command", "metric", "runs", "unit", "median", "mean", "sd", "min", "max",
-                               "ratio", "low", "high", "verdict", "settled"))
+        return csv_text(rows, ("label", "command", "metric", "runs", "failed", "unit", "median", "mean", "sd", "min",
+                               "max", "ratio", "low", "high", "verdict", "settled"))
 
     def markdown(self) -> str:
         """The headline, then a GitHub table of the commands (as a CI posts it in a comment)."""
