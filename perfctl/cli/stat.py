@@ -8,6 +8,7 @@ import os
 import time
 
 from perfctl.cli.around import (
+    DEFAULT_SHELL,
     ClosedAfterRuns,
     around_options,
     check_shell,
@@ -122,7 +123,11 @@ def _run_one(args, point, reports: list) -> int:
     check_shell(args, "perfctl stat")
     words = command_of(args)
     if not words:
-        raise UsageError("perfctl stat: no command given (usage: perfctl stat [options] -- CMD ARGS)")
+        # `--shell ./prog` without --: argparse took the command for --shell's optional value
+        taken = args.shell not in (None, DEFAULT_SHELL)
+        took = f"; --shell took {args.shell!r} as the shell to run" if taken else ""
+        raise UsageError(f"perfctl stat: no command given{took} (usage: perfctl stat [options] -- CMD ARGS, "
+                         "perfctl stat --shell -- 'CMD')")
     cmd = shell_command(args, words)
     specs, control, sample_labels = prepare(args, "perfctl stat")  # before anything runs or any file is opened
     hooks = hooks_of(args, 1, control, "perfctl stat")
