@@ -39,7 +39,7 @@ from perfctl.cli.options import (
     probability,
     verbosity,
 )
-from perfctl.cli.scan import each_point, scan_options
+from perfctl.cli.scan import StopScan, each_point, scan_options
 from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_SLOWDOWN, meaning
 from perfctl.model import (
     DEFAULT_METRICS,
@@ -200,6 +200,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
                                   policy.flags(s.readings, s.wall_ns) for s in samples))
     live = _live(args)
     stopped_by: Interrupted | None = None
+    hook_failed = False
     closed = ClosedAfterRuns(measurement, backend, outputs, "perfctl ab")
 
     def measured(which: int, sample) -> None:
@@ -234,6 +235,7 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
         result.stop, result.failure = "failed", rounds_stopped(sides[failed.which].label, failed.sample)
     except HookFailed as failed:
         result.stop, result.failure = "failed", f"perfctl ab: {failed}"
+        hook_failed = True
     except Unusable as unusable:
         result.stop, result.failure = "unusable", f"perfctl ab: {unusable}"
     except RunError as err:
@@ -252,6 +254,8 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
         where = f"; samples are in {args.output}" if result.output else ""
         say(f"perfctl: interrupted after {result.rounds} rounds ({stopped_by.name}){where}")
     closed.closing.join()
+    if hook_failed and point is not None:  # the scan's later values would run the same failing hook
+        raise StopScan(code)
     return code
 
 

@@ -35,6 +35,16 @@ def scan_options(command) -> None:
                               f"and the hooks (repeatable: every combination; at most {MAX_POINTS} benchmarks)")
 
 
+class StopScan(Exception):
+    """Raised by a point's run, after it has reported its own end, when the values after it must not run: a
+    hook failed (hyperfine stops the whole benchmark on a failing --setup, --prepare or --cleanup; the next
+    value's hooks are the same commands and would fail alike). ``code``: the point's exit code."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
 @dataclass(frozen=True)
 class ScanPoint:
     """One value of the scan (one per parameter): ``{"n": "1000"}``."""
@@ -152,7 +162,7 @@ def each_point(args, command: str, run_one, programs=lambda words: words[:1]) ->
     the scan at once. Each point is its own benchmark: its verdict or table holds on its own."""
     from perfctl.cli.around import default_name
     from perfctl.cli.options import command_of
-    from perfctl.output import UsageError
+    from perfctl.output import UsageError, say
 
     points = scan_points(args, command)
     if not points:
@@ -172,7 +182,7 @@ def each_point(args, command: str, run_one, programs=lambda words: words[:1]) ->
                          "labelled with its value)")
     _check_programs(args, command, points, programs)
     worst = EXIT_OK
-    for point in points:
+    for index, point in enumerate(points):
         each = copy.copy(args)
         each.cmd = point.substitute(args.cmd)
         for hook, commands in _hooks(args).items():
@@ -181,7 +191,14 @@ def each_point(args, command: str, run_one, programs=lambda words: words[:1]) ->
         # makes the points one scan in compare's report (report/scanplot.py)
         each.name = f"{args.name or default_name(args, command_of(args))} {point.suffix}"
         each.label = [*args.label, *(f"{name}={value}" for name, value in point.values.items())]
-        code = run_one(each, point)
+        try:
+            code = run_one(each, point)
+        except StopScan as stop:
+            left = len(points) - index - 1
+            if left:
+                say(f"{command}: the scan stops at {point.suffix} (a hook failed); {left} later "
+                    f"value{'s' if left > 1 else ''} not run")
+            return max(worst, stop.code, key=_seriousness)
         if code > 128:  # stopped by a signal: the rest of the scan does not run
             return code
         worst = max(worst, code, key=_seriousness)

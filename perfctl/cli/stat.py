@@ -42,7 +42,7 @@ from perfctl.cli.options import (
     positive_int,
     verbosity,
 )
-from perfctl.cli.scan import each_point, scan_options
+from perfctl.cli.scan import StopScan, each_point, scan_options
 from perfctl.exit_codes import EXIT_RUN_FAILED
 from perfctl.model import WALL_TIME
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
@@ -213,6 +213,8 @@ def _run_one(args, point, reports: list) -> int:
     if hook_failed is not None:
         where = f"; samples are in {args.output}" if args.output and summary.runs + summary.warmups else ""
         say(f"perfctl stat: {hook_failed}; stopped after {summary.runs} measured runs{where}")
+        if point is not None:  # the scan's later values would run the same failing hook
+            raise StopScan(EXIT_RUN_FAILED)
         return EXIT_RUN_FAILED
     return code
 
