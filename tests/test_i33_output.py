@@ -12,7 +12,7 @@ import re
 import statistics
 
 import pytest
-from conftest import measure, needs_ebpf, needs_pmu, one_line, perfctl, read_records, sample_of, value
+from conftest import measure, needs_ebpf, needs_pmu, one_line, perfctl, pmu_reason, read_records, sample_of, value
 
 from perfctl.analysis import sequential
 from perfctl.analysis.derived import Figure, figures, relative_stderr, scaled
@@ -196,14 +196,41 @@ def test_until_precise_counts_only_the_runs_the_table_summarizes():
         assert summarized == 0 and "(30 runs" in said and "no run the table summarizes counted it" in said, said
 
 
-def test_a_median_of_0_says_why_no_relative_precision_is_reached():
-    """A metric whose median is 0 (major faults of a cached /bin/true) is never within ±x% of it: the runs go
-    on to -r and the line says why rather than 'unbounded'."""
-    result = perfctl("stat", "--until-precise", "5%", "--metric", "major-faults", "-e", "major-faults", "-r", "12",
-                     "--width", "250", "--", "/bin/true")
+def test_an_exact_count_of_0_is_settled_and_said_so():
+    """A metric 0 in every run (major faults of a cached /bin/true: the binary is in the page cache after
+    the first) has a sequence [0, 0] as soon as it has both ends: settled in a handful of runs, not -r's
+    budget, and the line says every run counted exactly 0. A failed run before it would say so instead."""
+    result = perfctl("stat", "--until-precise", "5%", "--metric", "major-faults", "-e", "major-faults",
+                     "--warmup", "1", "-r", "200", "--width", "250", "--", "/bin/true")
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stdout.split())
-    assert "(12 runs" in said and "around a median of 0: no relative precision is reached" in said, said
+    runs = int(re.search(r"reached after (\d+) runs: every run counted exactly 0,", said)[1])
+    assert runs < 50 and f"({runs} runs" in said, said
+
+
+def test_a_varying_median_of_0_has_no_relative_precision():
+    """Runs 0, 0, ..., 1: a median of 0 whose sequence is not [0, 0] is never within ±x% of it."""
+    precision = MedianPrecision(0.05)
+    for run in [0.0] * 19 + [1.0] * 6:
+        state = precision.add(run)
+    assert state.median == 0 and state.high == 1.0 and state.relative == math.inf and not state.reached
+
+
+def test_until_precise_refuses_a_metric_not_counted_here():
+    """--metric cycles on a machine without a PMU: refused before any run, as ab refuses it (it used to run
+    the 1000-run budget for nothing)."""
+    if pmu_reason() is None:
+        pytest.skip("probe: this machine has a PMU, cycles are counted")
+    said = one_line(perfctl("stat", "--until-precise", "1%", "--metric", "cycles", "-e", "task-clock,cycles", "--",
+                            "/bin/true"), "perfctl stat: --metric cycles", code=2)
+    assert "choose another --metric" in said, said
+
+
+def test_until_precise_stops_at_the_first_failed_run():
+    result = perfctl("stat", "--until-precise", "1%", "-e", "task-clock", "--width", "250", "--", "/bin/false")
+    assert result.returncode == 1, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "(1 run," in said and "not reached: run 0 failed; --until-precise stops at a failed run" in said, said
 
 
 def test_an_empty_shell_is_refused():
@@ -219,7 +246,9 @@ def test_precision_is_the_larger_distance_to_an_end_over_the_median():
     assert not Precision(9, 100.0, 94.0, 102.0, 0.05, 0.95).reached  # 6% below
     assert not Precision(9, 100.0, 99.0, 105.5, 0.05, 0.95).reached  # 5.5% above
     assert Precision(9, 100.0, None, 101.0, 0.05, 0.95).relative == math.inf
-    assert Precision(9, 0.0, 0.0, 0.0, 0.05, 0.95).relative == math.inf  # no relative precision of 0
+    assert Precision(9, 0.0, 0.0, 0.0, 0.05, 0.95).relative == 0  # an exact 0: settled
+    assert Precision(9, 0.0, 0.0, 1.0, 0.05, 0.95).relative == math.inf  # no relative precision of 0
+    assert Precision(9, 7.0, 7.0, 7.0, 0.05, 0.95).reached  # an exact count
     precision = MedianPrecision(0.5)
     for v in random.Random(1).sample(range(1, 21), 20):
         state = precision.add(float(v))
