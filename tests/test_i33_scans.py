@@ -51,14 +51,25 @@ def test_stat_P_with_a_decimal_step_and_L_lists_take_every_combination():
     (["-P", "n", "1", "5", "-D", "0"], "the step must be positive"),
     (["-D", "2"], "-D/--parameter-step-size needs -P/--parameter-scan"),
     (["-P", "n", "1", "2.5"], "MAX 2.5 is not an integer"),
-    (["-P", "n", "1", "x"], "MAX is not a number: 'x'"),
+    (["-P", "n", "1", "x"], "MAX is not a plain decimal number (like 3, -2 or 0.25; at most 12 digits either side "
+                            "of the point): 'x'"),
     (["-P", "m", "1", "3"], "neither the command nor a hook uses {m}"),
     (["-P", "n", "1", "5000"], "gives 5000 benchmarks, at most 1000"),
     (["-L", "n", "1,2", "-L", "n", "3"], "parameter given twice"),
     (["-L", "n", ",".join(map(str, range(40))), "-L", "m", ",".join(map(str, range(40)))],
      "gives 1600 benchmarks, at most 1000"),
     (["-P", "n", "1", "2", "-L", "n", "3"], "exclude each other"),
-    (["-L", "n!", "1"], "-L 'n!=1'"),
+    (["-L", "n!", "1"], "-L 'n!': the parameter's name: key must be"),
+    (["-L", "n=x", "1"], "-L 'n=x': the parameter's name"),  # was labelled n: x=1
+    (["-L", "n", "1,,2"], "-L n '1,,2': value 2 is empty"),
+    (["-L", "n", ",,,"], "value 1 is empty"),
+    (["-P", "n", "1e30", "1e30"], "MIN is not a plain decimal number"),  # was a decimal.InvalidOperation
+    (["-P", "n", "1e999999999", "1e999999999", "-D", "1"], "MIN is not a plain decimal number"),
+    (["-P", "n", "0", "1", "-D", "1e-999999999"], "-D STEP is not a plain decimal number"),  # decimal.Overflow
+    (["-P", "n", "1e2", "1e2"], "MIN is not a plain decimal number"),
+    (["-P", "n", "1_0", "1_0"], "MIN is not a plain decimal number"),
+    (["-P", "n", "\u0661", "\u0661"], "MIN is not a plain decimal number"),  # Arabic-Indic 1
+    (["-P", "n", "0", "1", "-D", "0.000000000001"], "gives 1000000000001 benchmarks, at most 1000"),
     (["-L", "n", "1", "--label", "n=2"], "n is a parameter of the scan"),
     (["-L", "n", "1,2", "--csv"], "--csv cannot tell a scan's values apart"),
     (["-L", "n", "1,2,1"], "-L n: value '1' given twice"),
@@ -97,6 +108,36 @@ def test_every_points_program_is_checked_before_the_first_point_runs(tmp_path):
     line = one_line(done, "perfctl stat: v=b: command not found: ", code=2)
     assert line.endswith("prog-b"), line
     assert not marker.exists() and not output.exists() and not html.exists()
+
+
+@pytest.mark.parametrize("option, name", [("-o", "b.jsonl"), ("--html", "b.html")])
+def test_an_output_a_later_value_names_is_refused_before_the_first_value_runs(tmp_path, option, name):
+    """-o b.jsonl -L f a.txt,b.jsonl: f=b.jsonl's arguments name the output. Refused before f=a.txt runs (it
+    used to write f=a.txt's samples into b.jsonl, then refuse it saying "nothing was done")."""
+    marker = tmp_path / "ran"
+    program = _program(tmp_path / "prog", marker)
+    output = tmp_path / name
+    output.write_text("")
+    done = perfctl("stat", "-r", "1", "-e", "task-clock", option, str(output), "--force", "-L", "f",
+                   f"{tmp_path / 'a.txt'},{output}", "--", program, "{f}")
+    line = one_line(done, f"perfctl stat: f={output}: refusing {option} {output}: the benchmark's arguments name it",
+                    code=2)
+    assert line.endswith("nothing was done"), line
+    assert not marker.exists() and output.read_text() == ""
+
+
+def test_a_failing_hook_stops_the_scan(tmp_path):
+    """hyperfine stops on a failing --setup: the later values would run the same hook and fail alike (it
+    used to run the setup once per value, each "stopped after 0 measured runs")."""
+    count = tmp_path / "count"
+    for command in (["stat", "-r", "2"], ["ab", "--max-runs", "4"]):
+        count.unlink(missing_ok=True)
+        ab = [":::", "true"] if command[0] == "ab" else []
+        done = perfctl(*command, "-e", "task-clock", "-L", "n", "1,2,3", "--setup", f"echo {{n}} >> {count}; exit 1",
+                       "--", "true", "{n}", *ab)
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert count.read_text() == "1\n", command
+        assert f"perfctl {command[0]}: the scan stops at n=1 (a hook failed); 2 later values not run" in done.stderr
 
 
 def test_the_hooks_get_the_value_and_may_be_the_only_words_using_it(tmp_path):
@@ -231,19 +272,23 @@ def test_the_stat_scan_report_says_each_values_shell_cost_and_failed_runs(tmp_pa
     items = re.findall(r"<li>(.*?)</li>", notes)
     for n in "01":
         assert any(item.startswith(f"n={n}: shell /bin/sh -c &#x27;&#x27;") for item in items), items
-        assert any(item.startswith(f"n={n}: medians less the shell&#x27;s:") for item in items), items
+    assert any(item.startswith("n=0: medians less the shell&#x27;s:") for item in items), items
+    # every run of n=1 failed: nothing to subtract, and said so rather than an empty list
+    assert any(item.startswith("n=1: shell") and item.endswith("nothing subtracted, no run of the command was "
+                                                                 "summarized") for item in items), items
     assert "n=1: 2 of 2 runs failed" in items and not any(i.startswith("n=0: 2 of") for i in items), items
 
 
 def test_the_stat_scan_report_keeps_a_value_without_runs(tmp_path):
-    """n=1's --setup fails: no runs, exit 1; the report still lists n=1, with why, and plots the others."""
+    """n=3's --setup fails: no runs, exit 1 (a failing hook ends the scan; n=3 is its last value); the report
+    still lists n=3, with why, and plots the others."""
     html = tmp_path / "scan.html"
     done = perfctl("stat", "-q", "-r", "1", "-e", "task-clock", "--html", str(html), "-L", "n", "1,2,3",
-                   "--setup", "test {n} != 1", "--", *HEAD)
+                   "--setup", "test {n} != 3", "--", *HEAD)
     assert done.returncode == 1, done.stderr
     text = html.read_text()
     assert re.findall(r"<tr><td>(n=\d)</td>", text) == ["n=1", "n=2", "n=3"]
-    assert "<li>n=1: no measured runs" in text
+    assert "<li>n=3: no measured runs" in text
     assert re.search(r'<polyline class="scan-line"[^>]* points="\S+ \S+"', text)
 
 
