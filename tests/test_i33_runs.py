@@ -4,6 +4,10 @@ summary), the hint for a shell command line given without it, and the hooks arou
 
 from __future__ import annotations
 
+import csv
+import io
+import os
+import re
 import signal
 import statistics
 import subprocess
@@ -67,6 +71,71 @@ def test_shell_with_the_dbi_backend_or_a_command_line_for_its_value_is_refused()
     # without --, the command line is taken for --shell's value: said, not run as a shell
     said = one_line(perfctl("ab", "--shell", "sort /etc/hostname | cat", ":::", "true"), "perfctl ab: ", code=2)
     assert "--shell took 'sort /etc/hostname | cat' as the shell to run: put -- before the command" in said
+    # --shell ./prog, no --, no other word: the program was taken for the shell, and the error says so
+    said = one_line(perfctl("stat", "--shell", "./prog"), "perfctl stat: no command given", code=2)
+    assert "--shell took './prog' as the shell to run" in said, said
+
+
+def _flaky(path, flag) -> str:
+    """A script that fails (exit 5, "boom" on stderr) every second run, after busy work in the failing
+    ones: a failed run's time is longer than an ok run's, so it would show if it were summarized."""
+    path.write_text(f"#!/bin/sh\n[ -e {flag} ] && {{ rm {flag}; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; "
+                    f"echo boom >&2; exit 5; }}\ntouch {flag}; exit 0\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_markdown_keeps_the_failed_runs_lines_and_q_prints_only_them(tmp_path):
+    flaky = _flaky(tmp_path / "flaky.sh", tmp_path / "flag")
+    result = perfctl("stat", "-r", "4", "-e", "task-clock", "--format", "markdown", "--", flaky)
+    assert result.returncode == 1, result.stderr
+    assert "| task-clock | 2 |" in result.stdout, result.stdout
+    assert "2 of 4 runs failed \\(2 failed\\); they are recorded but not summarized  \n" in result.stdout
+    assert "run 1 exited with status 5\\: boom" in result.stdout, result.stdout
+    failed = perfctl("stat", "-r", "2", "-e", "task-clock", "--format", "markdown", "--", "/bin/false")
+    assert failed.returncode == 1 and "|" not in failed.stdout and "2 of 2 runs failed" in failed.stdout
+    quiet = perfctl("stat", "-q", "-r", "2", "-e", "task-clock", "--format", "markdown", "--", "/bin/false")
+    assert quiet.stdout.startswith("2 of 2 runs failed") and "perfctl stat" not in quiet.stdout, quiet.stdout
+
+
+def test_ab_leaves_a_failed_runs_value_out_of_its_figures(tmp_path):
+    """B fails in its second run (the rounds stop there): its line and CSV row summarize its one ok run, and
+    say one failed (the failed run's longer time used to be B's max)."""
+    for form in ("table", "csv"):
+        (tmp_path / "flag").unlink(missing_ok=True)
+        flaky = _flaky(tmp_path / "flaky.sh", tmp_path / "flag")
+        done = perfctl("ab", "-e", "task-clock", "--seed", "1", "--format", form, "--width", "250", "--",
+                       "true", ":::", flaky)
+        assert done.returncode == 1, done.stderr
+        if form == "table":
+            line = next(line for line in done.stdout.splitlines() if line.startswith("B: task-clock"))
+            assert line.endswith("(2 runs, 1 failed: not in these figures)"), line
+            median = re.search(r"median (\S+ \S+), min (\S+ \S+), max (\S+ \S+)", line)
+            assert median[1] == median[2] == median[3], line  # one run: its value, not the failed one's
+        else:
+            row = list(csv.DictReader(io.StringIO(done.stdout)))[1]
+            assert (row["runs"], row["failed"]) == ("2", "1") and row["min"] == row["max"] == row["median"], row
+
+
+def test_a_command_cheaper_than_the_shell_is_shown_as_0_and_said(tmp_path):
+    """A SHELL that busy-works only for the empty command line (its measured cost) and runs a trivial one
+    quickly: the command's medians less the shell's are below 0, shown as 0 as hyperfine clamps them, with
+    a line naming the events. At 50 columns no figure is parted from its unit."""
+    shell = tmp_path / "slowsh"
+    shell.write_text('#!/bin/sh\n[ -z "$2" ] && { i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; }\n'
+                     'exec /bin/sh "$@"\n')
+    shell.chmod(0o755)
+    result = perfctl("stat", "-r", "3", "-e", "task-clock", f"--shell={shell}", "--", "true",
+                     env={**os.environ, "COLUMNS": "50"})
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stdout.split())
+    assert "medians less the shell's: wall-time 0 ns, task-clock 0 ns" in said, result.stdout
+    assert "wall-time, task-clock: the command's median is below the shell's own, shown as 0" in said
+    units = ("ns", "µs", "ms", "s")
+    lines = result.stdout.splitlines()
+    for above, below in zip(lines, lines[1:]):
+        assert not (re.search(r"\d$", above) and below.split() and below.split()[0].rstrip(",") in units), (
+            above, below)
 
 
 def test_prepare_runs_before_every_run_setup_and_cleanup_once(tmp_path):
