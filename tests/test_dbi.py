@@ -61,7 +61,7 @@ def test_a_binary_valgrind_cannot_run_is_a_recorded_failed_run(tmp_path):
     out = tmp_path / "s.jsonl"
     result = perfctl("stat", "-r", "1", "--backend", "dbi", "-e", "instructions", "-o", str(out), "--", str(bogus))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "1 of 1 runs failed" in result.stdout
+    assert "1 of 1 run failed" in result.stdout
     assert '"status":"error"' in out.read_text()
 
 
