@@ -238,9 +238,9 @@ class StatReport(Report):
             return "".join(markdown_text(line) + "  \n" for line in failed)
         rows, notes = _rows(self.summary, self.verbosity)
         columns = [c for c in _COLUMNS if c != "derived" or any(row["derived"] for row in rows)]
-        lines = [f"**{markdown_text(self.title)}**", ""]
+        lines = [f"**{markdown_text(self.title)}**"]
         if rows:  # every run failed: no table (a header over nothing), the lines saying why
-            lines += ["| " + " | ".join(columns) + " |",
+            lines += ["", "| " + " | ".join(columns) + " |",
                       "|" + "|".join(":---" if c == "event" else "---:" for c in columns) + "|"]
             lines += ["| " + " | ".join(markdown_text(row[c]) for c in columns) + " |" for row in rows]
         under = (self.summary.run_notes() + notes + unsupported_lines(self.summary, self.verbosity)
