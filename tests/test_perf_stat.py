@@ -6,6 +6,7 @@ import shutil
 import pytest
 from conftest import measure, needs_tracepoints, value
 
+from perfctl.agent import inventory
 from perfctl.agent.perf_stat import parse_csv
 
 pytestmark = pytest.mark.skipif(shutil.which("perf") is None, reason="probe: perf(1) not on PATH (linux-perf)")
@@ -48,9 +49,18 @@ def test_software_events_agree(programs, workload):
 
 @needs_tracepoints
 def test_timer_interrupts_agree(programs):
+    """Both backends count the loop's timer interrupts as the tick's HZ per CPU second of it. Not each
+    other's count within 20%: on a busy machine the timers of other tasks that expire on the loop's CPU are
+    counted in its context too, as many as the load of the moment brings (157 and 201 in two busy runs of
+    0.5 s), so each run is held to test_perf_event's bound for one run: at least 0.8 x, at most 2 x HZ."""
+    hz = inventory.collect().hz
+    assert hz, "CONFIG_HZ unreadable"
     ours, perfs = _both([programs / "spin", "0.5"], ["timer-interrupts", "task-clock"], runs=2)
-    a, b = _median(ours, "timer-interrupts"), _median(perfs, "timer-interrupts")
-    assert abs(a - b) <= max(5, 0.2 * a), (a, b)
+    for sample in ours + perfs:
+        expected = hz * value(sample, "task-clock") / 1e9
+        ticks = value(sample, "timer-interrupts")
+        assert 0.8 * expected <= ticks <= 2 * expected, (sample.backends, ticks, expected)
+    assert all(s.readings[0].backend == "perf-stat" for s in perfs)
 
 
 def test_exit_status_and_signals_come_through_perf():
