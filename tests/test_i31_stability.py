@@ -295,6 +295,9 @@ def test_stat_says_nothing_of_a_stable_counter(programs, tmp_path):
     assert "unstable page-faults" not in result.stdout, result.stdout
 
 
+SLOW_GROUP = r"(?:[7-9]|1[0-3])"  # the 10 slow runs' group as the warning counts it, give or take load
+
+
 def test_stat_warns_of_a_disturbed_measurement(programs, tmp_path):
     """The first 10 of 30 runs sort 400,000 numbers, the others 100,000 (real runs of sort, through sh: a
     cold start made certain, about 4.5x the time). A job sharing the CPU was no sure disturbance here: the
@@ -310,8 +313,10 @@ def test_stat_warns_of_a_disturbed_measurement(programs, tmp_path):
     stdout = result.stdout
     walls = [r["wall_ns"] for r in read_records(out) if r["type"] == "sample"]
     assert statistics.median(walls[:10]) > 2 * statistics.median(walls[10:]), walls  # the first runs were slower
-    assert re.search(r"^unstable wall-time: (the runs fall into two groups: 10 of 30|the runs drift)", stdout,
-                     re.M), stdout
+    # 10 of 30 on a quiet machine; under load a run of the fast 20 slowed as much joins the slow group (or
+    # a slow one is sped past the cut), so the group's count is the 10 give or take a few
+    assert re.search(rf"^unstable wall-time: (the runs fall into two groups: {SLOW_GROUP} of 30|the runs drift)",
+                     stdout, re.M), stdout
     assert "The result may be unstable" in stdout and "`perfctl info`" in stdout
     summary = StatSummary()
     for record in read_records(out):
@@ -325,7 +330,7 @@ def test_stat_warns_of_a_disturbed_measurement(programs, tmp_path):
     assert result.returncode in (0, 3, 4), result.stderr  # 4: A disturbed, no verdict
     (row,) = json.loads(result.stdout)["benchmarks"]
     warnings = row["warnings"] if isinstance(row["warnings"], str) else "; ".join(row["warnings"])
-    assert re.search(r"A: (the runs fall into two groups: 10 of 30|the runs drift)", warnings), warnings
+    assert re.search(rf"A: (the runs fall into two groups: {SLOW_GROUP} of 30|the runs drift)", warnings), warnings
 
 
 def test_at_most_four_findings_unless_verbose():
