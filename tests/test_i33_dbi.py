@@ -195,7 +195,7 @@ def test_a_binary_cachegrind_cannot_run_is_a_failed_run_with_the_reason(tmp_path
 
 
 # Three worker threads, each a loop of LOOP steps on its own (no lock, no shared counter): the work is in the
-# workers, not in main, and a deterministic count (valgrind runs one thread at a time, none waits on another)
+# workers, not in main
 THREADED_C = r"""
 #include <pthread.h>
 static void *worker(void *arg) {
@@ -233,7 +233,10 @@ def test_ab_sees_a_doubled_loop_in_worker_threads(tmp_path):
                      "-o", str(samples), "--", str(once), ":::", str(twice), timeout=300)
     assert result.returncode == 3, result.stdout + result.stderr
     (comparison,) = json.loads(result.stdout)["comparisons"]
-    assert comparison["beyond"] == "slower" and comparison["method"] == EXACT  # B runs more
+    # B runs more. Not asserted: the exact rule. Main's count varies by ~100 instructions from run to run
+    # (pthread_join waits longer or shorter as valgrind's scheduler switches threads), so a round may not
+    # repeat the first, and the confidence sequence decides then: the verdict is the same, in a few rounds more
+    assert comparison["beyond"] == "slower"
     # main alone runs ~100k instructions (start-up, thread creation); the workers 3 x LOOP steps of a few
     # instructions each: A's count has them, and B's extra 150,000 steps make it about twice A's
     counts = {json.loads(line)["labels"]["ab"]: json.loads(line)["readings"][0]["value"]
