@@ -74,3 +74,30 @@ def test_ab_takes_a_program_its_setup_builds(programs, tmp_path):
                      str(programs / "work"), "1", ":::", "./built", "1", cwd=tmp_path, timeout=120)
     assert result.returncode in (0, 3, 4), result.stderr  # 4: not settled in 3 rounds, as task-clock may not be
     assert json.loads(result.stdout)["rounds"] == 3
+
+
+def test_a_hook_script_is_never_an_output(programs, tmp_path):
+    script = tmp_path / "prep.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    script.chmod(0o755)
+    for output in (["--html", "prep.sh", "--force"], ["-o", "prep.sh"]):
+        result = perfctl("stat", "-r", "1", "-e", "task-clock", *output, "--prepare", "./prep.sh", "--",
+                         str(programs / "work"), "1", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "refusing" in result.stderr and "--prepare ./prep.sh names it; nothing was done" in result.stderr
+    assert script.read_text() == "#!/bin/sh\ntrue\n"
+
+
+def test_a_file_a_hooks_words_name_is_never_an_output(programs, tmp_path):
+    result, out = _stat(tmp_path, "--cleanup", "rm -f s.jsonl", "--", str(programs / "work"), "1")
+    assert result.returncode == 2 and "refusing -o" in result.stderr and "--cleanup rm -f s.jsonl names it" in result.stderr
+
+
+def test_an_output_a_hook_removes_is_an_error_naming_the_samples_lost(programs, tmp_path):
+    # the script's words do not name the file: only its end can tell
+    script = tmp_path / "rm-out.sh"
+    script.write_text("#!/bin/sh\nrm -f s.jsonl\n")
+    script.chmod(0o755)
+    result, out = _stat(tmp_path, "--prepare", "./rm-out.sh", "--", str(programs / "work"), "1")
+    assert result.returncode == 2 and not out.exists()
+    assert "s.jsonl is gone" in result.stderr and "the 2 samples written there are lost" in result.stderr
