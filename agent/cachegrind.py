@@ -38,6 +38,9 @@ ESTIMATED = "estimated-cycles"
 EVENTS = {"cg-i-refs": "count", "cg-i1-misses": "count", "cg-lli-misses": "count", "cg-d-refs": "count",
           "cg-d1-misses": "count", "cg-lld-misses": "count", "cg-ll-misses": "count",
           ESTIMATED: "estimated cycles"}
+# What every report says beside estimated-cycles (stat's notes, ab's lines): it is no measured time
+MODEL = ("a model, never a measurement: iai-callgrind's L1 hits + 5·LL hits + 35·RAM accesses of cachegrind's "
+         "simulated caches, every instruction one cycle, no branch prediction or frequency (docs/backends.md)")
 # The simulated caches: size in bytes, associativity, line size (cachegrind's --I1/--D1/--LL)
 GEOMETRY = {"I1": (32768, 8, 64), "D1": (32768, 8, 64), "LL": (8388608, 16, 64)}
 # The summary goes to the log (agent/dbi.py's private --log-fd); the per-line out file is not wanted
