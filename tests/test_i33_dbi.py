@@ -243,3 +243,17 @@ def test_ab_sees_a_doubled_loop_in_worker_threads(tmp_path):
               for line in samples.read_text().splitlines() if '"type":"sample"' in line}
     assert counts["A"] > 3 * 50_000 * 2 and counts["B"] - counts["A"] > 3 * 50_000 * 2
     assert 0.5 < comparison["ratio"] < 0.7
+
+
+@needs_valgrind
+@pytest.mark.parametrize("command", ["stat", "ab"])
+def test_estimated_cycles_are_called_a_model_where_they_are_shown(programs, command):
+    work = [str(programs / "work"), "1"]
+    argv = (["-r", "1", "--", *work] if command == "stat"
+            else ["--metric", "estimated-cycles", "--", *work, ":::", *work])
+    result = perfctl(command, "--backend", "dbi", "-e", "estimated-cycles", *argv, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "estimated-cycles:u: a model, never a measurement" in " ".join(result.stdout.split())
+    # and not where no estimate is shown
+    plain = perfctl("stat", "-r", "1", "--backend", "dbi", "-e", "instructions", "--", *work, timeout=300)
+    assert plain.returncode == 0 and "a model" not in plain.stdout

@@ -90,7 +90,8 @@ def test_a_hook_script_is_never_an_output(programs, tmp_path):
 
 def test_a_file_a_hooks_words_name_is_never_an_output(programs, tmp_path):
     result, out = _stat(tmp_path, "--cleanup", "rm -f s.jsonl", "--", str(programs / "work"), "1")
-    assert result.returncode == 2 and "refusing -o" in result.stderr and "--cleanup rm -f s.jsonl names it" in result.stderr
+    assert result.returncode == 2 and "refusing -o" in result.stderr
+    assert "--cleanup rm -f s.jsonl names it" in result.stderr
 
 
 def test_an_output_a_hook_removes_is_an_error_naming_the_samples_lost(programs, tmp_path):
