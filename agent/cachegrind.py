@@ -19,8 +19,10 @@ The estimate is iai-callgrind's (iai-callgrind-runner/src/runner/callgrind/mod.r
 It is a model, never a measurement: the caches simulated are not this CPU's (nor any one CPU's: no
 prefetcher, no replacement policy but LRU, inclusive levels, no TLB); there is no branch prediction, no
 out-of-order overlap of misses, no frequency or memory-bandwidth effect; every instruction costs one
-"cycle" whatever it does (a division as an add); and valgrind replaces memcpy, memset, strlen and friends by
-its own versions, so programs that spend their time there are modelled on valgrind's code, not libc's.
+"cycle" whatever it does (a division as an add); and libc's memcpy, memset, strlen and friends run in the
+variant libc picks for valgrind's virtual CPU (no AVX-512, for one), not the host's, so programs that spend
+their time there are modelled on other code than they run natively. Cachegrind does not replace them by
+valgrind's own (memcheck does; ``--trace-redir=yes`` under cachegrind shows only the vsyscall page's).
 Its use is to compare two builds of one program on a machine without a PMU, as iai-callgrind and CodSpeed do.
 
 Cachegrind's Ir counts every iteration of a rep-prefixed instruction (valgrind's VEX turns it into a loop),
@@ -36,6 +38,9 @@ ESTIMATED = "estimated-cycles"
 EVENTS = {"cg-i-refs": "count", "cg-i1-misses": "count", "cg-lli-misses": "count", "cg-d-refs": "count",
           "cg-d1-misses": "count", "cg-lld-misses": "count", "cg-ll-misses": "count",
           ESTIMATED: "estimated cycles"}
+# What every report says beside estimated-cycles (stat's notes, ab's lines): it is no measured time
+MODEL = ("a model, never a measurement: iai-callgrind's L1 hits + 5·LL hits + 35·RAM accesses of cachegrind's "
+         "simulated caches, every instruction one cycle, no branch prediction or frequency (docs/backends.md)")
 # The simulated caches: size in bytes, associativity, line size (cachegrind's --I1/--D1/--LL)
 GEOMETRY = {"I1": (32768, 8, 64), "D1": (32768, 8, 64), "LL": (8388608, 16, 64)}
 # The summary goes to the log (agent/dbi.py's private --log-fd); the per-line out file is not wanted

@@ -14,6 +14,11 @@ It is the reference of the audits and the instruction source on machines without
 ``dbi``. Runs go through the same exec gate and controls as every backend; the gate execs valgrind, which
 runs the benchmark as its guest, so valgrind's own start-up is in the wall time but never in the counts.
 Valgrind computes x87 arithmetic in 64 bits: float code that compares for equality may take other paths.
+
+Counts are every thread's, summed. Valgrind runs one guest thread at a time, but which one runs when is its
+scheduler's choice, so a program whose threads spin or retry (a lock, a compare-and-swap loop) executes a
+count that varies from run to run: ab's exact rule (analysis/ab.py) then sees a round that does not repeat
+the first and hands over to the confidence sequence, as for any varying metric.
 """
 
 from __future__ import annotations
@@ -115,4 +120,8 @@ class DbiBackend:
 
 
 def _bbv_totals(log: bytes) -> dict[str, int]:
-    return {name: int(m.group(1)) for name, pattern in _TOTALS.items() if (m := pattern.search(log))}
+    """Each total summed over the threads: exp-bbv prints one "# Thread N" block of totals per thread that ran
+    (the main thread's first), and a benchmark's count is all of its threads' work, as a process-wide counter's
+    (perf stat counts every thread by default)."""
+    return {name: sum(int(count) for count in found) for name, pattern in _TOTALS.items()
+            if (found := pattern.findall(log))}

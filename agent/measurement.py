@@ -12,13 +12,13 @@ import hashlib
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from perfctl.agent.events import EventSpec, uncorrectable
 from perfctl.agent.hooks import HookFailed, Hooks
 from perfctl.agent.machine import Inventory
-from perfctl.agent.runner import RunControl, Runner
-from perfctl.agent.session import Backend, Command, RunContext, measure_once, uuids
+from perfctl.agent.runner import RunControl, RunError, Runner
+from perfctl.agent.session import NOT_YET, Backend, Command, RunContext, files_seen, identify, measure_once, uuids
 from perfctl.model import DETERMINISTIC_BACKENDS, Benchmark, Sample, side_letter
 
 
@@ -58,6 +58,7 @@ class Measurement:
         self.backend, self.control = backend, control
         self.context = RunContext.of(backend, self.runner, control, machine_id, job_id)
         self.commands: list[Command] = []
+        self._seen: list[tuple] = []  # each command's files_seen when it was identified
         self._record = record
         self._uuids = uuids()
 
@@ -75,24 +76,47 @@ class Measurement:
         its index for :meth:`measure`."""
         resolved, bench = identified
         self.commands.append(Command(resolved, bench, dict(labels or {}), corrector))
+        self._seen.append(files_seen(resolved, self.control.cwd) if self.hooks is not None else ())
         return len(self.commands) - 1
 
     def measure(self, which: int, *, run_index: int, warmup: bool, sample_uuid: str | None = None,
                 extra: dict | None = None) -> Sample:
         """One run of command ``which``, recorded; ``sample_uuid`` defaults to a random one (a job's run k
         has its own: wire.job_run_uuid). Its --prepare runs first, and the command's --setup before its first
-        run (agent/hooks.py: HookFailed when one fails)."""
+        run (agent/hooks.py: HookFailed when one fails). After them the command is identified again when they
+        changed its program or an argument's file (:meth:`_identify_again`), so its samples carry what ran."""
         if self.hooks is not None:
             with self.runner.unpinned():  # a hook is not the benchmark: the loop's pinning is not for it
                 if which not in self._set_up:
                     self._set_up.append(which)
                     self.hooks.run("setup", which)
                 self.hooks.run("prepare", which)
+            self._identify_again(which)
         sample = measure_once(self.context, self.commands[which], run_index=run_index, warmup=warmup,
                               sample_uuid=sample_uuid or next(self._uuids), extra=extra)
         if self._record is not None:
             self._record(sample)
         return sample
+
+    def _identify_again(self, which: int) -> None:
+        """Command ``which`` identified anew (session.identify: its program resolved and hashed, its inputs'
+        digest) when stat(2) says its program or an argument's file is not what it was, or when it was not
+        identified yet (session.NOT_YET: its --setup makes it). A rebuilt binary is another benchmark
+        (docs/samples.md). HookFailed when the command still cannot run: its hooks were to make it."""
+        command = self.commands[which]
+        pending = command.bench.executable_sha256 == NOT_YET
+        argv = list(command.bench.argv) if pending else command.resolved
+        seen = files_seen(argv, self.control.cwd)
+        if not pending and seen == self._seen[which]:
+            return
+        try:
+            resolved, bench = identify(list(command.bench.argv), self.control, command.bench.name,
+                                       executable=None if pending else command.resolved[0])
+        except RunError as err:
+            made_by = "--setup" if pending else "--setup or --prepare"
+            raise HookFailed(f"{made_by} did not leave a command that runs: {err}") from None
+        self.commands[which] = replace(command, resolved=resolved, bench=bench)
+        self._seen[which] = files_seen(resolved, self.control.cwd)
 
     def measure_unrecorded(self, which: int, *, run_index: int) -> Sample:
         """One run of command ``which`` that is not a sample: not recorded, no hooks (stat's runs of the

@@ -204,12 +204,26 @@ def _digest_inputs(args: list[str], control: RunControl) -> str:
     return result["digest"]
 
 
+# The executable_sha256 of a command not identified yet: its program is made by its --setup (identify's
+# ``after_setup``); Measurement identifies it after that setup ran, before its first run, so no sample has it
+NOT_YET = "not-yet: made by --setup"
+
+
 def identify(argv: list[str], control: RunControl, name: str | None = None, *,
-             executable: str | None = None) -> tuple[list[str], Benchmark]:
+             executable: str | None = None, after_setup: bool = False) -> tuple[list[str], Benchmark]:
     """Resolve the command (a RunError if it cannot run) and name the benchmark. ``executable``: the
-    command's program already located (the agent's allowlisted real path), run instead of argv[0]."""
+    command's program already located (the agent's allowlisted real path), run instead of argv[0].
+    ``after_setup``: the command has a --setup, which may build its program (hyperfine's documented use), so
+    a program not found yet is no error here: the Benchmark's digests are NOT_YET, and agent/measurement.py
+    identifies it once the setup ran."""
     path = dict(control.env).get("PATH")
-    executable = resolve_command(executable or argv[0], path)
+    try:
+        executable = resolve_command(executable or argv[0], path)
+    except RunError:
+        if not after_setup:
+            raise
+        return list(argv), Benchmark(name=name or os.path.basename(argv[0]), argv=tuple(argv), executable=argv[0],
+                                     executable_sha256=NOT_YET, input_digest=NOT_YET)
     try:
         exe_digest = _file_digest(executable)
     except OSError as err:
@@ -219,6 +233,20 @@ def identify(argv: list[str], control: RunControl, name: str | None = None, *,
     bench = Benchmark(name=name or os.path.basename(argv[0]), argv=tuple(argv), executable=executable,
                       executable_sha256=exe_digest, input_digest=_digest_inputs(argv[1:], control))
     return [executable, *argv[1:]], bench
+
+
+def files_seen(resolved: list[str], cwd: str) -> tuple:
+    """What stat(2) says of the program and of each argument's file (device, inode, size, modification
+    time; None where there is none): the cheap check of whether a hook changed a command's identity since
+    it was identified (agent/measurement.py), before hashing it again."""
+    seen = []
+    for index, arg in enumerate(resolved):
+        try:
+            found = os.stat(arg if index == 0 else os.path.join(cwd, arg))
+            seen.append((found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns))
+        except (OSError, ValueError):  # ValueError: a NUL in the argument, never a path
+            seen.append(None)
+    return tuple(seen)
 
 
 @dataclass(frozen=True)

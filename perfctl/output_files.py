@@ -106,13 +106,16 @@ class Output:
 
 
 def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str, str]] = (),
-          benchmarks: Sequence[Sequence[str]] = (), cwd: str | None = None, search_path: str | None = None) -> None:
+          benchmarks: Sequence[Sequence[str]] = (), hooks: Sequence[tuple[str, str]] = (), cwd: str | None = None,
+          search_path: str | None = None) -> None:
     """Refuse, with one line naming the output and why (a UsageError, exit 2), any of ``outputs`` that must
     not be written (the module's rules 1-3). ``inputs``: (as the user wrote it, the file's path) of every
     file the command reads; ``benchmarks``: each benchmark's resolved argv (its executable's path first, as
-    session.identify returns it); ``cwd``: the directory the benchmark runs in, where its arguments are
-    looked up (perfctl's own by default); ``search_path``: the benchmark's PATH, where a wrapper looks up
-    the program a bare word names (perfctl's own by default). Called before anything runs, so a refusal
+    session.identify returns it); ``hooks``: (option, shell command) of each --prepare, --setup, --cleanup,
+    whose script and the files its words name are the user's as the benchmark's arguments are (a hook may
+    read them, or write them: no place for perfctl's output); ``cwd``: the directory the benchmark runs in,
+    where its arguments are looked up (perfctl's own by default); ``search_path``: the benchmark's PATH,
+    where a wrapper looks up the program a bare word names (perfctl's own by default). Called before anything runs, so a refusal
     costs nothing. stdout, when it is a regular file, is checked as an output of every command."""
     for output in outputs:
         if output.path == "":  # argparse takes -o "": left alone, it reads as "no output" and nothing is written
@@ -120,7 +123,7 @@ def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str
     stdout = _fd_file(1)
     if stdout is None and not any(output.path for output in outputs):
         return
-    protected = _protected(inputs, benchmarks, cwd or os.getcwd(),
+    protected = _protected(inputs, benchmarks, hooks, cwd or os.getcwd(),
                            os.environ.get("PATH", os.defpath) if search_path is None else search_path)
     stdin = _fd_file(0)
     if stdin is not None:  # `perfctl ... < data.txt`: a file the user gave perfctl, whoever reads it
@@ -226,8 +229,8 @@ def _identity(path: str, cwd: str | None = None) -> object:
     return (status.st_dev, status.st_ino)
 
 
-def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[str]], cwd: str,
-               search_path: str) -> dict[object, str]:
+def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[str]],
+               hooks: Sequence[tuple[str, str]], cwd: str, search_path: str) -> dict[object, str]:
     """identity -> why an output that is this file is refused. Inputs count where they exist (a name that is
     no file, a machine on a server, holds nothing to destroy); the files the benchmark's arguments name:
     _named_files."""
@@ -248,6 +251,13 @@ def _protected(inputs: Sequence[tuple[str, str]], benchmarks: Sequence[Sequence[
             shown = word if len(word) <= 60 else word[:57] + "..."
             for identity in _named_files(word, cwd, directories, 0):
                 protected.setdefault(identity, f"the benchmark's arguments name it ({shown})")
+    directories = [os.path.join(cwd, d) for d in search_path.split(":")]
+    for option, text in dict.fromkeys(hooks):
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        # the hook is a shell's command line: each of its words is read as an argument of the benchmark's
+        for word in dict.fromkeys(_shell_words(text) or [text]):
+            for identity in _named_files(word, cwd, directories, 0):
+                protected.setdefault(identity, f"{option} {shown} names it")
     return protected
 
 
@@ -612,6 +622,18 @@ class SampleFile:
 
     def flush(self) -> None:
         """Every write went to the file already."""
+
+    def moved(self) -> bool:
+        """Whether the path no longer names the regular file written (removed, renamed or replaced meanwhile:
+        a hook's `rm`), so what was written there is out of the user's reach; never for a stream."""
+        opened = os.fstat(self._fd)
+        if not stat.S_ISREG(opened.st_mode):
+            return False
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return True
+        return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
 
     def close(self) -> None:
         try:

@@ -171,7 +171,8 @@ def _run_one(args, point) -> int:  # the point is in args already (cli/scan.py)
     identified = []
     for side, words in zip(sides, groups):
         try:
-            identified.append(session.identify(side.argv, control, name))
+            identified.append(session.identify(side.argv, control, name,  # its --setup may build it
+                                               after_setup=bool(hooks and hooks.setup[len(identified)])))
         except RunError as err:
             raise not_found("perfctl ab", err, words, args) from None
 

@@ -169,4 +169,6 @@ class ClosedAfterRuns:
             say(f"{self.command}: {failed}")
         finally:
             self.outputs.close()
+        if error is None and self.outputs.lost:  # the samples are out of reach: no success to report
+            raise UsageError(self.outputs.lost)
         return False

@@ -19,6 +19,7 @@ from perfctl.cli.options import (
     positive_int,
     seconds,
 )
+from perfctl.model import HOOKS
 from perfctl.output import OUTPUT_ERRNOS, UsageError, quiet_stdout, say, stdout_closed
 from perfctl.output_files import REPORT, SAMPLES, Output, OutputError, SampleFile, check
 
@@ -81,9 +82,11 @@ def check_outputs(args, command: str, resolved: list[list[str]], control) -> Non
     """Refuse -o FILE and --html FILE (stat) before anything runs when either must not be written: the
     benchmark's executable or a file its arguments name (``resolved``: each command's argv as
     session.identify resolved it), the other output, or (-o) a file that is not perfctl's JSON Lines.
-    The rules: perfctl/output_files.py, docs/outputs.md."""
+    The hooks' scripts and the files their words name are the user's too. The rules: perfctl/output_files.py,
+    docs/outputs.md."""
+    hooks = [(f"--{hook}", text) for hook in HOOKS for text in getattr(args, hook, None) or ()]
     check(command, [Output("-o", args.output, SAMPLES), html_output(args)],
-          benchmarks=resolved, cwd=control.cwd, search_path=dict(control.env).get("PATH"))
+          benchmarks=resolved, hooks=hooks, cwd=control.cwd, search_path=dict(control.env).get("PATH"))
 
 
 def html_output(args) -> Output:
@@ -118,6 +121,7 @@ class SampleOutputs:
         from perfctl.formats.jsonl_writer import JsonlWriter
 
         self.command, self.path, self.written = command, path, 0
+        self.lost: str | None = None  # close()'s
         if stdout and stdout_closed():  # started with stdout closed (>&-): nothing could take the samples
             raise UsageError(f"{command}: stdout is closed; --{stdout} writes the samples there (use -o FILE)")
         self._writers = []  # (where it writes, writer): an output that fails is named in the message
@@ -157,8 +161,15 @@ class SampleOutputs:
                 raise OutputError(where, err) from None
 
     def close(self) -> None:
+        """The file closed; :attr:`lost` says, when samples were written to an -o FILE that is gone since
+        (a hook removed or replaced it), that they are out of reach: cli/around.py ClosedAfterRuns makes it
+        the command's error, as an -o FILE that cannot be written is (docs/outputs.md)."""
         if self._file is None:
             return
+        with contextlib.suppress(OSError):
+            if self.written and self._file.moved():
+                self.lost = (f"{self.command}: -o {self.path} is gone (removed or replaced during the runs: by a "
+                             f"hook?); the {self.written} samples written there are lost")
         with contextlib.suppress(OSError):  # only a write that already failed and was reported leaves data here
             self._file.close()
 

@@ -217,7 +217,7 @@ def _check_programs(args, command: str, points: list[ScanPoint], programs) -> No
     from perfctl.cli.measure import check_outputs, prepare
     from perfctl.cli.options import command_of
 
-    if args.shell:  # the program is the shell, the same at every point: the first point's run checks it
+    if args.shell or getattr(args, "setup", None):  # the shell: the first point's run checks it; --setup may build it
         return
     _, control, _ = prepare(args, command)  # the PATH the runs get (--clean-env's included)
     path = dict(control.env).get("PATH")

@@ -138,7 +138,8 @@ def _run_one(args, point, reports: list) -> int:
         args.repeat = DEFAULT_REPEAT if args.until_precise is None else DEFAULT_PRECISE_REPEAT
     try:
         # bad commands fail here, before any file is touched; identified once (it hashes the executable and inputs)
-        identified = session.identify(cmd, control, args.name or default_name(args, words))
+        identified = session.identify(cmd, control, args.name or default_name(args, words),
+                                      after_setup=bool(hooks and hooks.setup[0]))  # --setup may build it
     except RunError as err:
         raise not_found("perfctl stat", err, words, args) from None
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from perfctl import units
+from perfctl.agent import cachegrind
 from perfctl.analysis.ab import EXACT, Settlement
 from perfctl.analysis.summary import Description, describe
 from perfctl.analysis.verdicts import DEFAULT_FAIL_ON, FAIL_ON, Verdict, finding, margin_words
@@ -263,6 +264,8 @@ class AbReport(Report):
         if exact and self.verbosity > QUIET:  # the table's "sequence" of these is a point, not a CS
             paragraph(console, f"{', '.join(exact)}: exact counts ({', '.join(DETERMINISTIC_BACKENDS)}), every round "
                                "repeating the first: the ratio is known, not estimated (docs/ab.md, CI without a PMU)")
+        if r.metric.partition(":")[0] == cachegrind.ESTIMATED:  # an exact ratio of a model's figures
+            paragraph(console, f"{r.metric}: {cachegrind.MODEL}")
         if r.excluded_rounds:
             paragraph(console, f"{r.excluded_rounds} rounds left out: a run was interfered with (--exclude-interfered)")
         if r.failure:

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from perfctl.agent import cachegrind
 from perfctl.analysis.derived import Figure, figures, relative_stderr, scaled
 from perfctl.analysis.stability import Finding, check, merged
 from perfctl.analysis.summary import Description, describe
@@ -351,6 +352,8 @@ def _rows(summary: StatSummary, verbosity: int) -> tuple[list[dict[str, str]], l
             said.append(f"counts {entry.source}")  # how the event is counted: the method, for -v
         if entry.multiplexed:
             said.append(f"scaled: multiplexed in {entry.multiplexed} runs")
+        if entry.label.partition(":")[0] == cachegrind.ESTIMATED:
+            said.append(cachegrind.MODEL)
         for reason, count in entry.errors.items():
             said.append(f"{count} errors: {reason}")
         if said:
