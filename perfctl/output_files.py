@@ -115,8 +115,9 @@ def check(command: str, outputs: Sequence[Output], *, inputs: Sequence[tuple[str
     whose script and the files its words name are the user's as the benchmark's arguments are (a hook may
     read them, or write them: no place for perfctl's output); ``cwd``: the directory the benchmark runs in,
     where its arguments are looked up (perfctl's own by default); ``search_path``: the benchmark's PATH,
-    where a wrapper looks up the program a bare word names (perfctl's own by default). Called before anything runs, so a refusal
-    costs nothing. stdout, when it is a regular file, is checked as an output of every command."""
+    where a wrapper looks up the program a bare word names (perfctl's own by default). Called before
+    anything runs, so a refusal costs nothing. stdout, when it is a regular file, is checked as an output of
+    every command."""
     for output in outputs:
         if output.path == "":  # argparse takes -o "": left alone, it reads as "no output" and nothing is written
             raise UsageError(f"{command}: refusing {output.option} \"\": an empty name names no file; nothing was done")
