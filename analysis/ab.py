@@ -79,8 +79,15 @@ from perfctl.analysis.alike import TIE_SEED, AlikeTest, StretchTest, change_poin
 from perfctl.analysis.mixture import mixture_rank_pair
 from perfctl.analysis.ratio_edges import RoundRatios, place_end, rank_side
 from perfctl.analysis.summary import linear_quantile
-from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_MARGIN, Verdict, beyond, read_off, relevance
-from perfctl.model import EXACT_ROUNDS
+from perfctl.analysis.verdicts import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_MARGIN,
+    EXACT_ROUNDS,
+    Verdict,
+    beyond,
+    read_off,
+    relevance,
+)
 
 # The median's CS: Theorem 1 of Howard & Ramdas (a fixed quantile) with the two-sided beta-binomial mixture
 # boundary (analysis/sequential.py), tuned to be tightest at T_OPT rounds. Against Theorem 3's double

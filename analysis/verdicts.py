@@ -26,6 +26,10 @@ SIMULTANEOUS = FAMILIES[0]  # the default
 # ratios within 5% are equivalent, and every verdict of a run is right together with 95% confidence.
 DEFAULT_MARGIN = 0.05
 DEFAULT_CONFIDENCE = 0.95
+# Rounds of an exact metric (a deterministic backend's count) after which ab takes its ratio as known: the
+# first gives it, the second checks that each side's count repeats; also ab's default --min-runs for such a
+# metric (analysis/ab.py's docstring, the exact rule).
+EXACT_ROUNDS = 2
 
 
 class Verdict(enum.StrEnum):

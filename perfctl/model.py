@@ -23,9 +23,6 @@ BACKENDS = ("perf_event", "perf-stat", "dbi", "ebpf")
 # program and lays out its memory itself; perfctl gives every run the same environment): ab's exact rule
 # (analysis/ab.py; docs/backends.md says what was checked).
 DETERMINISTIC_BACKENDS = ("dbi",)
-# Rounds of such a metric after which ab takes its ratio as known: the first gives it, the second checks that
-# each side's count repeats; also ab's default --min-runs with such a backend (analysis/ab.py's docstring).
-EXACT_ROUNDS = 2
 # A reading's privilege scope, and the suffix its label carries (perf's ``instructions:u``): the one owner
 # of both, for the event parser (agent/events.py), every backend, the readers and the server's validation.
 SCOPES = ("user", "kernel", "all")

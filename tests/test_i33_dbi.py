@@ -13,7 +13,7 @@ from conftest import measure, perfctl, value
 
 from perfctl.agent import cachegrind, calibration, dbi
 from perfctl.analysis.ab import EXACT, SequentialComparison
-from perfctl.model import EXACT_ROUNDS
+from perfctl.analysis.verdicts import EXACT_ROUNDS
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="probe: valgrind not on PATH")
 CACHE_EVENTS = [name for name in cachegrind.EVENTS if name != cachegrind.ESTIMATED]

@@ -7,7 +7,7 @@ import argparse
 import random
 import time
 
-from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, FAIL_ON
+from perfctl.analysis.verdicts import DEFAULT_CONFIDENCE, DEFAULT_FAIL_ON, DEFAULT_MARGIN, EXACT_ROUNDS, FAIL_ON
 from perfctl.cli.around import (
     ClosedAfterRuns,
     around_options,
@@ -44,7 +44,6 @@ from perfctl.exit_codes import EXIT_NO_VERDICT, EXIT_OK, EXIT_RUN_FAILED, EXIT_S
 from perfctl.model import (
     DEFAULT_METRICS,
     DETERMINISTIC_BACKENDS,
-    EXACT_ROUNDS,
     SIDE_LABEL,
     compared_metric,
     side_letter,

@@ -26,9 +26,9 @@ import reprlib
 from collections.abc import Sequence
 
 from perfctl import units
-from perfctl.analysis.derived import Figure, relative_stderr, scaled
 from perfctl.analysis.verdicts import Verdict
 from perfctl.report import scanplot, svg
+from perfctl.report.derived import Figure, relative_stderr, scaled
 from perfctl.report.svg import esc
 
 OPEN_LIMIT = 20
@@ -665,7 +665,7 @@ def _percent(value: float, field: str, sign: str = "") -> str:
 
 
 def _derived(figure: Figure | None) -> str:
-    """perf stat's figure of one event (analysis/derived.py ``Figure``), as perf prints it, or an empty cell;
+    """perf stat's figure of one event (perfctl/report/derived.py ``Figure``), as perf prints it, or an empty cell;
     ``data-what`` says what it is ("insn per cycle", "CPUs utilized", "/sec", "GHz") beside its raw value."""
     if figure is None:
         return "<td></td>"

@@ -14,7 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 from perfctl.agent import cachegrind
-from perfctl.analysis.derived import Figure, figures, relative_stderr, scaled
 from perfctl.analysis.stability import Finding, check, merged
 from perfctl.analysis.summary import Description, describe
 from perfctl.dataset import RunIdentity
@@ -22,6 +21,7 @@ from perfctl.failures import describe_failure
 from perfctl.model import LABELLED, WALL_TIME, InterferencePolicy, Sample, counter_labels
 from perfctl.output import EXIT_OK, EXIT_RUN_FAILED, Interrupted
 from perfctl.report import NORMAL, QUIET, VERBOSE, Report, markdown_text
+from perfctl.report.derived import Figure, figures, relative_stderr, scaled
 from perfctl.text import visible
 from perfctl.units import quantity
 
@@ -121,7 +121,7 @@ class StatSummary:
                 for finding in check(entry.values).findings]
 
     def figures(self) -> dict[str, Figure]:
-        """perf stat's derived figures (analysis/derived.py) of the means over the runs, by event label."""
+        """perf stat's derived figures (perfctl/report/derived.py) of the means over the runs, by event label."""
         return figures({entry.label: (entry.description.mean, entry.unit) for entry in self.events.values()
                         if entry.values})
 
@@ -328,7 +328,7 @@ def _prose(console: Console, text: str, style: str | None = None, styled: int = 
 
 
 # The table's columns: the event, how many runs it summarizes, then its statistics, then perf stat's derived
-# figure (analysis/derived.py). stderr% is perf stat's "( +- x% )": the standard error of the mean over the
+# figure (perfctl/report/derived.py). stderr% is perf stat's "( +- x% )": the standard error of the mean over the
 # mean. A terminal too narrow for all of them leaves out these first, in this order: the derived figures,
 # which then print under the table (nothing is lost), then (a line under the table says so) the standard
 # error, which is stderr% x mean, and the mean, which stands beside the median. A name or a number is never
