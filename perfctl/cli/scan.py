@@ -109,7 +109,7 @@ def scan_points(args, command: str) -> list[ScanPoint]:
         seen.add(name)
         if "{" + name + "}" not in words:
             raise UsageError(f"{command}: {option} {name}: neither the command nor a hook uses {{{name}}}")
-    if len(axes) + len(set(args.label)) > MAX_LABELS:  # each parameter labels every sample
+    if axes and len(axes) + len(set(args.label)) > MAX_LABELS:  # without a scan: --label's own check
         raise UsageError(f"{command}: {len(axes)} parameters and {len(set(args.label))} --label give more than "
                          f"{MAX_LABELS} labels per sample")
     count = 1
