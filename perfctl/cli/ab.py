@@ -23,6 +23,7 @@ from perfctl.cli.measure import (
     asked_metric,
     check_outputs,
     control_options,
+    counted_metric,
     open_backend,
     prepare,
     write_summary,
@@ -45,7 +46,6 @@ from perfctl.model import (
     DEFAULT_METRICS,
     DETERMINISTIC_BACKENDS,
     SIDE_LABEL,
-    compared_metric,
     side_letter,
 )
 from perfctl.output import Interrupted, UsageError, console, interactive, raise_received_stop, say, stdout_closed
@@ -263,22 +263,6 @@ def _live(args):
     """The live display on a terminal (stderr), else one that shows nothing."""
     disabled = args.no_progress or args.quiet or not interactive(stderr=True)
     return _NoLive() if disabled else _Live()
-
-
-def counted_metric(asked: str | None, backend, outputs, command: str) -> str:
-    """The metric the runs stop on (ab's verdict, stat's --until-precise), among what the opened ``backend``
-    counts here (model.py compared_metric); a UsageError before any run when it is not counted, the backend
-    and the outputs closed (nothing is written)."""
-    try:
-        return compared_metric(asked, backend.support())
-    except ValueError as err:
-        outputs.close()
-        backend.close()
-        raise UsageError(f"{command}: --metric {asked}: {err}; choose another --metric") from None
-    except UsageError:
-        outputs.close()
-        backend.close()
-        raise
 
 
 class _NoLive:

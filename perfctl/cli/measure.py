@@ -19,7 +19,7 @@ from perfctl.cli.options import (
     positive_int,
     seconds,
 )
-from perfctl.model import HOOKS
+from perfctl.model import HOOKS, compared_metric
 from perfctl.output import OUTPUT_ERRNOS, UsageError, quiet_stdout, say, stdout_closed
 from perfctl.output_files import REPORT, SAMPLES, Output, OutputError, SampleFile, check
 
@@ -250,3 +250,19 @@ def asked_metric(asked: str | None, specs, command: str) -> str | None:
         raise UsageError(f"{command}: --metric {asked!r} is not measured (measured: {WALL_TIME}, "
                          f"{', '.join(sorted(measured))}; -e adds events)")
     return label
+
+
+def counted_metric(asked: str | None, backend, outputs, command: str) -> str:
+    """The metric the runs stop on (ab's verdict, stat's --until-precise), among what the opened ``backend``
+    counts here (model.py compared_metric); a UsageError before any run when it is not counted, the backend
+    and the outputs closed (nothing is written)."""
+    try:
+        return compared_metric(asked, backend.support())
+    except ValueError as err:
+        outputs.close()
+        backend.close()
+        raise UsageError(f"{command}: --metric {asked}: {err}; choose another --metric") from None
+    except UsageError:
+        outputs.close()
+        backend.close()
+        raise

@@ -25,6 +25,7 @@ from perfctl.cli.measure import (
     asked_metric,
     check_outputs,
     control_options,
+    counted_metric,
     html_output,
     open_backend,
     prepare,
@@ -153,8 +154,6 @@ def _run_one(args, point, reports: list) -> int:
     inv = inventory.collect()
     backend = open_backend(args, specs, inv, "perfctl stat", outputs)
     if args.until_precise is not None:  # a metric no run can count would run the whole budget for nothing
-        from perfctl.cli.ab import counted_metric
-
         metric = counted_metric(metric, backend, outputs, "perfctl stat")
     measurement = Measurement(backend, control, inv.machine_id, record=outputs.recorder(inv), hooks=hooks)
     summary = StatSummary(interference=interference(args), no_pmu_events=frozenset(
